@@ -1,0 +1,76 @@
+"""The data that flows from the parser through filters to the renderers.
+
+Frozen dataclasses: a parsed listing is cached and shared between requests and threads, so nothing
+downstream may mutate it; enrichment (full content) makes new copies with `dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    id: int
+    title: str
+    url: str
+    author: str | None = None
+    author_url: str | None = None
+    replies: int | None = None
+    last_posted_at: datetime | None = None
+    excerpt: str | None = None
+    # Filled only when the topic's own Markdown was read (content=full).
+    created_at: datetime | None = None
+    content_html: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    title: str
+    base_url: str
+    dialect: str
+    topics: tuple[Topic, ...]
+    url: str | None = None
+    page: int = 0
+    next_page_url: str | None = None
+    previous_page_url: str | None = None
+    # Topic blocks that were malformed and left out; a good list with a bad block is still a list.
+    skipped: int = 0
+    warnings: tuple[str, ...] = field(default=())
+
+
+def iso_utc(moment: datetime | None) -> str | None:
+    """The `YYYY-MM-DDTHH:MM:SSZ` form the expected fixtures and JSON output use."""
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def listing_to_dict(listing: Listing) -> dict:
+    """Plain JSON-ready form: exactly the keys of the `*.expected.json` files, plus a few extras."""
+    return {
+        "title": listing.title,
+        "url": listing.url,
+        "page": listing.page,
+        "dialect": listing.dialect,
+        "base_url": listing.base_url,
+        "next_page_url": listing.next_page_url,
+        "previous_page_url": listing.previous_page_url,
+        "skipped": listing.skipped,
+        "topics": [
+            {
+                "id": t.id,
+                "title": t.title,
+                "url": t.url,
+                "author": t.author,
+                "author_url": t.author_url,
+                "replies": t.replies,
+                "last_posted_at": iso_utc(t.last_posted_at),
+                "excerpt": t.excerpt,
+            }
+            for t in listing.topics
+        ],
+    }
