@@ -1,0 +1,311 @@
+"""Parse the Markdown of a Discourse topic list into a `Listing`.
+
+Every dialect Discourse has served (core C1-C4, the roots plugin P1/P2, and the "flattened" copies that
+tools make of C4) is read by one line-based pass: flattened text is first unfolded into the pristine line
+layout, then the header, each `## [title](url)` block and the trailing pagination links are read by shape
+(row order, links, ISO timestamps), never by localized labels. No general Markdown parser is involved:
+this runs on every cold request, and a regex-and-lines pass costs a fraction of a millisecond per page.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+from .models import Listing, Topic
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT_CHARS = 8 * 1024 * 1024
+"""Lists are ~20 KB; anything this large is not a list, and refusing it bounds the work."""
+
+
+class NotAListError(ValueError):
+    """The text is not a Discourse topic list; the message says what was expected and what was seen."""
+
+
+_EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
+
+_HEADING = re.compile(r"## \[(?P<title>.*)\]\((?P<url>[^()\s]+)\)[ \t]*$")
+_ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
+_USER_LINK = re.compile(r"\[@(?P<name>(?:\\.|[^\]\\])+)\]\((?P<url>[^()\s]+)\)")
+_DATED_LINK = re.compile(r"\[(?:\\.|[^\]\\])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"]+)\"\)")
+_INT = re.compile(r"\d{1,9}")
+_PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?P<url>[^()\s]*[?&]page=(?P<n>\d{1,6})[^()\s]*)\)[ \t]*$")
+_ESCAPE = re.compile(r"\\(.)")
+_TAG = re.compile(r"<[^<>]*>")
+_ROUTE_START = re.compile(r"/(?:c|tag|tags|latest|top|hot|new|unread|categories|u|t)(?:[/.?]|$)")
+
+
+@dataclass(slots=True)
+class _Block:
+    """One topic's lines, between its heading and the next separator."""
+
+    heading: str
+    lines: list[str]
+
+
+def parse_listing(text: str | bytes, base_url: str | None = None, source_url: str | None = None) -> Listing:
+    """Parse one page of a topic list.
+
+    `base_url` is the forum's root (with its subfolder, if any); when absent it is derived from the list's
+    own `**URL:**`, then from `source_url` (where the text was fetched from). Relative URLs in the plugin
+    dialects are resolved against it.
+    """
+    text = _as_text(text)
+    lines = _unfold(text).split("\n")
+    header, blocks, trailer = _split(lines)
+    fields = _header_fields(header)
+    list_url_raw = next(iter(fields.get("URL", "").split()), None)  # flattened: nav follows
+    origin_hint = base_url or source_url
+    list_url = _absolute(list_url_raw, origin_hint) if list_url_raw else source_url
+    base = (base_url or _derive_base(list_url) or _derive_base(source_url) or "").rstrip("/")
+    if not base:
+        raise NotAListError(f"{_EXPECTED}: its URL is relative and no base URL was given")
+
+    plugin = "Topics on this page" in fields and not (list_url_raw or "").startswith(("http://", "https://"))
+    dialect = _dialect(plugin, "Topics on this page" in fields, blocks, text)
+
+    topics: list[Topic] = []
+    skipped = 0
+    for block in blocks:
+        topic = _topic(block, base, plugin)
+        if topic is None:
+            skipped += 1
+        else:
+            topics.append(topic)
+    if skipped and not topics:
+        raise NotAListError(f"{_EXPECTED}: all {skipped} topic blocks are malformed")
+    if skipped:
+        log.warning("skipped %d malformed topic block(s) in %s", skipped, list_url or "list")
+
+    page = _page_number(list_url, fields.get("Page"))
+    next_url, previous_url = _pagination(trailer, page, base)
+    title = fields.get("#", "")
+    return Listing(
+        title=title if plugin else _unescape(title),
+        base_url=base,
+        dialect=dialect,
+        topics=tuple(topics),
+        url=list_url,
+        page=page,
+        next_page_url=next_url,
+        previous_page_url=previous_url,
+        skipped=skipped,
+        warnings=(f"skipped {skipped} malformed topic block(s)",) if skipped else (),
+    )
+
+
+def _as_text(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotAListError(f"{_EXPECTED}, got bytes that are not UTF-8 text ({exc.reason} at {exc.start})") from None
+    if len(text) > MAX_TEXT_CHARS:
+        raise NotAListError(f"{_EXPECTED}, got {len(text)} characters (limit {MAX_TEXT_CHARS})")
+    head = text.lstrip("\ufeff \t\r\n")
+    if not head:
+        raise NotAListError(f"{_EXPECTED}, got an empty body")
+    if "\x00" in text[:4096]:
+        raise NotAListError(f"{_EXPECTED}, got binary data")
+    lowered = head[:256].lower()
+    if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
+        raise NotAListError(f"{_EXPECTED}, got an HTML document (a login page or an error page?)")
+    if head[0] in "{[":
+        raise NotAListError(f"{_EXPECTED}, got JSON")
+    first = head.split("\n", 1)[0]
+    if not first.startswith("# ") or "**URL:**" not in head[:4096]:
+        raise NotAListError(f"{_EXPECTED}, got text starting {first[:60]!r}")
+    return head.replace("\r\n", "\n")
+
+
+def _unfold(text: str) -> str:
+    """Turn a flattened copy back into the pristine line layout (a no-op on pristine text).
+
+    Plain `str.replace` is safe here because core dialects escape every `[` and `*` in text, so
+    ` --- ## [` can only start a topic and `\\ **` can only join metadata rows.
+    """
+    if "--- ## [" not in text and "\\ **" not in text:
+        return text
+    text = text.replace(" --- ## [", "\n---\n## [").replace("\n--- ## [", "\n---\n## [")
+    text = text.replace("\\ **", "\\\n**")
+    first, sep, rest = text.partition("\n")
+    return first.replace(" **URL:**", "\n**URL:**") + sep + rest
+
+
+def _split(lines: list[str]) -> tuple[list[str], list[_Block], list[str]]:
+    """Header lines, topic blocks, and the lines that may hold pagination links."""
+    header: list[str] = []
+    blocks: list[_Block] = []
+    for line in lines:
+        if line.startswith("## ["):
+            blocks.append(_Block(line, []))
+        elif blocks:
+            blocks[-1].lines.append(line)
+        else:
+            header.append(line)
+    trailer = blocks[-1].lines if blocks else header
+    return header, blocks, trailer
+
+
+def _header_fields(header: list[str]) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in header:
+        line = line.strip()
+        if line.startswith("# ") and "#" not in fields:
+            fields["#"] = line[2:].strip()
+            continue
+        row = _ROW.match(line)
+        if row:
+            fields.setdefault(row["label"], row["value"].strip())
+    return fields
+
+
+def _dialect(plugin: bool, counted: bool, blocks: list[_Block], text: str) -> str:
+    if plugin:
+        return "p1" if "_More topics on page" in text else "p2"
+    if counted:
+        return "c1"
+    if not blocks:
+        return "c4"  # an empty list has no rows to tell by; only current sites serve a nav line and no topics
+    if 'class="topic-metadata"' in text or _DATED_LINK.search(text):
+        return "c4"
+    return "c3" if any(_USER_LINK.search(line) for b in blocks for line in b.lines[:6]) else "c2"
+
+
+def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
+    heading = _HEADING.match(block.heading.strip())
+    if heading is None:
+        return None
+    raw_title = heading["title"]
+    url = _absolute(heading["url"], base)
+    last_segment = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    if not last_segment.isdigit():
+        return None
+
+    author = author_url = None
+    replies: int | None = None
+    last_posted: datetime | None = None
+    excerpt_lines: list[str] = []
+    in_rows = True
+    for line in block.lines:
+        stripped = line.strip()
+        if not stripped or stripped == "---" or stripped.startswith(("<div", "</div")):
+            continue
+        row = _ROW.match(stripped) if in_rows else None
+        if row is None:
+            in_rows = False
+            excerpt_lines.append(stripped)
+            continue
+        label, value = row["label"], row["value"].rstrip("\\").strip()
+        if label == "Author":
+            author, author_url = _author(value, base, plugin)
+        elif _INT.fullmatch(value):
+            replies = int(value)
+        else:
+            dated = _DATED_LINK.match(value)
+            moment = _utc(dated["iso"] if dated else value)
+            if moment is None:
+                return None
+            last_posted = moment
+            tail = value[dated.end():].strip() if dated else ""
+            if tail:
+                excerpt_lines.append(tail)
+    return Topic(
+        id=int(last_segment),
+        title=raw_title if plugin else _unescape(raw_title),
+        url=url,
+        author=author,
+        author_url=author_url,
+        replies=replies,
+        last_posted_at=last_posted,
+        excerpt=_excerpt(excerpt_lines, plugin),
+    )
+
+
+def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
+    link = _USER_LINK.match(value)
+    if link:
+        return _unescape(link["name"]), _absolute(link["url"], base)
+    if not value.startswith("@") or len(value) < 2:
+        return None, None
+    name = value[1:] if plugin else _unescape(value[1:])
+    return name, f"{base}/u/{name}"
+
+
+def _excerpt(lines: list[str], plugin: bool) -> str | None:
+    while lines and "page=" in lines[-1] and _PAGE_LINK.search(lines[-1]):
+        last = _strip_page_links(lines[-1])
+        lines = lines[:-1] + ([last] if last else [])
+    if plugin:
+        lines = [line for line in lines if not line.startswith("_More topics on page")]
+        text = html.unescape(_TAG.sub(" ", " ".join(lines)))
+    else:
+        text = _unescape(" ".join(lines))
+    return " ".join(text.split()) or None
+
+
+def _strip_page_links(line: str) -> str:
+    while (match := _PAGE_LINK.search(line)) is not None:
+        line = line[: match.start()].rstrip()
+    return line
+
+
+def _pagination(trailer: list[str], page: int, base: str) -> tuple[str | None, str | None]:
+    """Next/previous by the page number in the link, since the labels are localized."""
+    next_url = previous_url = None
+    for line in trailer[-12:]:
+        while (match := _PAGE_LINK.search(line)) is not None:
+            target = int(match["n"])
+            url = _absolute(match["url"], base)
+            if target > page:
+                next_url = url
+            elif target < page:
+                previous_url = url
+            line = line[: match.start()].rstrip()
+    return next_url, previous_url
+
+
+def _page_number(list_url: str | None, page_field: str | None) -> int:
+    if list_url:
+        values = parse_qs(urlsplit(list_url).query).get("page")
+        if values and values[0].isdigit():
+            return int(values[0])
+    if page_field and page_field.isdigit():
+        return max(int(page_field) - 1, 0)
+    return 0
+
+
+def _utc(value: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPE.sub(r"\1", text) if "\\" in text else text
+
+
+def _absolute(url: str, base: str | None) -> str:
+    if url.startswith(("http://", "https://")) or not base:
+        return url
+    return urljoin(base.rstrip("/") + "/", url)
+
+
+def _derive_base(url: str | None) -> str | None:
+    """The forum root of a list or topic URL: everything before the first Discourse route segment."""
+    if not url or not url.startswith(("http://", "https://")):
+        return None
+    parts = urlsplit(url)
+    match = _ROUTE_START.search(parts.path)
+    path = parts.path[: match.start()] if match else ""
+    return f"{parts.scheme}://{parts.netloc}{path}"

@@ -1,0 +1,163 @@
+"""The list parser against every dialect fixture produced by the real upstream renderers, and the edge cases."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from feedbridge.models import listing_to_dict
+from feedbridge.parser import NotAListError, parse_listing
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+GOLDEN = sorted(p for p in FIXTURES.rglob("*.md") if p.with_suffix(".expected.json").exists())
+C4 = (FIXTURES / "dialects" / "widgets-c4.md").read_text()
+
+
+def test_every_golden_fixture_is_present():
+    names = {p.name for p in GOLDEN}
+    assert "dev-discuss-compiler.md" in names
+    assert {f"widgets-{d}.md" for d in ("c1", "c2", "c3", "c4", "c4-empty", "c4-flattened", "c4-page2", "p2")} <= names
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_fixture_parses_to_expected(path: Path):
+    expected = json.loads(path.with_suffix(".expected.json").read_text())
+    # The plugin dialects carry relative URLs: the caller supplies the forum, as the fetcher does.
+    base = expected["base_url"] if expected["dialect"].startswith("p") else None
+    got = listing_to_dict(parse_listing(path.read_text(), base_url=base))
+    for key, value in expected.items():
+        if key == "topics":
+            continue
+        assert got[key] == value, key
+    assert len(got["topics"]) == len(expected["topics"])
+    for want, have in zip(expected["topics"], got["topics"]):
+        assert {k: have[k] for k in want} == want
+    assert got["skipped"] == 0
+
+
+def test_seed_list_details():
+    listing = parse_listing((FIXTURES / "dev-discuss-compiler.md").read_text())
+    assert listing.url == "https://dev-discuss.pytorch.org/c/compiler/5.md"
+    assert len(listing.topics) == 30
+    first = listing.topics[1]
+    assert first.id == 3441
+    assert first.author_url == "https://dev-discuss.pytorch.org/u/markbgilbert"
+    assert first.last_posted_at == datetime(2026, 9, 21, 16, 26, 22, tzinfo=timezone.utc)
+    assert listing.previous_page_url is None
+
+
+def test_source_url_resolves_relative_plugin_urls():
+    text = (FIXTURES / "dialects" / "widgets-p2.md").read_text()
+    listing = parse_listing(text, source_url="https://forum.example.org/c/widgets/9.md")
+    assert listing.base_url == "https://forum.example.org"
+    assert listing.topics[0].url == "https://forum.example.org/t/about-the-widgets-category/11"
+    assert listing.topics[1].author_url == "https://forum.example.org/u/alice_w"
+
+
+def test_relative_plugin_list_without_a_base_is_refused():
+    with pytest.raises(NotAListError, match="relative"):
+        parse_listing((FIXTURES / "dialects" / "widgets-p2.md").read_text())
+
+
+def test_plugin_text_is_not_unescaped_and_title_ends_at_last_bracket_paren():
+    text = "# x\n\n**URL:** /latest.md\n**Topics on this page:** 1\n\n## [a \\[b\\] [c](d) e](/t/slug/5)\n\n**Author:** @a\\b\n"
+    topic = parse_listing(text, base_url="https://f.example").topics[0]
+    assert topic.title == "a \\[b\\] [c](d) e"
+    assert topic.author == "a\\b"
+    assert topic.url == "https://f.example/t/slug/5"
+
+
+def test_plugin_p1_more_topics_marker():
+    text = (FIXTURES / "dialects" / "widgets-p2.md").read_text() + "\n_More topics on page 2…_\n"
+    listing = parse_listing(text, base_url="https://forum.example.org")
+    assert listing.dialect == "p1"
+    assert listing.topics[-1].excerpt == "Posted by a deleted account."
+
+
+def test_localized_labels_and_reader_time_zone():
+    text = (
+        C4.replace("**Replies:**", "**Antworten:**")
+        .replace("**Last updated:**", "**Zuletzt aktualisiert:**")
+        .replace("[Next page]", "[Nächste Seite]")
+        .replace('"2026-11-20T08:15:30Z"', '"2026-11-20T03:15:30-05:00"')
+    )
+    listing = parse_listing(text)
+    assert listing.dialect == "c4"
+    assert listing.next_page_url == "https://forum.example.org/c/widgets/9.md?page=1"
+    widget = listing.topics[1]
+    assert widget.replies == 40
+    assert widget.last_posted_at == datetime(2026, 11, 20, 8, 15, 30, tzinfo=timezone.utc)
+    assert widget.last_posted_at.tzinfo is timezone.utc
+
+
+def test_subfolder_install():
+    text = C4.replace("https://forum.example.org/", "https://example.com/forum/")
+    listing = parse_listing(text)
+    assert listing.base_url == "https://example.com/forum"
+    assert listing.topics[0].url == "https://example.com/forum/t/about-the-widgets-category/11"
+
+
+def test_escaped_text_round_trips():
+    listing = parse_listing(C4)
+    titles = [t.title for t in listing.topics]
+    assert "Widget 2.0 [beta] feedback thread" in titles
+    assert "`inline code` in a title" in titles
+    assert listing.topics[2].excerpt == "I tried widget --reset but it says <permission denied>."
+
+
+def test_excerpt_that_looks_like_markdown_stays_text():
+    text = C4.replace("Body", "x").replace(
+        "Please post your feedback", "\\# not a heading \\--- 1. item \\\\ backslash"
+    )
+    excerpt = parse_listing(text).topics[1].excerpt
+    assert excerpt.startswith("# not a heading --- 1. item \\ backslash")
+
+
+def test_malformed_block_is_skipped_and_counted(caplog):
+    broken = C4.replace(
+        "## [Release notes: 1.9](https://forum.example.org/t/release-notes-1-9/640)",
+        "## [Release notes: 1.9](https://forum.example.org/t/release-notes-1-9/not-a-number)",
+    ).replace('"2026-11-18T22:01:02Z"', '"yesterday-ish"')
+    listing = parse_listing(broken)
+    assert listing.skipped == 2
+    assert [t.id for t in listing.topics] == [11, 812, 512]
+    assert "skipped 2 malformed" in caplog.text
+    assert listing.warnings
+
+
+def test_all_blocks_malformed_is_not_a_list():
+    text = "# t\n\n**URL:** https://f.example/latest.md\n\n---\n\n## [x](https://f.example/t/x/y)\n"
+    with pytest.raises(NotAListError, match="malformed"):
+        parse_listing(text)
+
+
+@pytest.mark.parametrize(
+    ("body", "seen"),
+    [
+        ("", "empty"),
+        ("   \n\n", "empty"),
+        ("<!DOCTYPE html><html><body><form action=/login>", "HTML"),
+        ("<html><head><title>Log In</title>", "HTML"),
+        ('{"errors": ["not found"]}', "JSON"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00", "not UTF-8|binary"),
+        ("# Title only\n\nno url here", "starting"),
+        ("Just some text", "starting 'Just some text'"),
+        ("\x00\x01binary", "binary"),
+    ],
+)
+def test_not_a_list(body, seen):
+    with pytest.raises(NotAListError, match="expected a Discourse topic list") as info:
+        parse_listing(body)
+    assert info.match(seen)
+
+
+def test_bytes_input_is_decoded():
+    listing = parse_listing(C4.encode("utf-8"))
+    assert len(listing.topics) == 5
+
+
+def test_crlf_line_endings():
+    assert listing_to_dict(parse_listing(C4.replace("\n", "\r\n"))) == listing_to_dict(parse_listing(C4))
