@@ -1,0 +1,250 @@
+"""Atom 1.0 and RSS 2.0 (through feedgen) and JSON Feed 1.1 (json) from a sequence of topics.
+
+Rendering is a pure function of its input: the same topics give the same bytes. No clock is read (feedgen
+would default every `updated`/`lastBuildDate` to now; each one is set here), entries keep the order they
+are given in, and JSON keys keep a fixed order. So ETags and HTTP caches built on the output stay valid,
+and readers see no phantom updates.
+
+Identity: an entry's id (Atom `id`, RSS `guid`, JSON `id`) is `{forum}/t/{topic id}`, built from the
+forum and the topic id only. The slug follows title edits and the dates move with every reply; the id
+never does, so an edited or revived topic stays one entry in the reader instead of a duplicate.
+
+Dates: the topic lists carry only the time of the last post. That is the entry's `updated` (JSON
+`date_modified`). Atom `published` / JSON `date_published` appear only when the creation time is
+known (full-content mode reads it from the topic). RSS has a single date per item, `pubDate`, and
+readers sort by it: when the creation time is unknown it carries the last activity instead. A reader
+then shows recently active topics first, like Discourse's own list does, and since the guid is
+stable a topic that gets a new reply moves up rather than appearing twice. An entry with no date at
+all gets the fixed `UNDATED` instant, never the time of rendering.
+
+Characters XML cannot carry (C0 controls other than tab/newline/carriage return, U+FFFE, U+FFFF and
+lone surrogates) are removed from every string before rendering, in JSON too: one stray byte in a
+forum post must not make the whole feed unparsable, or make lxml raise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
+from feedgen.feed import FeedGenerator
+
+from . import PROJECT_URL, __version__
+from .feedgen_ext import SlashEntryExtension, SlashExtension
+from .models import Topic, iso_utc
+
+FORMATS = ("atom", "rss", "json")
+MEDIA_TYPES = {
+    "atom": "application/atom+xml; charset=utf-8",
+    "rss": "application/rss+xml; charset=utf-8",
+    "json": "application/feed+json; charset=utf-8",
+}
+JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
+# Atom requires an `updated` on the feed and on every entry; an undated one gets this fixed instant.
+UNDATED = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
+
+
+@dataclass(frozen=True, slots=True)
+class FeedMeta:
+    title: str  # names forum, list and filters, e.g. "dev-discuss.pytorch.org · compiler · author: smth"
+    forum_url: str  # forum base URL, maybe with a subfolder path
+    html_url: str  # rel=alternate: the forum's HTML page of this list
+    feed_id: str  # stable feed id (a URL; the caller decides)
+    self_url: str | None = None  # rel=self, the feed's own URL where known
+    description: str | None = None  # derived from the title when None (RSS requires one)
+    stylesheet_url: str | None = None  # an XSLT that lets browsers show Atom/RSS as a readable page
+    language: str | None = None
+
+
+def entry_id(forum_url: str, topic_id: int) -> str:
+    """The topic's permanent URL: Discourse redirects `/t/ID` to the current slug."""
+    return f"{forum_url.rstrip('/')}/t/{topic_id}"
+
+
+def render(fmt: str, meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
+    if fmt not in _RENDERERS:
+        raise ValueError(f"unknown feed format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    return _RENDERERS[fmt](meta, topics)
+
+
+def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
+    meta, topics = _cleaned(meta, topics)
+    fg = _feed_generator(meta, topics, "atom")
+    # Atom needs an author on the feed unless every entry has one (deleted users have none): the
+    # forum itself is the honest fallback, and entries without an author inherit it.
+    fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
+    fg.generator("feedbridge", version=__version__, uri=PROJECT_URL)
+    for topic in topics:
+        entry = _add_entry(fg, meta.forum_url, topic)
+        if topic.author:
+            entry.author({"name": topic.author, "uri": topic.author_url} if topic.author_url else {"name": topic.author})
+        if topic.excerpt:
+            entry.summary(topic.excerpt)  # type text: the excerpt is plain text
+        if topic.created_at:
+            entry.published(topic.created_at)
+    return _with_prolog(fg.atom_str(xml_declaration=False), meta.stylesheet_url)
+
+
+def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
+    meta, topics = _cleaned(meta, topics)
+    fg = _feed_generator(meta, topics, "rss")
+    fg.load_extension("dc")  # dc:creator: RSS's own <author> must be an e-mail address
+    fg.generator(f"feedbridge {__version__} ({PROJECT_URL})")
+    for topic in topics:
+        entry = _add_entry(fg, meta.forum_url, topic)
+        # guid isPermaLink="true": the id URL resolves (Discourse redirects /t/ID to the topic), so
+        # readers that link the guid still land on the topic.
+        entry.guid(entry.id(), permalink=True)
+        if topic.author:
+            entry.dc.dc_creator(topic.author)
+        if topic.excerpt:
+            # <description> is HTML by RSS convention; escape the plain-text excerpt so `a<b` stays text.
+            entry.summary(html.escape(topic.excerpt, quote=False))
+        if published := topic.created_at or topic.last_posted_at:
+            entry.pubDate(published)
+    return _with_prolog(fg.rss_str(xml_declaration=False), meta.stylesheet_url)
+
+
+def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
+    meta, topics = _cleaned(meta, topics)
+    feed: dict = {"version": JSON_FEED_VERSION, "title": meta.title, "home_page_url": meta.html_url}
+    if meta.self_url:
+        feed["feed_url"] = meta.self_url
+    feed["description"] = _description(meta)
+    if meta.language:
+        feed["language"] = meta.language
+    feed["_feedbridge"] = {"about": PROJECT_URL, "version": __version__}
+    feed["items"] = [_json_item(topic, meta.forum_url) for topic in topics]
+    return json.dumps(feed, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _json_item(topic: Topic, forum_url: str) -> dict:
+    item: dict = {"id": entry_id(forum_url, topic.id), "url": topic.url, "title": topic.title}
+    # JSON Feed requires content_html or content_text on every item.
+    if topic.content_html:
+        item["content_html"] = topic.content_html
+    else:
+        item["content_text"] = topic.excerpt or topic.title
+    if topic.excerpt:
+        item["summary"] = topic.excerpt
+    if topic.created_at:
+        item["date_published"] = iso_utc(topic.created_at)
+    if topic.last_posted_at:
+        item["date_modified"] = iso_utc(topic.last_posted_at)
+    if topic.author:
+        item["authors"] = [{"name": topic.author, "url": topic.author_url} if topic.author_url else {"name": topic.author}]
+    if tags := _categories(topic):
+        item["tags"] = tags
+    if topic.replies is not None:
+        item["_feedbridge"] = {"replies": topic.replies}
+    return item
+
+
+def _feed_generator(meta: FeedMeta, topics: Sequence[Topic], fmt: str) -> FeedGenerator:
+    """The parts Atom and RSS share; `fmt` only picks the media type of the rel=self link."""
+    fg = FeedGenerator()
+    fg.register_extension("slash", SlashExtension, SlashEntryExtension)
+    fg.id(meta.feed_id)
+    fg.title(meta.title)
+    fg.description(_description(meta))
+    if meta.language:
+        fg.language(meta.language)
+    if meta.self_url:
+        fg.link(href=meta.self_url, rel="self", type=MEDIA_TYPES[fmt].partition(";")[0])
+    # Last, because feedgen takes the RSS <channel><link> from the last link added.
+    fg.link(href=meta.html_url, rel="alternate", type="text/html")
+    fg.updated(max((_updated(t) for t in topics), default=UNDATED))  # also RSS lastBuildDate
+    return fg
+
+
+def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic):
+    # order="append": feedgen prepends by default, which would reverse the caller's order.
+    entry = fg.add_entry(order="append")
+    entry.id(entry_id(forum_url, topic.id))
+    entry.title(topic.title)
+    # Exactly one link: feedgen 1.0 drops rel attributes on entry links, so a second one would
+    # turn into a duplicate rel=alternate that validators reject.
+    entry.link(href=topic.url)
+    entry.updated(_updated(topic))
+    if topic.content_html:
+        entry.content(topic.content_html, type="html")  # Atom content, RSS content:encoded
+    for term in _categories(topic):
+        entry.category(term=term)
+    if topic.replies is not None:
+        entry.slash.comments(topic.replies)
+    return entry
+
+
+def _updated(topic: Topic) -> datetime:
+    return topic.last_posted_at or topic.created_at or UNDATED
+
+
+def _categories(topic: Topic) -> list[str]:
+    """The category first, then the tags; a tag named like the category is not repeated."""
+    return list(dict.fromkeys((topic.category, *topic.tags) if topic.category else topic.tags))
+
+
+def _description(meta: FeedMeta) -> str:
+    return meta.description or f"Topics from {meta.title}"
+
+
+def _with_prolog(body: bytes, stylesheet_url: str | None) -> bytes:
+    if not stylesheet_url:
+        return _XML_DECLARATION + body
+    href = html.escape(stylesheet_url, quote=True)  # also makes a `?>` in the URL harmless
+    return _XML_DECLARATION + f'<?xml-stylesheet type="text/xsl" href="{href}"?>\n'.encode() + body
+
+
+def _clean(text: str) -> str:
+    return _XML_INVALID.sub("", text)
+
+
+def _clean_optional(text: str | None) -> str | None:
+    return _clean(text) or None if text else None
+
+
+def _cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, list[Topic]]:
+    meta = _clean_meta(meta)
+    return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]
+
+
+def _clean_meta(meta: FeedMeta) -> FeedMeta:
+    forum_url = _clean(meta.forum_url)
+    return dataclasses.replace(
+        meta,
+        title=_clean(meta.title) or urlsplit(forum_url).netloc or forum_url,
+        forum_url=forum_url,
+        html_url=_clean(meta.html_url),
+        feed_id=_clean(meta.feed_id),
+        self_url=_clean_optional(meta.self_url),
+        description=_clean_optional(meta.description),
+        stylesheet_url=_clean_optional(meta.stylesheet_url),
+        language=_clean_optional(meta.language),
+    )
+
+
+def _clean_topic(topic: Topic, forum_url: str) -> Topic:
+    """Also fills what Atom and RSS cannot do without: a title and a link."""
+    return dataclasses.replace(
+        topic,
+        title=_clean(topic.title).strip() or f"Topic {topic.id}",
+        url=_clean(topic.url) or entry_id(forum_url, topic.id),
+        author=_clean_optional(topic.author),
+        author_url=_clean_optional(topic.author_url),
+        excerpt=_clean_optional(topic.excerpt),
+        content_html=_clean_optional(topic.content_html),
+        category=_clean_optional(topic.category),
+        tags=tuple(tag for tag in map(_clean, topic.tags) if tag),
+    )
+
+
+_RENDERERS = {"atom": render_atom, "rss": render_rss, "json": render_json}

@@ -1,0 +1,426 @@
+"""Feeds from hand-built topics: validity in feedparser and lxml, identity, dates, order, determinism, hygiene.
+
+feedparser 6.0 (the newest on PyPI) does not read JSON Feed, so JSON output is checked against the
+JSON Feed 1.1 rules directly.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import feedparser
+import pytest
+from lxml import etree
+
+from feedbridge import PROJECT_URL, __version__
+from feedbridge.feedgen_ext import SLASH_NS
+from feedbridge.models import Topic
+from feedbridge.render import (
+    FORMATS,
+    JSON_FEED_VERSION,
+    MEDIA_TYPES,
+    UNDATED,
+    FeedMeta,
+    entry_id,
+    render,
+    render_atom,
+    render_json,
+    render_rss,
+)
+
+FORUM = "https://forum.example/sub"
+ATOM = "{http://www.w3.org/2005/Atom}"
+CONTENT_ENCODED = "{http://purl.org/rss/1.0/modules/content/}encoded"
+DC_CREATOR = "{http://purl.org/dc/elements/1.1/}creator"
+SLASH_COMMENTS = f"{{{SLASH_NS}}}comments"
+XML_FORMATS = ("atom", "rss")
+
+META = FeedMeta(
+    title="forum.example · compiler · author: smth",
+    forum_url=FORUM + "/",
+    html_url=FORUM + "/c/compiler/5",
+    feed_id="https://feeds.example/forum.example/c/5",
+    self_url="https://feeds.example/forum.example/c/5.atom",
+)
+
+
+def at(day: int, hour: int = 12) -> datetime:
+    return datetime(2026, 3, day, hour, 30, 15, tzinfo=timezone.utc)
+
+
+def topic(topic_id: int, **fields) -> Topic:
+    defaults = dict(
+        title=f"Topic {topic_id} title",
+        url=f"{FORUM}/t/slug-{topic_id}/{topic_id}",
+        author=f"user{topic_id}",
+        author_url=f"{FORUM}/u/user{topic_id}",
+        replies=topic_id % 5,
+        last_posted_at=at(topic_id % 28 + 1),
+        excerpt=f"Excerpt of topic {topic_id}…",
+    )
+    return Topic(id=topic_id, **{**defaults, **fields})
+
+
+# Deliberately not in id or date order: the renderer must keep the order it is given.
+TOPICS = [
+    topic(20, last_posted_at=at(25), replies=4),
+    topic(7, last_posted_at=at(3), replies=0),
+    topic(13, last_posted_at=None, author=None, author_url=None, excerpt=None, replies=None),
+]
+
+
+def parsed(fmt: str, meta: FeedMeta = META, topics=TOPICS) -> feedparser.FeedParserDict:
+    result = feedparser.parse(render(fmt, meta, topics))
+    assert result.bozo == 0, result.get("bozo_exception")
+    return result
+
+
+def xml_root(fmt: str, meta: FeedMeta = META, topics=TOPICS) -> etree._Element:
+    return etree.fromstring(render(fmt, meta, topics))
+
+
+def json_feed(meta: FeedMeta = META, topics=TOPICS) -> dict:
+    return json.loads(render_json(meta, topics).decode("utf-8", errors="strict"))
+
+
+def xml_items(fmt: str, root: etree._Element) -> list[etree._Element]:
+    return root.findall(f"{ATOM}entry") if fmt == "atom" else root.findall("channel/item")
+
+
+def assert_json_feed_1_1(feed: dict) -> None:
+    """The MUSTs of https://jsonfeed.org/version/1.1 that this renderer is responsible for."""
+    assert feed["version"] == JSON_FEED_VERSION
+    assert isinstance(feed["title"], str) and feed["title"]
+    assert isinstance(feed["items"], list)
+    for item in feed["items"]:
+        assert isinstance(item["id"], str) and item["id"]
+        assert item.get("content_html") or item.get("content_text")
+    assert all(key.startswith("_") for key in feed if key not in _JSON_FEED_TOP_KEYS)
+
+
+_JSON_FEED_TOP_KEYS = {"version", "title", "home_page_url", "feed_url", "description", "language", "items"}
+
+
+# --- validity, identity, order -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_xml_feeds_parse_cleanly_with_ids_titles_links_in_given_order(fmt):
+    feed = parsed(fmt)
+    assert feed.version == {"atom": "atom10", "rss": "rss20"}[fmt]
+    assert feed.feed.title == META.title
+    assert feed.feed.link == META.html_url
+    assert [e.id for e in feed.entries] == [f"{FORUM}/t/20", f"{FORUM}/t/7", f"{FORUM}/t/13"]
+    assert [e.title for e in feed.entries] == [t.title for t in TOPICS]
+    assert [e.link for e in feed.entries] == [t.url for t in TOPICS]
+
+
+def test_json_feed_has_required_fields_ids_and_given_order():
+    feed = json_feed()
+    assert_json_feed_1_1(feed)
+    assert feed["home_page_url"] == META.html_url
+    assert feed["feed_url"] == META.self_url
+    assert [i["id"] for i in feed["items"]] == [f"{FORUM}/t/20", f"{FORUM}/t/7", f"{FORUM}/t/13"]
+    assert [i["title"] for i in feed["items"]] == [t.title for t in TOPICS]
+    assert [i["url"] for i in feed["items"]] == [t.url for t in TOPICS]
+
+
+def test_entry_id_ignores_trailing_slash_and_keeps_subfolder():
+    assert entry_id("https://forum.example/sub/", 42) == "https://forum.example/sub/t/42"
+    assert entry_id("https://forum.example", 42) == "https://forum.example/t/42"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_id_depends_on_topic_id_only_not_slug_title_or_date(fmt):
+    before = [topic(5, title="Old title", url=f"{FORUM}/t/old-title/5", last_posted_at=at(1))]
+    after = [topic(5, title="New title", url=f"{FORUM}/t/new-title/5", last_posted_at=at(9))]
+    if fmt == "json":
+        ids = [json_feed(topics=t)["items"][0]["id"] for t in (before, after)]
+    else:
+        ids = [parsed(fmt, topics=t).entries[0].id for t in (before, after)]
+    assert ids == [f"{FORUM}/t/5"] * 2
+
+
+def test_rss_guid_is_a_permalink():
+    guids = xml_root("rss").findall("channel/item/guid")
+    assert [g.get("isPermaLink") for g in guids] == ["true"] * 3
+    assert guids[0].text == f"{FORUM}/t/20"
+
+
+def test_atom_entry_has_exactly_one_link():
+    for entry in xml_root("atom").findall(f"{ATOM}entry"):
+        assert len(entry.findall(f"{ATOM}link")) == 1
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_feed_links_self_and_alternate(fmt):
+    feed = parsed(fmt)
+    links = {link.rel: link for link in feed.feed.links}
+    assert links["self"].href == META.self_url
+    assert links["self"].type == MEDIA_TYPES[fmt].split(";")[0]
+    assert links["alternate"].href == META.html_url
+
+
+def test_atom_feed_id_and_generator():
+    root = xml_root("atom")
+    assert root.findtext(f"{ATOM}id") == META.feed_id
+    generator = root.find(f"{ATOM}generator")
+    assert (generator.text, generator.get("version"), generator.get("uri")) == ("feedbridge", __version__, PROJECT_URL)
+
+
+def test_rss_generator_names_version_and_project():
+    generator = xml_root("rss").findtext("channel/generator")
+    assert __version__ in generator and PROJECT_URL in generator and generator.startswith("feedbridge")
+
+
+def test_dispatch_and_media_types():
+    assert set(MEDIA_TYPES) == set(FORMATS)
+    assert render("atom", META, TOPICS) == render_atom(META, TOPICS)
+    assert render("rss", META, TOPICS) == render_rss(META, TOPICS)
+    assert render("json", META, TOPICS) == render_json(META, TOPICS)
+    with pytest.raises(ValueError):
+        render("html", META, TOPICS)
+
+
+# --- authors, dates, replies -------------------------------------------------------------------------
+
+
+def test_atom_authors_with_uri_and_feed_level_fallback():
+    feed = parsed("atom")
+    assert feed.entries[0].author_detail == {"name": "user20", "href": f"{FORUM}/u/user20"}
+    assert "author" not in feed.entries[2]
+    # Required by RFC 4287 because topic 13 has no author.
+    assert xml_root("atom").find(f"{ATOM}author/{ATOM}name").text == "forum.example"
+
+
+def test_rss_author_is_dc_creator_not_email_author():
+    items = xml_root("rss").findall("channel/item")
+    assert [i.findtext(DC_CREATOR) for i in items] == ["user20", "user7", None]
+    assert all(i.find("author") is None for i in items)
+    assert parsed("rss").entries[1].author == "user7"
+
+
+def test_json_authors():
+    items = json_feed()["items"]
+    assert items[0]["authors"] == [{"name": "user20", "url": f"{FORUM}/u/user20"}]
+    assert "authors" not in items[2]
+
+
+def test_atom_dates_updated_and_no_published_without_creation_time():
+    feed = parsed("atom")
+    assert feed.feed.updated == at(25).isoformat()  # newest last_posted_at, not the first entry's
+    assert [e.updated for e in feed.entries] == [at(25).isoformat(), at(3).isoformat(), UNDATED.isoformat()]
+    assert all("published" not in e for e in feed.entries)
+
+
+def test_rss_pubdate_is_last_activity_when_creation_unknown_else_creation():
+    topics = [topic(1, last_posted_at=at(20)), topic(2, last_posted_at=at(21), created_at=at(2)), topic(3, last_posted_at=None)]
+    feed = parsed("rss", topics=topics)
+    assert [e.get("published_parsed") for e in feed.entries] == [at(20).utctimetuple(), at(2).utctimetuple(), None]
+    assert feed.feed.updated_parsed == at(21).utctimetuple()  # lastBuildDate
+
+
+def test_created_at_becomes_atom_published_and_json_date_published():
+    topics = [topic(1, created_at=at(2), last_posted_at=at(20))]
+    entry = parsed("atom", topics=topics).entries[0]
+    assert (entry.published, entry.updated) == (at(2).isoformat(), at(20).isoformat())
+    item = json_feed(topics=topics)["items"][0]
+    assert (item["date_published"], item["date_modified"]) == ("2026-03-02T12:30:15Z", "2026-03-20T12:30:15Z")
+
+
+def test_json_dates_only_when_known():
+    items = json_feed()["items"]
+    assert items[0]["date_modified"] == "2026-03-25T12:30:15Z"
+    assert "date_published" not in items[0]
+    assert "date_modified" not in items[2]
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_slash_comments(fmt):
+    feed = parsed(fmt)
+    assert [e.get("slash_comments") for e in feed.entries] == ["4", "0", None]
+    root = xml_root(fmt, topics=[topic(1, replies=12)])
+    assert xml_items(fmt, root)[0].findtext(SLASH_COMMENTS) == "12"
+
+
+def test_json_replies_extension():
+    items = json_feed(topics=[topic(1, replies=12), topic(2, replies=None)])["items"]
+    assert items[0]["_feedbridge"] == {"replies": 12}
+    assert "_feedbridge" not in items[1]
+
+
+# --- summaries, content, categories --------------------------------------------------------------
+
+
+def test_summary_is_the_excerpt_as_text():
+    tricky = "Compare a<b and c>d & keep <script> as text"
+    topics = [topic(1, excerpt=tricky)]
+    assert parsed("atom", topics=topics).entries[0].summary == tricky
+    assert html.unescape(parsed("rss", topics=topics).entries[0].summary) == tricky
+    assert json_feed(topics=topics)["items"][0]["summary"] == tricky
+
+
+def test_json_content_text_falls_back_to_excerpt_then_title():
+    items = json_feed()["items"]
+    assert items[0]["content_text"] == TOPICS[0].excerpt
+    assert items[2]["content_text"] == TOPICS[2].title
+
+
+def test_full_content_and_summary_together():
+    body = "<p>Full <b>post</b> body &amp; more</p>"
+    topics = [topic(1, content_html=body)]
+    atom = parsed("atom", topics=topics).entries[0]
+    assert atom.content[0].type == "text/html" and atom.content[0].value == "<p>Full <b>post</b> body &amp; more</p>"
+    assert atom.summary == topics[0].excerpt
+    item = xml_items("rss", xml_root("rss", topics=topics))[0]
+    assert item.findtext(CONTENT_ENCODED) == body
+    assert item.findtext("description") == topics[0].excerpt
+    json_item = json_feed(topics=topics)["items"][0]
+    assert (json_item["content_html"], json_item["summary"]) == (body, topics[0].excerpt)
+    assert "content_text" not in json_item
+
+
+def test_categories_and_tags():
+    topics = [topic(1, category="compiler", tags=("inductor", "compiler", "dynamo"))]  # no duplicate
+    for fmt in XML_FORMATS:
+        assert [t.term for t in parsed(fmt, topics=topics).entries[0].tags] == ["compiler", "inductor", "dynamo"]
+    assert json_feed(topics=topics)["items"][0]["tags"] == ["compiler", "inductor", "dynamo"]
+    assert "tags" not in json_feed()["items"][0]
+
+
+# --- determinism and hygiene -------------------------------------------------------------------------
+
+
+def test_byte_identical_across_renders():
+    first = [render(fmt, META, TOPICS) for fmt in FORMATS]
+    time.sleep(1.01)  # a clock anywhere in the output would show up across a second boundary
+    assert [render(fmt, META, TOPICS) for fmt in FORMATS] == first
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_empty_list_is_a_valid_feed_with_fixed_date(fmt):
+    if fmt == "json":
+        feed = json_feed(topics=[])
+        assert_json_feed_1_1(feed)
+        assert feed["items"] == []
+        return
+    feed = parsed(fmt, topics=[])
+    assert feed.entries == []
+    assert feed.feed.updated_parsed == UNDATED.utctimetuple()
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_html_ish_title_is_escaped_and_round_trips(fmt):
+    title = '<script>alert("x")</script> & <b>bold</b>'
+    raw = render(fmt, META, [topic(1, title=title)])
+    assert b"<script>" not in raw
+    assert xml_items(fmt, etree.fromstring(raw))[0].findtext(f"{ATOM}title" if fmt == "atom" else "title") == title
+    assert parsed(fmt, topics=[topic(1, title=title)]).entries[0].title == title
+
+
+DIRTY = "a\x00b\x08c\x0bd\x1fe\ufffef\uffffg\ud800h\udfffi\tj\nk"
+CLEAN = "abcdefghi\tj\nk"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_invalid_characters_are_removed_from_every_field(fmt):
+    dirty_topic = topic(
+        1, title=DIRTY, author=DIRTY, excerpt=DIRTY, content_html=DIRTY, category=DIRTY, tags=(DIRTY + "2", "\x00")
+    )
+    dirty_meta = FeedMeta(title=DIRTY, forum_url=FORUM, html_url=META.html_url + "\x00", feed_id=META.feed_id, description=DIRTY)
+    raw = render(fmt, dirty_meta, [dirty_topic])
+    raw.decode("utf-8", errors="strict")
+    if fmt == "json":
+        feed = json_feed(dirty_meta, [dirty_topic])
+        item = feed["items"][0]
+        assert (feed["title"], feed["home_page_url"], feed["description"]) == (CLEAN, META.html_url, CLEAN)
+        assert (item["title"], item["authors"][0]["name"], item["summary"], item["content_html"]) == (CLEAN,) * 4
+        assert item["tags"] == [CLEAN, CLEAN + "2"]
+        return
+    etree.fromstring(raw)
+    feed = parsed(fmt, dirty_meta, [dirty_topic])
+    assert feed.feed.title == CLEAN
+    assert feed.entries[0].title == CLEAN
+    assert feed.entries[0].author == CLEAN
+    assert [t.term for t in feed.entries[0].tags] == [CLEAN, CLEAN + "2"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_blank_title_and_missing_url_get_fallbacks(fmt):
+    topics = [topic(9, title="\x00 ", url="")]
+    if fmt == "json":
+        item = json_feed(topics=topics)["items"][0]
+        assert (item["title"], item["url"]) == ("Topic 9", f"{FORUM}/t/9")
+        return
+    entry = parsed(fmt, topics=topics).entries[0]
+    assert (entry.title, entry.link) == ("Topic 9", f"{FORUM}/t/9")
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_stylesheet_processing_instruction_only_when_asked(fmt):
+    assert b"xml-stylesheet" not in render(fmt, META, TOPICS)
+    meta = replace(META, stylesheet_url="/static/feed.xsl?v=1&x=2")
+    raw = render(fmt, meta, TOPICS)
+    assert raw.startswith(b'<?xml version="1.0" encoding="UTF-8"?>\n<?xml-stylesheet ')
+    pi = etree.fromstring(raw).getprevious()
+    assert pi.target == "xml-stylesheet"
+    assert pi.get("type") == "text/xsl" and html.unescape(pi.get("href")) == "/static/feed.xsl?v=1&x=2"
+    parsed(fmt, meta)
+
+
+def test_description_and_language():
+    meta = replace(META, language="de")
+    rss = xml_root("rss", meta)
+    assert rss.findtext("channel/description") == f"Topics from {META.title}"
+    assert rss.findtext("channel/language") == "de"
+    assert xml_root("atom", meta).get("{http://www.w3.org/XML/1998/namespace}lang") == "de"
+    feed = json_feed(meta)
+    assert (feed["language"], feed["description"]) == ("de", f"Topics from {META.title}")
+    custom = replace(META, description="Mine", self_url=None)
+    assert json_feed(custom)["description"] == "Mine"
+    assert "feed_url" not in json_feed(custom)
+
+
+# --- performance -------------------------------------------------------------------------------------
+
+
+def best_time(fmt: str, topics: list[Topic]) -> float:
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        render(fmt, META, topics)
+        timings.append(time.perf_counter() - start)
+    return min(timings)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cost_per_entry_stays_flat(fmt):
+    many = [topic(i, last_posted_at=at(1) - timedelta(minutes=i)) for i in range(1, 1001)]
+    small, large = best_time(fmt, many[:100]), best_time(fmt, many)
+    assert best_time(fmt, many[:30]) < 0.05
+    assert large < 10 * small * 2.5  # linear gives ~10x; quadratic work would give ~100x
+
+
+# --- real data ---------------------------------------------------------------------------------------
+
+
+def test_round_trip_of_the_dev_discuss_fixture():
+    parser = pytest.importorskip("feedbridge.parser")
+    text = (Path(__file__).parent.parent / "fixtures" / "dev-discuss-compiler.md").read_text(encoding="utf-8")
+    listing = parser.parse_listing(text)
+    forum = "https://dev-discuss.pytorch.org"
+    meta = FeedMeta(title="dev-discuss.pytorch.org · compiler", forum_url=forum, html_url=f"{forum}/c/compiler/5", feed_id=f"{forum}/c/compiler/5")
+    want_ids = [f"{forum}/t/{t.id}" for t in listing.topics]
+    assert len(want_ids) > 10
+    for fmt in XML_FORMATS:
+        feed = parsed(fmt, meta, listing.topics)
+        assert [e.id for e in feed.entries] == want_ids
+        assert [e.title for e in feed.entries] == [t.title for t in listing.topics]
+    feed = json_feed(meta, listing.topics)
+    assert_json_feed_1_1(feed)
+    assert [i["id"] for i in feed["items"]] == want_ids
