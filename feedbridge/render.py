@@ -86,7 +86,7 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     for topic in topics:
         entry = _add_entry(fg, meta.forum_url, topic)
         if topic.author:
-            entry.author({"name": topic.author, "uri": topic.author_url} if topic.author_url else {"name": topic.author})
+            entry.author(name=topic.author, uri=topic.author_url)  # feedgen skips a None uri
         if topic.excerpt:
             entry.summary(topic.excerpt)  # type text: the excerpt is plain text
         if topic.created_at:
@@ -141,7 +141,10 @@ def _json_item(topic: Topic, forum_url: str) -> dict:
     if topic.last_posted_at:
         item["date_modified"] = iso_utc(topic.last_posted_at)
     if topic.author:
-        item["authors"] = [{"name": topic.author, "url": topic.author_url} if topic.author_url else {"name": topic.author}]
+        author = {"name": topic.author}
+        if topic.author_url:
+            author["url"] = topic.author_url
+        item["authors"] = [author]
     if tags := _categories(topic):
         item["tags"] = tags
     if topic.replies is not None:
