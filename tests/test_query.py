@@ -2,7 +2,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedbridge.query import MAX_QUERY_LENGTH, MAX_TERMS, Query, QueryError, Term, normalize, parse_query, words
+from feedbridge.query import (
+    MAX_QUERY_LENGTH,
+    MAX_TERMS,
+    Query,
+    QueryError,
+    Term,
+    normalize,
+    parse_query,
+    words,
+)
 
 
 def matches(query: str, text: str) -> bool:
@@ -39,7 +48,8 @@ def test_normalize_is_idempotent_on_examples():
 
 
 def test_words_split_on_punctuation_but_keep_plus_and_hash():
-    assert words("torch.compile, C++20 & C# (my_var) a/b") == ["torch", "compile", "c++", "20", "c#", "my", "var", "a", "b"]
+    expected = ["torch", "compile", "c++", "20", "c#", "my", "var", "a", "b"]
+    assert words("torch.compile, C++20 & C# (my_var) a/b") == expected
 
 
 # --- prefix rule and punctuation words -----------------------------------------------------------
@@ -195,7 +205,10 @@ query_alphabet = st.sampled_from(list('abcé ßﬁ"-+#._OR') + ["OR", " OR ", "�
 
 
 @settings(max_examples=300, deadline=None)
-@given(query=st.one_of(st.text(max_size=80), st.lists(query_alphabet, max_size=40).map("".join)), text=st.text(max_size=200))
+@given(
+    query=st.one_of(st.text(max_size=80), st.lists(query_alphabet, max_size=40).map("".join)),
+    text=st.text(max_size=200),
+)
 def test_parse_returns_query_or_query_error_and_matching_never_raises(query, text):
     try:
         parsed = parse_query(query)

@@ -1,0 +1,167 @@
+"""Narrowing a listing's topics to what one feed asks for: authors, tags, a keyword query, a count.
+
+Filters run on topics already parsed and cached, so they are pure and cheap; the values they hold come
+from feed URLs, so `make_filter` validates them and says exactly which one is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html.parser import HTMLParser
+
+from feedbridge.models import Topic
+from feedbridge.query import Query, parse_query
+
+MAX_AUTHORS = 20
+MAX_TAGS = 20
+MAX_LIMIT = 500
+MAX_USERNAME_LENGTH = 60
+# Discourse's max_tag_length can be raised to 100; tags longer than that cannot exist on any site.
+MAX_TAG_LENGTH = 100
+
+# The characters Discourse strips from tag names (DiscourseTagging::TAGS_FILTER_REGEXP).
+_TAG_FORBIDDEN = re.compile(r"""[/?#\[\]@!$&'()*+,;=.%\\`^\s|{}"<>]""")
+_OLDEST = datetime.min.replace(tzinfo=timezone.utc)
+
+
+class FilterError(ValueError):
+    """A filter value from a feed URL is invalid; the message names the value, for the 400 page."""
+
+
+def _username_key(name: str) -> str:
+    # Discourse compares usernames NFC-normalised and lower-cased; casefold is the Unicode-correct lower.
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def _has_valid_username_chars(name: str) -> bool:
+    # Discourse's Unicode usernames: letters of any script with their marks, digits, `_ . -`.
+    return all(
+        char.isalnum() or char in "_.-" or unicodedata.category(char).startswith("M") for char in name
+    )
+
+
+def _author(raw: str) -> str:
+    name = raw.strip().removeprefix("@")
+    if not name or len(name) > MAX_USERNAME_LENGTH or not _has_valid_username_chars(name):
+        raise FilterError(
+            f"{raw!r} is not a valid username"
+            f" (letters, digits, _ . - and at most {MAX_USERNAME_LENGTH} characters)"
+        )
+    return _username_key(name)
+
+
+def _tag(raw: str) -> str:
+    tag = raw.strip()
+    if not tag or len(tag) > MAX_TAG_LENGTH or _TAG_FORBIDDEN.search(tag):
+        raise FilterError(
+            f"{raw!r} is not a valid tag"
+            f" (no spaces or /?#[]@!$&'()*+,;=.%\\`^|{{}}\"<>, at most {MAX_TAG_LENGTH} characters)"
+        )
+    return tag.casefold()
+
+
+def _as_names(values: Iterable[str] | str) -> list[str]:
+    # A lone string would otherwise be iterated character by character: treat it as one value.
+    return [values] if isinstance(values, str) else list(values)
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.chunks: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.chunks.append(data)
+
+
+def html_to_text(html: str) -> str:
+    """Text of an HTML fragment for keyword matching (not display).
+
+    Chunks are joined by spaces so "<p>a</p><p>b</p>" does not become the word "ab"; the price is
+    that a word split by inline markup (<em>un</em>likely) is seen as two.
+    """
+    extractor = _TextExtractor()
+    extractor.feed(html)
+    extractor.close()
+    return " ".join(extractor.chunks)
+
+
+def topic_text(topic: Topic) -> str:
+    """What a keyword query reads: title, excerpt and, in full-content mode, the first post's text."""
+    parts = [topic.title, topic.excerpt or ""]
+    if topic.content_html:
+        parts.append(html_to_text(topic.content_html))
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedFilter:
+    """What one feed keeps of a listing. Authors and tags each match any of their values."""
+
+    authors: frozenset[str] = frozenset()  # username keys (NFC, casefolded); empty = any author
+    query: Query | None = None
+    limit: int | None = None
+    tags: frozenset[str] = frozenset()  # casefolded; empty = any. Lists carry no tags: full mode only
+
+    def keeps(self, topic: Topic) -> bool:
+        if self.authors and (topic.author is None or _username_key(topic.author) not in self.authors):
+            return False
+        if self.tags and self.tags.isdisjoint(tag.casefold() for tag in topic.tags):
+            return False
+        return self.query is None or self.query.matches(topic_text(topic))
+
+    def apply(self, topics: Iterable[Topic]) -> list[Topic]:
+        """Unique topics, newest activity first (undated last), filtered, then cut to `limit`.
+
+        Pages are fetched at different moments, so a topic bumped in between appears on two of
+        them: the first sighting is kept. Sorting is stable, so ties keep the upstream order.
+        """
+        unique: dict[int, Topic] = {}
+        for topic in topics:
+            unique.setdefault(topic.id, topic)
+        ordered = sorted(unique.values(), key=lambda t: t.last_posted_at or _OLDEST, reverse=True)
+        kept = [t for t in ordered if self.keeps(t)]
+        return kept if self.limit is None else kept[: self.limit]
+
+    def describe(self) -> str:
+        """The filter for a feed title, e.g. "author: alice, bob · q: gpu OR cuda"; "" when none.
+
+        The limit is left out: how many entries a feed shows does not change what it is about.
+        """
+        parts = []
+        if self.authors:
+            parts.append("author: " + ", ".join(sorted(self.authors)))
+        if self.tags:
+            parts.append("tag: " + ", ".join(sorted(self.tags)))
+        if self.query is not None:
+            parts.append(f"q: {self.query}")
+        return " · ".join(parts)
+
+
+def make_filter(
+    authors: Iterable[str] | str = (),
+    query: str | None = None,
+    limit: int | None = None,
+    tags: Iterable[str] | str = (),
+) -> FeedFilter:
+    """Validate raw feed parameters into a FeedFilter.
+
+    A blank query means no query (an empty `?q=` in a URL), not an error. Raises FilterError for
+    authors, tags and limit, QueryError (also a ValueError) for the query.
+    """
+    author_keys = frozenset(map(_author, _as_names(authors)))
+    if len(author_keys) > MAX_AUTHORS:
+        raise FilterError(f"{len(author_keys)} authors given; at most {MAX_AUTHORS}")
+    tag_keys = frozenset(map(_tag, _as_names(tags)))
+    if len(tag_keys) > MAX_TAGS:
+        raise FilterError(f"{len(tag_keys)} tags given; at most {MAX_TAGS}")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT
+    ):
+        raise FilterError(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
+    parsed = parse_query(query) if query is not None and query.strip() else None
+    return FeedFilter(authors=author_keys, query=parsed, limit=limit, tags=tag_keys)
