@@ -1,0 +1,131 @@
+"""The cache: what was fetched, parsed and rendered, kept so that readers polling every few minutes
+cost the forum nothing, and kept longer (stale) so that an upstream failure costs readers nothing.
+
+Entries carry the moment they were stored; the caller decides what "fresh" means (the cache TTL) and
+the store keeps them until the stale TTL runs out. `SingleFlight` makes concurrent requests for the
+same cold key share one upstream fetch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from cachetools import TLRUCache
+
+from .models import Listing
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PageEntry:
+    """A parsed upstream page and the validators to revalidate it with."""
+
+    listing: Listing
+    etag: str | None
+    last_modified: str | None
+    stored_at: float
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """Rendered feed bytes: a hit is served without parsing or rendering anything."""
+
+    body: bytes
+    etag: str
+    last_modified: float | None
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return len(self.body)
+
+
+class Store(Protocol):
+    def get(self, key: str) -> Any | None: ...
+    def set(self, key: str, value: Any, ttl: float) -> None: ...
+    def delete(self, key: str) -> None: ...
+
+
+class MemoryStore:
+    """Thread-safe, per-item TTL, bounded by the approximate bytes it holds (LRU beyond that)."""
+
+    def __init__(self, max_bytes: int):
+        self._cache: TLRUCache = TLRUCache(
+            maxsize=max_bytes, ttu=lambda _key, value, now: now + value[1], getsizeof=_sizeof, timer=time.monotonic
+        )
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            item = self._cache.get(key)
+        return None if item is None else item[0]
+
+    def set(self, key: str, value: Any, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        with self._lock:
+            try:
+                self._cache[key] = (value, ttl)
+            except ValueError:  # larger than the whole cache: not worth keeping
+                pass
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._cache.pop(key, None)
+
+    @property
+    def bytes_used(self) -> int:
+        with self._lock:
+            return int(self._cache.currsize)
+
+
+def _sizeof(item: tuple[Any, float]) -> int:
+    # Per-entry overhead (dicts, dataclasses, the key) is roughly constant; 512 bytes keeps the bound honest.
+    return int(getattr(item[0], "size", 64)) + 512
+
+
+class _Call:
+    __slots__ = ("done", "result", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class SingleFlight:
+    """Concurrent callers with the same key wait for the first one's result instead of repeating its work."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[str, _Call] = {}
+
+    def do(self, key: str, fn: Callable[[], T], wait: float) -> T:
+        with self._lock:
+            call = self._calls.get(key)
+            leader = call is None
+            if leader:
+                call = self._calls[key] = _Call()
+        assert call is not None
+        if not leader:
+            if not call.done.wait(wait):
+                raise TimeoutError(f"waited {wait:g}s for another request to fetch the same page")
+            if call.error is not None:
+                raise call.error
+            return call.result
+        try:
+            call.result = fn()
+            return call.result
+        except BaseException as exc:
+            call.error = exc
+            raise
+        finally:
+            with self._lock:
+                del self._calls[key]
+            call.done.set()

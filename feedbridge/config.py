@@ -1,0 +1,125 @@
+"""Settings from environment variables (twelve-factor: a PaaS configures the app only through them).
+
+Every size, count and timeout that protects the service or the forums it reads is bounded here, in one
+place, so the README's table of limits and the code cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forum:
+    """A forum the service may fetch from. `key` is how it appears in feed paths: host[:port][/subfolder]."""
+
+    base_url: str
+
+    @property
+    def key(self) -> str:
+        parts = urlsplit(self.base_url)
+        return parts.netloc + parts.path.rstrip("/")
+
+    @property
+    def origin(self) -> str:
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+
+def parse_forum(url: str) -> Forum:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r} is not an http(s) base URL")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r} must be a plain base URL (no query, fragment or user)")
+    return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    forums: tuple[Forum, ...] = (Forum("https://dev-discuss.pytorch.org"),)
+    cache_ttl: int = 300
+    stale_ttl: int = 24 * 3600
+    cache_max_bytes: int = 64 * 1024 * 1024
+    cache_url: str | None = None
+    pages_default: int = 1
+    pages_max: int = 5
+    fetch_concurrency: int = 3
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    total_timeout: float = 20.0
+    max_body_bytes: int = 5 * 1024 * 1024
+    retries: int = 2
+    max_redirects: int = 3
+    singleflight_wait: float = 25.0
+    content_default: str = "excerpt"
+    topic_budget: int = 30
+    topic_ttl: int = 7 * 24 * 3600
+    log_level: str = "INFO"
+
+    def forum_for_key(self, key: str) -> Forum | None:
+        for forum in self.forums:
+            if forum.key == key:
+                return forum
+        return None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        forums_raw = env.get("FEEDBRIDGE_FORUMS", "").split()
+        forums = tuple(parse_forum(url) for url in forums_raw) or cls.forums
+        content = env.get("FEEDBRIDGE_CONTENT", "excerpt")
+        if content not in ("excerpt", "full"):
+            raise ConfigError(f"FEEDBRIDGE_CONTENT must be 'excerpt' or 'full', not {content!r}")
+        pages_max = _int(env, "FEEDBRIDGE_PAGES_MAX", 5, 1, 20)
+        return cls(
+            forums=forums,
+            cache_ttl=_int(env, "FEEDBRIDGE_CACHE_TTL", 300, 0, 7 * 24 * 3600),
+            stale_ttl=_int(env, "FEEDBRIDGE_STALE_TTL", 24 * 3600, 0, 30 * 24 * 3600),
+            cache_max_bytes=_int(env, "FEEDBRIDGE_CACHE_MAX_BYTES", 64 * 1024 * 1024, 1024 * 1024, 1 << 34),
+            cache_url=env.get("FEEDBRIDGE_CACHE_URL") or env.get("REDIS_URL") or None,
+            pages_default=_int(env, "FEEDBRIDGE_PAGES_DEFAULT", 1, 1, pages_max),
+            pages_max=pages_max,
+            fetch_concurrency=_int(env, "FEEDBRIDGE_FETCH_CONCURRENCY", 3, 1, 8),
+            connect_timeout=_float(env, "FEEDBRIDGE_CONNECT_TIMEOUT", 5.0, 0.1, 60),
+            read_timeout=_float(env, "FEEDBRIDGE_READ_TIMEOUT", 10.0, 0.1, 120),
+            total_timeout=_float(env, "FEEDBRIDGE_TOTAL_TIMEOUT", 20.0, 0.2, 300),
+            max_body_bytes=_int(env, "FEEDBRIDGE_MAX_BODY_BYTES", 5 * 1024 * 1024, 1024, 64 * 1024 * 1024),
+            retries=_int(env, "FEEDBRIDGE_RETRIES", 2, 0, 5),
+            content_default=content,
+            topic_budget=_int(env, "FEEDBRIDGE_TOPIC_BUDGET", 30, 0, 200),
+            log_level=env.get("FEEDBRIDGE_LOG_LEVEL", "INFO").upper(),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, not {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
+    return value
