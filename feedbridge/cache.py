@@ -99,6 +99,16 @@ class _Call:
         self.error: BaseException | None = None
 
 
+class Flight(Protocol):
+    """Runs `fn` for a key once among concurrent callers; the others get its result.
+
+    `reread` returns the result from the shared store when another process produced it (the Redis
+    flight's waiters use it; the in-process flight hands results over directly).
+    """
+
+    def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T: ...
+
+
 class SingleFlight:
     """Concurrent callers with the same key wait for the first one's result instead of repeating its work."""
 
@@ -106,7 +116,7 @@ class SingleFlight:
         self._lock = threading.Lock()
         self._calls: dict[str, _Call] = {}
 
-    def do(self, key: str, fn: Callable[[], T], wait: float) -> T:
+    def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None] | None = None) -> T:
         with self._lock:
             call = self._calls.get(key)
             leader = call is None

@@ -42,9 +42,12 @@ def parse_forum(url: str) -> Forum:
     return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}")
 
 
+DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
-    forums: tuple[Forum, ...] = (Forum("https://dev-discuss.pytorch.org"),)
+    forums: tuple[Forum, ...] = DEFAULT_FORUMS
     cache_ttl: int = 300
     stale_ttl: int = 24 * 3600
     cache_max_bytes: int = 64 * 1024 * 1024
@@ -74,7 +77,7 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         forums_raw = env.get("FEEDBRIDGE_FORUMS", "").split()
-        forums = tuple(parse_forum(url) for url in forums_raw) or cls.forums
+        forums = tuple(parse_forum(url) for url in forums_raw) or DEFAULT_FORUMS
         content = env.get("FEEDBRIDGE_CONTENT", "excerpt")
         if content not in ("excerpt", "full"):
             raise ConfigError(f"FEEDBRIDGE_CONTENT must be 'excerpt' or 'full', not {content!r}")

@@ -12,9 +12,10 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 from email.utils import formatdate
 
-from .cache import FeedEntry, PageEntry, SingleFlight, Store
+from .cache import FeedEntry, Flight, PageEntry, SingleFlight, Store
 from .config import Forum, Settings
 from .fetch import Fetcher, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
 from .models import Listing, Topic
@@ -37,11 +38,11 @@ class FeedResult:
 
 
 class FeedService:
-    def __init__(self, settings: Settings, store: Store, fetcher: Fetcher):
+    def __init__(self, settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None):
         self.settings = settings
         self.store = store
         self.fetcher = fetcher
-        self.flight = SingleFlight()
+        self.flight = flight or SingleFlight()
         self.pool = ThreadPoolExecutor(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> FeedResult:
@@ -52,7 +53,7 @@ class FeedService:
             return FeedResult(cached, "hit")
         try:
             entry = self.flight.do(key, lambda: self._build(key, spec, self_url, stylesheet_url),
-                                   self.settings.singleflight_wait)
+                                   self.settings.singleflight_wait, lambda: self._fresh(key))
         except (UpstreamError, TimeoutError) as exc:
             if cached is not None:
                 reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
@@ -93,15 +94,26 @@ class FeedService:
         cached: PageEntry | None = self.store.get(key)
         if cached is not None and time.time() - cached.stored_at < self.settings.cache_ttl:
             return cached.listing
-        return self.flight.do(key, lambda: self._fetch_page(key, forum, url, cached), self.settings.singleflight_wait)
+        entry: PageEntry = self.flight.do(
+            key, lambda: self._fetch_page(key, forum, url, cached), self.settings.singleflight_wait,
+            lambda: self._fresh(key),
+        )
+        return entry.listing
 
-    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None) -> Listing:
+    def _fresh(self, key: str) -> Any:
+        """The stored entry if it is within the cache TTL, else None."""
+        entry = self.store.get(key)
+        if entry is not None and time.time() - entry.stored_at < self.settings.cache_ttl:
+            return entry
+        return None
+
+    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None) -> PageEntry:
         limited_key = "ratelimit:" + forum.key
         until = self.store.get(limited_key)
         if until is not None and until > time.time():
             wait = until - time.time()
             if cached is not None:
-                return cached.listing
+                return cached
             raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
         try:
             fetched = self.fetcher.get(
@@ -114,16 +126,18 @@ class FeedService:
         now = time.time()
         ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
         if fetched.status == 304 and cached is not None:
-            self.store.set(key, PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size), ttl)
-            return cached.listing
+            entry = PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size)
+            self.store.set(key, entry, ttl)
+            return entry
         try:
             listing = parse_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
         except NotAListError as exc:
             raise UpstreamError(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         if listing.skipped:
             log.warning("%s: skipped %d malformed topic block(s)", url, listing.skipped)
-        self.store.set(key, PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text)), ttl)
-        return listing
+        entry = PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text))
+        self.store.set(key, entry, ttl)
+        return entry
 
     def _build(self, key: str, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None) -> FeedEntry:
         first, topics = self.topics(spec)

@@ -17,7 +17,7 @@ from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from . import __version__
-from .cache import MemoryStore, Store
+from .backends import make_backends
 from .config import Settings
 from .fetch import Fetcher, UpstreamError
 from .render import MEDIA_TYPES
@@ -28,14 +28,13 @@ log = logging.getLogger("feedbridge.web")
 bp = Blueprint("feeds", __name__)
 
 
-def create_app(settings: Settings | None = None, store: Store | None = None) -> Flask:
+def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     _configure_logging(settings.log_level)
     app = Flask(__name__)
     app.config["FEEDBRIDGE_SETTINGS"] = settings
-    app.extensions["feedbridge"] = FeedService(
-        settings, store or MemoryStore(settings.cache_max_bytes), Fetcher(settings)
-    )
+    store, flight = make_backends(settings)
+    app.extensions["feedbridge"] = FeedService(settings, store, Fetcher(settings), flight)
     app.register_blueprint(bp)
     app.before_request(_start_timer)
     app.after_request(_log_request)

@@ -1,0 +1,128 @@
+"""The `feedbridge` command: parse a list, build one feed, or serve feeds over HTTP.
+
+Exit codes: 0 success, 1 fetch or parse failure, 2 usage error (click's own convention).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+
+from . import __version__
+from .atomic import write_atomic
+from .config import Settings, parse_forum
+from .fetch import Fetcher, UpstreamError
+from .filters import make_filter
+from .models import Listing, listing_to_dict
+from .parser import NotAListError, parse_listing
+from .render import FORMATS, FeedMeta, render
+
+
+class Failure(click.ClickException):
+    """A fetch or parse failure: one line on stderr, exit status 1."""
+
+    exit_code = 1
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="feedbridge")
+def main() -> None:
+    """Atom, RSS and JSON Feed for Discourse forums."""
+
+
+@main.command()
+@click.argument("source")
+@click.option("--base-url", help="Forum root for relative URLs (default: the list's own URL or SOURCE).")
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON (the default output).")
+def parse(source: str, base_url: str | None, as_json: bool) -> None:
+    """Parse a topic list (file, '-' for stdin, or an http(s) URL of a .md list) and print it as JSON."""
+    listing = _load(source, base_url)
+    click.echo(json.dumps(listing_to_dict(listing), ensure_ascii=False, indent=2))
+
+
+@main.command()
+@click.argument("source", required=False)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="atom", show_default=True)
+@click.option("--author", "authors", multiple=True, help="Keep topics started by this user (repeatable).")
+@click.option("--query", "-q", help='Keyword query: words, "phrases", -exclusions, OR.')
+@click.option("--limit", type=int, help="At most this many entries.")
+@click.option("--base-url", help="Forum root for relative URLs.")
+@click.option("--self-url", help="The URL the feed will be published at (rel=self).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here (atomically).")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
+              help="Build every feed named in a TOML config file instead (see feeds.example.toml).")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), help="With --config: output folder.")
+@click.option("--quiet", is_flag=True, help="With --config: print nothing but errors.")
+@click.option("--json", "as_json", is_flag=True, help="With --config: print a JSON summary.")
+def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | None, limit: int | None,
+          base_url: str | None, self_url: str | None, output: Path | None, config: Path | None,
+          out_dir: Path | None, quiet: bool, as_json: bool) -> None:
+    """Build one feed from SOURCE (file, '-', or URL), or many from --config."""
+    if config is not None:
+        from .static import run_config
+
+        sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
+    if source is None:
+        raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
+    try:
+        feed_filter = make_filter(authors=authors, query=query, limit=limit)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    listing = _load(source, base_url)
+    described = feed_filter.describe()
+    title = f"{urlsplit(listing.base_url).netloc} · {listing.title}" + (f" · {described}" if described else "")
+    html_url = (listing.url or listing.base_url).removesuffix(".md").replace(".md?", "?")
+    meta = FeedMeta(title=title, forum_url=listing.base_url, html_url=html_url,
+                    feed_id=self_url or (listing.url or listing.base_url) + (f"#{described}" if described else ""),
+                    self_url=self_url)
+    body = render(fmt, meta, feed_filter.apply(listing.topics))
+    if output is None:
+        sys.stdout.buffer.write(body)
+    else:
+        write_atomic(output, body)
+
+
+@main.command()
+@click.option("--port", type=int, default=lambda: int(os.environ.get("PORT", "8000")), show_default="$PORT or 8000")
+@click.option("--workers", type=int, help="Worker processes (default: $WEB_CONCURRENCY or 2).")
+def serve(port: int, workers: int | None) -> None:
+    """Run the web service under gunicorn, with the same settings as the Procfile."""
+    Settings.from_env()  # fail fast, with the variable's name, before gunicorn forks workers
+    os.environ["PORT"] = str(port)
+    if workers:
+        os.environ["WEB_CONCURRENCY"] = str(workers)
+    argv = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.gunicorn_conf",
+            "feedbridge.web:create_app()"]
+    os.execv(sys.executable, argv)
+
+
+def _load(source: str, base_url: str | None) -> Listing:
+    try:
+        if source == "-":
+            return parse_listing(sys.stdin.buffer.read(), base_url=base_url)
+        if source.startswith(("http://", "https://")):
+            return _fetch(source, base_url)
+        try:
+            text = Path(source).read_bytes()
+        except OSError as exc:
+            raise Failure(f"cannot read {source}: {exc.strerror}") from None
+        return parse_listing(text, base_url=base_url)
+    except NotAListError as exc:
+        raise Failure(f"{source}: {exc}") from None
+
+
+def _fetch(url: str, base_url: str | None) -> Listing:
+    forum = parse_forum(base_url or f"{urlsplit(url).scheme}://{urlsplit(url).netloc}")
+    fetcher = Fetcher(Settings.from_env())
+    try:
+        fetched = fetcher.get(forum, url)
+    except UpstreamError as exc:
+        raise Failure(exc.message) from None
+    finally:
+        fetcher.close()
+    return parse_listing(fetched.text, base_url=base_url, source_url=fetched.url)

@@ -1,0 +1,21 @@
+"""Gunicorn settings shared by the Procfile and `feedbridge serve`, so local runs match production.
+
+Threads rather than many processes: a feed request mostly waits on the forum, threads share one
+in-process cache and one single-flight table, and memory stays at one copy per worker.
+"""
+
+import os
+
+bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+worker_class = "gthread"
+threads = int(os.environ.get("FEEDBRIDGE_THREADS", "8"))
+# Longer than the upstream total timeout (20 s by default), so a slow forum gives a 504, not a killed worker.
+timeout = int(os.environ.get("FEEDBRIDGE_WORKER_TIMEOUT", "40"))
+graceful_timeout = 20
+keepalive = 5
+# feedbridge logs one line per request itself (with cache hit/miss); gunicorn's errors go to stdout too.
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("FEEDBRIDGE_LOG_LEVEL", "info").lower()
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

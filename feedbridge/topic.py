@@ -1,0 +1,358 @@
+"""Parse one page of a Discourse topic served as Markdown (`/t/SLUG/ID.md`) into a `TopicPage`.
+
+Lists carry only an excerpt and the last-activity time; the topic's own page adds what feeds need for
+full entries: the first post, the creation time, the category and the tags.
+
+Post boundaries are the `<div class="post-metadata">` blocks, not the `---` separators: a post body is
+Markdown, where `---` is also a horizontal rule, so only a `---` directly before a metadata block is a
+separator. Flattened copies (div lines removed, other whitespace squeezed) have no divs; there the
+metadata lines themselves mark the boundaries: a `####` line holding a dated link to a post, optionally
+preceded on the same line by the `###` author part. Header rows are read by shape (a dated link is the
+creation time, a number is the post count), with only `URL` and `Page` trusted as fixed English labels.
+Like the list parser this is a line-and-regex pass; post bodies stay Markdown for `content.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
+
+MAX_TEXT_CHARS = 4 * 1024 * 1024
+"""A page holds at most a few dozen posts of at most ~32k characters each; more is not a topic page."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPage:
+    """What one page of a topic says; `first_post_*` are None on pages that do not contain post #1."""
+
+    id: int
+    title: str
+    url: str
+    category: str | None
+    tags: tuple[str, ...]
+    created_at: datetime | None
+    first_post_markdown: str | None
+    first_post_author: str | None
+    posts_on_page: int | None
+    page: int
+    next_page_url: str | None
+
+
+class NotATopicError(ValueError):
+    """The text is not a Discourse topic page; the message says what was expected and what was seen."""
+
+
+_EXPECTED = "expected a Discourse topic in Markdown ('# Title', then '**URL:** https://host/t/slug/id')"
+
+_ROW = re.compile(r"(?:^|(?<=\s))\*\*(?P<label>[^*\n]{1,80}?):\*\*", re.MULTILINE)
+_DATED_LINK = re.compile(r"\[(?:\\.|[^\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"\n]+)\"\)")
+_USER_LINK = re.compile(r"\[@(?P<name>(?:\\.|[^\]\\\n])+)\]\([^()\s]+\)")
+_TOPIC_PATH = re.compile(r"(?P<topic>/t/(?:[^/?#]*[^/?#\d][^/?#]*/)?(?P<id>\d+))(?:/(?P<post>\d+))?(?:\.md)?/?$")
+_META_OPEN = re.compile(r"[ \t]*<div\s+class=([\"'])[^\"'\n]*\bpost-metadata\b[^\"'\n]*\1[^>\n]*>[ \t]*")
+_META_CLOSE = re.compile(r"[ \t]*</div>[ \t]*")
+_FLAT_META = re.compile(r"[ \t]*(?:###[ \t].*?)?####[ \t].*")
+_SEPARATOR_AT_END = re.compile(r"(?:\A|\s)---\Z")
+_PAGE_LINKS_AT_END = re.compile(r"(?:\s*(?:·\s*)?\[[^\[\]\n]{1,80}\]\((?P<url>[^()\s]*[?&]page=\d+[^()\s]*)\))+\s*\Z")
+_PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*[?&]page=(?P<n>\d+)[^()\s]*)\)")
+_ESCAPED = re.compile(r"\\([\\`*_\[\]<>#\->])")
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
+_META_MAX_LINES = 12
+
+
+@dataclass(slots=True)
+class _Post:
+    meta: str  # the metadata lines: author link, dated link to the post
+    body: list[str]
+
+
+def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str | None = None) -> TopicPage:
+    """Parse one page of a topic.
+
+    `base_url` (the forum root) resolves relative URLs; without it the root is derived from the topic's
+    `**URL:**`, then from `source_url` (where the text was fetched from, which also supplies the topic
+    URL and the page number when the text does not).
+    """
+    lines = _as_text(text).split("\n")
+    spans = _meta_spans(lines)
+    header_lines = lines[: spans[0][0]] if spans else lines
+    posts = [
+        _Post(meta="\n".join(lines[start:end]), body=lines[end : following[0]] if following else lines[end:])
+        for (start, end), following in zip(spans, spans[1:] + [None])
+    ]
+    for post in posts[:-1]:
+        _drop_separator(post.body)
+    header = _header("\n".join(header_lines))
+
+    url_raw = header.url or _first_topic_link(header_lines, posts) or source_url
+    base = (base_url or _derive_base(url_raw) or _derive_base(source_url) or "").rstrip("/")
+    topic = _topic_url(_absolute(url_raw, base)) if url_raw else None
+    if topic is None:
+        raise NotATopicError(f"{_EXPECTED}, got a page whose URL is {url_raw!r}, not a topic URL")
+    url, topic_id = topic
+
+    page = _page(header.page, header.url, source_url)
+    next_page_url = _strip_pagination(posts[-1].body, topic_id, page, base) if posts else None
+    first = next((post for post in posts if _post_number(post, topic_id) == 1), None)
+    created_at = header.created_at
+    if created_at is None and first is not None:
+        dated = _DATED_LINK.search(first.meta)
+        created_at = _utc(dated["iso"]) if dated else None
+    return TopicPage(
+        id=topic_id,
+        title=_title(header_lines),
+        url=url,
+        category=header.category,
+        tags=header.tags,
+        created_at=created_at,
+        first_post_markdown=_body(first.body) if first else None,
+        first_post_author=_author(first.meta) if first else None,
+        posts_on_page=header.posts_on_page,
+        page=page,
+        next_page_url=next_page_url,
+    )
+
+
+def _as_text(text: str | bytes) -> str:
+    """Refuse what an upstream answers instead of a topic (login page, JSON error, binary) with a reason."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotATopicError(f"{_EXPECTED}, got bytes that are not UTF-8 text ({exc.reason})") from None
+    if len(text) > MAX_TEXT_CHARS:
+        raise NotATopicError(f"{_EXPECTED}, got {len(text)} characters (limit {MAX_TEXT_CHARS})")
+    head = text.lstrip("\ufeff \t\r\n")
+    if not head:
+        raise NotATopicError(f"{_EXPECTED}, got an empty body")
+    start = head[:4096]
+    if "\x00" in start or len(_NOT_TEXT.findall(start)) > 8:
+        raise NotATopicError(f"{_EXPECTED}, got binary data")
+    if start[:256].lower().startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
+        raise NotATopicError(f"{_EXPECTED}, got an HTML document (a login or error page?)")
+    if head[0] in "{[":
+        raise NotATopicError(f"{_EXPECTED}, got JSON")
+    if not head.startswith("# "):
+        raise NotATopicError(f"{_EXPECTED}, got text starting {head[:60]!r}")
+    return head.replace("\r\n", "\n")
+
+
+def _meta_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """`[start, end)` line ranges of the posts' metadata: the div blocks, or in flattened copies the lines."""
+    spans: list[tuple[int, int]] = []
+    pristine = any(_META_OPEN.fullmatch(line) for line in lines)
+    i = 0
+    while i < len(lines):
+        if pristine:
+            close = _meta_close(lines, i)
+            span = (i, close + 1) if close is not None else None
+        else:
+            span = _flat_meta(lines, i)
+        if span is None:
+            i += 1
+        else:
+            spans.append(span)
+            i = span[1]
+    return spans
+
+
+def _meta_close(lines: list[str], i: int) -> int | None:
+    """Index of the `</div>` closing a metadata block opening at `i`, if the block holds a dated post link."""
+    if not _META_OPEN.fullmatch(lines[i]):
+        return None
+    for j in range(i + 1, min(i + _META_MAX_LINES, len(lines))):
+        if _META_CLOSE.fullmatch(lines[j]):
+            dated = _DATED_LINK.search("\n".join(lines[i + 1 : j]))
+            return j if dated and _TOPIC_PATH.search(urlsplit(dated["url"]).path) else None
+    return None
+
+
+def _flat_meta(lines: list[str], i: int) -> tuple[int, int] | None:
+    """A `####` line with a dated post link, with the `###` author part on it or on the line before."""
+    line = lines[i]
+    if not _FLAT_META.fullmatch(line):
+        return None
+    dated = _DATED_LINK.search(line[line.index("####") :])
+    if not (dated and _TOPIC_PATH.search(urlsplit(dated["url"]).path)):
+        return None
+    if line.lstrip().startswith("####") and i > 0 and lines[i - 1].startswith("### ") and _USER_LINK.search(lines[i - 1]):
+        return i - 1, i + 1
+    return i, i + 1
+
+
+def _drop_separator(body: list[str]) -> None:
+    """Remove the `---` that separates this post from the next (its own line, or ` ---` when flattened)."""
+    while body and not body[-1].strip():
+        body.pop()
+    if body:
+        last = _SEPARATOR_AT_END.sub("", body[-1].rstrip())
+        if last.strip():
+            body[-1] = last
+        else:
+            body.pop()
+
+
+@dataclass(slots=True)
+class _Header:
+    """The header rows. Only `URL` and `Page` are fixed English labels; the others are found by shape."""
+
+    url: str | None = None
+    page: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    created_at: datetime | None = None
+    posts_on_page: int | None = None
+
+
+def _header(text: str) -> _Header:
+    header = _Header()
+    matches = list(_ROW.finditer(text))
+    plain: list[str] = []
+    for row, following in zip(matches, matches[1:] + [None]):
+        end = following.start() if following else len(text)
+        value = _strip_hard_break(text[row.end() : end].split("\n", 1)[0])
+        label = row["label"].strip()
+        dated = _DATED_LINK.fullmatch(value)
+        if label == "URL":
+            header.url = header.url or value or None
+        elif label == "Page":
+            header.page = header.page or value
+        elif dated:
+            header.created_at = header.created_at or _utc(dated["iso"])
+        elif value.isdigit():
+            header.posts_on_page = header.posts_on_page if header.posts_on_page is not None else int(value)
+        elif label == "Category":
+            header.category = _unescape(value) or None
+        elif label == "Tags":
+            header.tags = _tags(value)
+        elif value:
+            plain.append(value)
+    # Translated labels: the format puts Category before Tags, and a topic is in a category far more
+    # often than it has tags, so a lone unknown text row is taken for the category.
+    if plain and header.category is None:
+        header.category = _unescape(plain.pop(0))
+    if plain and not header.tags:
+        header.tags = _tags(plain.pop(0))
+    return header
+
+
+def _title(header: list[str]) -> str:
+    first = header[0][2:] if header else ""
+    row = _ROW.search(first)
+    return _unescape(_strip_hard_break(first[: row.start()] if row else first))
+
+
+def _tags(value: str) -> tuple[str, ...]:
+    return tuple(tag for tag in (_unescape(part.strip()) for part in value.split(",")) if tag)
+
+
+def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
+    """A topic URL when the `**URL:**` row is missing: from the Created link or the first post's link."""
+    for text in ["\n".join(header)] + [p.meta for p in posts[:1]]:
+        for link in _DATED_LINK.finditer(text):
+            if _TOPIC_PATH.search(urlsplit(link["url"]).path):
+                return link["url"]
+    return None
+
+
+def _post_number(post: _Post, topic_id: int) -> int | None:
+    """From the post's dated link, `/t/slug/ID/N`; a link to the topic itself is post 1."""
+    dated = _DATED_LINK.search(post.meta)
+    match = _TOPIC_PATH.search(urlsplit(dated["url"]).path) if dated else None
+    return int(match["post"] or 1) if match and int(match["id"]) == topic_id else None
+
+
+def _author(meta: str) -> str | None:
+    """The `[@name](…)` link of the `###` part; a deleted user has none."""
+    user = _USER_LINK.search(meta.split("####", 1)[0])
+    return _unescape(user["name"]) if user else None
+
+
+def _strip_pagination(body: list[str], topic_id: int, page: int, base: str) -> str | None:
+    """Cut the trailing page links off the last post's body and return the next page's URL.
+
+    Which link is "next" comes from the page number it carries, since the labels are localized. Only
+    links to this topic count, so a post that happens to end with some other paged link keeps it.
+    """
+    text = "\n".join(body).rstrip()
+    trailer = _PAGE_LINKS_AT_END.search(text)
+    if trailer is None:
+        return None
+    numbers = [
+        (int(link["n"]), link["url"])
+        for link in _PAGE_LINK.finditer(trailer.group())
+        if (match := _TOPIC_PATH.search(urlsplit(link["url"]).path)) and int(match["id"]) == topic_id
+    ]
+    if not numbers:
+        return None
+    body[:] = text[: trailer.start()].split("\n")
+    _drop_separator(body)
+    later = [url for number, url in numbers if number > page]
+    return _absolute(later[0], base) if later else None
+
+
+def _page(page_row: str | None, url_row: str | None, source_url: str | None) -> int:
+    """1-based: the `**Page:**` row, else `?page=` of the page's own URL or of where it was fetched."""
+    if page_row and page_row.isdigit() and int(page_row) > 0:
+        return int(page_row)
+    for url in (url_row, source_url):
+        values = parse_qs(urlsplit(url).query).get("page") if url else None
+        if values and values[0].isdigit() and int(values[0]) > 0:
+            return int(values[0])
+    return 1
+
+
+def _body(lines: list[str]) -> str:
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join(line.rstrip() for line in lines[start:end])
+
+
+def _strip_hard_break(value: str) -> str:
+    """Drop a trailing Markdown hard break (an unpaired `\\`), keeping an escaped backslash."""
+    value = value.strip()
+    trailing = len(value) - len(value.rstrip("\\"))
+    return value[:-1].rstrip() if trailing % 2 else value
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(r"\1", text) if "\\" in text else text
+
+
+def _utc(value: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def _absolute(url: str, base: str) -> str:
+    if url.startswith(("http://", "https://")) or not base:
+        return url
+    return urljoin(base + "/", url)
+
+
+def _topic_url(url: str) -> tuple[str, int] | None:
+    """The topic's HTML address (no `.md`, post number, query or fragment) and its id."""
+    parts = urlsplit(url)
+    match = _TOPIC_PATH.search(parts.path)
+    if match is None:
+        return None
+    path = parts.path[: match.start()] + match["topic"]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), int(match["id"])
+
+
+def _derive_base(url: str | None) -> str | None:
+    """The forum root (with any subfolder): everything before `/t/`."""
+    if not url or not url.startswith(("http://", "https://")):
+        return None
+    parts = urlsplit(url)
+    cut = parts.path.find("/t/")
+    return f"{parts.scheme}://{parts.netloc}{parts.path[:cut] if cut >= 0 else ''}"
