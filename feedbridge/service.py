@@ -71,22 +71,28 @@ class FeedService:
         return listings[0], topics
 
     def listings(self, spec: FeedSpec) -> list[Listing]:
-        """Page 0 first; further pages, when wanted and announced, concurrently. Order is page order."""
-        first = self.page(spec.forum, spec.page_url(0))
-        if spec.pages == 1 or first.next_page_url is None:
-            return [first]
-        futures = [self.pool.submit(self.page, spec.forum, spec.page_url(n)) for n in range(1, spec.pages)]
-        listings = [first]
-        for future in futures:
-            try:
-                listing = future.result()
-            except UpstreamNotFound:
-                break  # the list ended between two requests
-            listings.append(listing)
-            if listing.next_page_url is None:
-                break
-        for future in futures:
-            future.cancel()
+        """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
+
+        A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
+        reading a long list one page at a time. A missing or empty page ends the list.
+        """
+        listings = [self.page(spec.forum, spec.page_url(0))]
+        wave = self.settings.fetch_concurrency
+        next_page = 1
+        while next_page < spec.pages and listings[-1].next_page_url is not None:
+            numbers = range(next_page, min(next_page + wave, spec.pages))
+            futures = [self.pool.submit(self.page, spec.forum, spec.page_url(n)) for n in numbers]
+            for future in futures:
+                try:
+                    listing = future.result()
+                except UpstreamNotFound:
+                    return listings
+                if not listing.topics:
+                    return listings
+                listings.append(listing)
+                if listing.next_page_url is None:
+                    return listings
+            next_page = numbers.stop
         return listings
 
     def page(self, forum: Forum, url: str) -> Listing:

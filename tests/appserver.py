@@ -1,0 +1,92 @@
+"""Run the Flask app on a real socket for a test (a thread), or the Procfile's gunicorn (a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+from werkzeug.serving import make_server
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.web import create_app
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunningApp:
+    url: str  # http://127.0.0.1:PORT
+    forum_key: str  # the fake forum's host:port, as it appears in feed paths
+
+    def feed_url(self, path: str) -> str:
+        return f"{self.url}/{self.forum_key}{path}"
+
+
+def settings_for(upstream_url: str, **overrides) -> Settings:
+    return replace(Settings(forums=(parse_forum(upstream_url),)), **overrides)
+
+
+@contextmanager
+def running_app(settings: Settings) -> Iterator[RunningApp]:
+    app = create_app(settings)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield RunningApp(f"http://127.0.0.1:{server.port}", settings.forums[0].key)
+    finally:
+        server.shutdown()
+        app.extensions["feedbridge"].fetcher.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def procfile_web(env: Mapping[str, str], port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start the Procfile's `web:` command exactly as a PaaS would (shell, $PORT), and wait until it answers."""
+    command = (PROJECT_ROOT / "Procfile").read_text().split("web:", 1)[1].strip()
+    port = port or free_port()
+    full_env = {**os.environ, **env, "PORT": str(port)}
+    full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
+    # Output goes to a file, not a pipe: a chatty server must never block on a pipe nobody reads.
+    log = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], cwd=PROJECT_ROOT, env=full_env,
+                               stdout=log, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                output = log.read()
+                raise RuntimeError(f"{shlex.quote(command)} did not come up: {output[-2000:]}")
+            time.sleep(0.1)
+        yield url, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()

@@ -1,0 +1,372 @@
+"""The web service over a real socket, against the fake forum on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from email.utils import format_datetime
+from datetime import datetime, timedelta, timezone
+
+import feedparser
+import httpx
+import pytest
+from lxml import etree
+
+from tests.appserver import procfile_web, running_app, settings_for
+
+COMPILER = "/c/compiler/5"
+
+
+@pytest.fixture
+def app(upstream):
+    with running_app(settings_for(upstream.url)) as running:
+        yield running
+
+
+def get(url: str, **kwargs) -> httpx.Response:
+    return httpx.get(url, timeout=15, **kwargs)
+
+
+# --- routes and formats -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt,media", [("atom", "application/atom+xml"), ("rss", "application/rss+xml"),
+                                       ("json", "application/feed+json")])
+def test_category_feed_in_every_format(app, fmt, media):
+    response = get(app.feed_url(f"{COMPILER}.{fmt}"))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == f"{media}; charset=utf-8"
+    if fmt == "json":
+        feed = response.json()
+        assert feed["version"] == "https://jsonfeed.org/version/1.1"
+        items = feed["items"]
+        assert len(items) == 30
+        assert items[0]["id"].endswith("/t/3441")  # newest first: the 2021 "About" topic sorts last
+        assert items[-1]["id"].endswith("/t/14")
+    else:
+        etree.fromstring(response.content)
+        parsed = feedparser.parse(response.content)
+        assert parsed.bozo == 0
+        assert len(parsed.entries) == 30
+        assert parsed.entries[0].id == f"http://{app.forum_key}/t/3441"
+        assert parsed.entries[0].author == "markbgilbert"
+
+
+@pytest.mark.parametrize("path,count", [
+    ("/latest.atom", 30), ("/hot.atom", None), ("/top.atom?period=weekly", None),
+    ("/c/hardware/gpu/12.atom", None), ("/tag/gpu.atom", None), ("/tag/gpu/7.rss", None),
+])
+def test_list_routes(app, upstream, path, count):
+    response = get(app.feed_url(path))
+    assert response.status_code == 200, response.text
+    parsed = feedparser.parse(response.content)
+    assert parsed.bozo == 0
+    assert len(parsed.entries) == (count or len(parsed.entries)) > 0
+
+
+def test_tag_redirect_is_followed_on_the_same_forum(app, upstream):
+    assert get(app.feed_url("/tag/gpu.atom")).status_code == 200
+    assert upstream.count("/tag/gpu.md") == 1
+    assert upstream.count("/tag/gpu/7.md") == 1
+
+
+def test_top_period_is_passed_upstream_and_validated(app, upstream):
+    assert get(app.feed_url("/top.rss?period=monthly")).status_code == 200
+    assert upstream.requests[-1].target == "/top.md?period=monthly"
+    bad = get(app.feed_url("/top.rss?period=forever"))
+    assert bad.status_code == 400
+    assert "period must be one of" in bad.text
+
+
+def test_author_filter_across_pages(app, upstream):
+    response = get(app.feed_url(f"{COMPILER}.atom?author=JANSEL&pages=3"))
+    parsed = feedparser.parse(response.content)
+    assert parsed.bozo == 0
+    assert len(parsed.entries) >= 2
+    assert {e.author for e in parsed.entries} == {"jansel"}
+    updated = [e.updated_parsed for e in parsed.entries]
+    assert updated == sorted(updated, reverse=True)
+    assert "author: jansel" in parsed.feed.title
+    assert upstream.count(f"{COMPILER}.md?page=1") == 1 and upstream.count(f"{COMPILER}.md?page=2") == 1
+
+
+def test_pages_stop_at_the_last_page(app, upstream):
+    assert get(app.feed_url(f"{COMPILER}.json?pages=5")).status_code == 200
+    # Pages 1-3 are one wave (fetch_concurrency 3); page 2 has no Next link, so page 4 is never asked for.
+    assert upstream.count(f"{COMPILER}.md?page=4") == 0
+    items = get(app.feed_url(f"{COMPILER}.json?pages=5")).json()["items"]
+    assert len(items) == 30 + 30 + 12
+
+
+def test_user_feed_reads_latest_and_keeps_category(app, upstream):
+    response = get(app.feed_url("/u/jansel.rss?category=5"))
+    assert response.status_code == 200
+    assert upstream.requests[-1].target == "/latest.md?category=5"
+    parsed = feedparser.parse(response.content)
+    assert parsed.bozo == 0
+    assert all(e.author == "jansel" for e in parsed.entries)
+
+
+def test_search_feed_matches_keywords(app):
+    items = get(app.feed_url(f"{COMPILER}.json?q=inductor")).json()["items"]
+    assert items and all("inductor" in (i["title"] + i.get("summary", "")).lower() for i in items)
+    excluded = get(app.feed_url(f"{COMPILER}.json?q=inductor%20-rfc")).json()["items"]
+    assert 0 < len(excluded) < len(items)
+    search = get(app.feed_url("/search.json?q=caf%C3%A9"))
+    assert search.status_code == 200
+    assert any("Café" in i["title"] for i in search.json()["items"])
+
+
+def test_limit(app):
+    items = get(app.feed_url(f"{COMPILER}.json?limit=3")).json()["items"]
+    assert [i["id"].rsplit("/", 1)[1] for i in items] == ["3441", "3411", "3341"]
+
+
+def test_healthz(app):
+    response = get(f"{app.url}/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    assert app.forum_key in response.json()["forums"]
+
+
+# --- HTTP caching -------------------------------------------------------------------------------------
+
+def test_conditional_get(app):
+    url = app.feed_url(f"{COMPILER}.atom")
+    first = get(url)
+    assert first.headers["cache-control"] == "public, max-age=300"
+    assert first.headers["last-modified"] == "Mon, 21 Sep 2026 16:26:22 GMT"
+    etag = first.headers["etag"]
+    assert get(url, headers={"If-None-Match": etag}).status_code == 304
+    assert get(url, headers={"If-Modified-Since": first.headers["last-modified"]}).status_code == 304
+    assert get(url, headers={"If-None-Match": '"other"'}).status_code == 200
+    earlier = format_datetime(datetime(2026, 1, 1, tzinfo=timezone.utc), usegmt=True)
+    assert get(url, headers={"If-Modified-Since": earlier}).status_code == 200
+
+
+def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstream):
+    url = app.feed_url(f"{COMPILER}.rss")
+    first = get(url)
+    second = get(url)
+    assert first.headers["x-feedbridge-cache"] == "miss"
+    assert second.headers["x-feedbridge-cache"] == "hit"
+    assert first.content == second.content
+    assert upstream.count(f"{COMPILER}.md") == 1
+
+
+def test_revalidation_uses_validators_and_304_costs_no_parse(upstream, monkeypatch):
+    import feedbridge.service as service_module
+
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        first = get(url)
+        parses = []
+        original = service_module.parse_listing
+        monkeypatch.setattr(service_module, "parse_listing", lambda *a, **k: parses.append(1) or original(*a, **k))
+        second = get(url)
+    assert second.status_code == 200 and second.content == first.content
+    revalidation = upstream.requests[-1]
+    assert revalidation.headers.get("if-none-match")
+    assert parses == []
+
+
+def test_same_filters_in_another_order_share_one_cache_entry(app, upstream):
+    a = get(app.feed_url(f"{COMPILER}.atom?author=jansel&author=ezyang&pages=2"))
+    b = get(app.feed_url(f"{COMPILER}.atom?pages=2&author=EZYANG,jansel"))
+    assert b.headers["x-feedbridge-cache"] == "hit"
+    assert a.content == b.content
+
+
+# --- errors -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path,status,words", [
+    ("/latest.atom?limit=0", 400, "limit"),
+    ("/latest.atom?limit=abc", 400, "limit"),
+    ("/latest.atom?limit=5&limit=6", 400, "given 2 times"),
+    ("/latest.atom?pages=99", 400, "pages"),
+    ("/latest.atom?q=%22", 400, "q"),
+    ("/latest.atom?author=a%20b", 400, "not a valid username"),
+    ("/latest.atom?content=everything", 400, "content"),
+    ("/search.atom", 400, "q is required"),
+    ("/latest.xml", 404, "unknown feed format"),
+    ("/nothing/here.atom", 404, "no feed route"),
+])
+def test_bad_requests_are_precise(app, upstream, path, status, words):
+    response = get(app.feed_url(path))
+    assert response.status_code == status
+    assert words in response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    assert upstream.count() == 0
+
+
+def test_unknown_forum_is_404_and_not_fetched(app, upstream):
+    response = get(f"{app.url}/example.com/latest.atom")
+    assert response.status_code == 404
+    assert "unknown forum" in response.text
+    assert upstream.count() == 0
+
+
+@pytest.mark.parametrize("fault,status,words", [
+    (lambda up: up.fail("/latest.md", 500), 502, "answered 500"),
+    (lambda up: up.fail("/latest.md", 502), 502, "answered 502"),
+    (lambda up: up.fail("/latest.md", 404), 404, "answered 404"),
+    (lambda up: up.fail("/latest.md", 410), 404, "answered 410"),
+    (lambda up: up.html_login("/latest.md"), 502, "not a topic list"),
+    (lambda up: up.json_error("/latest.md", status=200), 502, "not a topic list"),
+    (lambda up: up.bad_utf8("/latest.md"), 502, "UTF-8"),
+    (lambda up: up.huge("/latest.md"), 502, "limit"),
+    (lambda up: up.huge("/latest.md", declare_length=False), 502, "limit"),
+    (lambda up: up.truncate("/latest.md"), 502, "connection failed"),
+    (lambda up: up.close("/latest.md"), 502, "connection failed"),
+    (lambda up: up.redirect("/latest.md", "http://169.254.169.254/latest/meta-data"), 502, "outside"),
+    (lambda up: up.redirect("/latest.md", "http://127.0.0.1:1/latest.md"), 502, "outside"),
+    (lambda up: up.redirect("/latest.md", "/latest.md"), 502, "more than"),
+])
+def test_upstream_failures_with_a_cold_cache(app, upstream, fault, status, words):
+    fault(upstream)
+    response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == status
+    assert words in response.text
+    assert "Traceback" not in response.text
+
+
+def test_rate_limited_upstream_is_honoured(app, upstream):
+    upstream.rate_limit("/latest.md", retry_after=120)
+    first = get(app.feed_url("/latest.atom"))
+    assert first.status_code == 503
+    assert 100 <= int(first.headers["retry-after"]) <= 120
+    second = get(app.feed_url("/hot.atom"))  # another list on the same forum: nobody asks until then
+    assert second.status_code == 503
+    assert upstream.count("/hot.md") == 0
+
+
+def test_rate_limit_with_http_date(app, upstream):
+    upstream.rate_limit("/latest.md", retry_after=datetime.now(timezone.utc) + timedelta(seconds=90))
+    response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == 503
+    assert 60 <= int(response.headers["retry-after"]) <= 91
+
+
+def test_timeout_is_504(upstream):
+    upstream.stall("/latest.md", 3)
+    with running_app(settings_for(upstream.url, read_timeout=0.5, retries=0)) as app:
+        started = time.monotonic()
+        response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == 504
+    assert time.monotonic() - started < 2.5
+
+
+def test_dripping_body_hits_the_overall_deadline(upstream):
+    upstream.drip("/latest.md", 200)
+    with running_app(settings_for(upstream.url, total_timeout=1.0)) as app:
+        started = time.monotonic()
+        response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == 504
+    assert time.monotonic() - started < 3
+
+
+# --- stale-if-error -----------------------------------------------------------------------------------
+
+def test_stale_feed_is_served_when_upstream_fails(upstream):
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        good = get(url)
+        for fail in (lambda: upstream.fail(f"{COMPILER}.md", 500), lambda: upstream.html_login(f"{COMPILER}.md"),
+                     lambda: upstream.rate_limit(f"{COMPILER}.md", 30)):
+            upstream.clear()
+            fail()
+            stale = get(url)
+            assert stale.status_code == 200
+            assert stale.content == good.content
+            assert stale.headers["x-feedbridge-cache"] == "stale"
+            assert "upstream failed" in stale.headers["x-feedbridge-stale"]
+            assert int(stale.headers["age"]) >= 0
+
+
+def test_stale_copy_expires(upstream):
+    with running_app(settings_for(upstream.url, cache_ttl=0, stale_ttl=1)) as app:
+        url = app.feed_url("/latest.atom")
+        assert get(url).status_code == 200
+        time.sleep(1.2)
+        upstream.fail("/latest.md", 500)
+        assert get(url).status_code == 502
+
+
+# --- single flight ------------------------------------------------------------------------------------
+
+def test_concurrent_cold_requests_share_one_fetch(upstream):
+    upstream.stall(f"{COMPILER}.md", 0.5, times=1)
+    with running_app(settings_for(upstream.url)) as app:
+        results = []
+
+        def worker(fmt: str) -> None:
+            results.append(get(app.feed_url(f"{COMPILER}.{fmt}")).status_code)
+
+        threads = [threading.Thread(target=worker, args=(("atom", "rss", "json")[i % 3],)) for i in range(24)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert results == [200] * 24
+    assert upstream.count(f"{COMPILER}.md") == 1
+
+
+# --- SSRF and escaping --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [
+    "/169.254.169.254/latest.atom",
+    "/127.0.0.1:1/latest.atom",
+    "/{forum}@169.254.169.254/latest.atom",
+    "/{forum}/c/..%2f..%2fadmin/5.atom",
+    "/{forum}/c/x%2F..%2F..%2Fetc/5.atom",
+    "/{forum}/c/%5c%5cevil.example/5.atom",
+    "/{forum}/tag/..%2F..%2Fadmin.atom",
+    "/{forum}/tag/a%0d%0aX-Injected:%201.atom",
+    "/{forum}//evil.example/latest.atom",
+    "/{forum}/u/..%2f..%2fadmin.atom",
+    "/{forum}/c/%EF%BC%8E%EF%BC%8E/5.atom",
+])
+def test_path_tricks_never_fetch_anything_unexpected(app, upstream, path):
+    response = get(app.url + path.format(forum=app.forum_key))
+    assert response.status_code in (400, 404, 308)
+    assert "X-Injected" not in response.headers
+    assert all(r.path in ("/latest.md",) for r in upstream.requests)
+
+
+def test_errors_do_not_reflect_markup(app):
+    response = get(app.feed_url("/latest.atom?author=<script>alert(1)</script>"))
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("text/plain")
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_script_titles_are_escaped_in_feeds(app):
+    response = get(app.feed_url("/latest.atom"))
+    assert b"<script>" not in response.content
+    titles = [e.title for e in feedparser.parse(response.content).entries]
+    assert "<script>alert(1)</script>" in titles
+
+
+# --- logging and deployment ---------------------------------------------------------------------------
+
+def test_one_log_line_per_request_and_fetch(app, capsys, caplog):
+    caplog.set_level("INFO", logger="feedbridge")
+    get(app.feed_url("/latest.atom"))
+    get(app.feed_url("/latest.atom"))
+    lines = [r.getMessage() for r in caplog.records]
+    requests = [line for line in lines if line.startswith("GET /")]
+    fetches = [line for line in lines if line.startswith("upstream GET")]
+    assert len(requests) == 2 and "cache=miss" in requests[0] and "cache=hit" in requests[1]
+    assert " 200 " in requests[0] and "ms" in requests[0]
+    assert len(fetches) == 1
+
+
+def test_procfile_serves_a_feed_through_gunicorn(upstream):
+    env = {"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "2"}
+    with procfile_web(env) as (url, _process):
+        forum = upstream.url.split("//", 1)[1]
+        response = get(f"{url}/{forum}{COMPILER}.atom")
+        assert response.status_code == 200
+        assert feedparser.parse(response.content).bozo == 0
+        assert get(f"{url}/healthz").json()["status"] == "ok"
+        assert get(f"{url}/{forum}/latest.atom?limit=x").status_code == 400
