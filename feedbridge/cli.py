@@ -15,7 +15,7 @@ import click
 
 from . import __version__
 from .atomic import write_atomic
-from .config import Settings, parse_forum
+from .config import ConfigError, Settings, parse_forum
 from .fetch import Fetcher, UpstreamError
 from .filters import make_filter
 from .models import Listing, listing_to_dict
@@ -92,7 +92,10 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
 @click.option("--workers", type=int, help="Worker processes (default: $WEB_CONCURRENCY or 2).")
 def serve(port: int, workers: int | None) -> None:
     """Run the web service under gunicorn, with the same settings as the Procfile."""
-    Settings.from_env()  # fail fast, with the variable's name, before gunicorn forks workers
+    try:
+        Settings.from_env()  # fail fast, with the variable's name, before gunicorn forks workers
+    except ConfigError as exc:
+        raise Failure(str(exc)) from None
     os.environ["PORT"] = str(port)
     if workers:
         os.environ["WEB_CONCURRENCY"] = str(workers)

@@ -1,0 +1,118 @@
+"""The `feedbridge` command as a user runs it: a real subprocess, real files, the fake forum for URLs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import feedparser
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "fixtures" / "dev-discuss-compiler.md"
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "feedbridge", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, timeout=60)
+
+
+def test_parse_json_matches_expected_keys_and_values():
+    result = run("parse", str(SEED), "--json")
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    expected = json.loads(SEED.with_suffix(".expected.json").read_text())
+    for key, value in expected.items():
+        if key != "topics":
+            assert got[key] == value
+    assert [{k: t[k] for k in expected["topics"][0]} for t in got["topics"]] == expected["topics"]
+
+
+def test_parse_from_stdin_with_base_url():
+    text = (ROOT / "fixtures" / "dialects" / "widgets-p2.md").read_bytes()
+    result = run("parse", "-", "--base-url", "https://forum.example.org", stdin=text)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["topics"][0]["url"] == "https://forum.example.org/t/about-the-widgets-category/11"
+
+
+@pytest.mark.parametrize("fmt", ["atom", "rss", "json"])
+def test_build_with_filters_to_stdout(fmt):
+    result = run("build", str(SEED), "--format", fmt, "--query", "inductor OR dynamo", "--limit", "4")
+    assert result.returncode == 0, result.stderr
+    if fmt == "json":
+        items = json.loads(result.stdout)["items"]
+    else:
+        parsed = feedparser.parse(result.stdout)
+        assert parsed.bozo == 0
+        items = parsed.entries
+    assert len(items) == 4
+
+
+def test_build_by_author():
+    result = run("build", str(SEED), "--author", "Morrison-Turnansky", "--format", "atom")
+    entries = feedparser.parse(result.stdout).entries
+    assert [e.id.rsplit("/", 1)[1] for e in entries] == ["3341", "3321", "3302"]
+    assert "author: morrison-turnansky" in feedparser.parse(result.stdout).feed.title
+
+
+def test_build_output_is_atomic_and_failures_keep_the_old_file(tmp_path):
+    out = tmp_path / "feed.atom"
+    assert run("build", str(SEED), "-o", str(out)).returncode == 0
+    good = out.read_bytes()
+    assert feedparser.parse(good).bozo == 0
+    (tmp_path / "login.html").write_text("<!DOCTYPE html><html><body>Log in</body></html>")
+    failed = run("build", str(tmp_path / "login.html"), "-o", str(out))
+    assert failed.returncode == 1
+    assert b"HTML document" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+    assert out.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feed.atom", "login.html"]  # no temp files left
+
+
+def test_build_is_byte_identical_across_runs():
+    assert run("build", str(SEED), "--format", "rss").stdout == run("build", str(SEED), "--format", "rss").stdout
+
+
+def test_build_from_a_url(upstream):
+    result = run("build", f"{upstream.url}/c/compiler/5.md", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    items = json.loads(result.stdout)["items"]
+    assert items[0]["id"] == f"{upstream.url}/t/3441"
+    request = upstream.requests[-1]
+    assert request.headers["user-agent"].startswith("feedbridge/")
+
+
+def test_url_failures_exit_1(upstream):
+    upstream.fail("/latest.md", 500)
+    result = run("build", f"{upstream.url}/latest.md")
+    assert result.returncode == 1
+    assert b"answered 500" in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("build", str(SEED), "--format", "xml"),
+    ("build", str(SEED), "--limit", "0"),
+    ("build", str(SEED), "--query", '""'),
+    ("build",),
+    ("parse",),
+])
+def test_usage_errors_exit_2(args):
+    result = run(*args)
+    assert result.returncode == 2
+    assert result.stdout == b""
+
+
+def test_missing_file_exits_1():
+    result = run("parse", "no/such/file.md")
+    assert result.returncode == 1
+    assert b"cannot read no/such/file.md" in result.stderr
+
+
+def test_serve_fails_fast_on_bad_config():
+    env = {**os.environ, "FEEDBRIDGE_FORUMS": "ftp://nope"}
+    result = subprocess.run([sys.executable, "-m", "feedbridge", "serve"], env=env, capture_output=True, timeout=30)
+    assert result.returncode != 0
+    assert b"FEEDBRIDGE_FORUMS" in result.stderr
