@@ -1,0 +1,293 @@
+"""The `feedbridge build --config` file: which feeds to write, from which forums, and how politely.
+
+A feed is named like a web-service feed path (`c/compiler/5`, `u/smth`, `search` + `q`), and every feed is
+turned into `FeedSpec`s by `spec.parse_feed_request`, so the static and web modes share one set of
+routes, validation and SSRF rules. Everything is checked before anything is fetched; a mistake is
+reported as `FILE:LINE: message`, with the line of the offending table or key found in the text,
+because tomllib only gives positions for syntax errors.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, Forum, Settings, parse_forum
+from .parser import NotAListError, parse_listing
+from .spec import FEED_FORMATS, FeedSpec, SpecError, parse_feed_request
+
+DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
+# Keys of a feed that become feed-URL parameters, exactly as the web service names them.
+PARAMS = ("author", "q", "tag", "limit", "pages", "period", "category", "content")
+DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
+_FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", *PARAMS)
+_TOP_KEYS = ("title", "site_url", "out_dir", "fetch", "defaults", "feeds")
+# [fetch]: (lowest, highest, default). Requests at once per forum, seconds between two requests to one
+# forum, and the longest Retry-After worth waiting for (longer: that forum's feeds fail for this run).
+_FETCH = {"concurrency": (1, 8, 2), "delay": (0, 60, 0.5), "max_wait": (0, 3600, 30)}
+# One or more path segments of letters, digits, `_ . -`, none starting with a dot: no `..`, no hidden
+# files, no absolute paths, nothing a static host treats specially.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+_FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
+
+
+class BuildConfigError(Exception):
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPlan:
+    """One configured feed: a spec per format, and the output file of each."""
+
+    name: str
+    specs: tuple[FeedSpec, ...]
+    files: tuple[str, ...]  # relative to the output folder, one per spec
+    source: str | None = None  # the local file that stands in for the list, if any
+
+    @property
+    def title(self) -> str:
+        return self.specs[0].title
+
+    @property
+    def html_url(self) -> str:
+        return self.specs[0].html_url
+
+
+@dataclass(frozen=True, slots=True)
+class BuildConfig:
+    path: Path
+    title: str
+    site_url: str  # ends with "/"
+    out_dir: Path
+    feeds: tuple[FeedPlan, ...]
+    settings: Settings
+    concurrency: int = 2
+    delay: float = 0.5
+    max_wait: float = 30.0
+    local_pages: Mapping[str, str] = field(default_factory=dict)  # upstream URL -> Markdown text
+
+
+def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
+    """Read and check the whole file; raises BuildConfigError (with a line when one can be found)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildConfigError(f"cannot read the config: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)  # Python 3.14 has it; before, only the message does
+        match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        if line is None and match:
+            line = int(match[1])
+        raise BuildConfigError(str(exc), line) from None
+    return _Checker(path, _Lines(text)).config(data, out_dir)
+
+
+class _Lines:
+    """Where `[table]`/`[[array]]` headers and `key =` lines are, to point errors at them."""
+
+    _HEADER = re.compile(r"\s*\[(\[?)\s*([A-Za-z0-9_-]+)\s*\]")
+    _KEY = re.compile(r"\s*\"?([A-Za-z0-9_-]+)\"?\s*=")
+
+    def __init__(self, text: str):
+        self.tables: dict[tuple[str, int], int] = {}
+        self.keys: dict[tuple[str, int, str], int] = {}
+        table, index, counts = "", 0, dict[str, int]()
+        for number, line in enumerate(text.splitlines(), start=1):
+            if header := self._HEADER.match(line):
+                table = header[2]
+                index = counts[table] = counts.get(table, -1) + 1 if header[1] else 0
+                self.tables.setdefault((table, index), number)
+            elif key := self._KEY.match(line):
+                self.keys.setdefault((table, index, key[1]), number)
+
+    def of(self, table: str, index: int = 0, key: str | None = None) -> int | None:
+        found = self.keys.get((table, index, key)) if key else None
+        return found or self.tables.get((table, index))
+
+
+class _Checker:
+    def __init__(self, path: Path, lines: _Lines):
+        self.path = path
+        self.lines = lines
+
+    def fail(self, message: str, table: str = "", index: int = 0, key: str | None = None) -> BuildConfigError:
+        return BuildConfigError(message, self.lines.of(table, index, key))
+
+    def config(self, data: dict[str, Any], out_dir: Path | None) -> BuildConfig:
+        self.unknown(data, _TOP_KEYS, "")
+        site_url = self.string(data, "site_url", "")
+        if site_url is None or not re.match(r"https?://[^/?#\s]+", site_url):
+            raise self.fail("site_url is required: the http(s) URL the output folder is published at "
+                            "(feeds link to themselves with it)", key="site_url")
+        fetch = self.table(data, "fetch")
+        self.unknown(fetch, tuple(_FETCH), "fetch")
+        for key, (low, high, _default) in _FETCH.items():
+            self.number(fetch, key, low, high)
+        defaults = self.table(data, "defaults")
+        self.unknown(defaults, DEFAULTABLE, "defaults")
+        raw_feeds = data.get("feeds")
+        if not isinstance(raw_feeds, list) or not raw_feeds or not all(isinstance(f, dict) for f in raw_feeds):
+            raise self.fail("no feeds: add at least one [[feeds]] table", key="feeds")
+        feeds, local_pages = self.feeds(raw_feeds, defaults, self.path.parent)
+        settings = Settings(
+            forums=tuple(dict.fromkeys(plan.specs[0].forum for plan in feeds)),
+            # One store per run: a page cached at all was fetched in this run, so it stays fresh for the
+            # whole run and every feed that lists it shares the one fetch.
+            cache_ttl=24 * 3600,
+            # Waiters on a shared page wait for its fetcher, which may sit out a Retry-After first.
+            singleflight_wait=600.0,
+        )
+        out = self.string(data, "out_dir", "") or "public"
+        return BuildConfig(
+            path=self.path,
+            title=self.string(data, "title", "") or "Feeds",
+            site_url=site_url.rstrip("/") + "/",
+            out_dir=out_dir if out_dir is not None else self.path.parent / out,
+            feeds=tuple(feeds),
+            settings=settings,
+            concurrency=int(fetch.get("concurrency", _FETCH["concurrency"][2])),
+            delay=float(fetch.get("delay", _FETCH["delay"][2])),
+            max_wait=float(fetch.get("max_wait", _FETCH["max_wait"][2])),
+            local_pages=local_pages,
+        )
+
+    def feeds(self, raw_feeds: list[dict[str, Any]], defaults: dict[str, Any],
+              base: Path) -> tuple[list[FeedPlan], dict[str, str]]:
+        default_forum = self.forum(defaults.get("forum", DEFAULT_FORUM), "defaults", 0)
+        plans: list[FeedPlan] = []
+        local_pages: dict[str, str] = {}
+        by_file: dict[str, str] = {}
+        for index, raw in enumerate(raw_feeds):
+            self.unknown(raw, _FEED_KEYS, "feeds", index)
+            item = {**defaults, **raw}
+            name = self.string(item, "name", "feeds", index)
+            if not name:
+                raise self.fail("every feed needs a name", "feeds", index)
+            forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
+            source = self.string(item, "source", "feeds", index)
+            if source is not None:
+                text, forum, path = self.local_list(base / source, item, forum, index)
+            else:
+                path = self.string(item, "path", "feeds", index) or ""
+                if not path:
+                    raise self.fail(f"feed {name!r} needs a path (like 'c/compiler/5') or a source file",
+                                    "feeds", index)
+            plan = self.plan(index, item, name, forum, _FEED_EXTENSION.sub("", path.strip("/")))
+            if source is not None:
+                local_pages[plan.specs[0].page_url(0)] = text
+                plan = FeedPlan(plan.name, plan.specs, plan.files, source)
+            for file in plan.files:
+                if file in by_file:
+                    raise self.fail(f"feeds {by_file[file]!r} and {name!r} both write {file}", "feeds", index,
+                                    "file" if "file" in item else "name")
+                by_file[file] = name
+            plans.append(plan)
+        return plans, local_pages
+
+    def plan(self, index: int, item: dict[str, Any], name: str, forum: Forum, path: str) -> FeedPlan:
+        stem = self.string(item, "file", "feeds", index) or name
+        if not _SAFE_NAME.fullmatch(stem) or ".." in stem.split("/"):
+            raise self.fail(f"output name {stem!r} is not a plain relative name inside the output folder "
+                            "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.')",
+                            "feeds", index, "file" if "file" in item else "name")
+        formats = item.get("formats", list(FEED_FORMATS))
+        if (not isinstance(formats, list) or not formats or len(set(formats)) != len(formats)
+                or not set(formats) <= set(FEED_FORMATS)):
+            raise self.fail(f"formats must be a list of some of {', '.join(FEED_FORMATS)}", "feeds", index,
+                            "formats" if "formats" in item else None)
+        args = {key: self.values(item, key, index) for key in PARAMS if key in item}
+        specs = []
+        for fmt in formats:
+            try:
+                specs.append(parse_feed_request(Settings(forums=(forum,)), f"{forum.key}/{path}.{fmt}", args))
+            except SpecError as exc:
+                raise self.fail(f"feed {name!r}: {exc.message}", "feeds", index, self.culprit(exc.message, args))
+        return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
+
+    def local_list(self, file: Path, item: dict[str, Any], forum: Forum, index: int) -> tuple[str, Forum, str]:
+        """The file's text, and the forum and list path it is a copy of (from its `**URL:**` line)."""
+        if item.get("pages", 1) != 1:
+            raise self.fail("a source file is one page: pages must be 1", "feeds", index, "pages")
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise self.fail(f"cannot read source {str(file)!r}: {getattr(exc, 'strerror', None) or exc}",
+                            "feeds", index, "source") from None
+        explicit = "path" in item
+        try:
+            listing = parse_listing(text, base_url=forum.base_url if explicit else None)
+        except NotAListError as exc:
+            hint = "" if explicit else " (give its path and forum if its URL line is relative)"
+            raise self.fail(f"source {str(file)!r}: {exc}{hint}", "feeds", index, "source") from None
+        if explicit:
+            return text, forum, self.string(item, "path", "feeds", index) or ""
+        page_url = (listing.url or "").partition("?")[0]
+        forum = self.forum(listing.base_url, "feeds", index, "source")
+        return text, forum, page_url.removeprefix(forum.base_url)
+
+    @staticmethod
+    def culprit(message: str, args: dict[str, list[str]]) -> str:
+        """Which key a spec error is about: the one it names, or whose value it quotes; else the path."""
+        for key, values in args.items():
+            if message.startswith(key) or (key == "q" and "query" in message.lower()) or any(
+                    repr(v) in message or repr(v.strip()) in message for v in values):
+                return key
+        return "path"
+
+    # typed access
+    def unknown(self, table: dict[str, Any], allowed: tuple[str, ...], name: str, index: int = 0) -> None:
+        for key in table:
+            if key not in allowed:
+                where = f"[{name}]" if name else "the top level"
+                raise self.fail(f"unknown key {key!r} in {where}; expected one of {', '.join(allowed)}",
+                                name, index, key)
+
+    def table(self, data: dict[str, Any], key: str) -> dict[str, Any]:
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.fail(f"{key} must be a table ([{key}])", key=key)
+        return value
+
+    def string(self, data: dict[str, Any], key: str, table: str, index: int = 0) -> str | None:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(f"{key} must be a string, not {type(value).__name__}", table, index, key)
+        return value
+
+    def number(self, data: dict[str, Any], key: str, low: float, high: float) -> None:
+        value = data.get(key, low)
+        whole = key == "concurrency"
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not low <= value <= high:
+            kind = "a whole number" if whole else "a number"
+            raise self.fail(f"{key} must be {kind} from {low} to {high}, not {value!r}", "fetch", 0, key)
+
+    def values(self, item: dict[str, Any], key: str, index: int) -> list[str]:
+        """A feed parameter as the web service receives it: a list of strings."""
+        value = item[key]
+        items = value if isinstance(value, list) and key in ("author", "tag") else [value]
+        if key in ("limit", "pages", "category"):
+            ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
+            kind = "a whole number"
+        else:
+            ok = all(isinstance(v, str) for v in items)
+            kind = "a string" + (" or a list of strings" if key in ("author", "tag") else "")
+        if not ok:
+            raise self.fail(f"{key} must be {kind}, not {value!r}", "feeds", index, key)
+        return [str(v) for v in items]
+
+    def forum(self, value: Any, table: str, index: int, key: str = "forum") -> Forum:
+        if not isinstance(value, str):
+            raise self.fail(f"forum must be a string URL, not {value!r}", table, index, key)
+        try:
+            return parse_forum(value)
+        except ConfigError as exc:
+            raise self.fail(str(exc).removeprefix("FEEDBRIDGE_FORUMS: "), table, index, key) from None

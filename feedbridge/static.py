@@ -1,0 +1,140 @@
+"""`feedbridge build --config feeds.toml`: write a folder of feed files for a static host (cron, CI).
+
+The run reuses the web service whole: one `FeedService` over a fresh `MemoryStore`, so each upstream
+page is fetched at most once per run and shared by every feed and format that lists it (single-flight
+when two ask at once), through a `PoliteFetcher` that keeps the run gentle with every forum.
+
+Files are replaced atomically and only when their bytes change, so a static host's ETags hold and
+readers get 304s. A feed that fails leaves its old files in place; the run finishes the other feeds,
+says what failed and exits 1. Exit 2 means the config is wrong, and nothing was fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urljoin
+
+import click
+
+from .atomic import write_atomic
+from .buildconfig import BuildConfig, BuildConfigError, FeedPlan, load_build_config
+from .cache import MemoryStore
+from .fetch import UpstreamError
+from .polite import PoliteFetcher
+from .progress import FeedOutcome, Progress
+from .service import FeedService
+from .sitefiles import Listed, feeds_opml, index_html
+
+MAX_PARALLEL_FEEDS = 8  # feeds built at once; upstream requests are bounded per forum by the fetcher
+
+
+@dataclass(slots=True)
+class BuildReport:
+    out_dir: Path
+    feeds: list[FeedOutcome]
+    site: list[tuple[str, str]]  # (index.html / feeds.opml, written|unchanged|failed)
+    requests: int
+    ms: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(f.status != "failed" for f in self.feeds)
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "out_dir": str(self.out_dir), "ms": round(self.ms, 1), "requests": self.requests,
+            "feeds": [f.to_dict() for f in self.feeds],
+            "site": [{"path": path, "status": status} for path, status in self.site],
+            "error": self.error,
+        }
+
+
+def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, as_json: bool = False) -> int:
+    """The CLI entry: 0 all feeds built, 1 some failed (their old files kept), 2 config error."""
+    try:
+        build_config = load_build_config(config, out_dir)
+    except BuildConfigError as exc:
+        where = f"{config}:{exc.line}" if exc.line else str(config)
+        click.echo(f"{where}: {exc.message}", err=True)
+        return 2
+    report = build(build_config, Progress.for_stderr([f.name for f in build_config.feeds], quiet=quiet or as_json))
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    return 0 if report.ok else 1
+
+
+def build(config: BuildConfig, progress: Progress) -> BuildReport:
+    started = time.perf_counter()
+    fetcher = PoliteFetcher(
+        config.settings, concurrency=config.concurrency, delay=config.delay, max_wait=config.max_wait,
+        local_pages=config.local_pages, on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds),
+    )
+    service = FeedService(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher)
+    try:
+        with ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed") as pool:
+            outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress),
+                                     config.feeds))
+    finally:
+        service.pool.shutdown(wait=False, cancel_futures=True)
+        fetcher.close()
+    site, error = _write_site(config, progress)
+    report = BuildReport(config.out_dir, outcomes, site, fetcher.requests, (time.perf_counter() - started) * 1000,
+                         error)
+    counts = {status: sum(o.status == status for o in outcomes) for status in ("written", "unchanged", "failed")}
+    progress.note(f"{len(outcomes)} feeds in {report.ms / 1000:.1f} s: "
+                  + ", ".join(f"{n} {status}" for status, n in counts.items())
+                  + f"; {report.requests} upstream requests; output in {config.out_dir}",
+                  failed=not report.ok)
+    return report
+
+
+def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetcher, plan: FeedPlan,
+                progress: Progress) -> FeedOutcome:
+    progress.started(plan.name)
+    started = time.perf_counter()
+    before = fetcher.thread_requests()
+    outcome = FeedOutcome(plan.name, "failed", "-", 0)
+    try:
+        bodies = [service.feed(spec, urljoin(config.site_url, quote(file))).entry.body
+                  for spec, file in zip(plan.specs, plan.files)]
+        outcome.requests = fetcher.thread_requests() - before
+        outcome.fetch = "file" if plan.source else "fetched" if outcome.requests else "cached"
+        written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies)]
+    # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
+    except Exception as exc:
+        outcome.error = exc.message if isinstance(exc, UpstreamError) else f"{type(exc).__name__}: {exc}"
+        outcome.files = [(file, "kept" if (config.out_dir / file).exists() else "missing") for file in plan.files]
+    else:
+        outcome.status = "written" if any(written) else "unchanged"
+        outcome.files = [(file, "written" if w else "unchanged") for file, w in zip(plan.files, written)]
+    outcome.ms = (time.perf_counter() - started) * 1000
+    progress.feed_done(outcome)
+    return outcome
+
+
+def _write_site(config: BuildConfig, progress: Progress) -> tuple[list[tuple[str, str]], str | None]:
+    """index.html and feeds.opml, listing every feed file that exists now (built now or kept from before)."""
+    listed = []
+    for plan in config.feeds:
+        files = tuple((spec.fmt, file) for spec, file in zip(plan.specs, plan.files)
+                      if (config.out_dir / file).is_file())
+        if files:
+            listed.append(Listed(plan.name, plan.title, plan.html_url, files))
+    results: list[tuple[str, str]] = []
+    error = None
+    for name, body in (("index.html", index_html(config.title, listed)),
+                       ("feeds.opml", feeds_opml(config.title, config.site_url, listed))):
+        try:
+            results.append((name, "written" if write_atomic(config.out_dir / name, body) else "unchanged"))
+        except OSError as exc:
+            results.append((name, "failed"))
+            error = f"cannot write {name}: {exc.strerror or exc}"
+            progress.note(error, failed=True)
+    if not error:
+        progress.note("site files: " + ", ".join(f"{name} {status}" for name, status in results))
+    return results, error
