@@ -103,26 +103,21 @@ class Settings:
 
 
 def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, not {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
-    return value
+    return int(_number(env, name, default, low, high, int))
 
 
 def _float(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    return _number(env, name, default, low, high, float)
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float, kind: type) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
-        value = float(raw)
+        value = kind(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a number, not {raw!r}") from None
+        raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, not {raw!r}") from None
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
     return value

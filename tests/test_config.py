@@ -1,0 +1,43 @@
+"""Settings from the environment: defaults, bounds, and errors that name the variable."""
+
+import pytest
+
+from feedbridge.config import ConfigError, Settings, parse_forum
+
+
+def test_defaults_follow_the_readme():
+    settings = Settings.from_env({})
+    assert [f.base_url for f in settings.forums] == ["https://dev-discuss.pytorch.org"]
+    assert (settings.cache_ttl, settings.stale_ttl, settings.pages_max) == (300, 86400, 5)
+    assert settings.cache_url is None
+
+
+def test_values_and_redis_url_fallback():
+    settings = Settings.from_env({
+        "FEEDBRIDGE_FORUMS": "http://127.0.0.1:8123  https://Example.COM/forum/",
+        "FEEDBRIDGE_CACHE_TTL": "5", "FEEDBRIDGE_READ_TIMEOUT": "2.5", "REDIS_URL": "redis://r:6379/0",
+    })
+    assert [f.key for f in settings.forums] == ["127.0.0.1:8123", "example.com/forum"]
+    assert settings.forum_for_key("example.com/forum").base_url == "https://example.com/forum"
+    assert (settings.cache_ttl, settings.read_timeout, settings.cache_url) == (5, 2.5, "redis://r:6379/0")
+    assert Settings.from_env({"FEEDBRIDGE_CACHE_URL": "redis://a", "REDIS_URL": "redis://b"}).cache_url == "redis://a"
+
+
+@pytest.mark.parametrize("env,words", [
+    ({"FEEDBRIDGE_CACHE_TTL": "x"}, "FEEDBRIDGE_CACHE_TTL must be an integer"),
+    ({"FEEDBRIDGE_READ_TIMEOUT": "1000"}, "FEEDBRIDGE_READ_TIMEOUT must be between"),
+    ({"FEEDBRIDGE_PAGES_MAX": "0"}, "FEEDBRIDGE_PAGES_MAX must be between 1"),
+    ({"FEEDBRIDGE_PAGES_DEFAULT": "4", "FEEDBRIDGE_PAGES_MAX": "3"}, "FEEDBRIDGE_PAGES_DEFAULT"),
+    ({"FEEDBRIDGE_FORUMS": "ftp://x"}, "not an http(s) base URL"),
+    ({"FEEDBRIDGE_FORUMS": "https://user:pw@x.org"}, "plain base URL"),
+    ({"FEEDBRIDGE_CONTENT": "all"}, "FEEDBRIDGE_CONTENT"),
+])
+def test_errors_name_the_variable(env, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        Settings.from_env(env)
+
+
+def test_forum_key_and_origin():
+    forum = parse_forum("https://Forum.example.org/community/")
+    assert (forum.base_url, forum.key, forum.origin) == (
+        "https://forum.example.org/community", "forum.example.org/community", "https://forum.example.org")
