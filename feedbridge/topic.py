@@ -7,7 +7,8 @@ Post boundaries are the `<div class="post-metadata">` blocks, not the `---` sepa
 Markdown, where `---` is also a horizontal rule, so only a `---` directly before a metadata block is a
 separator. Flattened copies (div lines removed, other whitespace squeezed) have no divs; there the
 metadata lines themselves mark the boundaries: a `####` line holding a dated link to a post, optionally
-preceded on the same line by the `###` author part. Header rows are read by shape (a dated link is the
+preceded by the `###` author part (metadata squeezed into the middle of a line is first put on a line
+of its own). Header rows are read by shape (a dated link is the
 creation time, a number is the post count), with only `URL` and `Page` trusted as fixed English labels.
 Like the list parser this is a line-and-regex pass; post bodies stay Markdown for `content.py`.
 """
@@ -50,12 +51,19 @@ _ROW = re.compile(r"(?:^|(?<=\s))\*\*(?P<label>[^*\n]{1,80}?):\*\*", re.MULTILIN
 _DATED_LINK = re.compile(r"\[(?:\\.|[^\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"\n]+)\"\)")
 _USER_LINK = re.compile(r"\[@(?P<name>(?:\\.|[^\]\\\n])+)\]\([^()\s]+\)")
 _TOPIC_PATH = re.compile(r"(?P<topic>/t/(?:[^/?#]*[^/?#\d][^/?#]*/)?(?P<id>\d+))(?:/(?P<post>\d+))?(?:\.md)?/?$")
-_META_OPEN = re.compile(r"[ \t]*<div\s+class=([\"'])[^\"'\n]*\bpost-metadata\b[^\"'\n]*\1[^>\n]*>[ \t]*")
+_META_DIV = r"<div\s+class=([\"'])[^\"'\n]*\bpost-metadata\b[^\"'\n]*\1[^>\n]*>"
+_META_OPEN = re.compile(rf"[ \t]*{_META_DIV}[ \t]*")
 _META_CLOSE = re.compile(r"[ \t]*</div>[ \t]*")
 _FLAT_META = re.compile(r"[ \t]*(?:###[ \t].*?)?####[ \t].*")
+_INLINE_META = re.compile(
+    r"(?:^|(?<=\s))(?:###\s(?:(?!###).)*?)?####\s(?:(?!###).)*?"
+    r"\[(?:\\.|[^\]\\\n])*\]\([^()\s]*/t/[^()\s]+ \"[^\"\n]+\"\)"
+)
+_INLINE_META_OPEN = re.compile(rf"\s*{_META_DIV}\s*")
+_INLINE_META_CLOSE = re.compile(r"(?:\s*</div>)?")
 _SEPARATOR_AT_END = re.compile(r"(?:\A|\s)---\Z")
-_PAGE_LINKS_AT_END = re.compile(r"(?:\s*(?:·\s*)?\[[^\[\]\n]{1,80}\]\((?P<url>[^()\s]*[?&]page=\d+[^()\s]*)\))+\s*\Z")
-_PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*[?&]page=(?P<n>\d+)[^()\s]*)\)")
+_PAGE_LINKS_AT_END = re.compile(r"(?:\s*(?:·\s*)?\[[^\[\]\n]{1,80}\]\([^()\s]*\.md(?:\?[^()\s]*)?\))+\s*\Z")
+_PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*\.md(?:\?[^()\s]*)?)\)")
 _ESCAPED = re.compile(r"\\([\\`*_\[\]<>#\->])")
 _NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
 _META_MAX_LINES = 12
@@ -75,7 +83,10 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     URL and the page number when the text does not).
     """
     lines = _as_text(text).split("\n")
-    spans = _meta_spans(lines)
+    pristine = any(_META_OPEN.fullmatch(line) for line in lines)
+    if not pristine:
+        lines = [piece for line in lines for piece in _unfold(line)]
+    spans = _meta_spans(lines, pristine)
     header_lines = lines[: spans[0][0]] if spans else lines
     posts = [
         _Post(meta="\n".join(lines[start:end]), body=lines[end : following[0]] if following else lines[end:])
@@ -138,10 +149,9 @@ def _as_text(text: str | bytes) -> str:
     return head.replace("\r\n", "\n")
 
 
-def _meta_spans(lines: list[str]) -> list[tuple[int, int]]:
+def _meta_spans(lines: list[str], pristine: bool) -> list[tuple[int, int]]:
     """`[start, end)` line ranges of the posts' metadata: the div blocks, or in flattened copies the lines."""
     spans: list[tuple[int, int]] = []
-    pristine = any(_META_OPEN.fullmatch(line) for line in lines)
     i = 0
     while i < len(lines):
         if pristine:
@@ -164,8 +174,26 @@ def _meta_close(lines: list[str], i: int) -> int | None:
     for j in range(i + 1, min(i + _META_MAX_LINES, len(lines))):
         if _META_CLOSE.fullmatch(lines[j]):
             dated = _DATED_LINK.search("\n".join(lines[i + 1 : j]))
-            return j if dated and _TOPIC_PATH.search(urlsplit(dated["url"]).path) else None
+            return j if dated and _topic_path(dated["url"]) else None
     return None
+
+
+def _unfold(line: str) -> list[str]:
+    """Put metadata that runs on with other text (a page squeezed onto one line) on lines of its own.
+
+    Inline metadata divs, where a squeezing tool kept them, go. A line that starts with its metadata is
+    left alone, so words after the dated link stay metadata.
+    """
+    squeezed = _INLINE_META_OPEN.sub(" ", line)
+    found = [m for m in _INLINE_META.finditer(squeezed) if m.start() > 0]
+    if not found:
+        return [line]
+    pieces, start = [], 0
+    for match in found:
+        pieces += [squeezed[start : match.start()].rstrip(), match.group()]
+        start = match.end()
+        start += len(_INLINE_META_CLOSE.match(squeezed, start)[0])
+    return pieces + [squeezed[start:].lstrip()]
 
 
 def _flat_meta(lines: list[str], i: int) -> tuple[int, int] | None:
@@ -174,9 +202,10 @@ def _flat_meta(lines: list[str], i: int) -> tuple[int, int] | None:
     if not _FLAT_META.fullmatch(line):
         return None
     dated = _DATED_LINK.search(line[line.index("####") :])
-    if not (dated and _TOPIC_PATH.search(urlsplit(dated["url"]).path)):
+    if not (dated and _topic_path(dated["url"])):
         return None
-    if line.lstrip().startswith("####") and i > 0 and lines[i - 1].startswith("### ") and _USER_LINK.search(lines[i - 1]):
+    author_before = i > 0 and lines[i - 1].startswith("### ") and _USER_LINK.search(lines[i - 1])
+    if line.lstrip().startswith("####") and author_before:
         return i - 1, i + 1
     return i, i + 1
 
@@ -251,7 +280,7 @@ def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
     """A topic URL when the `**URL:**` row is missing: from the Created link or the first post's link."""
     for text in ["\n".join(header)] + [p.meta for p in posts[:1]]:
         for link in _DATED_LINK.finditer(text):
-            if _TOPIC_PATH.search(urlsplit(link["url"]).path):
+            if _topic_path(link["url"]):
                 return link["url"]
     return None
 
@@ -259,7 +288,7 @@ def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
 def _post_number(post: _Post, topic_id: int) -> int | None:
     """From the post's dated link, `/t/slug/ID/N`; a link to the topic itself is post 1."""
     dated = _DATED_LINK.search(post.meta)
-    match = _TOPIC_PATH.search(urlsplit(dated["url"]).path) if dated else None
+    match = _topic_path(dated["url"]) if dated else None
     return int(match["post"] or 1) if match and int(match["id"]) == topic_id else None
 
 
@@ -272,17 +301,17 @@ def _author(meta: str) -> str | None:
 def _strip_pagination(body: list[str], topic_id: int, page: int, base: str) -> str | None:
     """Cut the trailing page links off the last post's body and return the next page's URL.
 
-    Which link is "next" comes from the page number it carries, since the labels are localized. Only
-    links to this topic count, so a post that happens to end with some other paged link keeps it.
+    Page links are links to this topic's `.md` (no `?page=` is page 1); which is "next" comes from the
+    page number, since the labels are localized. A post that ends with a link to another topic keeps it.
     """
     text = "\n".join(body).rstrip()
     trailer = _PAGE_LINKS_AT_END.search(text)
     if trailer is None:
         return None
     numbers = [
-        (int(link["n"]), link["url"])
+        (_page(None, link["url"], None), link["url"])
         for link in _PAGE_LINK.finditer(trailer.group())
-        if (match := _TOPIC_PATH.search(urlsplit(link["url"]).path)) and int(match["id"]) == topic_id
+        if (match := _topic_path(link["url"])) and int(match["id"]) == topic_id
     ]
     if not numbers:
         return None
@@ -339,10 +368,15 @@ def _absolute(url: str, base: str) -> str:
     return urljoin(base + "/", url)
 
 
+def _topic_path(url: str) -> re.Match[str] | None:
+    """The `/t/[slug/]ID[/POST][.md]` end of a URL's path: its `topic` part, `id` and `post` number."""
+    return _TOPIC_PATH.search(urlsplit(url).path)
+
+
 def _topic_url(url: str) -> tuple[str, int] | None:
     """The topic's HTML address (no `.md`, post number, query or fragment) and its id."""
     parts = urlsplit(url)
-    match = _TOPIC_PATH.search(parts.path)
+    match = _topic_path(url)
     if match is None:
         return None
     path = parts.path[: match.start()] + match["topic"]
