@@ -18,6 +18,8 @@ from .config import Forum, Settings
 from .filters import MAX_LIMIT, FeedFilter, make_filter
 
 FEED_FORMATS = ("atom", "rss", "json")
+# Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
+FORMATS = FEED_FORMATS + ("html",)
 TOP_PERIODS = ("all", "yearly", "quarterly", "monthly", "weekly", "daily")
 MAX_PARAM_CHARS = 1000
 
@@ -98,8 +100,8 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise SpecError(404, f"no feed route matches /{_shorten(rest)} on {forum.key}")
     parts = match.groupdict()
     fmt = parts["fmt"]
-    if fmt not in FEED_FORMATS:
-        raise SpecError(404, f"unknown feed format {fmt!r}: use one of {', '.join(FEED_FORMATS)}")
+    if fmt not in FORMATS:
+        raise SpecError(404, f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
     values = _checked_args(args)
     pages = _int_arg(values, "pages", settings.pages_default, 1, settings.pages_max)
     content = _one(values, "content") or settings.content_default
