@@ -1,0 +1,144 @@
+"""The front page's form as data: its values, the feed path they name, and forum URLs recognised into them.
+
+Pure functions only. The form never builds an upstream URL itself: `feed_request` turns the values
+into the same path and parameters a feed reader would send, and `spec.parse_feed_request` (the
+service's one validation boundary) decides whether they name a feed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+from .config import Settings
+from .spec import FORMATS, TOP_PERIODS
+
+LISTS = ("latest", "top", "hot", "category", "tag")
+
+_CATEGORY = re.compile(r"c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:/l/\w+)?")
+_CATEGORY_VALUE = re.compile(r"[\w-]{1,100}(?:/[\w-]{1,100})?/\d{1,9}")
+_TAG = re.compile(r"tag/(?P<tag>[\w-]{1,100})(?:/\d{1,9})?")
+_USER = re.compile(r"u/(?P<user>[\w.-]{1,60})(?:/.*)?")
+_TOP = re.compile(r"top(?:/(?P<period>\w+))?")
+_SUFFIX = re.compile(r"\.(?:md|json|rss)$")
+
+
+@dataclass(frozen=True, slots=True)
+class FeedForm:
+    """Everything the front page asks for, as strings exactly as typed (validation happens in spec)."""
+
+    forum: str = ""  # a configured forum key
+    list: str = "latest"  # one of LISTS
+    category: str = ""  # "slug/id" or "parent/slug/id", as in the category's feed path
+    tag: str = ""
+    period: str = "all"  # top only
+    author: str = ""  # comma-separated usernames
+    q: str = ""
+    pages: str = ""
+    format: str = "atom"
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str]) -> FeedForm:
+        values = {f.name: str(args.get(f.name, "")).strip() for f in fields(cls) if args.get(f.name)}
+        form = cls(**values)
+        return replace(
+            form,
+            list=form.list if form.list in LISTS else "latest",
+            format=form.format if form.format in FORMATS else "atom",
+            period=form.period if form.period in TOP_PERIODS else "all",
+        )
+
+    def args(self) -> dict[str, str]:
+        """The front page's own query string for these values (defaults left out)."""
+        default = FeedForm()
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
+
+    def feed_request(self, fmt: str | None = None) -> tuple[str, dict[str, list[str]]]:
+        """The feed's path (no leading slash) and query parameters, in the shape `parse_feed_request` takes."""
+        fmt = fmt or self.format
+        args: dict[str, list[str]] = {}
+        if self.list == "category":
+            name = f"c/{self.category.strip('/')}"
+        elif self.list == "tag":
+            name = f"tag/{self.tag}"
+        else:
+            name = self.list
+            if self.list == "top" and self.period != "all":
+                args["period"] = [self.period]
+        for key in ("author", "q", "pages"):
+            if value := getattr(self, key):
+                args[key] = [value]
+        return f"{self.forum}/{name}.{fmt}", args
+
+    @property
+    def missing(self) -> str | None:
+        """What the form still needs before it names a feed, as a sentence; None when complete."""
+        if self.list == "category" and not _CATEGORY_VALUE.fullmatch(self.category.strip("/")):
+            return "Choose a category (or paste its URL, e.g. https://forum/c/compiler/5)."
+        if self.list == "tag" and not self.tag:
+            return "Type a tag name."
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Recognised:
+    form: FeedForm | None
+    message: str  # what was recognised, or why nothing was
+
+
+def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Recognised:
+    """Form values from any forum URL a user might paste: a category, tag, list, user or search page.
+
+    `.md`/`.json`/`.rss` suffixes, `?page=`, trailing slashes and a missing scheme are all accepted;
+    what the user already chose and the URL does not say (format, author, query) is kept from `base`.
+    """
+    text = url.strip()
+    if not text:
+        return Recognised(None, "Paste the address of a forum page.")
+    parts = urlsplit(text if "://" in text else "https://" + text)
+    host = (parts.netloc or "").lower()
+    path = unquote(parts.path)
+    forums = sorted(settings.forums, key=lambda f: len(f.key), reverse=True)
+    forum = next((f for f in forums if f"{host}{path}/".startswith(f.key + "/")), None)
+    if forum is None:
+        served = ", ".join(f.key for f in settings.forums)
+        return Recognised(None, f"{host or text[:80]} is not a forum this bridge serves (it serves {served}).")
+    rest = _SUFFIX.sub("", path[len(forum.key) - len(host):].strip("/"))
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    form = replace(base, forum=forum.key, list="latest", category="", tag="", period="all")
+    if rest in ("", "latest", "new", "categories"):
+        return Recognised(form, f"Latest topics on {forum.key}.")
+    if rest == "hot":
+        return Recognised(replace(form, list="hot"), f"Hot topics on {forum.key}.")
+    if match := _TOP.fullmatch(rest):
+        period = match["period"] or query.get("period", "all")
+        period = period if period in TOP_PERIODS else "all"
+        return Recognised(replace(form, list="top", period=period), f"Top topics ({period}) on {forum.key}.")
+    if match := _CATEGORY.fullmatch(rest):
+        category = f"{match['slugs']}/{match['id']}"
+        return Recognised(replace(form, list="category", category=category), f"Category {match['slugs']}.")
+    if match := _TAG.fullmatch(rest):
+        return Recognised(replace(form, list="tag", tag=match["tag"]), f"Tag {match['tag']}.")
+    if match := _USER.fullmatch(rest):
+        return Recognised(replace(form, author=match["user"]), f"Topics by {match['user']}.")
+    if rest == "search" and query.get("q"):
+        return Recognised(replace(form, q=query["q"]), "Latest topics matching the search.")
+    if rest.startswith("t/"):
+        return Recognised(None, "That is a single topic; feeds follow lists. Paste its category's URL instead.")
+    return Recognised(None, f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, "
+                            "tag, latest, top or user URL.")
+
+
+def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Settings) -> FeedForm:
+    """The form that builds the feed at `path` (a feed URL path without its leading slash)."""
+    stem, _, fmt = path.rpartition(".")
+    flat = {k: v[0] for k, v in args.items() if v}
+    base = FeedForm.from_args({**flat, "format": fmt})
+    forum = next((f for f in sorted(settings.forums, key=lambda f: len(f.key), reverse=True)
+                  if stem.startswith(f.key + "/")), None)
+    if forum is None:
+        return base
+    found = recognise(settings, f"{forum.base_url}/{stem[len(forum.key) + 1:]}?{urlencode(flat)}", base)
+    return found.form or base

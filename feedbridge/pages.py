@@ -1,0 +1,242 @@
+"""The pages people look at: the front page that builds a feed, the `.html` view of every feed, and OPML.
+
+Everything here is server-rendered and works without JavaScript (the front page is a GET form);
+`static/pages.js` only saves the reloads. A preview goes through `FeedService.topics(spec)` with a spec
+from `parse_feed_request`, exactly as the feed itself does, so the page cannot promise entries the feed
+will not hold, and every validation message is the service's own. Jinja autoescapes everything that
+reaches a template, and links taken from upstream become hrefs only when they are http(s).
+"""
+
+from __future__ import annotations
+
+import logging
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from urllib.parse import urlencode, urlsplit
+
+from flask import Blueprint, Response, current_app, jsonify, render_template, request, url_for
+
+from . import PROJECT_URL, __version__
+from .categories import Category, load_categories
+from .config import Forum, Settings
+from .feedform import LISTS, FeedForm, form_from_path, recognise
+from .fetch import UpstreamError
+from .models import Topic
+from .render import MEDIA_TYPES
+from .service import FeedService
+from .spec import FEED_FORMATS, TOP_PERIODS, FeedSpec, SpecError, parse_feed_request
+
+log = logging.getLogger(__name__)
+bp = Blueprint("pages", __name__)
+
+PREVIEW_SIZE = 15
+# No inline script or style anywhere: everything the pages need is served from /static.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+OPML_TYPE = "text/x-opml; charset=utf-8"
+
+
+@dataclass
+class Built:
+    """A form's outcome: the feed URL and its preview, or what stops it from naming a feed."""
+
+    form: FeedForm
+    spec: FeedSpec | None = None
+    feed_url: str = ""
+    alternates: dict[str, str] = field(default_factory=dict)  # format -> URL of the same feed
+    error: str | None = None
+    topics: list[Topic] = field(default_factory=list)
+    total: int = 0
+    preview_error: str | None = None
+    more_pages_url: str | None = None
+
+    @property
+    def discovery(self) -> list[tuple[str, str]]:
+        """Autodiscovery links, the chosen format first: readers take the first one they understand."""
+        chosen = self.spec.fmt if self.spec else "atom"
+        order = sorted(FEED_FORMATS, key=lambda fmt: fmt != chosen)
+        return [(fmt, self.alternates[fmt]) for fmt in order if fmt in self.alternates]
+
+
+def service() -> FeedService:
+    return current_app.extensions["feedbridge"]
+
+
+@bp.after_app_request
+def _security_headers(response: Response) -> Response:
+    if response.mimetype == "text/html":
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+    return response
+
+
+@bp.app_context_processor
+def _template_globals() -> dict:
+    return {"media_types": {fmt: MEDIA_TYPES.get(fmt, "text/html").partition(";")[0] for fmt in (*FEED_FORMATS, "html")},
+            "version": __version__, "project_url": PROJECT_URL}
+
+
+@bp.app_template_filter("http_url")
+def http_url(url: str | None) -> str | None:
+    """The URL when it is http(s), else None: a `javascript:` link from upstream never becomes an href."""
+    return url if url and urlsplit(url.strip()).scheme.lower() in ("http", "https") else None
+
+
+@bp.app_template_filter("when")
+def when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "never"
+
+
+@bp.get("/")
+def index() -> Response:
+    svc = service()
+    form, message = _form_from_request(svc.settings)
+    forum = svc.settings.forum_for_key(form.forum) or svc.settings.forums[0]
+    form = replace(form, forum=forum.key)
+    categories, categories_error = _categories(svc, forum)
+    built = build(svc, form, preview=True)
+    html = render_template(
+        "index.html", form=form, built=built, message=message, forums=svc.settings.forums, lists=LISTS,
+        periods=TOP_PERIODS, formats=(*FEED_FORMATS, "html"), categories=categories,
+        categories_error=categories_error, pages_max=svc.settings.pages_max,
+    )
+    return _html(html, no_store=True)
+
+
+@bp.get("/preview")
+def preview() -> Response:
+    """The result section of the front page alone, for the script to swap in without a reload."""
+    svc = service()
+    form, _ = _form_from_request(svc.settings)
+    return _html(render_template("_result.html", built=build(svc, form, preview=True)), no_store=True)
+
+
+@bp.get("/recognise")
+def recognise_url() -> Response:
+    """The paste box, for the script: form values as JSON, or why the URL names no feed."""
+    svc = service()
+    base, _ = _form_from_request(svc.settings, with_url=False)
+    found = recognise(svc.settings, request.args.get("url", ""), base)
+    response = jsonify(form=asdict(found.form) if found.form else None, message=found.message)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.get("/<path:key>/opml")
+def opml(key: str) -> Response:
+    svc = service()
+    forum = svc.settings.forum_for_key(key)
+    if forum is None:
+        return error_page(404, f"unknown forum {key[:80]!r}")
+    try:
+        categories = load_categories(svc, forum)
+    except UpstreamError as exc:
+        return error_page(exc.status, exc.message)
+    body = opml_document(forum, categories, request.host_url.rstrip("/"))
+    response = Response(body, content_type=OPML_TYPE)
+    filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
+    response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response.cache_control.public = True
+    response.cache_control.max_age = svc.settings.cache_ttl
+    return response
+
+
+def opml_document(forum: Forum, categories: tuple[Category, ...], bridge_url: str) -> bytes:
+    """OPML 2.0: the forum's latest feed, then one Atom feed per category. ElementTree does the escaping."""
+    root = ET.Element("opml", version="2.0")
+    head = ET.SubElement(root, "head")
+    ET.SubElement(head, "title").text = f"{forum.key} categories (feedbridge)"
+    ET.SubElement(head, "docs").text = "http://opml.org/spec2.opml"
+    body = ET.SubElement(root, "body")
+    group = ET.SubElement(body, "outline", text=forum.key, title=forum.key)
+    feeds = [(f"{forum.key} · latest", "latest", "/latest")]
+    feeds += [(f"{forum.key} · {c.name}", f"c/{c.value}", f"/c/{c.value}") for c in categories]
+    for title, path, html_path in feeds:
+        ET.SubElement(group, "outline", type="rss", text=title, title=title,
+                      xmlUrl=f"{bridge_url}/{forum.key}/{path}.atom", htmlUrl=forum.base_url + html_path)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def feed_page(spec: FeedSpec, path: str) -> Response:
+    """The `.html` variant of a feed: the same spec and service path, rendered as a page."""
+    svc = service()
+    form = form_from_path(path, request.args.to_dict(flat=False), svc.settings)
+    built = Built(form, spec, alternates=_alternates(spec, path))
+    try:
+        _, topics = svc.topics(spec)
+    except UpstreamError as exc:
+        return error_page(exc.status, exc.message)
+    built.topics, built.total = topics, len(topics)
+    html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
+    response = _html(html)
+    response.cache_control.public = True
+    response.cache_control.max_age = svc.settings.cache_ttl
+    return response
+
+
+def error_page(status: int, message: str) -> Response:
+    response = _html(render_template("error.html", status=status, message=message), no_store=True)
+    response.status_code = status
+    return response
+
+
+def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
+    """Validate the form through the feed boundary and, when wanted, read the entries the feed holds now."""
+    if form.missing:
+        return Built(form, error=form.missing)
+    built = Built(form)
+    path, args = form.feed_request()
+    try:
+        spec = parse_feed_request(svc.settings, path, args)
+    except SpecError as exc:
+        built.error = exc.message
+        return built
+    built.spec, built.alternates = spec, _alternates(spec, path)
+    built.feed_url = built.alternates[spec.fmt]
+    if not preview:
+        return built
+    try:
+        _, topics = svc.topics(spec)
+    except UpstreamError as exc:
+        built.preview_error = exc.message
+        return built
+    built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
+    pages = spec.pages
+    if not topics and pages < svc.settings.pages_max:
+        built.more_pages_url = url_for("pages.index", **replace(form, pages=str(pages + 1)).args())
+    return built
+
+
+def _alternates(spec: FeedSpec, path: str) -> dict[str, str]:
+    query = urlencode(spec.canonical_query())
+    stem = request.host_url + path.rpartition(".")[0]
+    return {fmt: f"{stem}.{fmt}" + (f"?{query}" if query else "") for fmt in (*FEED_FORMATS, "html")}
+
+
+def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedForm, str | None]:
+    form = FeedForm.from_args(request.args)
+    if not form.forum:
+        form = replace(form, forum=settings.forums[0].key)
+    url = request.args.get("url", "").strip() if with_url else ""
+    if not url:
+        return form, None
+    found = recognise(settings, url, form)
+    return found.form or form, found.message
+
+
+def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], str | None]:
+    try:
+        return load_categories(svc, forum), None
+    except UpstreamError as exc:
+        log.warning("categories directory unavailable: %s", exc.message)
+        return (), exc.message
+
+
+def _html(body: str, no_store: bool = False) -> Response:
+    response = Response(body, content_type="text/html; charset=utf-8")
+    if no_store:
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
