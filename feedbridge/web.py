@@ -13,10 +13,10 @@ import time
 from datetime import datetime, timezone
 from urllib.parse import urlencode
 
-from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import HTTPException
 
-from . import __version__
+from . import __version__, pages
 from .backends import make_backends
 from .config import Settings
 from .fetch import Fetcher, UpstreamError
@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["FEEDBRIDGE_SETTINGS"] = settings
     store, flight = make_backends(settings)
     app.extensions["feedbridge"] = FeedService(settings, store, Fetcher(settings), flight)
+    app.register_blueprint(pages.bp)
     app.register_blueprint(bp)
     app.before_request(_start_timer)
     app.after_request(_log_request)
@@ -59,11 +60,14 @@ def feed(path: str) -> Response:
     try:
         spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
     except SpecError as exc:
-        return error(exc.status, exc.message)
+        return (pages.error_page if path.endswith(".html") else error)(exc.status, exc.message)
+    if spec.fmt == "html":
+        return pages.feed_page(spec, path)
     query = urlencode(spec.canonical_query())
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     try:
-        result = svc.feed(spec, self_url)
+        stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
+        result = svc.feed(spec, self_url, stylesheet_url=stylesheet)
     except UpstreamError as exc:
         response = error(exc.status, exc.message)
         if exc.retry_after is not None:
