@@ -87,7 +87,10 @@ def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         if line is None and match:
             line = int(match[1])
-        raise BuildConfigError(str(exc), line) from None
+        elif line is None and "end of document" in str(exc):
+            line = max(len(text.splitlines()), 1)
+        message = re.sub(r"\s*\(at line \d+, column (\d+)\)", r" (column \1)", str(exc))
+        raise BuildConfigError(message.replace(" (at end of document)", " at the end of the file"), line) from None
     return _Checker(path, _Lines(text)).config(data, out_dir)
 
 
@@ -226,7 +229,7 @@ class _Checker:
         try:
             listing = parse_listing(text, base_url=forum.base_url if explicit else None)
         except NotAListError as exc:
-            hint = "" if explicit else " (give its path and forum if its URL line is relative)"
+            hint = " (give its path and forum)" if "relative" in str(exc) and not explicit else ""
             raise self.fail(f"source {str(file)!r}: {exc}{hint}", "feeds", index, "source") from None
         if explicit:
             return text, forum, self.string(item, "path", "feeds", index) or ""

@@ -1,0 +1,294 @@
+"""`feedbridge build --config`: static feed folders for cron and CI, against the fake forum over a socket."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+import feedparser
+import pytest
+from click.testing import CliRunner
+from lxml import etree, html
+
+from feedbridge.buildconfig import load_build_config
+from feedbridge.cli import main
+from feedbridge.progress import FeedOutcome, Progress
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "fixtures" / "dev-discuss-compiler.md"
+SITE = "https://feeds.example.net/dev/"
+# Three feeds on one upstream list, and one on another: two upstream pages in all.
+FEEDS = """
+[[feeds]]
+name = "compiler"
+path = "c/compiler/5"
+
+[[feeds]]
+name = "by-morrison"
+path = "c/compiler/5"
+author = "morrison-turnansky"
+
+[[feeds]]
+name = "inductor"
+path = "c/compiler/5"
+q = "inductor OR dynamo"
+file = "kw/inductor"
+
+[[feeds]]
+name = "latest"
+path = "latest"
+formats = ["atom"]
+"""
+
+
+def write_config(tmp_path: Path, forum: str, feeds: str = FEEDS, fetch: str = "delay = 0", top: str = "") -> Path:
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n{top}\n[fetch]\n{fetch}\n[defaults]\nforum = "{forum}"\n{feeds}')
+    return config
+
+
+def run(config: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["build", "--config", str(config), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+EXPECTED_FILES = {"compiler.atom", "compiler.rss", "compiler.json", "by-morrison.atom", "by-morrison.rss",
+                  "by-morrison.json", "kw/inductor.atom", "kw/inductor.rss", "kw/inductor.json", "latest.atom",
+                  "index.html", "feeds.opml"}
+
+
+def test_clean_build_fetches_each_page_once_and_writes_valid_feeds(tmp_path, upstream):
+    code, _out, err = run(write_config(tmp_path, upstream.url), "--out-dir", str(tmp_path / "out"))
+    assert code == 0, err
+    out = tmp_path / "out"
+    assert set(snapshot(out)) == EXPECTED_FILES
+    # 3 feeds x 3 formats read /c/compiler/5.md: one request; plus /latest.md
+    assert upstream.count("/c/compiler/5.md") == 1
+    assert upstream.count("/latest.md") == 1
+    assert upstream.count() == 2
+    for name in EXPECTED_FILES - {"index.html", "feeds.opml"}:
+        if name.endswith(".json"):
+            feed = json.loads((out / name).read_bytes())
+            assert feed["version"] == "https://jsonfeed.org/version/1.1"
+            assert feed["feed_url"] == SITE + name
+            continue
+        parsed = feedparser.parse((out / name).read_bytes())
+        assert parsed.bozo == 0, (name, parsed.get("bozo_exception"))
+        etree.fromstring((out / name).read_bytes())
+        self_links = [link.href for link in parsed.feed.links if link.rel == "self"]
+        assert self_links == [SITE + name]
+    by_author = feedparser.parse((out / "by-morrison.atom").read_bytes())
+    assert by_author.entries and {e.author for e in by_author.entries} == {"morrison-turnansky"}
+    everything = feedparser.parse((out / "compiler.atom").read_bytes())
+    assert len(everything.entries) > len(by_author.entries)
+    assert "written" in err and "compiler" in err
+
+
+def test_second_run_rewrites_nothing(tmp_path, upstream):
+    config = write_config(tmp_path, upstream.url)
+    assert run(config)[0] == 0
+    before = snapshot(tmp_path / "public")  # out_dir defaults to public/ next to the config
+    assert set(before) == EXPECTED_FILES
+    time.sleep(0.01)
+    code, out, _err = run(config, "--json")
+    assert code == 0
+    assert snapshot(tmp_path / "public") == before  # same bytes, same mtimes
+    summary = json.loads(out)
+    assert {f["status"] for f in summary["feeds"]} == {"unchanged"}
+    assert {s["status"] for s in summary["site"]} == {"unchanged"}
+
+
+def test_failing_upstream_keeps_old_files_finishes_the_others_and_exits_1(tmp_path, upstream):
+    config = write_config(tmp_path, upstream.url)
+    assert run(config)[0] == 0
+    public = tmp_path / "public"
+    kept = {name: value for name, value in snapshot(public).items() if name.startswith("latest")}
+    upstream.fail("/latest.md", 500)
+    upstream.set_body("/c/compiler/5.md", FIXTURE.read_text().replace("Inductor Passes", "Inductor Passes, revised"))
+    code, out, err = run(config, "--json")
+    assert code == 1
+    after = snapshot(public)
+    assert {name: value for name, value in after.items() if name.startswith("latest")} == kept
+    assert b"Inductor Passes, revised" in after["compiler.atom"][0]  # the other feeds were still built
+    assert not [p for p in public.rglob("*") if p.name.startswith(".")]  # no temp files left
+    feeds = {f["name"]: f for f in json.loads(out)["feeds"]}
+    assert feeds["latest"]["status"] == "failed"
+    assert "500" in feeds["latest"]["error"]
+    assert feeds["latest"]["files"] == [{"path": "latest.atom", "status": "kept"}]
+    assert feeds["compiler"]["status"] == "written"
+    assert "latest" in err and "500" in err  # failures are reported even with --json
+    assert "latest.atom" in (public / "index.html").read_text()  # the kept file is still listed
+
+
+def test_short_retry_after_is_waited_out_then_retried_once(tmp_path, upstream):
+    upstream.rate_limit("/latest.md", retry_after=1, times=1)
+    config = write_config(tmp_path, upstream.url, fetch="delay = 0\nmax_wait = 5")
+    started = time.monotonic()
+    code, _out, err = run(config)
+    assert code == 0, err
+    assert time.monotonic() - started >= 1
+    assert upstream.count("/latest.md") == 2
+    assert "429" in err and "waiting 1 s" in err
+
+
+def test_long_retry_after_gives_up_on_the_forum_without_hammering(tmp_path, upstream):
+    upstream.rate_limit("/", retry_after=3600, prefix=True)
+    config = write_config(tmp_path, upstream.url, fetch="delay = 0\nconcurrency = 1\nmax_wait = 5")
+    started = time.monotonic()
+    code, out, _err = run(config, "--json")
+    assert code == 1
+    assert time.monotonic() - started < 5
+    assert upstream.count() == 1  # one 429, then no request at all to that forum
+    summary = json.loads(out)
+    assert {f["status"] for f in summary["feeds"]} == {"failed"}
+    assert all("429" in f["error"] or "wait" in f["error"] for f in summary["feeds"])
+    assert not (tmp_path / "public" / "compiler.atom").exists()
+
+
+def test_delay_spaces_requests_to_one_forum(tmp_path, upstream):
+    feeds = FEEDS + '\n[[feeds]]\nname = "hot"\npath = "hot"\n[[feeds]]\nname = "top"\npath = "top"\n'
+    code, _out, err = run(write_config(tmp_path, upstream.url, feeds, fetch="delay = 0.2"))
+    assert code == 0, err
+    times = sorted(r.time for r in upstream.requests)
+    assert len(times) == 4
+    assert min(b - a for a, b in zip(times, times[1:])) >= 0.15
+
+
+def test_offline_build_from_a_local_markdown_file(tmp_path, upstream):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "compiler"\nsource = "{FIXTURE}"\n'
+                      '[[feeds]]\nname = "rfc"\nsource = "' + str(FIXTURE) + '"\nq = "RFC"\nformats = ["rss"]\n')
+    code, out, _err = run(config, "--json")
+    assert code == 0
+    assert upstream.count() == 0
+    summary = json.loads(out)
+    assert summary["requests"] == 0 and {f["fetch"] for f in summary["feeds"]} == {"file"}
+    atom = feedparser.parse((tmp_path / "public" / "compiler.atom").read_bytes())
+    assert atom.bozo == 0 and len(atom.entries) == 30
+    assert atom.feed.link == "https://dev-discuss.pytorch.org/c/compiler/5"
+    rss = feedparser.parse((tmp_path / "public" / "rfc.rss").read_bytes())
+    assert rss.bozo == 0 and 0 < len(rss.entries) < 30
+    assert all("rfc" in e.title.lower() or "rfc" in e.get("summary", "").lower() for e in rss.entries)
+
+
+def test_example_config_is_valid_and_its_offline_twin_builds_without_network(tmp_path, upstream):
+    example = load_build_config(ROOT / "feeds.example.toml")
+    assert [(f.name, f.files) for f in example.feeds] == [
+        ("compiler", ("compiler.atom", "compiler.rss", "compiler.json")),
+        ("compiler-by-morrison", ("compiler-by-morrison.atom", "compiler-by-morrison.rss",
+                                  "compiler-by-morrison.json")),
+        ("inductor", ("keywords/inductor.atom", "keywords/inductor.rss", "keywords/inductor.json"))]
+    assert {spec.page_url(0) for f in example.feeds for spec in f.specs} == {
+        "https://dev-discuss.pytorch.org/c/compiler/5.md"}
+    # the command docs/static.md shows
+    code, out, err = run(ROOT / "docs" / "feeds.offline.toml", "--out-dir", str(tmp_path / "feeds"), "--json")
+    assert code == 0, err
+    offline = {f["name"]: f for f in json.loads(out)["feeds"]}
+    assert offline.keys() == {f.name for f in example.feeds}
+    for feed in example.feeds:
+        assert [f["path"] for f in offline[feed.name]["files"]] == list(feed.files)
+        for file in feed.files:
+            assert (tmp_path / "feeds" / file).is_file()
+
+
+def test_index_and_opml_are_well_formed_and_escaped(tmp_path, upstream):
+    feeds = '[[feeds]]\nname = "odd"\npath = "c/compiler/5"\nq = "\\"<b>\\" OR inductor"\nfile = "a-b/odd_1.x"\n'
+    config = write_config(tmp_path, upstream.url, feeds, top='title = "Mine <script>alert(1)</script> & co"')
+    assert run(config)[0] == 0
+    public = tmp_path / "public"
+    page = (public / "index.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    tree = html.fromstring(page)
+    alternates = tree.xpath('//link[@rel="alternate"]')
+    assert [(a.get("type"), a.get("href")) for a in alternates] == [
+        ("application/atom+xml", "a-b/odd_1.x.atom"), ("application/rss+xml", "a-b/odd_1.x.rss"),
+        ("application/feed+json", "a-b/odd_1.x.json")]
+    assert tree.findtext(".//title") == tree.findtext(".//h1") == "Mine <script>alert(1)</script> & co"
+    opml = etree.fromstring((public / "feeds.opml").read_bytes())
+    assert opml.get("version") == "2.0"
+    assert opml.findtext("head/title") == "Mine <script>alert(1)</script> & co"
+    [outline] = opml.findall("body/outline")
+    assert outline.get("xmlUrl") == SITE + "a-b/odd_1.x.atom"
+    assert outline.get("text") == alternates[0].get("title").removesuffix(" (Atom)")
+
+
+@pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a/../../b", ".hidden", "a//b", "c:\\x"])
+def test_output_names_escaping_the_folder_are_refused(tmp_path, upstream, name):
+    feeds = f'[[feeds]]\nname = "x"\npath = "latest"\nfile = {json.dumps(name)}\n'
+    code, _out, err = run(write_config(tmp_path, upstream.url, feeds))
+    assert code == 2
+    assert "feeds.toml:" in err and "output name" in err
+    assert upstream.count() == 0
+    assert not (tmp_path / "public").exists()
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\nlimit = [1\n', 5, "Unclosed"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = latest\n', 4, "Invalid value"),
+    ('site_url = "https://x.example/"\ncolour = "red"\n[[feeds]]\nname = "a"\npath = "latest"\n', 2, "colour"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\n\n[[feeds]]\nname = "b"\n'
+     'path = "latest"\nauthor = "no spaces allowed"\n', 9, "valid username"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "c/compiler"\n', 4, "no feed route"),
+    ('site_url = "https://x.example/"\n[fetch]\ndelay = "soon"\n[[feeds]]\nname = "a"\npath = "latest"\n', 3,
+     "delay"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\nlimit = "ten"\n', 5, "limit"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\nsource = "missing.md"\n', 4, "cannot read"),
+    ('[[feeds]]\nname = "a"\npath = "latest"\n', None, "site_url is required"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\n[[feeds]]\nname = "a"\n'
+     'path = "hot"\n', 6, "both write a.atom"),
+])
+def test_config_errors_name_file_and_line_and_fetch_nothing(tmp_path, upstream, text, line, words):
+    config = tmp_path / "feeds.toml"
+    config.write_text(text.replace("https://x.example/", upstream.url))
+    code, out, err = run(config)
+    assert code == 2
+    assert err.startswith(f"{config}:{line}: " if line else f"{config}: ")
+    assert words in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
+    assert upstream.count() == 0
+
+
+def test_progress_on_a_terminal_redraws_a_live_line_and_colours_statuses():
+    stream = io.StringIO()
+    stream.isatty = lambda: True  # type: ignore[method-assign]
+    progress = Progress(["a", "bb"], tty=True, quiet=False, stream=stream)
+    progress.started("a")
+    progress.started("bb")
+    progress.feed_done(FeedOutcome("a", "written", "fetched", 1, [("a.atom", "written")], 12.0))
+    text = stream.getvalue()
+    assert "building 0/2: a, bb" in text and "building 1/2: bb" in text
+    assert "\r\x1b[K" in text and "\x1b[32mwritten" in text
+    assert "fetched (1 request)" in text and "12 ms" in text
+
+
+def test_quiet_prints_only_failures(tmp_path, upstream):
+    upstream.fail("/latest.md", 503)
+    code, out, err = run(write_config(tmp_path, upstream.url), "--quiet")
+    assert code == 1 and out == ""
+    assert [line.split()[2] for line in err.splitlines() if "failed " in line] == ["latest"]
+    assert "compiler" not in err
+
+
+def test_json_summary_shape(tmp_path, upstream):
+    code, out, err = run(write_config(tmp_path, upstream.url), "--json")
+    assert code == 0 and err == ""
+    summary = json.loads(out)
+    assert set(summary) == {"ok", "out_dir", "ms", "requests", "feeds", "site", "error"}
+    assert summary["ok"] is True and summary["requests"] == 2 and summary["error"] is None
+    assert [f["name"] for f in summary["feeds"]] == ["compiler", "by-morrison", "inductor", "latest"]
+    for feed in summary["feeds"]:
+        assert set(feed) == {"name", "status", "fetch", "requests", "files", "ms", "error"}
+        assert feed["status"] == "written" and feed["error"] is None and feed["ms"] >= 0
+        assert all(f["status"] == "written" and (tmp_path / "public" / f["path"]).is_file() for f in feed["files"])
+    assert sum(f["fetch"] == "fetched" for f in summary["feeds"]) == 2  # one per upstream page
+    assert sum(f["requests"] for f in summary["feeds"]) == 2
+    assert os.path.samefile(summary["out_dir"], tmp_path / "public")
