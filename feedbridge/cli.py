@@ -64,7 +64,7 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
           out_dir: Path | None, quiet: bool, as_json: bool) -> None:
     """Build one feed from SOURCE (file, '-', or URL), or many from --config."""
     if config is not None:
-        from .static import run_config
+        from .staticbuild import run_config
 
         sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
     if source is None:

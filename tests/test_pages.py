@@ -1,0 +1,262 @@
+"""Front page, `.html` feed view, OPML and XSL, through Flask's test client against the fake forum."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import feedparser
+import pytest
+from lxml import etree, html
+
+from feedbridge.categories import parse_categories
+from feedbridge.config import Settings, parse_forum
+from feedbridge.feedform import FeedForm, form_from_path, recognise
+from feedbridge.web import create_app
+from tests.upstream import DEFAULT_ROOT
+
+FORUM = "https://dev-discuss.pytorch.org"
+SETTINGS = Settings(forums=(parse_forum(FORUM), parse_forum("http://127.0.0.1:8080/sub")))
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def app(upstream):
+    return create_app(Settings(forums=(parse_forum(upstream.url),)))
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def key(upstream):
+    return upstream.url.split("://", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (f"{FORUM}/c/compiler/5", {"list": "category", "category": "compiler/5"}),
+        (f"{FORUM}/c/compiler/5.md?page=2", {"list": "category", "category": "compiler/5"}),
+        (f"{FORUM}/c/hardware/gpu/12/", {"list": "category", "category": "hardware/gpu/12"}),
+        (f"{FORUM}/c/compiler/5/l/top", {"list": "category", "category": "compiler/5"}),
+        ("dev-discuss.pytorch.org/tag/gpu", {"list": "tag", "tag": "gpu"}),
+        (f"{FORUM}/tag/gpu/7.md", {"list": "tag", "tag": "gpu"}),
+        (f"{FORUM}/latest.md", {"list": "latest"}),
+        (f"{FORUM}/", {"list": "latest"}),
+        (f"{FORUM}/hot", {"list": "hot"}),
+        (f"{FORUM}/top?period=weekly", {"list": "top", "period": "weekly"}),
+        (f"{FORUM}/top.md?period=nonsense", {"list": "top", "period": "all"}),
+        (f"{FORUM}/u/smth/activity", {"list": "latest", "author": "smth"}),
+        (f"{FORUM}/search?q=inductor+cache", {"list": "latest", "q": "inductor cache"}),
+        ("HTTP://DEV-DISCUSS.PYTORCH.ORG/c/compiler/5.md", {"list": "category", "category": "compiler/5"}),
+        ("http://127.0.0.1:8080/sub/c/x/3", {"forum": "127.0.0.1:8080/sub", "category": "x/3"}),
+    ],
+)
+def test_recognise_forum_urls(url, expected):
+    found = recognise(SETTINGS, url)
+    assert found.form is not None, found.message
+    values = {"forum": "dev-discuss.pytorch.org"} | expected
+    assert {k: getattr(found.form, k) for k in values} == values
+
+
+def test_recognise_keeps_choices_the_url_does_not_make():
+    found = recognise(SETTINGS, f"{FORUM}/c/compiler/5", FeedForm(author="alice", format="rss", list="tag"))
+    assert (found.form.author, found.form.format, found.form.list) == ("alice", "rss", "category")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("https://evil.example/c/compiler/5", "not a forum this bridge serves"),
+        ("https://dev-discuss.pytorch.org.evil.example/latest", "not a forum this bridge serves"),
+        (f"{FORUM}/t/some-topic/123", "single topic"),
+        (f"{FORUM}/admin/users", "does not recognise"),
+        ("   ", "Paste"),
+    ],
+)
+def test_recognise_explains_what_it_cannot_use(url, message):
+    found = recognise(SETTINGS, url)
+    assert found.form is None and message in found.message
+
+
+def test_form_builds_the_feed_path_the_service_validates():
+    form = FeedForm(forum="f", list="top", period="weekly", author="a,b", q="gpu", format="rss")
+    assert form.feed_request() == ("f/top.rss", {"period": ["weekly"], "author": ["a,b"], "q": ["gpu"]})
+    assert FeedForm(list="category", category="nope").missing
+    assert FeedForm(list="category", category="hardware/gpu/12").missing is None
+    assert FeedForm.from_args({"list": "bogus", "format": "exe"}) == FeedForm()
+
+
+def test_form_from_a_feed_path_round_trips():
+    form = form_from_path("dev-discuss.pytorch.org/c/hardware/gpu/12.html", {"author": ["ann"]}, SETTINGS)
+    assert (form.list, form.category, form.author, form.format) == ("category", "hardware/gpu/12", "ann", "html")
+
+
+def test_categories_directory_parsed_by_shape():
+    categories = parse_categories((DEFAULT_ROOT / "categories.md").read_text())
+    assert [(c.name, c.value) for c in categories] == [
+        ("compiler", "compiler/5"), ("distributed", "distributed/6"), ("hardware", "hardware/11"),
+        ("gpu", "hardware/gpu/12"), ("general", "general/1"),
+    ]
+    assert categories[-1].description.startswith("Anything that does not fit")
+    lenient = parse_categories("### [A \\[b\\]](/c/a-b/3.md \"t\")\ntext\n## [x](https://h/t/x/1)\n# junk")
+    assert [(c.name, c.value, c.description) for c in lenient] == [("A [b]", "a-b/3", "text")]
+    assert parse_categories("not a directory at all") == ()
+
+
+def test_front_page_shows_forums_categories_and_a_preview(client, key):
+    response = client.get("/")
+    assert response.status_code == 200
+    page = html.fromstring(response.data)
+    assert page.xpath("//select[@id='forum']/option/@value") == [key]
+    assert "hardware/gpu/12" in page.xpath("//select[@id='category']/option/@value")
+    assert page.xpath("//input[@id='feed-url']/@value") == [f"http://localhost/{key}/latest.atom"]
+    assert len(page.xpath("//ol[@class='entries']/li")) > 5
+    links = page.xpath("//head/link[@rel='alternate']")
+    assert [link.get("type") for link in links] == ["application/atom+xml", "application/rss+xml",
+                                                     "application/feed+json"]
+    for label_for in page.xpath("//label/@for"):
+        assert page.xpath(f"//*[@id='{label_for}']"), f"label for missing control {label_for}"
+
+
+def test_front_page_builds_a_filtered_feed_without_javascript(client, key):
+    response = client.get("/", query_string={"list": "category", "category": "compiler/5", "author": "Chillee",
+                                             "format": "rss"})
+    page = html.fromstring(response.data)
+    feed_url = page.xpath("//input[@id='feed-url']/@value")[0]
+    assert feed_url == f"http://localhost/{key}/c/compiler/5.rss?author=chillee"
+    assert page.xpath("//head/link[@rel='alternate']/@type")[0] == "application/rss+xml"
+    authors = {a.text for a in page.xpath("//p[@class='entry-meta']/a")}
+    assert authors == {"Chillee"}
+
+
+def test_empty_preview_says_so_and_offers_more_pages(client):
+    response = client.get("/", query_string={"q": "zzzz-no-such-word"})
+    page = html.fromstring(response.data)
+    empty = page.get_element_by_id("empty-preview")
+    assert "No topics match" in empty.text_content()
+    assert "pages=2" in empty.xpath(".//a/@href")[0]
+
+
+def test_validation_errors_are_shown_escaped(client):
+    response = client.get("/", query_string={"list": "tag", "tag": SCRIPT, "author": SCRIPT})
+    assert response.status_code == 200
+    assert b"<script>alert" not in response.data
+    assert html.fromstring(response.data).xpath("//*[@role='alert']")
+
+
+def test_user_text_and_upstream_titles_are_escaped_everywhere(client, key):
+    response = client.get("/", query_string={"q": SCRIPT + ' OR "x"', "url": SCRIPT})
+    body = response.data.decode()
+    assert "<script>alert" not in body
+    assert html.fromstring(response.data).xpath("//input[@id='q']/@value") == [SCRIPT + ' OR "x"']
+    feed_page = client.get(f"/{key}/latest.html")
+    assert feed_page.status_code == 200
+    assert b"<script>alert" not in feed_page.data
+    titles = html.fromstring(feed_page.data).xpath("//h3[@class='entry-title']//text()")
+    assert SCRIPT in titles
+    assert all(s.get("src") for s in html.fromstring(feed_page.data).xpath("//script"))
+
+
+def test_html_pages_carry_security_headers(client, key):
+    for path in ("/", f"/{key}/latest.html", f"/{key}/c/nope/99.html", "/preview"):
+        response = client.get(path)
+        csp = response.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp, path
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_html_view_errors_are_pages_with_the_right_status(client, key):
+    missing = client.get(f"/{key}/c/nope/99.html")
+    assert missing.status_code == 404 and missing.mimetype == "text/html"
+    unknown = client.get("/nowhere.example/latest.html")
+    assert unknown.status_code == 404 and b"unknown forum" in unknown.data
+    bad = client.get(f"/{key}/latest.html?limit=0")
+    assert bad.status_code == 400 and bad.mimetype == "text/html"
+
+
+def test_html_view_discovers_its_feeds(client, key):
+    page = html.fromstring(client.get(f"/{key}/tag/gpu.html?author=x,y").data)
+    hrefs = page.xpath("//head/link[@rel='alternate']/@href")
+    assert hrefs == [f"http://localhost/{key}/tag/gpu.{fmt}?author=x&author=y" for fmt in ("atom", "rss", "json")]
+    assert "list=tag" in page.xpath("//a[contains(., 'front page')]/@href")[0]
+
+
+@pytest.mark.parametrize("fmt", ["atom", "rss"])
+def test_feeds_point_at_the_stylesheet_and_stay_valid(client, key, fmt):
+    response = client.get(f"/{key}/latest.{fmt}")
+    assert b'<?xml-stylesheet type="text/xsl" href="/static/feed.xsl"?>' in response.data.split(b"\n")[1]
+    assert feedparser.parse(response.data).bozo == 0
+    assert b"xml-stylesheet" not in client.get(f"/{key}/latest.json").data
+
+
+@pytest.mark.parametrize("fmt", ["atom", "rss"])
+def test_xsl_renders_feeds_escaped_with_only_http_links(client, key, fmt):
+    response = client.get("/static/feed.xsl")
+    assert response.status_code == 200
+    stylesheet = etree.fromstring(response.data)
+    assert stylesheet.xpath("//@disable-output-escaping") == []
+    transform = etree.XSLT(stylesheet)
+    link = b'href="' if fmt == "atom" else b"<link>"
+    feed = client.get(f"/{key}/latest.{fmt}").data
+    out = str(transform(etree.fromstring(feed.replace(link + b"http://127", link + b"JavaScript:alert(1)//"))))
+    page = html.fromstring(out)
+    assert SCRIPT in page.xpath("//h3[@class='entry-title']//text()")
+    assert "<script" not in out
+    assert page.xpath("//h3[@class='entry-title']") and not page.xpath("//h3[@class='entry-title']/a")
+    assert all(re.match(r"https?://|/", href) for href in page.xpath("//a/@href"))
+    safe = html.fromstring(str(transform(etree.fromstring(feed))))
+    assert len(safe.xpath("//h3[@class='entry-title']/a")) == len(safe.xpath("//h3[@class='entry-title']"))
+    assert page.xpath("//a[@id='html-view']/@href")[0] == f"http://localhost/{key}/latest.html"
+
+
+def test_opml_lists_every_category_feed(client, key, upstream):
+    upstream.set_body("/categories.md", "## [A & <b>](https://x/c/a-b/3)\n\n" + SCRIPT + "\n")
+    response = client.get(f"/{key}/opml")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "text/x-opml; charset=utf-8"
+    assert response.headers["Content-Disposition"].startswith("attachment; filename=")
+    root = etree.fromstring(response.data)
+    assert root.get("version") == "2.0"
+    outlines = root.xpath("//outline[@xmlUrl]")
+    assert [o.get("xmlUrl") for o in outlines] == [f"http://localhost/{key}/latest.atom",
+                                                   f"http://localhost/{key}/c/a-b/3.atom"]
+    assert outlines[1].get("text") == f"{key} · A & <b>"
+    assert b"A &amp; &lt;b&gt;" in response.data
+
+
+def test_opml_link_and_unknown_forum(client, key):
+    page = html.fromstring(client.get("/").data)
+    assert page.xpath("//a[@id='opml-link']/@href") == [f"/{key}/opml"]
+    assert client.get("/nowhere.example/opml").status_code == 404
+
+
+def test_front_page_works_when_the_categories_directory_fails(client, upstream):
+    upstream.fail("/categories.md", 500)
+    response = client.get("/", query_string={"url": f"{upstream.url}/c/compiler/5.md"})
+    page = html.fromstring(response.data)
+    assert response.status_code == 200
+    assert page.xpath("//input[@id='category']/@value") == ["compiler/5"]
+    assert page.xpath("//input[@id='feed-url']/@value")[0].endswith("/c/compiler/5.atom")
+
+
+def test_directory_is_cached_like_lists(client, upstream):
+    for _ in range(3):
+        client.get("/")
+    assert upstream.count("/categories.md") == 1
+
+
+def test_preview_fragment_and_recognise_endpoint(client, key, upstream):
+    fragment = client.get("/preview", query_string={"list": "tag", "tag": "gpu", "format": "json"})
+    page = html.fromstring(fragment.data)
+    assert page.get("id") == "result-body" and page.get("data-format") == "json"
+    assert page.get("data-json") == f"http://localhost/{key}/tag/gpu.json"
+    answer = client.get("/recognise", query_string={"url": f"{upstream.url}/c/hardware/gpu/12.md?page=1",
+                                                     "format": "rss"}).json
+    assert answer["form"]["category"] == "hardware/gpu/12" and answer["form"]["format"] == "rss"
+    refused = client.get("/recognise", query_string={"url": "https://else.example/" + quote(SCRIPT)}).json
+    assert refused["form"] is None and "not a forum" in refused["message"]
