@@ -1,0 +1,105 @@
+"""In-process sections: the parser against markdown-it-py (3) and the renderers' cost per entry (4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from feedbridge.models import Topic
+from feedbridge.parser import parse_listing
+from feedbridge.render import FORMATS, FeedMeta, render
+
+from .harness import FIXTURES, Context, Row, median_seconds
+
+BASE = "http://127.0.0.1:8123"
+PAGES = {  # the two 30-topic pages of the fake forum: the real (flattened) one and a pristine C4 one
+    "real page (flattened, 30 topics)": FIXTURES / "c" / "compiler" / "5.md",
+    "pristine C4 page (30 topics)": FIXTURES / "c" / "compiler" / "5" / "page-1.md",
+}
+PAGE_COUNTS = (1, 3, 10, 30, 100)
+ENTRY_COUNTS = (30, 100, 300, 1000)
+SPEEDUP_TARGET = 15.0
+FLAT = 1.5  # per-unit cost at the large size may exceed the small size's by at most this factor
+
+
+def parser_section(ctx: Context) -> list[Row]:
+    from markdown_it import MarkdownIt  # bench extra: the peer we are measured against
+
+    markdown = MarkdownIt("commonmark")
+    repeat = ctx.loops(31, 3)
+    rows = []
+    for label, path in PAGES.items():
+        text = path.read_text()
+        ours = median_seconds(lambda: parse_listing(text, base_url=BASE), repeat, number=ctx.loops(20, 2))
+        peer = median_seconds(lambda: markdown.parse(text), repeat, number=ctx.loops(5, 1))
+        speedup = peer / ours
+        rows.append(Row("3", f"parse {label}, ms/page", ours * 1e3, peer * 1e3, "ms", speedup,
+                        f"≥ {SPEEDUP_TARGET:g}× faster than markdown-it-py", speedup >= SPEEDUP_TARGET))
+    ctx.notes.append("3: markdown-it-py runs `MarkdownIt('commonmark').parse(text)` (tokens only, no HTML), "
+                     "feedbridge runs `parse_listing` (a full `Listing`); same text, same process; "
+                     "ratio = markdown-it-py time / feedbridge time.")
+
+    per_page = parse_scaling(ctx)
+    one = per_page[1]
+    for count in (10, 100):
+        ratio = per_page[count] / one
+        rows.append(Row("3", f"parse {count} pages in one list vs 1, ms/page", per_page[count] * 1e3, one * 1e3,
+                        "ms", ratio, f"linear: ≤ {FLAT:g}× the 1-page cost per page", ratio <= FLAT))
+    ctx.notes.append("3: N pages = one list of N×30 topics (the pristine page's blocks repeated), so any "
+                     "super-linear step in the parser would show; baseline = the same parser on 1 page.")
+    return rows
+
+
+def parse_scaling(ctx: Context) -> dict[int, float]:
+    """Seconds per page when one list holds `n` pages' worth of topics."""
+    text = PAGES["pristine C4 page (30 topics)"].read_text()
+    first = text.index("\n## [")
+    last = text.index("\n[Previous page]")
+    header, blocks, trailer = text[:first], text[first:last].rstrip() + "\n\n---\n", text[last:]
+    result = {}
+    for count in PAGE_COUNTS if not ctx.quick else (1, 10, 100):
+        big = header + blocks * count + trailer
+        parsed = parse_listing(big, base_url=BASE)
+        assert len(parsed.topics) == 30 * count, (count, len(parsed.topics))
+        repeat = max(3, ctx.loops(300, 10) // count)
+        result[count] = median_seconds(lambda: parse_listing(big, base_url=BASE), repeat) / count
+    ctx.data["parse_per_page"] = result
+    return result
+
+
+def render_section(ctx: Context) -> list[Row]:
+    per_entry = render_scaling(ctx)
+    rows = []
+    small, large = ENTRY_COUNTS[0], ENTRY_COUNTS[-1]
+    for fmt in FORMATS:
+        ratio = per_entry[fmt][large] / per_entry[fmt][small]
+        rows.append(Row("4", f"render {fmt}, µs/entry at {large} vs {small} entries", per_entry[fmt][large] * 1e6,
+                        per_entry[fmt][small] * 1e6, "µs", ratio, f"flat: ≤ {FLAT:g}×", ratio <= FLAT))
+    ctx.notes.append(f"4: topics are the pristine page's 30, repeated with distinct ids up to {large}; "
+                     "per-entry cost = whole render time / entries (so the fixed cost of a feed makes small "
+                     "feeds look dearer per entry, never cheaper).")
+    return rows
+
+
+def render_scaling(ctx: Context) -> dict[str, dict[int, float]]:
+    """Seconds per entry, by format and number of entries."""
+    topics = sample_topics(ENTRY_COUNTS[-1])
+    meta = FeedMeta(title="bench", forum_url=BASE, html_url=f"{BASE}/c/compiler/5", feed_id=f"{BASE}/feed",
+                    self_url=f"{BASE}/feed")
+    result: dict[str, dict[int, float]] = {}
+    counts = ENTRY_COUNTS if not ctx.quick else (ENTRY_COUNTS[0], ENTRY_COUNTS[-1])
+    for fmt in FORMATS:
+        result[fmt] = {}
+        for count in counts:
+            chunk = topics[:count]
+            repeat = max(3, ctx.loops(3000, 30) // count)
+            result[fmt][count] = median_seconds(lambda: render(fmt, meta, chunk), repeat) / count
+    ctx.data["render_per_entry"] = result
+    return result
+
+
+def sample_topics(count: int) -> list[Topic]:
+    page = parse_listing(PAGES["pristine C4 page (30 topics)"].read_text(), base_url=BASE).topics
+    return [dataclasses.replace(page[i % len(page)], id=i + 1,
+                                url=re.sub(r"/\d+$", f"/{i + 1}", page[i % len(page)].url))
+            for i in range(count)]

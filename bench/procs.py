@@ -1,0 +1,158 @@
+"""Child processes on 127.0.0.1 (gunicorn, the fake forum, PHP, Redis) and wrk, all bounded and cleaned up.
+
+Every process is started in its own session and registered on an ExitStack, so leaving the `with`
+(normally or by an exception or Ctrl-C) ends exactly the processes this run started, by their id.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+from .harness import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from tests.upstream import ForumProcess
+
+GUNICORN_APP = "feedbridge.web:create_app()"  # as in the Procfile
+WRK_CONNECTIONS = 16  # = the Procfile's default 2 workers × 8 threads
+
+
+class Procs(ExitStack):
+    def __init__(self, workdir: Path):
+        super().__init__()
+        self.workdir = workdir
+
+    def start(self, name: str, command: list[str], ready_url: str, env: dict[str, str] | None = None,
+              cwd: Path = PROJECT_ROOT, timeout: float = 30.0) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "ab")
+        self.callback(log.close)
+        process = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.callback(_stop, process)
+        wait_ready(ready_url, process, timeout, self.workdir / f"{name}.log")
+        return process
+
+    def gunicorn(self, name: str, env: dict[str, str], app: str = GUNICORN_APP,
+                 ready_path: str = "/healthz") -> tuple[str, subprocess.Popen]:
+        """Gunicorn with the Procfile's config module; only the bind address is forced to loopback."""
+        port = free_port()
+        command = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.gunicorn_conf",
+                   "--bind", f"127.0.0.1:{port}", app]
+        url = f"http://127.0.0.1:{port}"
+        return url, self.start(name, command, url + ready_path, {"PORT": str(port), **env})
+
+    def redis(self) -> str:
+        """A throw-away redis-server (no persistence); returns its URL."""
+        port = free_port()
+        self.start("redis", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], f"tcp://127.0.0.1:{port}")
+        return f"redis://127.0.0.1:{port}/0"
+
+    def forum(self, *options: str) -> ForumProcess:
+        from tests.upstream import spawn  # the project's fake Discourse forum
+
+        handle = spawn(*options)
+        self.callback(handle.stop)
+        return handle
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args[0]} exited with {process.returncode}:\n{_tail(log)}")
+        try:
+            if url.startswith("tcp://"):
+                host, port = url.removeprefix("tcp://").split(":")
+                socket.create_connection((host, int(port)), timeout=2).close()
+                return
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready after {timeout:g}s:\n{_tail(log)}")
+
+
+def worker_pids(master: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+@dataclass(frozen=True)
+class WrkRun:
+    rps: float
+    p99_ms: float
+
+
+def wrk(url: str, seconds: int, connections: int = WRK_CONNECTIONS) -> WrkRun:
+    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s", "--latency", url],
+                         capture_output=True, text=True, timeout=seconds + 30, check=True).stdout
+    # Read errors alone are servers closing after each response (php -S does); anything else is a failure.
+    errors = re.search(r"Socket errors: connect (\d+), read \d+, write (\d+), timeout (\d+)", out)
+    if "Non-2xx" in out or (errors and any(int(n) for n in errors.groups())):
+        raise RuntimeError(f"wrk saw errors on {url}:\n{out}")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
+    value, unit = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
+    return WrkRun(rps, float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit])
+
+
+def wrk_compare(urls: dict[str, str], runs: int, seconds: int) -> dict[str, WrkRun]:
+    """Warm every URL up, then alternate runs (rotating the order) and return per-URL medians."""
+    for url in urls.values():
+        wrk(url, 1)
+    results: dict[str, list[WrkRun]] = {name: [] for name in urls}
+    names = list(urls)
+    for i in range(runs):
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            results[name].append(wrk(urls[name], seconds))
+    return {name: WrkRun(statistics.median(r.rps for r in runs_),
+                         statistics.median(r.p99_ms for r in runs_)) for name, runs_ in results.items()}
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)  # its own session: the group is exactly what we started
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+def _tail(log: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

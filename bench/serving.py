@@ -1,0 +1,216 @@
+"""Sections over real sockets: cached hits (1), cold builds against RSS-Bridge (2), upstream load (5) and
+worker memory (6). Each starts its own processes and ends them before returning."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import feedparser
+import httpx
+
+from feedbridge import backends
+from feedbridge.parser import parse_listing
+
+from . import rssbridge
+from .harness import Context, Row
+from .procs import Procs, rss_bytes, worker_pids, wrk_compare
+
+HIT_RPS_TARGET, HIT_P99_TARGET = 0.9, 1.5
+COLD_TARGET, CACHED_RPS_TARGET = 0.8, 2.0
+WORKERS = 2  # gunicorn_conf's default WEB_CONCURRENCY, which these runs keep
+MEMORY_CACHE_BYTES = 8 * 2**20
+MEMORY_OVERHEAD_BYTES = 16 * 2**20  # the fixed allowance we claim on top of the cache bound
+MIB = 2**20
+
+
+def _feed_path(forum_url: str, route: str) -> str:
+    return "/" + forum_url.removeprefix("http://") + "/" + route
+
+
+def _wrk_settings(ctx: Context) -> tuple[int, int]:
+    return ctx.loops(5, 1), ctx.loops(3, 1)  # runs, seconds per run
+
+
+def hit_section(ctx: Context) -> list[Row]:
+    runs, seconds = _wrk_settings(ctx)
+    with Procs(ctx.workdir) as procs:
+        forum = procs.forum()
+        app, _ = procs.gunicorn("feedbridge-hit", {"FEEDBRIDGE_FORUMS": forum.url})
+        feed = app + _feed_path(forum.url, "c/compiler/5.atom")
+        httpx.get(feed, timeout=30).raise_for_status()
+        body = _get(feed, expect_cache="hit").content
+        (ctx.workdir / "body.atom").write_bytes(body)
+        trivial, _ = procs.gunicorn("trivial", {"BENCH_BODY_FILE": str(ctx.workdir / "body.atom")},
+                                    app="bench.trivial:app", ready_path="/feed")
+        result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed"}, runs, seconds)
+        upstream = forum.control.count()
+    ours, base = result["feedbridge"], result["trivial"]
+    ctx.notes.append(f"1: gunicorn with `feedbridge.gunicorn_conf` ({WORKERS} gthread workers × 8 threads, "
+                     f"bound to 127.0.0.1), wrk -t2 -c16, 1 s warm-up each, then {runs} alternating runs of "
+                     f"{seconds} s, medians; body {len(body):,} bytes of Atom (30 entries); the forum saw "
+                     f"{upstream} request(s) during the whole section, so wrk measured hits only.")
+    return [
+        Row("1", "cached Atom hit vs trivial Flask route, requests/s", ours.rps, base.rps, "req/s",
+            ours.rps / base.rps, f"≥ {HIT_RPS_TARGET:g}×", ours.rps / base.rps >= HIT_RPS_TARGET),
+        Row("1", "cached Atom hit vs trivial Flask route, p99", ours.p99_ms, base.p99_ms, "ms",
+            ours.p99_ms / base.p99_ms, f"≤ {HIT_P99_TARGET:g}×", ours.p99_ms / base.p99_ms <= HIT_P99_TARGET),
+    ]
+
+
+def cold_section(ctx: Context) -> list[Row]:
+    if not rssbridge.available() or shutil.which("wrk") is None:
+        ctx.notes.append("2: not measured: rss-bridge, php or wrk is not installed (bench/run installs them).")
+        return []
+    per_round, rounds = ctx.loops(50, 3), ctx.loops(4, 1)
+    runs, seconds = _wrk_settings(ctx)
+    with Procs(ctx.workdir) as procs:
+        # No 304s: both sides must download and parse the page on every cold request.
+        forum = procs.forum("--no-conditional")
+        listing = parse_listing(httpx.get(forum.url + "/c/compiler/5.md", timeout=10).text, base_url=forum.url)
+        forum.control.set_body("/c/compiler/5.html", rssbridge.as_html(listing))
+        forums = {"FEEDBRIDGE_FORUMS": forum.url}
+        cold, _ = procs.gunicorn("feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
+                                                      "FEEDBRIDGE_STALE_TTL": "0"})
+        warm, _ = procs.gunicorn("feedbridge-warm", forums)
+        bridge = rssbridge.start(procs)
+        path = _feed_path(forum.url, "c/compiler/5.atom")
+        urls = {"feedbridge": cold + path, "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", True)}
+        for name, url in urls.items():  # the same 30 entries, in feeds a reader accepts
+            parsed = feedparser.parse(_get(url).content)
+            if parsed.bozo or len(parsed.entries) != len(listing.topics):
+                raise RuntimeError(f"{name}: {len(parsed.entries)} entries, bozo={parsed.bozo}: {url}")
+        forum.control.reset()
+        latencies: dict[str, list[float]] = {name: [] for name in urls}
+        with httpx.Client(timeout=30) as client:
+            for i in range(rounds):
+                for name in (list(urls) if i % 2 == 0 else list(reversed(urls))):
+                    for _ in range(per_round):
+                        start = time.perf_counter()
+                        client.get(urls[name]).raise_for_status()
+                        latencies[name].append(time.perf_counter() - start)
+        fetched = {"feedbridge": forum.control.count("/c/compiler/5.md"),
+                   "rss-bridge": forum.control.count("/c/compiler/5.html")}
+        for name, count in fetched.items():
+            if count != per_round * rounds:
+                raise RuntimeError(f"{name}: {count} upstream fetches for {per_round * rounds} cold requests")
+        cached = {"feedbridge": warm + path, "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", False)}
+        for url in cached.values():
+            _get(url)
+        throughput = wrk_compare(cached, runs, seconds)
+    ours, peer = (statistics.median(latencies[n]) * 1e3 for n in urls)
+    ours_rps, peer_rps = throughput["feedbridge"].rps, throughput["rss-bridge"].rps
+    ctx.notes.append(f"2: cold = {per_round * rounds} sequential requests per side in {rounds} alternating rounds, "
+                     "client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 and FEEDBRIDGE_STALE_TTL=0 "
+                     "(nothing is stored), RSS-Bridge (Debian 2022-01-20, XPath bridge, Atom) with "
+                     f"`_cache_timeout=0`; the fake forum never answers 304 and logged exactly one page fetch per "
+                     f"cold request on each side. RSS-Bridge runs under `php -S` with opcache and "
+                     f"PHP_CLI_SERVER_WORKERS={rssbridge.PHP_WORKERS}; cached = wrk as in 1 against RSS-Bridge's "
+                     "file cache (its default 1 h timeout) and feedbridge's default settings.")
+    return [
+        Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
+            ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
+        Row("2", "cached feed vs RSS-Bridge cached, requests/s", ours_rps, peer_rps, "req/s", ours_rps / peer_rps,
+            f"≥ {CACHED_RPS_TARGET:g}×", ours_rps / peer_rps >= CACHED_RPS_TARGET),
+    ]
+
+
+def upstream_section(ctx: Context) -> list[Row]:
+    routes = ("c/compiler/5", "latest", "hot", "top") if not ctx.quick else ("c/compiler/5",)
+    rows = [_upstream_row(ctx, routes, redis=False)]
+    if "cache_url" in inspect.getsource(backends.make_backends) and shutil.which("redis-server"):
+        rows.append(_upstream_row(ctx, routes, redis=True))
+    else:
+        ctx.notes.append("5: the Redis case is not measurable yet: `feedbridge/backends.py` does not use "
+                         "FEEDBRIDGE_CACHE_URL in this tree (or redis-server is missing).")
+    return rows
+
+
+def _upstream_row(ctx: Context, routes: tuple[str, ...], redis: bool) -> Row:
+    concurrency = 64
+    with Procs(ctx.workdir) as procs:
+        forum = procs.forum()
+        env = {"FEEDBRIDGE_FORUMS": forum.url}
+        if redis:
+            env["FEEDBRIDGE_CACHE_URL"] = procs.redis()
+        app, _ = procs.gunicorn("feedbridge-flight" + ("-redis" if redis else ""), env)
+        counts = []
+        for route in routes:
+            upstream_path = f"/{route}.md"
+            forum.control.stall(upstream_path, 0.3, prefix=True)  # all 64 arrive while the first fetch runs
+            url = app + _feed_path(forum.url, f"{route}.atom")
+            barrier = threading.Barrier(concurrency)
+
+            def one(_: int) -> int:
+                with httpx.Client(timeout=30) as client:
+                    barrier.wait(timeout=30)
+                    return client.get(url).status_code
+
+            with ThreadPoolExecutor(concurrency) as pool:
+                statuses = list(pool.map(one, range(concurrency)))
+            if statuses.count(200) != concurrency:
+                raise RuntimeError(f"{route}: statuses {sorted(set(statuses))}")
+            counts.append(forum.control.count(upstream_path, prefix=True))
+    worst = max(counts)
+    target = 1 if redis else WORKERS
+    ctx.notes.append(f"5{' (Redis)' if redis else ''}: {concurrency} concurrent cold requests per feed "
+                     f"({', '.join(routes)}), upstream stalled 0.3 s so they all overlap; page fetches per feed: "
+                     f"{counts}; {WORKERS} gunicorn workers.")
+    return Row("5", f"upstream fetches per page, {concurrency} concurrent cold requests"
+               + (", Redis" if redis else ", in-process cache"), worst, None, "fetches", None,
+               f"= 1 (shared single-flight)" if redis else f"≤ {WORKERS} (worker processes)",
+               worst <= target)
+
+
+def memory_section(ctx: Context) -> list[Row]:
+    total, warmup = ctx.loops(10_000, 300), ctx.loops(500, 50)
+    with Procs(ctx.workdir) as procs:
+        forum = procs.forum()
+        app, master = procs.gunicorn("feedbridge-memory", {
+            "FEEDBRIDGE_FORUMS": forum.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_CACHE_MAX_BYTES": str(MEMORY_CACHE_BYTES),
+        })
+        (worker,) = worker_pids(master.pid)
+        base = app + _feed_path(forum.url, "c/compiler/5.json")
+        local = threading.local()
+
+        def fetch(i: int) -> int:
+            client = getattr(local, "client", None) or httpx.Client(timeout=30)
+            local.client = client
+            # An exclusion-only query matches every topic: each URL is a distinct, full 30-entry feed.
+            return len(client.get(base, params={"q": f"-zzz{i}"}).raise_for_status().content)
+
+        deadline = time.monotonic() + ctx.loops(300, 30)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(fetch, range(-warmup, 0)))
+            before = rss_bytes(worker)
+            samples, sizes, done = [], [], 0
+            step = max(total // 10, 1)
+            while done < total and time.monotonic() < deadline:
+                sizes += pool.map(fetch, range(done, min(done + step, total)))
+                done = min(done + step, total)
+                samples.append((done, rss_bytes(worker)))
+        after = samples[-1][1]
+    limit = before + MEMORY_CACHE_BYTES + MEMORY_OVERHEAD_BYTES
+    ctx.notes.append(
+        f"6: one gunicorn worker (WEB_CONCURRENCY=1), FEEDBRIDGE_CACHE_MAX_BYTES={MEMORY_CACHE_BYTES // MIB} MiB; "
+        f"{done:,} distinct JSON feed URLs (`q=-zzzN`, each a full feed of ~{statistics.median(sizes) / 1024:.0f} KiB, "
+        f"so ~{done * statistics.median(sizes) / MIB:.0f} MiB of bodies if nothing were evicted), 8 client threads, "
+        f"after {warmup} warm-up URLs. Bound claimed: RSS before + cache bound ({MEMORY_CACHE_BYTES // MIB} MiB) + "
+        f"fixed overhead ({MEMORY_OVERHEAD_BYTES // MIB} MiB: allocator slack, parsed pages, interpreter caches). "
+        "RSS (MiB) after each tenth: " + ", ".join(f"{n:,}→{rss / MIB:.1f}" for n, rss in samples) + ".")
+    return [Row("6", f"worker RSS after {done:,} distinct feed URLs (baseline: before them)", after / MIB,
+                before / MIB, "MiB", None,
+                f"≤ before + {MEMORY_CACHE_BYTES // MIB} + {MEMORY_OVERHEAD_BYTES // MIB} MiB = {limit / MIB:.0f} MiB",
+                after <= limit and done == total)]
+
+
+def _get(url: str, expect_cache: str | None = None) -> httpx.Response:
+    response = httpx.get(url, timeout=30)
+    response.raise_for_status()
+    if expect_cache and response.headers.get("X-Feedbridge-Cache") != expect_cache:
+        raise RuntimeError(f"{url}: expected a cache {expect_cache}, got {response.headers.get('X-Feedbridge-Cache')}")
+    return response

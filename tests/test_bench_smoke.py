@@ -1,0 +1,26 @@
+"""The benchmark harness on a tiny setting, so it does not rot (the benchmarks themselves are not tests)."""
+
+import re
+from pathlib import Path
+
+from bench.__main__ import main
+
+
+def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "RESULTS.md"
+    assert main(["--quick", "--only", "parser", "--only", "render", "--out", str(out),
+                 "--plot", str(tmp_path / "p.png")]) == 0
+    report = out.read_text()
+    assert report.startswith("# feedbridge benchmarks") and "--quick" in report
+    rows = [line.split("|")[1:-1] for line in report.splitlines() if re.match(r"\| [34] \|", line)]
+    names = [cells[1].strip() for cells in rows]
+    assert sum("markdown-it" in cells[5] for cells in rows) == 2
+    assert any(name.startswith("parse 100 pages") for name in names)
+    assert {name.split(",")[0] for name in names if name.startswith("render")} == {
+        "render atom", "render rss", "render json"}
+    for cells in rows:
+        assert re.fullmatch(r" [\d.,]+ (ms|µs) ", cells[2]), cells
+        assert re.fullmatch(r" [\d.,]+ (ms|µs) ", cells[3]), cells
+        assert float(cells[4].strip().rstrip("×")) > 0, cells
+        assert cells[6].strip() in ("yes", "**MISSED**"), cells
+    assert "| 3 |" in capsys.readouterr().out
