@@ -1,0 +1,205 @@
+"""The cache shared by every worker and instance: Redis behind a short-lived in-process first level.
+
+Redis is an optimisation, never a dependency of a request: every call has sub-second socket timeouts
+and no retries, and after one failure a circuit breaker skips Redis for a few seconds (one log line per
+interval, not one per request), so a dead or hung Redis costs at most one short timeout now and then
+while the in-process cache and the forum keep answering. The breaker closes by itself on the first
+call that succeeds again.
+
+Keys: `feedbridge:<schema>:<kind>:<32 hex>`. The schema (see `codec.SCHEMA`) changes with the value
+format, and everything after the kind is a hash unless it already is one, so no request text reaches
+Redis as a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from . import codec
+from .cache import MemoryStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PREFIX = f"feedbridge:{codec.SCHEMA}:"
+MAX_VALUE_BYTES = 2 * 1024 * 1024
+CONNECT_TIMEOUT = 0.25
+READ_TIMEOUT = 0.5
+BREAKER_COOLDOWN = 5.0
+LOG_INTERVAL = 60.0
+_HASHED = re.compile(r"[0-9a-f]{32}")
+_KIND = re.compile(r"[a-z]{1,20}")
+
+
+def redis_key(key: str) -> str:
+    """The Redis name for a store key: namespaced, versioned, and hashed unless already a digest."""
+    kind, sep, rest = key.partition(":")
+    if not sep or not _KIND.fullmatch(kind):
+        kind, rest = "other", key
+    if not _HASHED.fullmatch(rest):
+        rest = hashlib.sha256(rest.encode()).hexdigest()[:32]
+    return f"{PREFIX}{kind}:{rest}"
+
+
+class RedisLink:
+    """One redis-py client (a thread-safe connection pool) and the circuit breaker around it."""
+
+    def __init__(self, url: str, cooldown: float | None = None):
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=READ_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT,
+            retry=Retry(NoBackoff(), 0), health_check_interval=30,
+        )
+        self.cooldown = BREAKER_COOLDOWN if cooldown is None else cooldown
+        self._lock = threading.Lock()
+        self._open_until = 0.0
+        self._last_logged = float("-inf")
+        self._down = False
+
+    def run(self, op: Callable[[redis.Redis], T]) -> T | None:
+        """`op(client)`, or None when Redis failed now or recently (the caller's signal to do without it)."""
+        if time.monotonic() < self._open_until:
+            return None
+        try:
+            result = op(self.client)
+        except (redis.RedisError, OSError) as exc:
+            self._failed(exc)
+            return None
+        if self._down:
+            with self._lock:
+                if self._down:
+                    self._down = False
+                    log.warning("Redis is reachable again; the shared cache is back in use")
+        return result
+
+    def _failed(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._open_until = now + self.cooldown
+            self._down = True
+            if now - self._last_logged >= LOG_INTERVAL:
+                self._last_logged = now
+                log.warning("Redis failed (%s: %s); using the in-process cache only, retrying every %gs",
+                            type(exc).__name__, exc, self.cooldown)
+
+
+class RedisStore:
+    """`Store` over Redis: encoded values with Redis TTLs; never raises, a failure reads as a miss."""
+
+    def __init__(self, link: RedisLink, max_value_bytes: int = MAX_VALUE_BYTES):
+        self.link = link
+        self.max_value_bytes = max_value_bytes
+
+    def lookup(self, key: str) -> tuple[Any | None, float] | None:
+        """(value or None, seconds left to live), or None when Redis could not be asked."""
+        name = redis_key(key)
+
+        def read(client: redis.Redis) -> list[Any]:
+            return client.pipeline(transaction=False).get(name).pttl(name).execute()
+
+        answer = self.link.run(read)
+        if answer is None:
+            return None
+        data, pttl = answer
+        if data is None:
+            return None, 0.0
+        try:
+            return codec.decode(data), max(pttl, 0) / 1000
+        except codec.DecodeError as exc:
+            log.warning("ignoring an unreadable cache entry %s: %s", name, exc)
+            return None, 0.0
+
+    def get(self, key: str) -> Any | None:
+        found = self.lookup(key)
+        return None if found is None else found[0]
+
+    def set(self, key: str, value: Any, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        try:
+            data = codec.encode(value)
+        except TypeError as exc:
+            log.debug("not sharing %s: %s", key, exc)
+            return
+        if len(data) > self.max_value_bytes:
+            log.info("not sharing %s: %d bytes is over the %d-byte limit", key, len(data), self.max_value_bytes)
+            return
+        name = redis_key(key)
+        self.link.run(lambda client: client.set(name, data, px=max(int(ttl * 1000), 1)))
+
+    def delete(self, key: str) -> None:
+        name = redis_key(key)
+        self.link.run(lambda client: client.delete(name))
+
+
+@dataclass(frozen=True, slots=True)
+class _Local:
+    """A first-level copy, when Redis was last asked about it, and when it expires (monotonic clock)."""
+
+    value: Any
+    checked: float
+    expires: float
+
+    @property
+    def size(self) -> int:
+        return int(getattr(self.value, "size", 64))
+
+
+class TieredStore:
+    """MemoryStore in front of RedisStore.
+
+    A local copy is trusted without asking Redis for `recheck` seconds, and only while it is fresh
+    (younger than `fresh_for`): a stale local copy always defers to Redis, where another worker may
+    already have stored the new one (single-flight waiters poll for exactly that). Local copies are
+    kept as long as their Redis TTL, so if Redis goes away the process still has its stale copies to
+    serve when the forum fails too.
+    """
+
+    def __init__(self, local: MemoryStore, shared: RedisStore, fresh_for: float, recheck: float):
+        self.local = local
+        self.shared = shared
+        self.fresh_for = fresh_for
+        self.recheck = recheck
+
+    def get(self, key: str) -> Any | None:
+        mine: _Local | None = self.local.get(key)
+        now = time.monotonic()
+        if mine is not None and now - mine.checked < self.recheck and self._fresh(mine.value):
+            return mine.value
+        found = self.shared.lookup(key)
+        if found is None:  # Redis unavailable: the local copy is all there is
+            return None if mine is None else mine.value
+        value, ttl = found
+        if mine is not None and (value is None or _stored_at(mine.value) > _stored_at(value)):
+            value, ttl = mine.value, mine.expires - now  # ours is newer, or never made it to Redis
+        if value is not None:
+            self.local.set(key, _Local(value, now, now + ttl), ttl)
+        return value
+
+    def set(self, key: str, value: Any, ttl: float) -> None:
+        now = time.monotonic()
+        self.local.set(key, _Local(value, now, now + ttl), ttl)
+        self.shared.set(key, value, ttl)
+
+    def delete(self, key: str) -> None:
+        self.local.delete(key)
+        self.shared.delete(key)
+
+    def _fresh(self, value: Any) -> bool:
+        stored_at = getattr(value, "stored_at", None)
+        return stored_at is None or time.time() - stored_at < self.fresh_for
+
+
+def _stored_at(value: Any) -> float:
+    """Entries carry their age; a plain value (a rate-limit deadline) is never newer than Redis's."""
+    return getattr(value, "stored_at", 0.0)

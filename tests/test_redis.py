@@ -1,0 +1,288 @@
+"""The Redis-shared cache and lock, against a real redis-server, the fake forum and real gunicorn workers."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from flask import Flask
+from werkzeug.test import TestResponse
+
+from feedbridge import codec, redis_cache
+from feedbridge.cache import FeedEntry, PageEntry
+from feedbridge.config import ConfigError, Settings, parse_forum
+from feedbridge.parser import parse_listing
+from feedbridge.redis_cache import PREFIX, RedisLink, RedisStore, redis_key
+from feedbridge.redis_flight import RedisFlight
+from feedbridge.web import create_app
+from tests import upstream as fake
+from tests.appserver import procfile_web
+from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "site"
+# Six feeds over six distinct upstream pages: each one is cold the first time it is asked for.
+FEEDS = {
+    "/latest.atom": "/latest.md",
+    "/hot.rss": "/hot.md",
+    "/top.json": "/top.md?period=all",
+    "/c/compiler/5.atom": "/c/compiler/5.md",
+    "/c/hardware/gpu/12.rss": "/c/hardware/gpu/12.md",
+    "/tag/gpu/7.json": "/tag/gpu/7.md",
+}
+
+
+@pytest.fixture(autouse=True)
+def quick_breaker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_cache, "BREAKER_COOLDOWN", 0.3)
+
+
+def make_app(upstream_url: str, server: RedisServer, **overrides) -> Flask:
+    return create_app(replace(Settings(forums=(parse_forum(upstream_url),), cache_url=server.url), **overrides))
+
+
+def get(app: Flask, feed: str, forum_url: str) -> TestResponse:
+    key = parse_forum(forum_url).key
+    return app.test_client().get(f"/{key}{feed}")
+
+
+# codec
+
+
+def test_page_entry_round_trips_with_equal_listing() -> None:
+    listing = parse_listing((FIXTURES / "latest.md").read_text(), base_url="https://forum.example.org")
+    assert listing.topics and any(t.last_posted_at for t in listing.topics)
+    entry = PageEntry(listing, '"abc"', "Tue, 01 Sep 2026 00:00:00 GMT", 1_800_000_000.5, 1234)
+    assert codec.decode(codec.encode(entry)) == entry
+
+
+def test_feed_entry_keeps_its_bytes_raw() -> None:
+    body = b'<?xml version="1.0"?>\n<feed>\xff\x00 caf\xc3\xa9\n</feed>\n'
+    entry = FeedEntry(body, "etag", None, 1_800_000_000.0)
+    data = codec.encode(entry)
+    assert data.endswith(body)  # no base64 inflation
+    assert codec.decode(data) == entry
+    assert codec.decode(codec.encode(1_800_000_123.25)) == 1_800_000_123.25
+
+
+@pytest.mark.parametrize("data", [b"", b"garbage", b"\x80\x04pickle\n", b'{"t":"feed"}\n',
+                                  b'{"t":"page","listing":{}}\n', b'{"t":"number","v":"1"}\n',
+                                  b'{"t":"number","v":1}\nextra', b'{"t":"exec"}\n'])
+def test_malformed_values_are_decode_errors(data: bytes) -> None:
+    with pytest.raises(codec.DecodeError):
+        codec.decode(data)
+
+
+def test_unknown_types_are_not_encoded() -> None:
+    with pytest.raises(TypeError):
+        codec.encode({"a": 1})
+
+
+def test_keys_are_versioned_and_hashed() -> None:
+    digest = "0123456789abcdef0123456789abcdef"
+    assert redis_key(f"page:{digest}") == f"{PREFIX}page:{digest}"
+    assert PREFIX.startswith(f"feedbridge:v{codec.VERSION}.")
+    for key in ("ratelimit:forum.example.org:8080", "feed:../../etc\r\nFLUSHALL", "no namespace at all"):
+        name = redis_key(key)
+        assert name.startswith(PREFIX)
+        assert name.rsplit(":", 1)[1] != key and len(name.rsplit(":", 1)[1]) == 32
+        assert "\n" not in name and "forum.example" not in name
+
+
+def test_invalid_cache_url_is_a_config_error(upstream: fake.FakeForum) -> None:
+    with pytest.raises(ConfigError, match="REDIS_URL"):
+        create_app(Settings(forums=(parse_forum(upstream.url),), cache_url="http://not-redis"))
+
+
+# shared state across instances
+
+
+def test_second_instance_is_served_from_redis(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    first, second = make_app(upstream.url, redis_server), make_app(upstream.url, redis_server)
+    one = get(first, "/latest.atom", upstream.url)
+    assert one.status_code == 200 and one.headers["X-Feedbridge-Cache"] == "miss"
+    assert upstream.count() == 1
+    two = get(second, "/latest.atom", upstream.url)
+    assert two.status_code == 200 and two.headers["X-Feedbridge-Cache"] == "hit"
+    assert two.data == one.data
+    # Another feed of the same page: rendered anew, but the page comes from Redis.
+    assert get(second, "/latest.rss", upstream.url).status_code == 200
+    assert upstream.count() == 1
+
+
+def test_hot_feed_costs_no_redis_round_trip(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    app = make_app(upstream.url, redis_server)
+    assert get(app, "/latest.atom", upstream.url).status_code == 200
+    client = redis_server.client()
+    before = client.info("stats")["total_commands_processed"]
+    for _ in range(5):
+        assert get(app, "/latest.atom", upstream.url).headers["X-Feedbridge-Cache"] == "hit"
+    assert client.info("stats")["total_commands_processed"] == before + 1  # our own INFO
+
+
+def test_stale_local_copy_defers_to_a_newer_one_in_redis(upstream: fake.FakeForum,
+                                                         redis_server: RedisServer) -> None:
+    first, second = (make_app(upstream.url, redis_server, cache_ttl=1) for _ in range(2))
+    assert get(first, "/latest.atom", upstream.url).headers["X-Feedbridge-Cache"] == "miss"
+    time.sleep(1.1)
+    assert get(second, "/latest.atom", upstream.url).headers["X-Feedbridge-Cache"] == "miss"  # revalidated
+    assert get(first, "/latest.atom", upstream.url).headers["X-Feedbridge-Cache"] == "hit"  # second's copy
+    assert upstream.count() == 2
+
+
+def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeForum,
+                                                          redis_server: RedisServer) -> None:
+    app = make_app(upstream.url, redis_server)
+    assert get(app, "/latest.atom?q=zebrasecret", upstream.url).status_code == 200
+    names = [k.decode() for k in redis_server.client().keys("*")]
+    assert len(names) == 2  # the page and the feed; the lock is gone
+    assert all(n.startswith(PREFIX) for n in names)
+    assert not any("zebrasecret" in n or "latest" in n for n in names)
+
+
+def test_unreadable_entries_are_misses(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    assert get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url).status_code == 200
+    client = redis_server.client()
+    for name in client.keys("*"):
+        client.set(name, b"\x80\x04not a value we wrote\n", keepttl=True)
+    response = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
+    assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
+    assert upstream.count() == 2
+
+
+def test_oversized_values_stay_local(redis_server: RedisServer) -> None:
+    store = RedisStore(RedisLink(redis_server.url), max_value_bytes=100)
+    store.set("feed:" + "a" * 32, FeedEntry(b"x" * 101, "e", None, time.time()), 60)
+    store.set("feed:" + "b" * 32, FeedEntry(b"x" * 10, "e", None, time.time()), 60)
+    assert store.get("feed:" + "a" * 32) is None
+    assert store.get("feed:" + "b" * 32).body == b"x" * 10
+    assert 0 < redis_server.client().pttl(redis_key("feed:" + "b" * 32)) <= 60_000
+
+
+def test_rate_limit_is_shared(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    upstream.rate_limit("/latest.md", retry_after=120)
+    limited = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
+    assert limited.status_code == 503
+    other = get(make_app(upstream.url, redis_server), "/hot.rss", upstream.url)
+    assert other.status_code == 503 and 100 <= int(other.headers["Retry-After"]) <= 120
+    assert upstream.count() == 1  # the second instance did not ask the forum at all
+
+
+# the lock
+
+
+def test_lock_left_by_a_dead_owner_expires(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    app = make_app(upstream.url, redis_server)
+    page_key = "page:" + hashlib.sha256(f"{upstream.url}/latest.md".encode()).hexdigest()[:32]  # as service.py
+    redis_server.client().set(redis_key(page_key) + ":lock", "token of a killed worker", px=600)
+    started = time.monotonic()
+    response = get(app, "/latest.atom", upstream.url)
+    assert response.status_code == 200
+    assert 0.5 < time.monotonic() - started < 3
+    assert upstream.count() == 1
+
+
+def test_flights_in_two_processes_run_once_and_release_only_their_own_lock(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    flights = [RedisFlight(RedisLink(redis_server.url), lock_ttl=5) for _ in range(2)]
+    runs: list[int] = []
+    lock = redis_key("page:" + "c" * 32) + ":lock"
+
+    def work() -> str:
+        runs.append(1)
+        time.sleep(0.3)
+        client.set("result", "done")
+        client.set(lock, "someone else's token", px=5000)  # ours expired and was taken over
+        return "done"
+
+    def reread() -> str | None:
+        value = client.get("result")
+        return value.decode() if value else None
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: flights[i % 2].do("page:" + "c" * 32, work, 5, reread), range(8)))
+    assert results == ["done"] * 8
+    assert len(runs) == 1
+    assert client.get(lock) == b"someone else's token"
+
+
+def test_waiters_time_out_while_a_live_owner_works(redis_server: RedisServer) -> None:
+    redis_server.client().set(redis_key("page:" + "d" * 32) + ":lock", "busy owner", px=5000)
+    flight = RedisFlight(RedisLink(redis_server.url), lock_ttl=5)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        flight.do("page:" + "d" * 32, lambda: "fetched", 0.3, lambda: None)
+    assert 0.25 < time.monotonic() - started < 1
+
+
+# Redis failing
+
+
+def test_redis_killed_and_restarted(upstream: fake.FakeForum, redis_server: RedisServer,
+                                   caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "feedbridge.redis_cache")
+    app = make_app(upstream.url, redis_server)
+    feeds = iter(FEEDS)
+    warm = next(feeds)
+    assert get(app, warm, upstream.url).status_code == 200
+    redis_server.kill()
+    for feed in [next(feeds), next(feeds), warm]:
+        started = time.monotonic()
+        response = get(app, feed, upstream.url)
+        assert response.status_code == 200, response.data
+        assert time.monotonic() - started < 1
+    assert response.headers["X-Feedbridge-Cache"] == "hit"  # the warm feed, from the in-process cache
+    failures = [r for r in caplog.records if "Redis failed" in r.message]
+    assert len(failures) == 1
+
+    redis_server.start()
+    time.sleep(0.4)  # the breaker's cooldown
+    shared = next(feeds)
+    assert get(app, shared, upstream.url).status_code == 200
+    assert any("reachable again" in r.message for r in caplog.records)
+    before = upstream.count()
+    assert get(make_app(upstream.url, redis_server), shared, upstream.url).headers["X-Feedbridge-Cache"] == "hit"
+    assert upstream.count() == before
+
+
+def test_hung_redis_costs_a_short_timeout(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    app = make_app(upstream.url, redis_server)
+    redis_server.pause()
+    try:
+        for feed in list(FEEDS)[:3]:
+            started = time.monotonic()
+            assert get(app, feed, upstream.url).status_code == 200
+            assert time.monotonic() - started < 1.5
+    finally:
+        redis_server.resume()
+
+
+# many gunicorn workers
+
+
+def test_64_cold_requests_on_two_instances_fetch_each_page_once(redis_server: RedisServer) -> None:
+    with fake.spawn() as forum:
+        forum.control.stall("/", 0.3, prefix=True)  # every fetch is slow: requests pile up on cold keys
+        key = parse_forum(forum.url).key
+        env = {"FEEDBRIDGE_FORUMS": forum.url, "FEEDBRIDGE_CACHE_URL": redis_server.url, "WEB_CONCURRENCY": "2",
+               "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
+        with procfile_web(env) as (one, _), procfile_web(env) as (two, _):
+            urls = [f"{(one, two)[i % 2]}/{key}{list(FEEDS)[i % len(FEEDS)]}" for i in range(64)]
+            with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=64)) as client:
+                barrier = threading.Barrier(64)
+
+                def fetch(url: str) -> int:
+                    barrier.wait()
+                    return client.get(url).status_code
+
+                with ThreadPoolExecutor(64) as pool:
+                    statuses = list(pool.map(fetch, urls))
+        targets = forum.control.stats()["targets"]
+    assert statuses == [200] * 64
+    assert targets == {page: 1 for page in FEEDS.values()}
