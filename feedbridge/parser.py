@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import logging
+import operator
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,13 +33,20 @@ _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:
 
 _HEADING = re.compile(r"## \[(?P<title>.*)\]\((?P<url>[^()\s]+)\)[ \t]*$")
 _ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
-_USER_LINK = re.compile(r"\[@(?P<name>(?:\\.|[^\]\\])+)\]\((?P<url>[^()\s]+)\)")
-_DATED_LINK = re.compile(r"\[(?:\\.|[^\]\\])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"]+)\"\)")
+# Link texts stop at an unescaped `[` and never start after a backslash: core escapes every `[` in
+# them, and this way each character is scanned from one start only, so a line of 1 MB of `[` or `\[`
+# is searched in linear time instead of quadratic.
+_USER_LINK = re.compile(r"(?<!\\)\[@(?P<name>(?:\\.|[^\[\]\\\n])+)\]\((?P<url>[^()\s]+)\)")
+_DATED_LINK = re.compile(r"(?<!\\)\[(?:\\.|[^\[\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"]+)\"\)")
 _INT = re.compile(r"\d{1,9}")
 _PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?P<url>[^()\s]*[?&]page=(?P<n>\d{1,6})[^()\s]*)\)[ \t]*$")
 _ESCAPE = re.compile(r"\\(.)")
+_escaped_char = operator.itemgetter(1)
 _TAG = re.compile(r"<[^<>]*>")
 _ROUTE_START = re.compile(r"/(?:c|tag|tags|latest|top|hot|new|unread|categories|u|t)(?:[/.?]|$)")
+# A list ends with at most a Previous and a Next link; stopping after a few keeps a line made of
+# thousands of page links linear-time (each search scans the line).
+_MAX_PAGE_LINKS = 4
 
 
 @dataclass(slots=True)
@@ -185,8 +193,8 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     raw_title = heading["title"]
     url = _absolute(heading["url"], base)
     last_segment = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
-    if not last_segment.isdigit():
-        return None
+    if not (last_segment.isascii() and last_segment.isdigit()) or len(last_segment) > 18:
+        return None  # int() rejects non-ASCII digits like '²' and refuses over 4300 digits
 
     author = author_url = None
     replies: int | None = None
@@ -240,8 +248,10 @@ def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None
 
 def _excerpt(lines: list[str], plugin: bool) -> str | None:
     while lines and "page=" in lines[-1] and _PAGE_LINK.search(lines[-1]):
-        last = _strip_page_links(lines[-1])
-        lines = lines[:-1] + ([last] if last else [])
+        last = _strip_page_links(lines.pop())
+        if last:  # text before the links: the excerpt ends here
+            lines.append(last)
+            break
     if plugin:
         lines = [line for line in lines if not line.startswith("_More topics on page")]
         text = html.unescape(_TAG.sub(" ", " ".join(lines)))
@@ -251,7 +261,9 @@ def _excerpt(lines: list[str], plugin: bool) -> str | None:
 
 
 def _strip_page_links(line: str) -> str:
-    while (match := _PAGE_LINK.search(line)) is not None:
+    for _ in range(_MAX_PAGE_LINKS):
+        if (match := _PAGE_LINK.search(line)) is None:
+            break
         line = line[: match.start()].rstrip()
     return line
 
@@ -260,7 +272,9 @@ def _pagination(trailer: list[str], page: int, base: str) -> tuple[str | None, s
     """Next/previous by the page number in the link, since the labels are localized."""
     next_url = previous_url = None
     for line in trailer[-12:]:
-        while (match := _PAGE_LINK.search(line)) is not None:
+        for _ in range(_MAX_PAGE_LINKS):
+            if (match := _PAGE_LINK.search(line)) is None:
+                break
             target = int(match["n"])
             url = _absolute(match["url"], base)
             if target > page:
@@ -274,9 +288,9 @@ def _pagination(trailer: list[str], page: int, base: str) -> tuple[str | None, s
 def _page_number(list_url: str | None, page_field: str | None) -> int:
     if list_url:
         values = parse_qs(urlsplit(list_url).query).get("page")
-        if values and values[0].isdigit():
+        if values and _INT.fullmatch(values[0]):
             return int(values[0])
-    if page_field and page_field.isdigit():
+    if page_field and _INT.fullmatch(page_field):
         return max(int(page_field) - 1, 0)
     return 0
 
@@ -284,15 +298,17 @@ def _page_number(list_url: str | None, page_field: str | None) -> int:
 def _utc(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.strip())
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # OverflowError: "0001-01-01T00:00:00+01:00" is before year 1 in UTC
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 def _unescape(text: str) -> str:
-    return _ESCAPE.sub(r"\1", text) if "\\" in text else text
+    # A callable replacement, not the template r"\1": re expands a template through Python code on every
+    # match, which made this a seventh of the parser's time (bench/RESULTS.md, target 3).
+    return _ESCAPE.sub(_escaped_char, text) if "\\" in text else text
 
 
 def _absolute(url: str, base: str | None) -> str:
