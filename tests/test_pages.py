@@ -260,3 +260,12 @@ def test_preview_fragment_and_recognise_endpoint(client, key, upstream):
     assert answer["form"]["category"] == "hardware/gpu/12" and answer["form"]["format"] == "rss"
     refused = client.get("/recognise", query_string={"url": "https://else.example/" + quote(SCRIPT)}).json
     assert refused["form"] is None and "not a forum" in refused["message"]
+
+
+def test_browsers_get_feeds_as_xml_so_the_stylesheet_applies(client, key):
+    browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+    reader = "application/atom+xml, application/rss+xml;q=0.9, */*;q=0.5"
+    assert client.get(f"/{key}/latest.atom", headers={"Accept": browser}).mimetype == "application/xml"
+    assert client.get(f"/{key}/latest.atom", headers={"Accept": reader}).mimetype == "application/atom+xml"
+    plain = client.get(f"/{key}/latest.rss", headers={"Accept": "*/*"})
+    assert plain.mimetype == "application/rss+xml" and "Accept" in plain.headers["Vary"]

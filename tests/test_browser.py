@@ -1,0 +1,193 @@
+"""The front page in a real browser: Debian's headless Chromium driven by Playwright, the app on a real
+socket, the fake forum on 127.0.0.1. One browser for the module; screenshots go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from werkzeug.serving import make_server
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.web import create_app
+from tests.upstream import FakeForum
+
+CHROMIUM = os.environ.get("FEEDBRIDGE_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+SCRIPT = "<script>alert(1)</script>"
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"{CHROMIUM} is not installed")
+
+
+@pytest.fixture(scope="module")
+def forum() -> Iterator[FakeForum]:
+    with FakeForum() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def base_url(forum: FakeForum) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, create_app(Settings(forums=(parse_forum(forum.url),))), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page that records every dialog (an executed alert() would open one) and console error."""
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    yield page
+    assert page.dialogs == [], "a script from a title or a query ran"
+    context.close()
+
+
+@pytest.fixture
+def key(forum: FakeForum) -> str:
+    return forum.url.split("://", 1)[1]
+
+
+def feed_url(page) -> str:
+    return page.input_value("#feed-url")
+
+
+def wait_for_url(page, fragment: str) -> None:
+    page.wait_for_function("f => document.getElementById('feed-url')?.value.includes(f)", arg=fragment)
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def test_category_feed_built_through_the_form(page, base_url, key):
+    page.goto(base_url + "/")
+    assert SCRIPT in page.locator("#result .entry-title").all_inner_texts()  # latest's hostile title, as text
+    assert page.locator("#result script").count() == 0
+    page.get_by_label("category", exact=True).check()
+    page.select_option("#category", "hardware/gpu/12")
+    wait_for_url(page, f"/{key}/c/hardware/gpu/12.atom")
+    assert feed_url(page) == f"{base_url}/{key}/c/hardware/gpu/12.atom"
+    assert "[RFC] C:\\temp\\new path [draft] \\ back\\\\slashes" in page.locator(".entry-title").all_inner_texts()
+    assert page.get_attribute("head link[rel=alternate]", "href") == feed_url(page)
+    assert "list=category" in page.url  # the page's own address follows the form
+    page.click("#copy-button")
+    page.wait_for_function("() => document.getElementById('copy-status').textContent.includes('Copied')")
+    screenshot(page, "front-page.png")
+
+
+def test_author_feed_and_formats(page, base_url, key):
+    page.goto(base_url + "/")
+    page.fill("#author", "Chillee")
+    page.get_by_label("rss").check()
+    wait_for_url(page, f"/{key}/latest.rss?author=chillee")
+    metas = page.locator("#result .entry-meta").all_inner_texts()
+    assert metas and all("by Chillee" in m for m in metas)
+    assert all("repl" in m and "last activity" in m for m in metas)
+    links = page.locator("head link[rel=alternate]")
+    assert links.first.get_attribute("type") == "application/rss+xml"
+    assert links.first.get_attribute("href") == feed_url(page)
+
+
+def test_keyword_feed_with_a_script_in_the_query(page, base_url, key):
+    page.goto(base_url + "/")
+    page.fill("#q", SCRIPT)
+    wait_for_url(page, "q=")
+    assert "<script>" not in feed_url(page)
+    assert page.input_value("#q") == SCRIPT
+    page.fill("#q", "zzzqqq")
+    wait_for_url(page, "zzzqqq")
+    empty = page.locator("#empty-preview")
+    assert "No topics match" in empty.inner_text() and "Read 2 pages" in empty.inner_text()
+    page.fill("#q", "cache")
+    wait_for_url(page, "q=cache")
+    excerpts = " ".join(page.locator("#result .entry").all_inner_texts()).lower()
+    assert "cache" in excerpts
+    page.reload()
+    assert page.input_value("#q") == "cache"  # the address kept the choices
+
+
+def test_paste_a_forum_url_fills_the_form(page, base_url, forum, key):
+    page.goto(base_url + "/")
+    page.fill("#paste-url", f"{forum.url}/tag/gpu.md?page=1")
+    page.click("#paste-form button")
+    wait_for_url(page, f"/{key}/tag/gpu.atom")
+    assert page.is_checked("input[name=list][value=tag]")
+    assert page.input_value("#tag") == "gpu"
+    assert "Tag gpu" in page.inner_text("#paste-status")
+    page.fill("#paste-url", f"https://elsewhere.example/c/x/1?{SCRIPT}")
+    page.click("#paste-form button")
+    page.wait_for_function("() => document.getElementById('paste-status').textContent.includes('not a forum')")
+    assert page.locator("#paste-status script").count() == 0
+
+
+def test_html_and_xsl_views_are_readable_and_escaped(page, base_url, key):
+    page.goto(f"{base_url}/{key}/latest.html")
+    assert page.locator("h1").inner_text().endswith("latest")
+    assert SCRIPT in page.locator(".entry-title").all_inner_texts()
+    alternates = page.locator("head link[rel=alternate]")
+    assert [alternates.nth(i).get_attribute("type") for i in range(alternates.count())] == [
+        "application/atom+xml", "application/rss+xml", "application/feed+json"]
+    screenshot(page, "feed-html-view.png")
+    for fmt in ("atom", "rss"):
+        page.goto(f"{base_url}/{key}/latest.{fmt}")
+        page.wait_for_selector("#feed-title")
+        assert SCRIPT in page.locator(".entry-title").all_inner_texts()
+        assert page.locator("main script").count() == 0
+        assert page.get_attribute("#html-view", "href") == f"{base_url}/{key}/latest.html"
+    screenshot(page, "feed-xsl-view.png")
+
+
+def test_without_javascript_the_form_still_builds_a_feed(browser, base_url, forum, key):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(base_url + "/")
+    assert page.is_hidden("#copy-button")
+    page.get_by_label("category", exact=True).check()
+    page.select_option("#category", "compiler/5")
+    page.fill("#author", "Chillee")
+    page.click("#build-button")
+    page.wait_for_url("**/?*category=compiler*")
+    assert page.input_value("#feed-url") == f"{base_url}/{key}/c/compiler/5.atom?author=chillee"
+    assert page.locator("#result .entry").count() > 0
+    page.fill("#paste-url", f"{forum.url}/top.md?period=weekly")
+    page.click("#paste-form button")
+    page.wait_for_url("**/?url=*")
+    assert page.input_value("#feed-url") == f"{base_url}/{key}/top.atom?author=chillee&period=weekly"
+    context.close()
+
+
+def test_phone_width_has_no_horizontal_overflow(browser, base_url, key):
+    context = browser.new_context(viewport={"width": 375, "height": 740}, is_mobile=True, device_scale_factor=2)
+    page = context.new_page()
+    for path in ("/?list=category&category=hardware/gpu/12", f"/{key}/latest.html"):
+        page.goto(base_url + path)
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than the screen"
+    page.goto(base_url + "/")
+    screenshot(page, "front-page-phone.png")
+    context.close()
