@@ -39,7 +39,9 @@ _ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
 _USER_LINK = re.compile(r"(?<!\\)\[@(?P<name>(?:\\.|[^\[\]\\\n])+)\]\((?P<url>[^()\s]+)\)")
 _DATED_LINK = re.compile(r"(?<!\\)\[(?:\\.|[^\[\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"]+)\"\)")
 _INT = re.compile(r"\d{1,9}")
-_PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?P<url>[^()\s]*[?&]page=(?P<n>\d{1,6})[^()\s]*)\)[ \t]*$")
+# The lookahead checks that the URL runs to `)` at the end of the line before the URL is matched:
+# without it, a long URL full of `?page=1` is backtracked through once per `page=` (quadratic).
+_PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?=[^()\s]*\)[ \t]*$)(?P<url>[^()\s]*[?&]page=(?P<n>\d{1,6})[^()\s]*)\)[ \t]*$")
 _ESCAPE = re.compile(r"\\(.)")
 _escaped_char = operator.itemgetter(1)
 _TAG = re.compile(r"<[^<>]*>")
