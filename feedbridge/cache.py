@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from cachetools import TLRUCache
 
-from .models import Listing
+from .models import Listing, Topic
 
 T = TypeVar("T")
 
@@ -44,6 +44,19 @@ class FeedEntry:
     @property
     def size(self) -> int:
         return len(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicEntry:
+    """A topic enriched from its own Markdown (first post as safe HTML, creation date, category, tags).
+
+    Keyed by topic id and last activity: a topic is read again only when it had new activity.
+    `topic` is None for a topic whose page is missing: the entry keeps its excerpt.
+    """
+
+    topic: Topic | None
+    stored_at: float
+    size: int
 
 
 class Store(Protocol):

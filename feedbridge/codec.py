@@ -17,11 +17,11 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from .cache import FeedEntry, PageEntry
+from .cache import FeedEntry, PageEntry, TopicEntry
 from .models import Listing, Topic
 
 VERSION = 1
-_MODELS = (Topic, Listing, PageEntry, FeedEntry)
+_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry)
 
 
 def _fingerprint() -> str:
@@ -46,6 +46,9 @@ def encode(value: Any) -> bytes:
         head = {"t": "page", "listing": _plain(value.listing), "etag": value.etag,
                 "last_modified": value.last_modified, "stored_at": value.stored_at, "size": value.size}
         return _line(head)
+    if isinstance(value, TopicEntry):
+        topic = None if value.topic is None else _plain(value.topic)
+        return _line({"t": "topic", "topic": topic, "stored_at": value.stored_at, "size": value.size})
     if isinstance(value, float | int) and not isinstance(value, bool):
         return _line({"t": "number", "v": value})
     raise TypeError(f"no cache encoding for {type(value).__name__}")
@@ -66,6 +69,9 @@ def decode(data: bytes) -> Any:
             listing = head.pop("listing")
             topics = tuple(_build(Topic, t) for t in listing.pop("topics"))
             return PageEntry(listing=_build(Listing, {**listing, "topics": topics}), **head)
+        if kind == "topic":
+            topic = head.pop("topic")
+            return TopicEntry(topic=None if topic is None else _build(Topic, topic), **head)
         if kind == "number":
             value = head["v"]
             if isinstance(value, float | int) and not isinstance(value, bool):

@@ -11,15 +11,16 @@ import hashlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-from email.utils import formatdate
 
-from .cache import FeedEntry, Flight, PageEntry, SingleFlight, Store
+from .cache import FeedEntry, Flight, PageEntry, SingleFlight, Store, TopicEntry
 from .config import Forum, Settings
-from .fetch import Fetcher, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
+from .content import enrich
+from .fetch import Fetched, Fetcher, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout, is_within
 from .models import Listing, Topic
 from .parser import NotAListError, parse_listing
+from .topic import NotATopicError, parse_topic
 from .render import FeedMeta, render
 from .spec import FeedSpec
 
@@ -43,6 +44,7 @@ class FeedService:
         self.store = store
         self.fetcher = fetcher
         self.flight = flight or SingleFlight()
+        self.topic_failures = 0
         self.pool = ThreadPoolExecutor(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> FeedResult:
@@ -55,33 +57,95 @@ class FeedService:
             entry = self.flight.do(key, lambda: self._build(key, spec, self_url, stylesheet_url),
                                    self.settings.singleflight_wait, lambda: self._fresh(key))
         except (UpstreamError, TimeoutError) as exc:
+            reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
             if cached is not None:
-                reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
                 log.warning("serving stale feed (%.0fs old): %s", time.time() - cached.stored_at, reason)
                 return FeedResult(cached, "stale", reason)
-            if isinstance(exc, TimeoutError):
-                raise UpstreamTimeout(str(exc)) from None
-            raise
+            try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
+                entry = self._render(spec, self_url, stylesheet_url, stale_pages=True)
+            except (UpstreamError, TimeoutError):
+                if isinstance(exc, TimeoutError):
+                    raise UpstreamTimeout(str(exc)) from None
+                raise exc from None
+            log.warning("serving a feed built from stale pages: %s", reason)
+            return FeedResult(entry, "stale", reason)
         return FeedResult(entry, "miss")
 
-    def topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
-        """The filtered topics of a spec: the same path the feeds use, also for previews."""
-        listings = self.listings(spec)
-        topics = spec.filter.apply(t for listing in listings for t in listing.topics)
-        return listings[0], topics
+    def topics(self, spec: FeedSpec, stale_pages: bool = False) -> tuple[Listing, list[Topic]]:
+        """The filtered topics of a spec: the same path the feeds use, also for previews.
 
-    def listings(self, spec: FeedSpec) -> list[Listing]:
+        With full content, the newest candidates (up to the topic budget) are enriched from their own
+        pages before the keyword and tag filters run, so those filters see the whole first post.
+        """
+        listings = self.listings(spec, stale_pages)
+        everything = [t for listing in listings for t in listing.topics]
+        if spec.content != "full" and not spec.filter.tags:
+            return listings[0], spec.filter.apply(everything)
+        candidates = replace(spec.filter, query=None, tags=frozenset(), limit=None).apply(everything)
+        budget = self.settings.topic_budget
+        enriched = self._enrich(spec.forum, candidates[:budget]) + candidates[budget:]
+        return listings[0], spec.filter.apply(enriched)
+
+    def _enrich(self, forum: Forum, topics: list[Topic]) -> list[Topic]:
+        """Each topic with its first post, creation date, category and tags; the excerpt when that fails."""
+        results: list[Topic] = []
+        failures = 0
+        bound = self.settings.fetch_concurrency
+        for start in range(0, len(topics), bound):
+            wave = topics[start : start + bound]
+            futures = [self.pool.submit(self._topic_page, forum, topic) for topic in wave]
+            for topic, future in zip(wave, futures):
+                try:
+                    results.append(future.result())
+                except (UpstreamError, NotATopicError, ValueError, TimeoutError) as exc:
+                    failures += 1
+                    log.warning("content=full: topic %d falls back to its excerpt: %s", topic.id, exc)
+                    results.append(topic)
+        if failures:
+            self.topic_failures += failures
+            log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
+        return results
+
+    def _topic_page(self, forum: Forum, topic: Topic) -> Topic:
+        stamp = topic.last_posted_at.isoformat() if topic.last_posted_at else "-"
+        key = "topic:" + hashlib.sha256(f"{forum.base_url}|{topic.id}|{stamp}".encode()).hexdigest()[:32]
+
+        def cached() -> TopicEntry | None:
+            return self.store.get(key)
+
+        def fetch() -> TopicEntry:
+            if not is_within(forum, topic.url):
+                raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
+            try:
+                fetched = self._get(forum, topic.url + ".md")
+                page = parse_topic(fetched.text, base_url=forum.base_url, source_url=fetched.url)
+            except (UpstreamNotFound, NotATopicError):
+                # Remembered for a while, so a deleted topic is not asked for on every rebuild.
+                self.store.set(key, TopicEntry(None, time.time(), 0), max(self.settings.cache_ttl, 60))
+                raise
+            entry = TopicEntry(enrich(topic, page, forum.base_url), time.time(), len(fetched.text))
+            self.store.set(key, entry, self.settings.topic_ttl)
+            return entry
+
+        entry = cached() or self.flight.do(key, fetch, self.settings.singleflight_wait, cached)
+        full = entry.topic
+        if full is None:
+            return topic
+        return replace(topic, created_at=full.created_at, content_html=full.content_html,
+                       category=full.category, tags=full.tags)
+
+    def listings(self, spec: FeedSpec, stale_pages: bool = False) -> list[Listing]:
         """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
 
         A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
         reading a long list one page at a time. A missing or empty page ends the list.
         """
-        listings = [self.page(spec.forum, spec.page_url(0))]
+        listings = [self.page(spec.forum, spec.page_url(0), stale_pages)]
         wave = self.settings.fetch_concurrency
         next_page = 1
         while next_page < spec.pages and listings[-1].next_page_url is not None:
             numbers = range(next_page, min(next_page + wave, spec.pages))
-            futures = [self.pool.submit(self.page, spec.forum, spec.page_url(n)) for n in numbers]
+            futures = [self.pool.submit(self.page, spec.forum, spec.page_url(n), stale_pages) for n in numbers]
             for future in futures:
                 try:
                     listing = future.result()
@@ -95,10 +159,11 @@ class FeedService:
             next_page = numbers.stop
         return listings
 
-    def page(self, forum: Forum, url: str) -> Listing:
+    def page(self, forum: Forum, url: str, stale_ok: bool = False) -> Listing:
+        """One parsed list page: from cache while fresh (or at any age with `stale_ok`), else fetched."""
         key = "page:" + hashlib.sha256(url.encode()).hexdigest()[:32]
         cached: PageEntry | None = self.store.get(key)
-        if cached is not None and time.time() - cached.stored_at < self.settings.cache_ttl:
+        if cached is not None and (stale_ok or time.time() - cached.stored_at < self.settings.cache_ttl):
             return cached.listing
         entry: PageEntry = self.flight.do(
             key, lambda: self._fetch_page(key, forum, url, cached), self.settings.singleflight_wait,
@@ -113,22 +178,22 @@ class FeedService:
             return entry
         return None
 
-    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None) -> PageEntry:
+    def _get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+        """Every upstream request goes through here: nothing is sent to a forum that asked us to wait."""
         limited_key = "ratelimit:" + forum.key
         until = self.store.get(limited_key)
         if until is not None and until > time.time():
             wait = until - time.time()
-            if cached is not None:
-                return cached
             raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
         try:
-            fetched = self.fetcher.get(
-                forum, url, cached.etag if cached else None, cached.last_modified if cached else None
-            )
+            return self.fetcher.get(forum, url, etag, last_modified)
         except UpstreamRateLimited as exc:
             wait = exc.retry_after or 60.0
             self.store.set(limited_key, time.time() + wait, wait)
             raise
+
+    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None) -> PageEntry:
+        fetched = self._get(forum, url, cached.etag if cached else None, cached.last_modified if cached else None)
         now = time.time()
         ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
         if fetched.status == 304 and cached is not None:
@@ -146,7 +211,13 @@ class FeedService:
         return entry
 
     def _build(self, key: str, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None) -> FeedEntry:
-        first, topics = self.topics(spec)
+        entry = self._render(spec, self_url, stylesheet_url)
+        self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
+        return entry
+
+    def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
+                stale_pages: bool = False) -> FeedEntry:
+        first, topics = self.topics(spec, stale_pages)
         meta = FeedMeta(
             title=spec.title,
             forum_url=spec.forum.base_url,
@@ -158,15 +229,9 @@ class FeedService:
         )
         body = render(spec.fmt, meta, topics)
         dates = [t.last_posted_at for t in topics if t.last_posted_at is not None]
-        entry = FeedEntry(
+        return FeedEntry(
             body=body,
             etag=hashlib.sha256(body).hexdigest()[:32],
             last_modified=max(dates).timestamp() if dates else None,
             stored_at=time.time(),
         )
-        self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
-        return entry
-
-
-def http_date(timestamp: float) -> str:
-    return formatdate(timestamp, usegmt=True)

@@ -50,8 +50,9 @@ def service() -> FeedService:
 
 @bp.get("/healthz")
 def healthz() -> Response:
-    settings = service().settings
-    return jsonify(status="ok", version=__version__, forums=[f.key for f in settings.forums])
+    svc = service()
+    return jsonify(status="ok", version=__version__, forums=[f.key for f in svc.settings.forums],
+                   topic_fetch_failures=svc.topic_failures)
 
 
 @bp.get("/<path:path>")

@@ -62,6 +62,20 @@ def test_page_entry_round_trips_with_equal_listing() -> None:
     assert codec.decode(codec.encode(entry)) == entry
 
 
+def test_topic_entry_round_trips_with_content_and_tags() -> None:
+    from datetime import datetime, timezone
+
+    from feedbridge.cache import TopicEntry
+    from feedbridge.models import Topic
+
+    topic = Topic(id=7, title="t", url="https://f.example/t/t/7", created_at=datetime(2026, 1, 2, tzinfo=timezone.utc),
+                  content_html="<p>caf\u00e9</p>", category="compiler", tags=("rfc", "gpu"))
+    entry = TopicEntry(topic, 1_800_000_000.0, 99)
+    assert codec.decode(codec.encode(entry)) == entry
+    missing = TopicEntry(None, 1_800_000_000.0, 0)
+    assert codec.decode(codec.encode(missing)) == missing
+
+
 def test_feed_entry_keeps_its_bytes_raw() -> None:
     body = b'<?xml version="1.0"?>\n<feed>\xff\x00 caf\xc3\xa9\n</feed>\n'
     entry = FeedEntry(body, "etag", None, 1_800_000_000.0)
