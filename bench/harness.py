@@ -66,6 +66,16 @@ def median_seconds(fn: Callable[[], object], repeat: int, number: int = 1) -> fl
     return statistics.median(samples)
 
 
+def median_seconds_rounds(calls: dict[Any, tuple[Callable[[], object], int]], rounds: int) -> dict[Any, float]:
+    """`median_seconds` for several (function, calls per sample) at once, one sample of each per round, so a
+    burst of load from a neighbour hits every series alike instead of skewing one of them."""
+    samples: dict[Any, list[float]] = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, (fn, number) in calls.items():
+            samples[key].append(median_seconds(fn, 1, number))
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
 def table(rows: list[Row]) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]

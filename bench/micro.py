@@ -9,7 +9,7 @@ from feedbridge.models import Topic
 from feedbridge.parser import parse_listing
 from feedbridge.render import FORMATS, FeedMeta, render
 
-from .harness import FIXTURES, Context, Row, median_seconds
+from .harness import FIXTURES, Context, Row, median_seconds_rounds
 
 BASE = "http://127.0.0.1:8123"
 PAGES = {  # the two 30-topic pages of the fake forum: the real (flattened) one and a pristine C4 one
@@ -30,8 +30,9 @@ def parser_section(ctx: Context) -> list[Row]:
     rows = []
     for label, path in PAGES.items():
         text = path.read_text()
-        ours = median_seconds(lambda: parse_listing(text, base_url=BASE), repeat, number=ctx.loops(20, 2))
-        peer = median_seconds(lambda: markdown.parse(text), repeat, number=ctx.loops(5, 1))
+        times = median_seconds_rounds({"ours": (lambda: parse_listing(text, base_url=BASE), ctx.loops(20, 2)),
+                                       "peer": (lambda: markdown.parse(text), ctx.loops(2, 1))}, repeat)
+        ours, peer = times["ours"], times["peer"]
         speedup = peer / ours
         rows.append(Row("3", f"parse {label}, ms/page", ours * 1e3, peer * 1e3, "ms", speedup,
                         f"≥ {SPEEDUP_TARGET:g}× faster than markdown-it-py", speedup >= SPEEDUP_TARGET))
@@ -56,13 +57,13 @@ def parse_scaling(ctx: Context) -> dict[int, float]:
     first = text.index("\n## [")
     last = text.index("\n[Previous page]")
     header, blocks, trailer = text[:first], text[first:last].rstrip() + "\n\n---\n", text[last:]
-    result = {}
+    calls = {}
     for count in PAGE_COUNTS if not ctx.quick else (1, 10, 100):
         big = header + blocks * count + trailer
         parsed = parse_listing(big, base_url=BASE)
         assert len(parsed.topics) == 30 * count, (count, len(parsed.topics))
-        repeat = max(3, ctx.loops(300, 10) // count)
-        result[count] = median_seconds(lambda: parse_listing(big, base_url=BASE), repeat) / count
+        calls[count] = ((lambda text=big: parse_listing(text, base_url=BASE)), max(1, 30 // count))
+    result = {count: seconds / count for count, seconds in median_seconds_rounds(calls, ctx.loops(15, 3)).items()}
     ctx.data["parse_per_page"] = result
     return result
 
@@ -86,14 +87,13 @@ def render_scaling(ctx: Context) -> dict[str, dict[int, float]]:
     topics = sample_topics(ENTRY_COUNTS[-1])
     meta = FeedMeta(title="bench", forum_url=BASE, html_url=f"{BASE}/c/compiler/5", feed_id=f"{BASE}/feed",
                     self_url=f"{BASE}/feed")
-    result: dict[str, dict[int, float]] = {}
     counts = ENTRY_COUNTS if not ctx.quick else (ENTRY_COUNTS[0], ENTRY_COUNTS[-1])
-    for fmt in FORMATS:
-        result[fmt] = {}
-        for count in counts:
-            chunk = topics[:count]
-            repeat = max(3, ctx.loops(3000, 30) // count)
-            result[fmt][count] = median_seconds(lambda: render(fmt, meta, chunk), repeat) / count
+    calls = {(fmt, count): ((lambda fmt=fmt, chunk=topics[:count]: render(fmt, meta, chunk)), max(1, 300 // count))
+             for fmt in FORMATS for count in counts}
+    times = median_seconds_rounds(calls, ctx.loops(15, 3))
+    result: dict[str, dict[int, float]] = {fmt: {} for fmt in FORMATS}
+    for (fmt, count), seconds in times.items():
+        result[fmt][count] = seconds / count
     ctx.data["render_per_entry"] = result
     return result
 
