@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .config import Forum
-from .fetch import UpstreamError, UpstreamRateLimited
+from .fetch import UpstreamError
 from .service import FeedService
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,9 @@ class Category:
 
 
 @dataclass(frozen=True, slots=True)
-class _DirectoryEntry:
+class DirectoryEntry:
+    """The cached directory; shared through Redis like lists (see codec)."""
+
     categories: tuple[Category, ...]
     stored_at: float
 
@@ -86,26 +88,19 @@ def load_categories(service: FeedService, forum: Forum) -> tuple[Category, ...]:
     """The forum's directory through the service's store; raises UpstreamError only with nothing cached."""
     key = "categories:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
     settings = service.settings
-    cached: _DirectoryEntry | None = service.store.get(key)
+    cached: DirectoryEntry | None = service.store.get(key)
 
-    def fresh() -> _DirectoryEntry | None:
-        entry = service.store.get(key)
-        return entry if entry is not None and time.time() - entry.stored_at < settings.cache_ttl else None
-
-    if (entry := fresh()) is not None:
+    if (entry := service.fresh(key)) is not None:
         return entry.categories
 
-    def fetch() -> _DirectoryEntry:
-        until = service.store.get("ratelimit:" + forum.key)
-        if until is not None and until > time.time():
-            raise UpstreamRateLimited(f"{forum.key} asked us to wait", retry_after=until - time.time())
-        fetched = service.fetcher.get(forum, forum.base_url + "/categories.md")
-        entry = _DirectoryEntry(parse_categories(fetched.text), time.time())
+    def fetch() -> DirectoryEntry:
+        fetched = service.fetch(forum, forum.base_url + "/categories.md")
+        entry = DirectoryEntry(parse_categories(fetched.text), time.time())
         service.store.set(key, entry, max(settings.stale_ttl, settings.cache_ttl))
         return entry
 
     try:
-        return service.flight.do(key, fetch, settings.singleflight_wait, fresh).categories
+        return service.flight.do(key, fetch, settings.singleflight_wait, lambda: service.fresh(key)).categories
     except (UpstreamError, TimeoutError) as exc:
         if cached is not None:
             log.warning("serving stale categories of %s: %s", forum.key, exc)

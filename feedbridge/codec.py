@@ -18,10 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from .cache import FeedEntry, PageEntry, TopicEntry
+from .categories import Category, DirectoryEntry
 from .models import Listing, Topic
 
 VERSION = 1
-_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry)
+_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry)
 
 
 def _fingerprint() -> str:
@@ -49,6 +50,9 @@ def encode(value: Any) -> bytes:
     if isinstance(value, TopicEntry):
         topic = None if value.topic is None else _plain(value.topic)
         return _line({"t": "topic", "topic": topic, "stored_at": value.stored_at, "size": value.size})
+    if isinstance(value, DirectoryEntry):
+        categories = [{f.name: getattr(c, f.name) for f in fields(c)} for c in value.categories]
+        return _line({"t": "categories", "categories": categories, "stored_at": value.stored_at})
     if isinstance(value, float | int) and not isinstance(value, bool):
         return _line({"t": "number", "v": value})
     raise TypeError(f"no cache encoding for {type(value).__name__}")
@@ -72,6 +76,9 @@ def decode(data: bytes) -> Any:
         if kind == "topic":
             topic = head.pop("topic")
             return TopicEntry(topic=None if topic is None else _build(Topic, topic), **head)
+        if kind == "categories":
+            categories = tuple(Category(**c) for c in head.pop("categories"))
+            return DirectoryEntry(categories=categories, **head)
         if kind == "number":
             value = head["v"]
             if isinstance(value, float | int) and not isinstance(value, bool):

@@ -55,7 +55,7 @@ class FeedService:
             return FeedResult(cached, "hit")
         try:
             entry = self.flight.do(key, lambda: self._build(key, spec, self_url, stylesheet_url),
-                                   self.settings.singleflight_wait, lambda: self._fresh(key))
+                                   self.settings.singleflight_wait, lambda: self.fresh(key))
         except (UpstreamError, TimeoutError) as exc:
             reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
             if cached is not None:
@@ -117,7 +117,7 @@ class FeedService:
             if not is_within(forum, topic.url):
                 raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
             try:
-                fetched = self._get(forum, topic.url + ".md")
+                fetched = self.fetch(forum, topic.url + ".md")
                 page = parse_topic(fetched.text, base_url=forum.base_url, source_url=fetched.url)
             except (UpstreamNotFound, NotATopicError):
                 # Remembered for a while, so a deleted topic is not asked for on every rebuild.
@@ -167,18 +167,18 @@ class FeedService:
             return cached.listing
         entry: PageEntry = self.flight.do(
             key, lambda: self._fetch_page(key, forum, url, cached), self.settings.singleflight_wait,
-            lambda: self._fresh(key),
+            lambda: self.fresh(key),
         )
         return entry.listing
 
-    def _fresh(self, key: str) -> Any:
+    def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
         entry = self.store.get(key)
         if entry is not None and time.time() - entry.stored_at < self.settings.cache_ttl:
             return entry
         return None
 
-    def _get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait."""
         limited_key = "ratelimit:" + forum.key
         until = self.store.get(limited_key)
@@ -193,7 +193,7 @@ class FeedService:
             raise
 
     def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None) -> PageEntry:
-        fetched = self._get(forum, url, cached.etag if cached else None, cached.last_modified if cached else None)
+        fetched = self.fetch(forum, url, cached.etag if cached else None, cached.last_modified if cached else None)
         now = time.time()
         ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
         if fetched.status == 304 and cached is not None:

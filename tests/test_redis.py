@@ -76,6 +76,14 @@ def test_topic_entry_round_trips_with_content_and_tags() -> None:
     assert codec.decode(codec.encode(missing)) == missing
 
 
+def test_categories_directory_round_trips() -> None:
+    from feedbridge.categories import Category, DirectoryEntry
+
+    entry = DirectoryEntry((Category("Compiler", "compiler", 5, "torch.compile & co"),
+                            Category("GPU", "hardware/gpu", 12)), 1_800_000_000.0)
+    assert codec.decode(codec.encode(entry)) == entry
+
+
 def test_feed_entry_keeps_its_bytes_raw() -> None:
     body = b'<?xml version="1.0"?>\n<feed>\xff\x00 caf\xc3\xa9\n</feed>\n'
     entry = FeedEntry(body, "etag", None, 1_800_000_000.0)
