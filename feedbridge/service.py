@@ -47,9 +47,15 @@ class FeedService:
         self.topic_failures = 0
         self.pool = ThreadPoolExecutor(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
 
-    def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> FeedResult:
+    @staticmethod
+    def feed_key(spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> str:
         key = spec.cache_key() + (f"|{self_url}|{stylesheet_url}" if self_url or stylesheet_url else "")
-        key = "feed:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+        return "feed:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+    def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
+             key: str | None = None) -> FeedResult:
+        """`key` is `feed_key(...)` when the caller already has it (the web layer memoizes it per URL)."""
+        key = key or self.feed_key(spec, self_url, stylesheet_url)
         cached: FeedEntry | None = self.store.get(key)
         if cached is not None and time.time() - cached.stored_at < self.settings.cache_ttl:
             return FeedResult(cached, "hit")

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from email.utils import formatdate
 from urllib.parse import urlencode
 
+from cachetools import LRUCache
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import HTTPException
 
@@ -22,7 +25,7 @@ from .config import Settings
 from .fetch import Fetcher, UpstreamError
 from .render import MEDIA_TYPES
 from .service import FeedService
-from .spec import SpecError, parse_feed_request
+from .spec import FeedSpec, SpecError, parse_feed_request
 
 log = logging.getLogger("feedbridge.web")
 bp = Blueprint("feeds", __name__)
@@ -35,6 +38,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["FEEDBRIDGE_SETTINGS"] = settings
     store, flight = make_backends(settings)
     app.extensions["feedbridge"] = FeedService(settings, store, Fetcher(settings), flight)
+    app.extensions["feedbridge.resolved"] = _Memo(LRUCache(maxsize=RESOLVED_URLS), threading.Lock())
     app.register_blueprint(pages.bp)
     app.register_blueprint(bp)
     app.before_request(_start_timer)
@@ -42,6 +46,16 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     return app
+
+
+RESOLVED_URLS = 4096
+"""Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Memo:
+    cache: LRUCache
+    lock: threading.Lock
 
 
 def service() -> FeedService:
@@ -55,20 +69,27 @@ def healthz() -> Response:
                    topic_fetch_failures=svc.topic_failures)
 
 
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """What a feed URL means: resolved once per distinct URL, so a cached hit skips validation and hashing."""
+
+    spec: FeedSpec
+    self_url: str
+    stylesheet_url: str | None
+    key: str
+
+
 @bp.get("/<path:path>")
 def feed(path: str) -> Response:
     svc = service()
-    try:
-        spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
-    except SpecError as exc:
-        return (pages.error_page if path.endswith(".html") else error)(exc.status, exc.message)
+    resolved = _resolved(svc, path)
+    if isinstance(resolved, Response):
+        return resolved
+    spec = resolved.spec
     if spec.fmt == "html":
         return pages.feed_page(spec, path)
-    query = urlencode(spec.canonical_query())
-    self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     try:
-        stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-        result = svc.feed(spec, self_url, stylesheet_url=stylesheet)
+        result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
     except UpstreamError as exc:
         response = error(exc.status, exc.message)
         if exc.retry_after is not None:
@@ -76,28 +97,55 @@ def feed(path: str) -> Response:
         return response
     g.cache = result.cache
     entry = result.entry
-    response = Response(entry.body, content_type=_media_type(spec.fmt))
-    response.vary.add("Accept")
-    response.set_etag(entry.etag)
+    # Headers as plain strings: Werkzeug's header objects parse and re-serialise on every change, a
+    # measurable share of a cached hit (bench/RESULTS.md, target 1).
+    headers = {
+        "Content-Type": _media_type(spec.fmt),
+        "Vary": "Accept",
+        "ETag": f'"{entry.etag}"',
+        "Cache-Control": f"public, max-age={svc.settings.cache_ttl}",
+        "X-Feedbridge-Cache": result.cache,
+    }
     if entry.last_modified is not None:
-        response.last_modified = datetime.fromtimestamp(entry.last_modified, timezone.utc)
-    # A plain string: Werkzeug's cache_control object parses and re-serialises the header on every change,
-    # a measurable share of a cached hit (bench/RESULTS.md, target 1).
-    response.headers["Cache-Control"] = f"public, max-age={svc.settings.cache_ttl}"
-    response.headers["X-Feedbridge-Cache"] = result.cache
+        headers["Last-Modified"] = formatdate(entry.last_modified, usegmt=True)
     if result.cache == "stale":
-        response.headers["Age"] = str(int(result.age))
-        response.headers["X-Feedbridge-Stale"] = _header_safe(
+        headers["Age"] = str(int(result.age))
+        headers["X-Feedbridge-Stale"] = _header_safe(
             f"upstream failed ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
         )
-    return response.make_conditional(request)
+    response = Response(entry.body, headers=headers)
+    if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
+        return response.make_conditional(request)
+    return response
+
+
+def _resolved(svc: FeedService, path: str) -> _Resolved | Response:
+    memo = current_app.extensions["feedbridge.resolved"]
+    memo_key = (request.host, request.full_path)
+    with memo.lock:
+        found = memo.cache.get(memo_key)
+    if found is not None:
+        return found
+    try:
+        spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
+    except SpecError as exc:
+        return (pages.error_page if path.endswith(".html") else error)(exc.status, exc.message)
+    query = urlencode(spec.canonical_query())
+    self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
+    stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
+    found = _Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet))
+    with memo.lock:
+        memo.cache[memo_key] = found
+    return found
 
 
 def _media_type(fmt: str) -> str:
     """A browser that asks for a page gets Atom/RSS as `application/xml`: Chromium shows `+xml` feed types
     as plain text and applies the XSL stylesheet only to XML it renders. Readers get the feed type."""
+    if fmt not in ("atom", "rss") or "text/html" not in request.headers.get("Accept", ""):
+        return MEDIA_TYPES[fmt]
     accept = request.accept_mimetypes
-    if fmt in ("atom", "rss") and accept.quality("text/html") > accept.quality(MEDIA_TYPES[fmt].partition(";")[0]):
+    if accept.quality("text/html") > accept.quality(MEDIA_TYPES[fmt].partition(";")[0]):
         return "application/xml; charset=utf-8"
     return MEDIA_TYPES[fmt]
 
@@ -134,6 +182,10 @@ def _log_request(response: Response) -> Response:
 
 
 def _configure_logging(level: str) -> None:
+    # Our format never shows the caller's file, thread or process; not collecting them makes the
+    # per-request log line a third cheaper (Python's logging HOWTO, "Optimization").
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stdout)

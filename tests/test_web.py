@@ -370,3 +370,16 @@ def test_procfile_serves_a_feed_through_gunicorn(upstream):
         assert feedparser.parse(response.content).bozo == 0
         assert get(f"{url}/healthz").json()["status"] == "ok"
         assert get(f"{url}/{forum}/latest.atom?limit=x").status_code == 400
+
+
+def test_self_link_follows_the_host_and_urls_are_resolved_per_host(app):
+    url = app.feed_url(f"{COMPILER}.atom?limit=2")
+    other = get(url, headers={"Host": "feeds.example.org"})
+    mine = get(url)
+    def self_links(response):
+        return [link.href for link in feedparser.parse(response.content).feed.links if link.rel == "self"]
+
+    assert self_links(other) == [url.replace(app.url, "http://feeds.example.org")]
+    assert self_links(mine) == [url]
+    assert other.content != mine.content
+
