@@ -31,7 +31,7 @@ class NotAListError(ValueError):
 
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
 
-_HEADING = re.compile(r"## \[(?P<title>.*)\]\((?P<url>[^()\s]+)\)[ \t]*$")
+_URL_BREAK = re.compile(r"[()\s]")
 _ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
 # Link texts stop at an unescaped `[` and never start after a backslash: core escapes every `[` in
 # them, and this way each character is scanned from one start only, so a line of 1 MB of `[` or `\[`
@@ -121,17 +121,18 @@ def _as_text(text: str | bytes) -> str:
     head = text.lstrip("\ufeff \t\r\n")
     if not head:
         raise NotAListError(f"{_EXPECTED}, got an empty body")
-    if "\x00" in text[:4096]:
+    if text.find("\x00", 0, 4096) >= 0:
         raise NotAListError(f"{_EXPECTED}, got binary data")
     lowered = head[:256].lower()
     if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
         raise NotAListError(f"{_EXPECTED}, got an HTML document (a login page or an error page?)")
     if head[0] in "{[":
         raise NotAListError(f"{_EXPECTED}, got JSON")
-    first = head.split("\n", 1)[0]
-    if not first.startswith("# ") or "**URL:**" not in head[:4096]:
+    newline = head.find("\n")
+    first = head if newline < 0 else head[:newline]
+    if not first.startswith("# ") or head.find("**URL:**", 0, 4096) < 0:
         raise NotAListError(f"{_EXPECTED}, got text starting {first[:60]!r}")
-    return head.replace("\r\n", "\n")
+    return head.replace("\r\n", "\n") if "\r" in head else head
 
 
 def _unfold(text: str) -> str:
@@ -189,12 +190,14 @@ def _dialect(plugin: bool, counted: bool, blocks: list[_Block], text: str) -> st
 
 
 def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
-    heading = _HEADING.match(block.heading.strip())
-    if heading is None:
+    heading = block.heading.rstrip()
+    cut = heading.rfind("](")  # plugin titles may hold "](": the title ends at the last one
+    raw_url = heading[cut + 2 : -1]
+    if cut < 0 or not heading.endswith(")") or not raw_url or _URL_BREAK.search(raw_url):
         return None
-    raw_title = heading["title"]
-    url = _absolute(heading["url"], base)
-    last_segment = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    raw_title = heading[4:cut]
+    url = _absolute(raw_url, base)
+    last_segment = url.partition("?")[0].partition("#")[0].rstrip("/").rpartition("/")[2]
     if not (last_segment.isascii() and last_segment.isdigit()) or len(last_segment) > 18:
         return None  # int() rejects non-ASCII digits like '²' and refuses over 4300 digits
 
@@ -205,17 +208,18 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     in_rows = True
     for line in block.lines:
         stripped = line.strip()
-        if not stripped or stripped == "---" or stripped.startswith(("<div", "</div")):
+        if not stripped or stripped == "---" or (stripped[0] == "<" and stripped.startswith(("<div", "</div"))):
             continue
-        row = _ROW.match(stripped) if in_rows else None
+        row = _ROW.match(stripped) if in_rows and stripped[:2] == "**" else None
         if row is None:
             in_rows = False
             excerpt_lines.append(stripped)
             continue
-        label, value = row["label"], row["value"].rstrip("\\").strip()
+        label, value = row.group("label", "value")
+        value = value.rstrip("\\ \t")
         if label == "Author":
             author, author_url = _author(value, base, plugin)
-        elif _INT.fullmatch(value):
+        elif value.isdigit() and value.isascii() and len(value) < 10:
             replies = int(value)
         else:
             dated = _DATED_LINK.match(value)
