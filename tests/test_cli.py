@@ -6,10 +6,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import feedparser
+import httpx
 import pytest
+
+from tests.appserver import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "fixtures" / "dev-discuss-compiler.md"
@@ -116,3 +120,26 @@ def test_serve_fails_fast_on_bad_config():
     result = subprocess.run([sys.executable, "-m", "feedbridge", "serve"], env=env, capture_output=True, timeout=30)
     assert result.returncode != 0
     assert b"FEEDBRIDGE_FORUMS" in result.stderr
+
+
+def test_serve_runs_the_production_server(upstream):
+    port = free_port()
+    env = {**os.environ, "FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "feedbridge", "serve", "--port", str(port)], cwd=ROOT,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert process.poll() is None and time.monotonic() < deadline, "feedbridge serve did not come up"
+                time.sleep(0.2)
+        assert health.json()["forums"] == [upstream.url.split("//", 1)[1]]
+        assert health.headers["server"].startswith("gunicorn")
+        feed = httpx.get(f"http://127.0.0.1:{port}/{upstream.url.split('//', 1)[1]}/latest.rss", timeout=10)
+        assert feedparser.parse(feed.content).bozo == 0
+    finally:
+        process.terminate()
+        process.wait(15)
