@@ -162,7 +162,7 @@ def _upstream_row(ctx: Context, routes: tuple[str, ...], redis: bool) -> Row:
                      f"{counts}; {WORKERS} gunicorn workers.")
     return Row("5", f"upstream fetches per page, {concurrency} concurrent cold requests"
                + (", Redis" if redis else ", in-process cache"), worst, None, "fetches", None,
-               f"= 1 (shared single-flight)" if redis else f"≤ {WORKERS} (worker processes)",
+               "= 1 (shared single-flight)" if redis else f"≤ {WORKERS} (worker processes)",
                worst <= target)
 
 

@@ -14,9 +14,10 @@ import logging
 import operator
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from urllib.parse import parse_qs, urljoin, urlsplit
+from datetime import datetime
+from urllib.parse import parse_qs, urlsplit
 
+from .markdown_fields import absolute, derive_base, utc
 from .models import Listing, Topic
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ _PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?=[^()\s]*\)
 _ESCAPE = re.compile(r"\\(.)")
 _escaped_char = operator.itemgetter(1)
 _TAG = re.compile(r"<[^<>]*>")
-_ROUTE_START = re.compile(r"/(?:c|tag|tags|latest|top|hot|new|unread|categories|u|t)(?:[/.?]|$)")
 # A list ends with at most a Previous and a Next link; stopping after a few keeps a line made of
 # thousands of page links linear-time (each search scans the line).
 _MAX_PAGE_LINKS = 4
@@ -72,8 +72,8 @@ def parse_listing(text: str | bytes, base_url: str | None = None, source_url: st
     fields = _header_fields(header)
     list_url_raw = next(iter(fields.get("URL", "").split()), None)  # flattened: nav follows
     origin_hint = base_url or source_url
-    list_url = _absolute(list_url_raw, origin_hint) if list_url_raw else source_url
-    base = (base_url or _derive_base(list_url) or _derive_base(source_url) or "").rstrip("/")
+    list_url = absolute(list_url_raw, origin_hint) if list_url_raw else source_url
+    base = (base_url or derive_base(list_url) or derive_base(source_url) or "").rstrip("/")
     if not base:
         raise NotAListError(f"{_EXPECTED}: its URL is relative and no base URL was given")
 
@@ -196,7 +196,7 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     if cut < 0 or not heading.endswith(")") or not raw_url or _URL_BREAK.search(raw_url):
         return None
     raw_title = heading[4:cut]
-    url = _absolute(raw_url, base)
+    url = absolute(raw_url, base)
     last_segment = url.partition("?")[0].partition("#")[0].rstrip("/").rpartition("/")[2]
     if not (last_segment.isascii() and last_segment.isdigit()) or len(last_segment) > 18:
         return None  # int() rejects non-ASCII digits like '²' and refuses over 4300 digits
@@ -223,7 +223,7 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
             replies = int(value)
         else:
             dated = _DATED_LINK.match(value)
-            moment = _utc(dated["iso"] if dated else value)
+            moment = utc(dated["iso"] if dated else value)
             if moment is None:
                 return None
             last_posted = moment
@@ -245,7 +245,7 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
     link = _USER_LINK.match(value)
     if link:
-        return _unescape(link["name"]), _absolute(link["url"], base)
+        return _unescape(link["name"]), absolute(link["url"], base)
     if not value.startswith("@") or len(value) < 2:
         return None, None
     name = value[1:] if plugin else _unescape(value[1:])
@@ -282,7 +282,7 @@ def _pagination(trailer: list[str], page: int, base: str) -> tuple[str | None, s
             if (match := _PAGE_LINK.search(line)) is None:
                 break
             target = int(match["n"])
-            url = _absolute(match["url"], base)
+            url = absolute(match["url"], base)
             if target > page:
                 next_url = url
             elif target < page:
@@ -301,33 +301,9 @@ def _page_number(list_url: str | None, page_field: str | None) -> int:
     return 0
 
 
-def _utc(value: str) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(value.strip())
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc)
-    except (ValueError, OverflowError):  # OverflowError: "0001-01-01T00:00:00+01:00" is before year 1 in UTC
-        return None
-
-
 def _unescape(text: str) -> str:
     # A callable replacement, not the template r"\1": re expands a template through Python code on every
     # match, which made this a seventh of the parser's time (bench/RESULTS.md, target 3).
     return _ESCAPE.sub(_escaped_char, text) if "\\" in text else text
 
 
-def _absolute(url: str, base: str | None) -> str:
-    if url.startswith(("http://", "https://")) or not base:
-        return url
-    return urljoin(base.rstrip("/") + "/", url)
-
-
-def _derive_base(url: str | None) -> str | None:
-    """The forum root of a list or topic URL: everything before the first Discourse route segment."""
-    if not url or not url.startswith(("http://", "https://")):
-        return None
-    parts = urlsplit(url)
-    match = _ROUTE_START.search(parts.path)
-    path = parts.path[: match.start()] if match else ""
-    return f"{parts.scheme}://{parts.netloc}{path}"

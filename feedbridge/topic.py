@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
+from datetime import datetime
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from .markdown_fields import absolute, derive_base, utc
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 """A page holds at most a few dozen posts of at most ~32k characters each; more is not a topic page."""
@@ -97,8 +99,8 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     header = _header("\n".join(header_lines))
 
     url_raw = header.url or _first_topic_link(header_lines, posts) or source_url
-    base = (base_url or _derive_base(url_raw) or _derive_base(source_url) or "").rstrip("/")
-    topic = _topic_url(_absolute(url_raw, base)) if url_raw else None
+    base = (base_url or derive_base(url_raw) or derive_base(source_url) or "").rstrip("/")
+    topic = _topic_url(absolute(url_raw, base)) if url_raw else None
     if topic is None:
         raise NotATopicError(f"{_EXPECTED}, got a page whose URL is {url_raw!r}, not a topic URL")
     url, topic_id = topic
@@ -109,7 +111,7 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     created_at = header.created_at
     if created_at is None and first is not None:
         dated = _DATED_LINK.search(first.meta)
-        created_at = _utc(dated["iso"]) if dated else None
+        created_at = utc(dated["iso"]) if dated else None
     return TopicPage(
         id=topic_id,
         title=_title(header_lines),
@@ -248,7 +250,7 @@ def _header(text: str) -> _Header:
         elif label == "Page":
             header.page = header.page or value
         elif dated:
-            header.created_at = header.created_at or _utc(dated["iso"])
+            header.created_at = header.created_at or utc(dated["iso"])
         elif value.isdigit():
             header.posts_on_page = header.posts_on_page if header.posts_on_page is not None else int(value)
         elif label == "Category":
@@ -318,7 +320,7 @@ def _strip_pagination(body: list[str], topic_id: int, page: int, base: str) -> s
     body[:] = text[: trailer.start()].split("\n")
     _drop_separator(body)
     later = [url for number, url in numbers if number > page]
-    return _absolute(later[0], base) if later else None
+    return absolute(later[0], base) if later else None
 
 
 def _page(page_row: str | None, url_row: str | None, source_url: str | None) -> int:
@@ -352,22 +354,6 @@ def _unescape(text: str) -> str:
     return _ESCAPED.sub(r"\1", text) if "\\" in text else text
 
 
-def _utc(value: str) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
-
-
-def _absolute(url: str, base: str) -> str:
-    if url.startswith(("http://", "https://")) or not base:
-        return url
-    return urljoin(base + "/", url)
-
-
 def _topic_path(url: str) -> re.Match[str] | None:
     """The `/t/[slug/]ID[/POST][.md]` end of a URL's path: its `topic` part, `id` and `post` number."""
     return _TOPIC_PATH.search(urlsplit(url).path)
@@ -383,10 +369,3 @@ def _topic_url(url: str) -> tuple[str, int] | None:
     return urlunsplit((parts.scheme, parts.netloc, path, "", "")), int(match["id"])
 
 
-def _derive_base(url: str | None) -> str | None:
-    """The forum root (with any subfolder): everything before `/t/`."""
-    if not url or not url.startswith(("http://", "https://")):
-        return None
-    parts = urlsplit(url)
-    cut = parts.path.find("/t/")
-    return f"{parts.scheme}://{parts.netloc}{parts.path[:cut] if cut >= 0 else ''}"
