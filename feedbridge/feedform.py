@@ -97,7 +97,10 @@ def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Reco
     text = url.strip()
     if not text:
         return Recognised(None, "Paste the address of a forum page.")
-    parts = urlsplit(text if "://" in text else "https://" + text)
+    try:
+        parts = urlsplit(text if "://" in text else "https://" + text)
+    except ValueError:  # a host that NFKC-normalises to '/' or '?' ('．．／'), a broken IPv6 literal
+        return Recognised(None, f"{text[:80]} is not a web address.")
     host = (parts.netloc or "").lower()
     path = unquote(parts.path)
     forums = sorted(settings.forums, key=lambda f: len(f.key), reverse=True)
