@@ -66,6 +66,15 @@ def parse_listing(text: str | bytes, base_url: str | None = None, source_url: st
     own `**URL:**`, then from `source_url` (where the text was fetched from). Relative URLs in the plugin
     dialects are resolved against it.
     """
+    try:
+        return _parse_listing(text, base_url, source_url)
+    except NotAListError:
+        raise
+    except ValueError as exc:  # urlsplit/urljoin refuse a URL with `[` in its host (a broken IPv6 literal)
+        raise NotAListError(f"{_EXPECTED}: {exc}") from None
+
+
+def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | None) -> Listing:
     text = _as_text(text)
     lines = _unfold(text).split("\n")
     header, blocks, trailer = _split(lines)
@@ -83,7 +92,10 @@ def parse_listing(text: str | bytes, base_url: str | None = None, source_url: st
     topics: list[Topic] = []
     skipped = 0
     for block in blocks:
-        topic = _topic(block, base, plugin)
+        try:
+            topic = _topic(block, base, plugin)
+        except ValueError:  # one topic with an unparsable URL is a malformed block, not a broken list
+            topic = None
         if topic is None:
             skipped += 1
         else:
