@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
-from dataclasses import dataclass
 from email.utils import formatdate
 from urllib.parse import urlencode
 
-from cachetools import LRUCache
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import HTTPException
 
@@ -23,9 +20,10 @@ from . import __version__, pages
 from .backends import make_backends
 from .config import Settings
 from .fetch import Fetcher, UpstreamError
+from .hitpath import HitPath, Resolved, ResolvedUrls
 from .render import MEDIA_TYPES
 from .service import FeedService
-from .spec import FeedSpec, SpecError, parse_feed_request
+from .spec import SpecError, parse_feed_request
 
 log = logging.getLogger("feedbridge.web")
 bp = Blueprint("feeds", __name__)
@@ -38,7 +36,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["FEEDBRIDGE_SETTINGS"] = settings
     store, flight = make_backends(settings)
     app.extensions["feedbridge"] = FeedService(settings, store, Fetcher(settings), flight)
-    app.extensions["feedbridge.resolved"] = _Memo(LRUCache(maxsize=RESOLVED_URLS), threading.Lock())
+    app.extensions["feedbridge.resolved"] = urls = ResolvedUrls()
+    app.wsgi_app = HitPath(app.wsgi_app, app.extensions["feedbridge"], urls)  # type: ignore[method-assign]
     app.register_blueprint(pages.bp)
     app.register_blueprint(bp)
     app.before_request(_start_timer)
@@ -46,16 +45,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     return app
-
-
-RESOLVED_URLS = 4096
-"""Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Memo:
-    cache: LRUCache
-    lock: threading.Lock
 
 
 def service() -> FeedService:
@@ -67,16 +56,6 @@ def healthz() -> Response:
     svc = service()
     return jsonify(status="ok", version=__version__, forums=[f.key for f in svc.settings.forums],
                    topic_fetch_failures=svc.topic_failures)
-
-
-@dataclass(frozen=True, slots=True)
-class _Resolved:
-    """What a feed URL means: resolved once per distinct URL, so a cached hit skips validation and hashing."""
-
-    spec: FeedSpec
-    self_url: str
-    stylesheet_url: str | None
-    key: str
 
 
 @bp.get("/<path:path>")
@@ -119,11 +98,10 @@ def feed(path: str) -> Response:
     return response
 
 
-def _resolved(svc: FeedService, path: str) -> _Resolved | Response:
-    memo = current_app.extensions["feedbridge.resolved"]
-    memo_key = (request.host, request.full_path)
-    with memo.lock:
-        found = memo.cache.get(memo_key)
+def _resolved(svc: FeedService, path: str) -> Resolved | Response:
+    """The URL resolved once; later requests for it find it here (and the hit path finds it too)."""
+    urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
+    found = urls.get(request.environ)
     if found is not None:
         return found
     try:
@@ -133,9 +111,8 @@ def _resolved(svc: FeedService, path: str) -> _Resolved | Response:
     query = urlencode(spec.canonical_query())
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-    found = _Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet))
-    with memo.lock:
-        memo.cache[memo_key] = found
+    found = Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet))
+    urls.remember(request.environ, found)
     return found
 
 

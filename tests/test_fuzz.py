@@ -136,6 +136,8 @@ def test_mutated_fixtures_parse_or_are_refused_and_render_cleanly(text, with_bas
 @example("# t\n**URL:** https://f.example/latest.md\n## [a](https://f.example/t/a/1)\n"
          "**Last posted:** 0001-01-01T00:00:00+01:00\n")
 @example("# t\n**URL:** https://f.example/latest.md\n## [a](https://f.example/t/a/" + "9" * 5000 + ")\n")
+@example("# t\n**URL:** https://[x/latest.md\n## [a](https://f.example/t/a/1)\n")  # urlsplit: "Invalid IPv6 URL"
+@example("# x\n**URL:** /latest.md\n**Topics on this page:** 2\n## [a](//[]x/t/a/1)\n## [b](/t/b/2)\n")
 def test_arbitrary_text_parses_or_is_refused(text):
     check_pipeline(text)
 

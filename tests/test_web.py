@@ -382,3 +382,19 @@ def test_self_link_follows_the_host_and_urls_are_resolved_per_host(app):
     assert self_links(mine) == [url]
     assert other.content != mine.content
 
+
+
+def test_hits_on_the_hot_path_match_the_first_response(app, caplog):
+    caplog.set_level("INFO", logger="feedbridge")
+    url = app.feed_url(f"{COMPILER}.rss?limit=5")
+    miss, hit = get(url), get(url)
+    assert (miss.headers["x-feedbridge-cache"], hit.headers["x-feedbridge-cache"]) == ("miss", "hit")
+    assert hit.content == miss.content
+    for name in ("content-type", "etag", "last-modified", "cache-control", "vary", "content-length"):
+        assert hit.headers[name] == miss.headers[name], name
+    assert any("cache=hit" in r.getMessage() and "limit=5" in r.getMessage() for r in caplog.records)
+    # A browser still gets the readable media type, and a conditional request Werkzeug's 304.
+    browser = get(url, headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert browser.headers["content-type"] == "application/xml; charset=utf-8"
+    assert browser.content == miss.content
+    assert get(url, headers={"If-None-Match": hit.headers["etag"]}).status_code == 304

@@ -1,0 +1,96 @@
+"""The hot path: a fresh cached feed, for a URL already seen, is answered before Flask runs.
+
+Feed readers poll the same URLs every few minutes, so most requests are hits. A hit needs no routing,
+no validation and no request object: the URL was resolved to its cache key the first time (by the Flask
+view, which remembers it here), and the store has the bytes. Anything else — a conditional request
+(Werkzeug's `make_conditional` handles those), a browser asking for HTML, a miss, a stale copy, an
+error — goes to Flask as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from email.utils import formatdate
+from typing import Any
+
+from cachetools import LRUCache
+
+from .render import MEDIA_TYPES
+from .service import FeedService
+from .spec import FeedSpec
+
+log = logging.getLogger("feedbridge.web")
+
+RESOLVED_URLS = 4096
+"""Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""
+
+_PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What a feed URL means: its spec, its own URL (rel=self), its stylesheet and its cache key."""
+
+    spec: FeedSpec
+    self_url: str
+    stylesheet_url: str | None
+    key: str
+
+
+class ResolvedUrls:
+    """URL → `Resolved`, bounded (LRU) and thread-safe. Keyed by what the URL is in the WSGI environ."""
+
+    def __init__(self, size: int = RESOLVED_URLS):
+        self._cache: LRUCache = LRUCache(maxsize=size)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(environ: dict[str, Any]) -> tuple[str, str, str, str]:
+        return (environ.get("wsgi.url_scheme", "http"), environ.get("HTTP_HOST", ""),
+                environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
+
+    def get(self, environ: dict[str, Any]) -> Resolved | None:
+        with self._lock:
+            return self._cache.get(self.key(environ))
+
+    def remember(self, environ: dict[str, Any], resolved: Resolved) -> None:
+        with self._lock:
+            self._cache[self.key(environ)] = resolved
+
+
+class HitPath:
+    """WSGI middleware in front of the Flask app."""
+
+    def __init__(self, app: Callable, service: FeedService, urls: ResolvedUrls):
+        self.app = app
+        self.service = service
+        self.urls = urls
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        started = time.perf_counter()
+        if (environ.get("REQUEST_METHOD") != "GET" or any(h in environ for h in _PASS_HEADERS)
+                or "text/html" in environ.get("HTTP_ACCEPT", "")):
+            return self.app(environ, start_response)
+        resolved = self.urls.get(environ)
+        entry = self.service.fresh(resolved.key) if resolved is not None and resolved.spec.fmt != "html" else None
+        if entry is None:
+            return self.app(environ, start_response)
+        headers = [
+            ("Content-Type", MEDIA_TYPES[resolved.spec.fmt]),
+            ("Content-Length", str(len(entry.body))),
+            ("Vary", "Accept"),
+            ("ETag", f'"{entry.etag}"'),
+            ("Cache-Control", f"public, max-age={self.service.settings.cache_ttl}"),
+            ("X-Feedbridge-Cache", "hit"),
+        ]
+        if entry.last_modified is not None:
+            headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
+        start_response("200 OK", headers)
+        query = environ.get("QUERY_STRING")
+        log.info("GET %s%s 200 %.1fms cache=hit", environ.get("PATH_INFO", ""), f"?{query}" if query else "",
+                 (time.perf_counter() - started) * 1000)
+        return [entry.body]
