@@ -86,6 +86,7 @@ class HitPath:
             ("ETag", f'"{entry.etag}"'),
             ("Cache-Control", f"public, max-age={self.service.settings.cache_ttl}"),
             ("X-Feedbridge-Cache", "hit"),
+            ("X-Content-Type-Options", "nosniff"),
         ]
         if entry.last_modified is not None:
             headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))

@@ -209,6 +209,8 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
         return None
     raw_title = heading[4:cut]
     url = absolute(raw_url, base)
+    if not url.startswith(("http://", "https://")):
+        return None  # a javascript: or data: "topic" must never become a feed reader's link
     last_segment = url.partition("?")[0].partition("#")[0].rstrip("/").rpartition("/")[2]
     if not (last_segment.isascii() and last_segment.isdigit()) or len(last_segment) > 18:
         return None  # int() rejects non-ASCII digits like '²' and refuses over 4300 digits
@@ -257,7 +259,8 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
     link = _USER_LINK.match(value)
     if link:
-        return _unescape(link["name"]), absolute(link["url"], base)
+        profile = absolute(link["url"], base)
+        return _unescape(link["name"]), profile if profile.startswith(("http://", "https://")) else None
     if not value.startswith("@") or len(value) < 2:
         return None, None
     name = value[1:] if plugin else _unescape(value[1:])

@@ -152,6 +152,7 @@ def _start_timer() -> None:
 
 
 def _log_request(response: Response) -> Response:
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
     elapsed = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
     log.info("%s %s %s %.1fms cache=%s", request.method, request.full_path.rstrip("?"), response.status_code,
              elapsed, g.get("cache", "-"))

@@ -161,3 +161,12 @@ def test_bytes_input_is_decoded():
 
 def test_crlf_line_endings():
     assert listing_to_dict(parse_listing(C4.replace("\n", "\r\n"))) == listing_to_dict(parse_listing(C4))
+
+
+def test_non_web_urls_never_become_links():
+    text = C4.replace("(https://forum.example.org/t/release-notes-1-9/640)", "(javascript:alert(1)//640)").replace(
+        "(https://forum.example.org/u/bob)", "(data:text/html,x)")
+    listing = parse_listing(text)
+    assert 640 not in [t.id for t in listing.topics] and listing.skipped == 1
+    bob = next(t for t in listing.topics if t.author == "bob")
+    assert bob.author_url is None

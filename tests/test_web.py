@@ -398,3 +398,9 @@ def test_hits_on_the_hot_path_match_the_first_response(app, caplog):
     assert browser.headers["content-type"] == "application/xml; charset=utf-8"
     assert browser.content == miss.content
     assert get(url, headers={"If-None-Match": hit.headers["etag"]}).status_code == 304
+
+
+def test_every_response_says_nosniff(app):
+    url = app.feed_url("/latest.json")
+    for response in (get(url), get(url), get(f"{app.url}/healthz"), get(app.feed_url("/nope.atom"))):
+        assert response.headers["x-content-type-options"] == "nosniff"

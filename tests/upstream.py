@@ -576,7 +576,8 @@ def spawn(*options: str, port: int = 0, root: Path | str | None = None) -> Forum
     command = [sys.executable, "-m", "tests.upstream", "--port", str(port), *options]
     if root is not None:
         command += ["--root", str(root)]
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)  # clients hanging up mid-body are not news
     line = process.stdout.readline().strip() if process.stdout else ""
     if not line.startswith("http://"):
         process.kill()
