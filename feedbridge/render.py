@@ -237,6 +237,10 @@ def _clean_meta(meta: FeedMeta) -> FeedMeta:
 
 def _clean_topic(topic: Topic, forum_url: str) -> Topic:
     """Also fills what Atom and RSS cannot do without: a title and a link."""
+    texts = (topic.title, topic.url, topic.author, topic.author_url, topic.excerpt, topic.content_html,
+             topic.category, *topic.tags)
+    if topic.title.strip() and topic.url and all(t and not _XML_INVALID.search(t) or t is None for t in texts):
+        return topic  # the common case: nothing to remove, no copy to make
     return dataclasses.replace(
         topic,
         title=_clean(topic.title).strip() or f"Topic {topic.id}",
