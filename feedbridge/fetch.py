@@ -141,7 +141,7 @@ class Fetcher:
                                    last_modified=response.headers.get("Last-Modified")), ""
                 if status == 429:
                     wait = retry_after_seconds(response.headers.get("Retry-After"))
-                    raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}", retry_after=wait or 60.0)
+                    raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}", retry_after=60.0 if wait is None else wait)
                 if status in (404, 410):
                     raise UpstreamNotFound(f"upstream answered {status} for {url}")
                 if status != 200:

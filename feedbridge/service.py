@@ -165,12 +165,15 @@ class FeedService:
             next_page = numbers.stop
         return listings
 
-    def page(self, forum: Forum, url: str, stale_ok: bool = False) -> Listing:
-        """One parsed list page: from cache while fresh (or at any age with `stale_ok`), else fetched."""
+    def page(self, forum: Forum, url: str, stale_only: bool = False) -> Listing:
+        """One parsed list page: from cache while fresh, else fetched; with `stale_only`, any cached copy
+        or nothing (the forum just failed: asking it again would only double the load)."""
         key = "page:" + hashlib.sha256(url.encode()).hexdigest()[:32]
         cached: PageEntry | None = self.store.get(key)
-        if cached is not None and (stale_ok or time.time() - cached.stored_at < self.settings.cache_ttl):
+        if cached is not None and (stale_only or time.time() - cached.stored_at < self.settings.cache_ttl):
             return cached.listing
+        if stale_only:
+            raise UpstreamError(f"no copy of {url} to fall back on")
         entry: PageEntry = self.flight.do(
             key, lambda: self._fetch_page(key, forum, url, cached), self.settings.singleflight_wait,
             lambda: self.fresh(key),
@@ -194,7 +197,7 @@ class FeedService:
         try:
             return self.fetcher.get(forum, url, etag, last_modified)
         except UpstreamRateLimited as exc:
-            wait = exc.retry_after or 60.0
+            wait = 60.0 if exc.retry_after is None else exc.retry_after
             self.store.set(limited_key, time.time() + wait, wait)
             raise
 

@@ -404,3 +404,23 @@ def test_every_response_says_nosniff(app):
     url = app.feed_url("/latest.json")
     for response in (get(url), get(url), get(f"{app.url}/healthz"), get(app.feed_url("/nope.atom"))):
         assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_retry_after_zero_means_ask_again(app, upstream):
+    upstream.rate_limit("/latest.md", retry_after=0, times=1)
+    first = get(app.feed_url("/latest.atom"))
+    assert first.status_code == 503 and first.headers["retry-after"] == "1"
+    assert upstream.count("/latest.md") == 1  # a failure is not retried behind the reader's back
+    assert get(app.feed_url("/latest.atom")).status_code == 200
+    assert upstream.count("/latest.md") == 2
+
+
+def test_new_filter_on_a_failing_forum_is_built_from_stale_pages(upstream):
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+        upstream.fail(f"{COMPILER}.md", 500)
+        response = get(app.feed_url(f"{COMPILER}.json?author=jansel"))  # never built before
+    assert response.status_code == 200
+    assert response.headers["x-feedbridge-cache"] == "stale"
+    assert [i["authors"][0]["name"] for i in response.json()["items"]] == ["jansel"]
+    assert upstream.count(f"{COMPILER}.md") == 2  # the first build, and the one failed revalidation
