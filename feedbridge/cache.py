@@ -92,11 +92,6 @@ class MemoryStore:
         with self._lock:
             self._cache.pop(key, None)
 
-    @property
-    def bytes_used(self) -> int:
-        with self._lock:
-            return int(self._cache.currsize)
-
 
 def _sizeof(item: tuple[Any, float]) -> int:
     # Per-entry overhead (dicts, dataclasses, the key) is roughly constant; 512 bytes keeps the bound honest.

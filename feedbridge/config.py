@@ -27,11 +27,6 @@ class Forum:
         parts = urlsplit(self.base_url)
         return parts.netloc + parts.path.rstrip("/")
 
-    @property
-    def origin(self) -> str:
-        parts = urlsplit(self.base_url)
-        return f"{parts.scheme}://{parts.netloc}"
-
 
 def parse_forum(url: str) -> Forum:
     parts = urlsplit(url.strip())

@@ -6,7 +6,7 @@ downstream may mutate it; enrichment (full content) makes new copies with `datac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 
@@ -39,7 +39,6 @@ class Listing:
     previous_page_url: str | None = None
     # Topic blocks that were malformed and left out; a good list with a bad block is still a list.
     skipped: int = 0
-    warnings: tuple[str, ...] = field(default=())
 
 
 def iso_utc(moment: datetime | None) -> str | None:

@@ -117,7 +117,6 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
         next_page_url=next_url,
         previous_page_url=previous_url,
         skipped=skipped,
-        warnings=(f"skipped {skipped} malformed topic block(s)",) if skipped else (),
     )
 
 

@@ -37,7 +37,6 @@ def test_errors_name_the_variable(env, words):
         Settings.from_env(env)
 
 
-def test_forum_key_and_origin():
+def test_forum_key_keeps_the_subfolder():
     forum = parse_forum("https://Forum.example.org/community/")
-    assert (forum.base_url, forum.key, forum.origin) == (
-        "https://forum.example.org/community", "forum.example.org/community", "https://forum.example.org")
+    assert (forum.base_url, forum.key) == ("https://forum.example.org/community", "forum.example.org/community")
