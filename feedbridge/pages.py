@@ -167,13 +167,17 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
     try:
         _, topics = svc.topics(spec)
     except UpstreamError as exc:
-        return error_page(exc.status, exc.message)
+        try:  # like the feeds: the last good pages rather than an error, while there are any
+            _, topics = svc.topics(spec, stale_pages=True)
+        except UpstreamError:
+            return error_page(exc.status, exc.message)
     built.topics, built.total = topics, len(topics)
     html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
     response = _html(html)
     response.cache_control.public = True
     response.cache_control.max_age = svc.settings.cache_ttl
-    return response
+    response.add_etag()  # from the bytes, so a reload of an unchanged page is a 304
+    return response.make_conditional(request)
 
 
 def error_page(status: int, message: str) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import re
 from urllib.parse import quote
 
@@ -269,3 +270,17 @@ def test_browsers_get_feeds_as_xml_so_the_stylesheet_applies(client, key):
     assert client.get(f"/{key}/latest.atom", headers={"Accept": reader}).mimetype == "application/atom+xml"
     plain = client.get(f"/{key}/latest.rss", headers={"Accept": "*/*"})
     assert plain.mimetype == "application/rss+xml" and "Accept" in plain.headers["Vary"]
+
+
+def test_html_view_answers_conditional_requests_and_survives_an_outage(upstream):
+    from tests.appserver import running_app, settings_for
+
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        url = app.feed_url("/c/compiler/5.html")
+        first = httpx.get(url, timeout=10)
+        assert first.status_code == 200 and first.headers["etag"]
+        assert httpx.get(url, headers={"If-None-Match": first.headers["etag"]}, timeout=10).status_code == 304
+        upstream.fail("/c/compiler/5.md", 500)
+        during = httpx.get(url, timeout=10)
+        assert during.status_code == 200
+        assert "About the compiler category" in during.text
