@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import httpx
 import re
 from urllib.parse import quote
 
 import feedparser
+import httpx
 import pytest
 from lxml import etree, html
 
@@ -14,6 +14,7 @@ from feedbridge.categories import parse_categories
 from feedbridge.config import Settings, parse_forum
 from feedbridge.feedform import FeedForm, form_from_path, recognise
 from feedbridge.web import create_app
+from tests.appserver import running_app, settings_for
 from tests.upstream import DEFAULT_ROOT
 
 FORUM = "https://dev-discuss.pytorch.org"
@@ -273,8 +274,6 @@ def test_browsers_get_feeds_as_xml_so_the_stylesheet_applies(client, key):
 
 
 def test_html_view_answers_conditional_requests_and_survives_an_outage(upstream):
-    from tests.appserver import running_app, settings_for
-
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
         url = app.feed_url("/c/compiler/5.html")
         first = httpx.get(url, timeout=10)
