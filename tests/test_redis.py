@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -308,3 +311,36 @@ def test_64_cold_requests_on_two_instances_fetch_each_page_once(redis_server: Re
         targets = forum.control.stats()["targets"]
     assert statuses == [200] * 64
     assert targets == {page: 1 for page in FEEDS.values()}
+
+
+_OWNER = """
+import sys, time
+from feedbridge.redis_cache import RedisLink
+from feedbridge.redis_flight import RedisFlight
+
+flight = RedisFlight(RedisLink(sys.argv[1]), lock_ttl=1.0)
+
+def work():
+    print("locked", flush=True)
+    time.sleep(60)
+
+flight.do("page:killed-owner", work, 60, lambda: None)
+"""
+
+
+def test_lock_owner_killed_mid_fetch(redis_server: RedisServer) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER, redis_server.url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "locked"
+        owner.send_signal(signal.SIGKILL)  # dies holding the lock: no release, no cleanup
+        owner.wait(5)
+        calls: list[float] = []
+        started = time.monotonic()
+        flight = RedisFlight(RedisLink(redis_server.url), lock_ttl=1.0)
+        result = flight.do("page:killed-owner", lambda: calls.append(time.monotonic()) or "fetched", 5, lambda: None)
+        assert result == "fetched" and len(calls) == 1
+        # The survivor waited for the dead owner's lock to expire (1 s), not for its 60 s of work.
+        assert 0.3 <= calls[0] - started < 3
+    finally:
+        owner.kill()
+        owner.wait()
