@@ -93,6 +93,7 @@ class Settings:
             retries=_int(env, "FEEDBRIDGE_RETRIES", 2, 0, 5),
             content_default=content,
             topic_budget=_int(env, "FEEDBRIDGE_TOPIC_BUDGET", 30, 0, 200),
+            topic_ttl=_int(env, "FEEDBRIDGE_TOPIC_TTL", 7 * 24 * 3600, 60, 90 * 24 * 3600),
             log_level=env.get("FEEDBRIDGE_LOG_LEVEL", "INFO").upper(),
         )
 

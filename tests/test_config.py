@@ -16,7 +16,9 @@ def test_values_and_redis_url_fallback():
     settings = Settings.from_env({
         "FEEDBRIDGE_FORUMS": "http://127.0.0.1:8123  https://Example.COM/forum/",
         "FEEDBRIDGE_CACHE_TTL": "5", "FEEDBRIDGE_READ_TIMEOUT": "2.5", "REDIS_URL": "redis://r:6379/0",
+        "FEEDBRIDGE_TOPIC_BUDGET": "7", "FEEDBRIDGE_TOPIC_TTL": "3600", "FEEDBRIDGE_CONTENT": "full",
     })
+    assert (settings.topic_budget, settings.topic_ttl, settings.content_default) == (7, 3600, "full")
     assert [f.key for f in settings.forums] == ["127.0.0.1:8123", "example.com/forum"]
     assert settings.forum_for_key("example.com/forum").base_url == "https://example.com/forum"
     assert (settings.cache_ttl, settings.read_timeout, settings.cache_url) == (5, 2.5, "redis://r:6379/0")
