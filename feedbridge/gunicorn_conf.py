@@ -14,8 +14,9 @@ threads = int(os.environ.get("FEEDBRIDGE_THREADS", "8"))
 timeout = int(os.environ.get("FEEDBRIDGE_WORKER_TIMEOUT", "40"))
 graceful_timeout = 20
 keepalive = 5
-# feedbridge logs one line per request itself (with cache hit/miss); gunicorn's errors go to stdout too.
+# feedbridge logs one line per request itself (with cache hit/miss); gunicorn's own lines (boot, worker
+# restarts, errors) go to stdout too ("-" would be stderr), so a PaaS log drain sees one stream.
 accesslog = None
-errorlog = "-"
+errorlog = "/dev/stdout"
 loglevel = os.environ.get("FEEDBRIDGE_LOG_LEVEL", "info").lower()
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

@@ -160,10 +160,6 @@ def _log_request(response: Response) -> Response:
 
 
 def _configure_logging(level: str) -> None:
-    # Our format never shows the caller's file, thread or process; not collecting them makes the
-    # per-request log line a third cheaper (Python's logging HOWTO, "Optimization").
-    logging._srcfile = None  # type: ignore[attr-defined]
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stdout)

@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from typing import IO
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,16 +58,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def procfile_web(env: Mapping[str, str], port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Start the Procfile's `web:` command exactly as a PaaS would (shell, $PORT), and wait until it answers."""
+def procfile_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str] | None = None,
+                 stderr: IO[str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start the Procfile's `web:` command exactly as a PaaS would (shell, $PORT), and wait until it answers.
+
+    Its output goes to files (by default one temporary file for both streams), never to a pipe: a chatty
+    server must never block on a pipe nobody reads.
+    """
     command = (PROJECT_ROOT / "Procfile").read_text().split("web:", 1)[1].strip()
     port = port or free_port()
     full_env = {**os.environ, **env, "PORT": str(port)}
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
-    # Output goes to a file, not a pipe: a chatty server must never block on a pipe nobody reads.
-    log = tempfile.TemporaryFile("w+")
+    log = stdout or tempfile.TemporaryFile("a+")  # append: gunicorn reopens /dev/stdout with its own offset
     process = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], cwd=PROJECT_ROOT, env=full_env,
-                               stdout=log, stderr=subprocess.STDOUT, text=True)
+                               stdout=log, stderr=stderr or subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

@@ -360,15 +360,23 @@ def test_one_log_line_per_request_and_fetch(app, capsys, caplog):
     assert len(fetches) == 1
 
 
-def test_procfile_serves_a_feed_through_gunicorn(upstream):
+def test_procfile_serves_a_feed_through_gunicorn(upstream, tmp_path):
     env = {"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "2"}
-    with procfile_web(env) as (url, _process):
-        forum = upstream.url.split("//", 1)[1]
-        response = get(f"{url}/{forum}{COMPILER}.atom")
-        assert response.status_code == 200
-        assert feedparser.parse(response.content).bozo == 0
-        assert get(f"{url}/healthz").json()["status"] == "ok"
-        assert get(f"{url}/{forum}/latest.atom?limit=x").status_code == 400
+    # Append mode, as a pipe would behave: gunicorn reopens /dev/stdout, and two offsets must not overwrite.
+    with open(tmp_path / "out", "a+") as out, open(tmp_path / "err", "a+") as err:
+        with procfile_web(env, stdout=out, stderr=err) as (url, _process):
+            forum = upstream.url.split("//", 1)[1]
+            response = get(f"{url}/{forum}{COMPILER}.atom")
+            assert response.status_code == 200
+            assert feedparser.parse(response.content).bozo == 0
+            assert get(f"{url}/healthz").json()["status"] == "ok"
+            assert get(f"{url}/{forum}/latest.atom?limit=x").status_code == 400
+    stdout, stderr = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+    # Logs on stdout, one stream for a PaaS drain: ours (requests, fetches) and gunicorn's own.
+    assert f"GET /{forum}{COMPILER}.atom 200" in stdout and "cache=miss" in stdout
+    assert f"upstream GET {upstream.url}{COMPILER}.md -> 200" in stdout
+    assert "Booting worker" in stdout and "Worker exiting" in stdout
+    assert stderr == ""
 
 
 def test_self_link_follows_the_host_and_urls_are_resolved_per_host(app):
