@@ -7,7 +7,34 @@ import re
 from datetime import datetime, timezone
 from urllib.parse import urljoin, urlsplit
 
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
 _ROUTE_START = re.compile(r"/(?:c|tag|tags|latest|top|hot|new|unread|categories|u|t)(?:[/.?]|$)")
+
+
+def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: str) -> str:
+    """The text without leading blanks, or `error` saying what came instead of Discourse Markdown.
+
+    Forums answer with login pages, JSON errors and binary as readily as with Markdown; both parsers
+    refuse them the same way, with a message naming what was seen. Line ends come back as `\\n`.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{expected}, got bytes that are not UTF-8 text ({exc.reason} at {exc.start})") from None
+    if len(text) > max_chars:
+        raise error(f"{expected}, got {len(text)} characters (limit {max_chars})")
+    head = text.lstrip("\ufeff \t\r\n")
+    if not head:
+        raise error(f"{expected}, got an empty body")
+    if head.find("\x00", 0, 4096) >= 0 or len(_NOT_TEXT.findall(head, 0, 4096)) > 8:
+        raise error(f"{expected}, got binary data")
+    lowered = head[:256].lower()
+    if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
+        raise error(f"{expected}, got an HTML document (a login page or an error page?)")
+    if head[0] in "{[":
+        raise error(f"{expected}, got JSON")
+    return head.replace("\r\n", "\n") if "\r" in head else head
 
 
 def utc(value: str) -> datetime | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
-from .markdown_fields import absolute, derive_base, utc
+from .markdown_fields import absolute, derive_base, sniff, utc
 from .models import Listing, Topic
 
 log = logging.getLogger(__name__)
@@ -121,28 +121,12 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
 
 
 def _as_text(text: str | bytes) -> str:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NotAListError(f"{_EXPECTED}, got bytes that are not UTF-8 text ({exc.reason} at {exc.start})") from None
-    if len(text) > MAX_TEXT_CHARS:
-        raise NotAListError(f"{_EXPECTED}, got {len(text)} characters (limit {MAX_TEXT_CHARS})")
-    head = text.lstrip("\ufeff \t\r\n")
-    if not head:
-        raise NotAListError(f"{_EXPECTED}, got an empty body")
-    if text.find("\x00", 0, 4096) >= 0:
-        raise NotAListError(f"{_EXPECTED}, got binary data")
-    lowered = head[:256].lower()
-    if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
-        raise NotAListError(f"{_EXPECTED}, got an HTML document (a login page or an error page?)")
-    if head[0] in "{[":
-        raise NotAListError(f"{_EXPECTED}, got JSON")
+    head = sniff(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED)
     newline = head.find("\n")
     first = head if newline < 0 else head[:newline]
     if not first.startswith("# ") or head.find("**URL:**", 0, 4096) < 0:
         raise NotAListError(f"{_EXPECTED}, got text starting {first[:60]!r}")
-    return head.replace("\r\n", "\n") if "\r" in head else head
+    return head
 
 
 def _unfold(text: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from .markdown_fields import absolute, derive_base, utc
+from .markdown_fields import absolute, derive_base, sniff, utc
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 """A page holds at most a few dozen posts of at most ~32k characters each; more is not a topic page."""
@@ -67,7 +67,6 @@ _SEPARATOR_AT_END = re.compile(r"(?:\A|\s)---\Z")
 _PAGE_LINKS_AT_END = re.compile(r"(?:\s*(?:·\s*)?\[[^\[\]\n]{1,80}\]\([^()\s]*\.md(?:\?[^()\s]*)?\))+\s*\Z")
 _PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*\.md(?:\?[^()\s]*)?)\)")
 _ESCAPED = re.compile(r"\\([\\`*_\[\]<>#\->])")
-_NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
 _META_MAX_LINES = 12
 
 
@@ -129,26 +128,10 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
 
 def _as_text(text: str | bytes) -> str:
     """Refuse what an upstream answers instead of a topic (login page, JSON error, binary) with a reason."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NotATopicError(f"{_EXPECTED}, got bytes that are not UTF-8 text ({exc.reason})") from None
-    if len(text) > MAX_TEXT_CHARS:
-        raise NotATopicError(f"{_EXPECTED}, got {len(text)} characters (limit {MAX_TEXT_CHARS})")
-    head = text.lstrip("\ufeff \t\r\n")
-    if not head:
-        raise NotATopicError(f"{_EXPECTED}, got an empty body")
-    start = head[:4096]
-    if "\x00" in start or len(_NOT_TEXT.findall(start)) > 8:
-        raise NotATopicError(f"{_EXPECTED}, got binary data")
-    if start[:256].lower().startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
-        raise NotATopicError(f"{_EXPECTED}, got an HTML document (a login or error page?)")
-    if head[0] in "{[":
-        raise NotATopicError(f"{_EXPECTED}, got JSON")
+    head = sniff(text, MAX_TEXT_CHARS, NotATopicError, _EXPECTED)
     if not head.startswith("# "):
         raise NotATopicError(f"{_EXPECTED}, got text starting {head[:60]!r}")
-    return head.replace("\r\n", "\n")
+    return head
 
 
 def _meta_spans(lines: list[str], pristine: bool) -> list[tuple[int, int]]:
