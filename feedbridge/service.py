@@ -57,7 +57,7 @@ class FeedService:
         """`key` is `feed_key(...)` when the caller already has it (the web layer memoizes it per URL)."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
         cached: FeedEntry | None = self.store.get(key)
-        if cached is not None and time.time() - cached.stored_at < self.settings.cache_ttl:
+        if self._is_fresh(cached):
             return FeedResult(cached, "hit")
         try:
             entry = self.flight.do(key, lambda: self._build(key, spec, self_url, stylesheet_url),
@@ -170,7 +170,7 @@ class FeedService:
         or nothing (the forum just failed: asking it again would only double the load)."""
         key = "page:" + hashlib.sha256(url.encode()).hexdigest()[:32]
         cached: PageEntry | None = self.store.get(key)
-        if cached is not None and (stale_only or time.time() - cached.stored_at < self.settings.cache_ttl):
+        if cached is not None and (stale_only or self._is_fresh(cached)):
             return cached.listing
         if stale_only:
             raise UpstreamError(f"no copy of {url} to fall back on")
@@ -183,9 +183,10 @@ class FeedService:
     def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
         entry = self.store.get(key)
-        if entry is not None and time.time() - entry.stored_at < self.settings.cache_ttl:
-            return entry
-        return None
+        return entry if self._is_fresh(entry) else None
+
+    def _is_fresh(self, entry: Any) -> bool:
+        return entry is not None and time.time() - entry.stored_at < self.settings.cache_ttl
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait."""
