@@ -29,6 +29,8 @@ from feedbridge.models import Listing, Topic
 from feedbridge.parser import NotAListError, parse_listing
 from feedbridge.render import FORMATS, FeedMeta, render
 
+from .test_parser import parse_both_ways
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SAMPLES = sorted(p for p in FIXTURES.rglob("*.md") if p.name != "README.md")
 TEXTS = [p.read_text() for p in SAMPLES]
@@ -126,6 +128,13 @@ def check_pipeline(text: str | bytes, base_url: str | None = BASE) -> None:
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(mutated_fixture(), st.booleans())
+def test_fast_path_and_line_loop_agree_on_mutated_fixtures(text, with_base):
+    fast, general, _ = parse_both_ways(text, BASE if with_base else None)
+    assert fast == general
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutated_fixture(), st.booleans())
 def test_mutated_fixtures_parse_or_are_refused_and_render_cleanly(text, with_base):
     check_pipeline(text, BASE if with_base else None)
 
@@ -185,6 +194,11 @@ PATHOLOGICAL: dict[str, Callable[[int], str]] = {
     "unclosed heading": lambda n: HEAD + "## [" + _bulk("](x", n) + "\n",
     "flattened separators": lambda n: HEAD + _bulk(" --- ## [", n),
     "row markers": lambda n: HEAD + _bulk("**", n),
+    # the fast path's one regex over a whole topic block
+    "escaped heading": lambda n: HEAD + "## [" + _bulk("\\a", n) + f"]({BASE}/t/a/1)\n",
+    "topic url of slashes and digits": lambda n: HEAD + f"## [a]({BASE}" + _bulk("/1//", n) + "x)\n",
+    "metadata divs": lambda n: HEAD + f"## [a]({BASE}/t/a/1)\n" + _bulk('<div class="topic-metadata">\n', n),
+    "escaped author": lambda n: HEAD + f"## [a]({BASE}/t/a/1)\n**Author:** [@" + _bulk("\\]", n) + "\n",
     "tags": lambda n: "# T\n**URL:** /latest.md\n**Topics on this page:** 1\n## [a](/t/a/1)\n" + _bulk("<", n),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -169,3 +170,73 @@ def test_non_web_urls_never_become_links():
     assert 640 not in [t.id for t in listing.topics] and listing.skipped == 1
     bob = next(t for t in listing.topics if t.author == "bob")
     assert bob.author_url is None
+
+
+ALL_LISTS = sorted(p for p in FIXTURES.rglob("*.md") if p.read_text().startswith("# ") and "**URL:**" in p.read_text()[:4096])
+
+
+def parse_both_ways(text: str, base_url: str | None):
+    """(fast result, general-path result, topics the fast path read); a refusal is the exception's text."""
+    from feedbridge import parser
+
+    matched = []
+    real = parser._C4_TOPIC
+
+    class Counting:
+        def match(self, chunk: str):
+            found = real.match(chunk)
+            matched.extend([found] if found else [])
+            return found
+
+    def outcome():
+        try:
+            return parse_listing(text, base_url=base_url)
+        except NotAListError as exc:
+            return str(exc)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parser, "_C4_TOPIC", Counting())
+        fast = outcome()
+        patch.setattr(parser, "_C4_TOPIC", re.compile(r"(?!)"))  # never matches: every block takes the line loop
+        general = outcome()
+    return fast, general, len(matched)
+
+
+@pytest.mark.parametrize("base", [None, "https://forum.example.org"])
+@pytest.mark.parametrize("path", ALL_LISTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fast_path_reads_every_fixture_as_the_line_loop_does(path: Path, base: str | None):
+    fast, general, _ = parse_both_ways(path.read_text(), base)
+    assert fast == general
+
+
+def test_fast_path_takes_the_current_layout_pristine_and_flattened():
+    for name in ("widgets-c4.md", "widgets-c4-flattened.md"):
+        text = (FIXTURES / "dialects" / name).read_text()
+        fast, general, matched = parse_both_ways(text, None)
+        assert fast == general
+        with_author = sum(1 for t in fast.topics if t.author)
+        assert matched == with_author > 0, name  # deleted authors are left to the line loop
+    fast, _, matched = parse_both_ways((FIXTURES / "dev-discuss-compiler.md").read_text(), None)
+    assert matched == len(fast.topics) == 30
+
+
+@pytest.mark.parametrize("block, why", [
+    ("**Author:** [@a](https://f.org/u/a)\\\n**Author:** 5\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n",
+     "a second Author row"),
+    ("**Author:** [@](https://f.org/u/a)\\\n**Replies:** 5\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n",
+     "an empty name"),
+    ("**Author:** [@a](https://f.org/u/a)\\\n**Replies:** ５\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n",
+     "a full-width digit"),
+    ("**Author:** [@a](https://f.org/u/a)\\\n**Replies:** 5\\\n**Last updated:** [x](u \"not a time\")\n",
+     "a bad timestamp"),
+    ("**Author:** [@a](https://f.org/u/a)\\\n**Replies:** 5\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n**Tags:** x\n",
+     "a fourth row"),
+    ("**Author:** [@a](javascript:alert(1))\\\n**Replies:** 5\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n",
+     "a script profile link"),
+])
+@pytest.mark.parametrize("url", ["https://f.org/t/a/7", "https://f.org/t/a/7?page=2", "https://f.org/t/a/7//",
+                                 "https://f.org/t/a/7?u=/8", "/t/a/7"])
+def test_fast_path_agrees_on_blocks_near_its_shape(block, why, url):
+    text = f"# T\n\n**URL:** https://f.org/latest.md\n\n---\n\n## [A \\[b\\] title]({url})\n\n{block}\nexcerpt\n\n---\n"
+    fast, general, _ = parse_both_ways(text, None)
+    assert fast == general, why
