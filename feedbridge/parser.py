@@ -246,13 +246,14 @@ def _c4_topic(match: re.Match, base: str) -> Topic | None:
         return None
     text, end = match.string, match.end()
     tail = _C4_TAIL.match(text, end)
-    line = tail["excerpt"].strip() if tail and tail["excerpt"] else ""
-    if tail is None or (line and _is_layout(line)):
-        excerpt_lines = _excerpt_lines(text[end:].split("\n"))
+    line = (tail["excerpt"] or "").strip() if tail else ""
+    if tail and (not line or (line[:2] != "**" and "page=" not in line and not _is_layout(line))):
+        excerpt = " ".join(_unescape(line).split()) or None  # `_excerpt` of this one line
     else:
-        excerpt_lines = [line] if line else []
-    if excerpt_lines and excerpt_lines[0][:2] == "**":
-        return None  # the line loop would read a fourth row there
+        excerpt_lines = _excerpt_lines(text[end:].split("\n"))
+        if excerpt_lines and excerpt_lines[0][:2] == "**":
+            return None  # the line loop would read a fourth row there
+        excerpt = _excerpt(excerpt_lines, False)
     profile = absolute(profile, base)
     return Topic(
         id=int(topic_id),
@@ -262,7 +263,7 @@ def _c4_topic(match: re.Match, base: str) -> Topic | None:
         author_url=profile if profile.startswith(("http://", "https://")) else None,
         replies=int(replies),
         last_posted_at=moment,
-        excerpt=_excerpt(excerpt_lines, False),
+        excerpt=excerpt,
     )
 
 
