@@ -56,9 +56,10 @@ _C4_TOPIC = re.compile(
     r"\*\*Author:\*\* \[@(?!\])(?P<name>[^\[\]\\\n]*(?:\\.[^\[\]\\\n]*)*)\]\((?P<profile>[^()\s]+)\)\\\n"
     r"\*\*(?!Author:\*\*)[^*\n]{1,80}:\*\* (?P<replies>[0-9]{1,9})\\\n"
     r'\*\*(?!Author:\*\*)[^*\n]{1,80}:\*\* \[[^\[\]\\\n]*(?:\\.[^\[\]\\\n]*)*\]\([^()\s]+ "(?P<iso>[^"\n]+)"\)\n'
+    # then the closing `</div>`, one line of excerpt (or none) and the separator; `ended` is set only when
+    # the block ends there (the list's last block, followed by its page links, does not)
+    r"(?:(?:\n|</div>\n)*(?:(?P<excerpt>[^\n]+)\n)?\n*---\n?\Z(?P<ended>))?"
 )
-# What usually follows the rows: the closing `</div>`, one line of excerpt (or none), the separator.
-_C4_TAIL = re.compile(r"(?:\n|</div>\n)*(?:(?P<excerpt>[^\n]+)\n)?\n*---\n?\Z")
 _ESCAPE = re.compile(r"\\(.)")
 _escaped_char = operator.itemgetter(1)
 _TAG = re.compile(r"<[^<>]*>")
@@ -239,21 +240,13 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
 
 def _c4_topic(match: re.Match, base: str) -> Topic | None:
     """The fast path's topic, or None where the general path must decide (it may still refuse the block)."""
-    title, url, topic_id, name, profile, replies, iso = match.group(
-        "title", "url", "id", "name", "profile", "replies", "iso")
+    title, url, topic_id, name, profile, replies, iso, excerpt, ended = match.groups()
     moment = utc(iso)
-    if moment is None:
-        return None
-    text, end = match.string, match.end()
-    tail = _C4_TAIL.match(text, end)
-    line = (tail["excerpt"] or "").strip() if tail else ""
-    if tail and (not line or (line[:2] != "**" and "page=" not in line and not _is_layout(line))):
-        excerpt = " ".join(_unescape(line).split()) or None  # `_excerpt` of this one line
-    else:
-        excerpt_lines = _excerpt_lines(text[end:].split("\n"))
-        if excerpt_lines and excerpt_lines[0][:2] == "**":
-            return None  # the line loop would read a fourth row there
-        excerpt = _excerpt(excerpt_lines, False)
+    excerpt = excerpt.strip() if excerpt else ""
+    if moment is None or ended is None or (
+        excerpt and (excerpt[:2] == "**" or "page=" in excerpt or _is_layout(excerpt))
+    ):
+        return None  # a bad time, the last block's page links, or what may be a fourth row
     profile = absolute(profile, base)
     return Topic(
         id=int(topic_id),
@@ -263,12 +256,8 @@ def _c4_topic(match: re.Match, base: str) -> Topic | None:
         author_url=profile if profile.startswith(("http://", "https://")) else None,
         replies=int(replies),
         last_posted_at=moment,
-        excerpt=excerpt,
+        excerpt=" ".join(_unescape(excerpt).split()) or None,  # `_excerpt` of this one line
     )
-
-
-def _excerpt_lines(lines: list[str]) -> list[str]:
-    return [stripped for line in lines if (stripped := line.strip()) and not _is_layout(stripped)]
 
 
 def _is_layout(stripped: str) -> bool:
