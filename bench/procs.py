@@ -100,6 +100,15 @@ def worker_pids(master: int) -> list[int]:
         return []
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a server process and its live workers (gunicorn and `php -S` both pre-fork)."""
+    total = 0.0
+    for process in (pid, *worker_pids(pid)):
+        fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import shutil
+import subprocess
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -39,7 +40,8 @@ def available() -> bool:
     return (INSTALLED / "index.php").exists() and shutil.which("php") is not None
 
 
-def start(procs: Procs) -> str:
+def start(procs: Procs) -> tuple[str, subprocess.Popen]:
+    """RSS-Bridge's URL and its `php -S` process (the parent of its workers)."""
     root = procs.workdir / "rss-bridge"
     own = {"cache", "config.ini.php", "whitelist.txt"}  # links into /etc and /var in the package
     shutil.copytree(INSTALLED, root, ignore=lambda folder, names: own & set(names) if Path(folder) == INSTALLED else ())
@@ -49,9 +51,9 @@ def start(procs: Procs) -> str:
     port = free_port()
     command = ["php", "-d", "opcache.enable_cli=1", "-d", "display_errors=0", "-S", f"127.0.0.1:{port}",
                "-t", str(root)]
-    procs.start("rss-bridge", command, f"http://127.0.0.1:{port}/", {"PHP_CLI_SERVER_WORKERS": str(PHP_WORKERS)},
-                cwd=root)
-    return f"http://127.0.0.1:{port}"
+    process = procs.start("rss-bridge", command, f"http://127.0.0.1:{port}/",
+                          {"PHP_CLI_SERVER_WORKERS": str(PHP_WORKERS)}, cwd=root)
+    return f"http://127.0.0.1:{port}", process
 
 
 def feed_url(bridge: str, page_url: str, cold: bool) -> str:

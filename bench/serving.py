@@ -18,7 +18,7 @@ from feedbridge.parser import parse_listing
 
 from . import rssbridge
 from .harness import Context, Row
-from .procs import Procs, rss_bytes, worker_pids, wrk_compare
+from .procs import Procs, cpu_seconds, rss_bytes, worker_pids, wrk_compare
 
 HIT_RPS_TARGET, HIT_P99_TARGET = 0.9, 1.5
 COLD_TARGET, CACHED_RPS_TARGET = 0.8, 2.0
@@ -69,54 +69,77 @@ def cold_section(ctx: Context) -> list[Row]:
     if not rssbridge.available() or shutil.which("wrk") is None:
         ctx.notes.append("2: not measured: rss-bridge, php or wrk is not installed (bench/run installs them).")
         return []
-    per_round, rounds = ctx.loops(50, 3), ctx.loops(4, 1)
+    per_round, rounds = ctx.loops(50, 3), ctx.loops(6, 1)
     runs, seconds = _wrk_settings(ctx)
     with Procs(ctx.workdir) as procs:
         # No 304s: both sides must download and parse the page on every cold request.
         forum = procs.forum("--no-conditional")
-        listing = parse_listing(httpx.get(forum.url + "/c/compiler/5.md", timeout=10).text, base_url=forum.url)
+        page = forum.url + "/c/compiler/5.md"
+        markdown = httpx.get(page, timeout=10).text
+        listing = parse_listing(markdown, base_url=forum.url)
+        # Both pages from the forum's memory, so neither side's fetch includes the other's disk reads.
+        forum.control.set_body("/c/compiler/5.md", markdown)
         forum.control.set_body("/c/compiler/5.html", rssbridge.as_html(listing))
         forums = {"FEEDBRIDGE_FORUMS": forum.url}
-        cold, _ = procs.gunicorn("feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
-                                                      "FEEDBRIDGE_STALE_TTL": "0"})
+        cold, cold_server = procs.gunicorn("feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
+                                                                "FEEDBRIDGE_STALE_TTL": "0"})
         warm, _ = procs.gunicorn("feedbridge-warm", forums)
-        bridge = rssbridge.start(procs)
+        floor, floor_server = procs.gunicorn("floor", {"BENCH_PAGE_URL": page}, app="bench.floor:app",
+                                             ready_path="/feed")
+        bridge, bridge_server = rssbridge.start(procs)
         path = _feed_path(forum.url, "c/compiler/5.atom")
-        urls = {"feedbridge": cold + path, "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", True)}
+        urls = {"feedbridge": cold + path, "floor": floor + "/feed",
+                "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", True)}
+        servers = {"feedbridge": cold_server.pid, "floor": floor_server.pid, "rss-bridge": bridge_server.pid}
         for name, url in urls.items():  # the same 30 entries, in feeds a reader accepts
             parsed = feedparser.parse(_get(url).content)
             if parsed.bozo or len(parsed.entries) != len(listing.topics):
                 raise RuntimeError(f"{name}: {len(parsed.entries)} entries, bozo={parsed.bozo}: {url}")
         forum.control.reset()
         latencies: dict[str, list[float]] = {name: [] for name in urls}
+        cpu = dict.fromkeys(urls, 0.0)
+        names = list(urls)
         with httpx.Client(timeout=30) as client:
             for i in range(rounds):
-                for name in (list(urls) if i % 2 == 0 else list(reversed(urls))):
+                for name in names[i % len(names):] + names[: i % len(names)]:
+                    before = cpu_seconds(servers[name])
                     for _ in range(per_round):
                         start = time.perf_counter()
                         client.get(urls[name]).raise_for_status()
                         latencies[name].append(time.perf_counter() - start)
-        fetched = {"feedbridge": forum.control.count("/c/compiler/5.md"),
-                   "rss-bridge": forum.control.count("/c/compiler/5.html")}
-        for name, count in fetched.items():
-            if count != per_round * rounds:
-                raise RuntimeError(f"{name}: {count} upstream fetches for {per_round * rounds} cold requests")
+                    cpu[name] += cpu_seconds(servers[name]) - before
+        requests = per_round * rounds
+        fetched = {"feedbridge and floor": (forum.control.count("/c/compiler/5.md"), 2 * requests),
+                   "rss-bridge": (forum.control.count("/c/compiler/5.html"), requests)}
+        for name, (count, expected) in fetched.items():
+            if count != expected:
+                raise RuntimeError(f"{name}: {count} upstream fetches for {expected} cold requests")
         cached = {"feedbridge": warm + path, "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", False)}
         for url in cached.values():
             _get(url)
         throughput = wrk_compare(cached, runs, seconds)
-    ours, peer = (statistics.median(latencies[n]) * 1e3 for n in urls)
+    ours, base, peer = (statistics.median(latencies[n]) * 1e3 for n in urls)
+    ours_cpu, base_cpu, peer_cpu = (cpu[n] / requests * 1e3 for n in urls)
     ours_rps, peer_rps = throughput["feedbridge"].rps, throughput["rss-bridge"].rps
-    ctx.notes.append(f"2: cold = {per_round * rounds} sequential requests per side in {rounds} alternating rounds, "
-                     "client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 and FEEDBRIDGE_STALE_TTL=0 "
-                     "(nothing is stored), RSS-Bridge (Debian 2022-01-20, XPath bridge, Atom) with "
-                     f"`_cache_timeout=0`; the fake forum never answers 304 and logged exactly one page fetch per "
-                     f"cold request on each side. RSS-Bridge runs under `php -S` with opcache and "
-                     f"PHP_CLI_SERVER_WORKERS={rssbridge.PHP_WORKERS}; cached = wrk as in 1 against RSS-Bridge's "
-                     "file cache (its default 1 h timeout) and feedbridge's default settings.")
+    ctx.notes.append(f"2: cold = {requests} sequential requests per side in {rounds} rounds of {per_round} (order "
+                     "rotated), client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 and "
+                     "FEEDBRIDGE_STALE_TTL=0 (nothing is stored), RSS-Bridge (Debian 2022-01-20, XPath bridge, Atom) "
+                     "with `_cache_timeout=0`; the fake forum serves both pages from memory, never answers 304 and "
+                     "logged exactly one page fetch per cold request on each side. RSS-Bridge runs under `php -S` "
+                     f"with opcache and PHP_CLI_SERVER_WORKERS={rssbridge.PHP_WORKERS}; cached = wrk as in 1 against "
+                     "RSS-Bridge's file cache (its default 1 h timeout) and feedbridge's default settings.")
+    ctx.notes.append(f"2: library floor = `bench/floor.py` under the same gunicorn settings: per request an httpx "
+                     "fetch of the same page and a feedgen Atom render of the same 30 topics (parsed once at start), "
+                     "nothing else. Server CPU = user + system time of the server's processes (/proc) over the "
+                     f"cold requests, per request: feedbridge {ours_cpu:.2f} ms, floor {base_cpu:.2f} ms, "
+                     f"RSS-Bridge {peer_cpu:.2f} ms.")
     return [
         Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
             ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
+        Row("2", "library floor of a cold feed (gunicorn + Flask + httpx + feedgen, no feedbridge code) vs "
+            "RSS-Bridge, median latency", base, peer, "ms", base / peer, "(reference)", None),
+        Row("2", "server CPU per cold request vs RSS-Bridge", ours_cpu, peer_cpu, "ms", ours_cpu / peer_cpu,
+            "(reference)", None),
         Row("2", "cached feed vs RSS-Bridge cached, requests/s", ours_rps, peer_rps, "req/s", ours_rps / peer_rps,
             f"≥ {CACHED_RPS_TARGET:g}×", ours_rps / peer_rps >= CACHED_RPS_TARGET),
     ]
