@@ -1,40 +1,72 @@
-"""A feedgen extension for `slash:comments`, the reply count that feed readers show next to an entry.
+"""feedgen extensions for the two per-entry elements feedgen has no cheap way to write.
 
-feedgen ships no Slash module. The feed-level half only declares the `slash` prefix on the root element,
-so each entry's element reuses it instead of repeating an `xmlns` declaration per entry.
+`slash:comments` is the reply count that feed readers show next to an entry; feedgen ships no Slash
+module. `dc:creator` is RSS's author by name (RSS's own `<author>` must be an e-mail address); feedgen's
+Dublin Core module writes it too, but walks all fifteen DC terms for every item, a fifth of an RSS render.
+Each feed-level half only declares its prefix on the root element, so entries reuse it instead of
+repeating an `xmlns` declaration per entry.
+
+Register a pair with `FeedGenerator.register_extension(prefix, FeedHalf, EntryHalf)`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from feedgen.ext.base import BaseEntryExtension, BaseExtension
 from lxml import etree
 
 SLASH_NS = "http://purl.org/rss/1.0/modules/slash/"
-_COMMENTS_TAG = f"{{{SLASH_NS}}}comments"
+DC_NS = "http://purl.org/dc/elements/1.1/"
 
 
-class SlashExtension(BaseExtension):
-    """Register with `FeedGenerator.register_extension("slash", SlashExtension, SlashEntryExtension)`."""
+class _Namespace(BaseExtension):
+    prefix: str
+    uri: str
 
     def extend_ns(self) -> dict[str, str]:
-        return {"slash": SLASH_NS}
+        return {self.prefix: self.uri}
 
 
-class SlashEntryExtension(BaseEntryExtension):
-    """`entry.slash.comments(n)`; nothing is written while the count is unknown (None)."""
+class _OneElement(BaseEntryExtension):
+    """One optional element per entry; nothing is written while its value is unknown (None)."""
+
+    tag: str
 
     def __init__(self) -> None:
-        self._comments: int | None = None
+        self._value: Any = None
 
-    def comments(self, count: int | None = None) -> int | None:
-        if count is not None:
-            self._comments = count
-        return self._comments
+    def _set(self, value: Any) -> Any:
+        if value is not None:
+            self._value = value
+        return self._value
 
     def _extend(self, entry: etree._Element) -> etree._Element:
-        if self._comments is not None:
-            etree.SubElement(entry, _COMMENTS_TAG).text = str(self._comments)
+        if self._value is not None:
+            etree.SubElement(entry, self.tag).text = str(self._value)
         return entry
 
     extend_atom = _extend
     extend_rss = _extend
+
+
+class SlashExtension(_Namespace):
+    prefix, uri = "slash", SLASH_NS
+
+
+class SlashEntryExtension(_OneElement):
+    tag = f"{{{SLASH_NS}}}comments"
+
+    def comments(self, count: int | None = None) -> int | None:
+        return self._set(count)
+
+
+class CreatorExtension(_Namespace):
+    prefix, uri = "dc", DC_NS
+
+
+class CreatorEntryExtension(_OneElement):
+    tag = f"{{{DC_NS}}}creator"
+
+    def creator(self, name: str | None = None) -> str | None:
+        return self._set(name)

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from feedgen.feed import FeedGenerator
 
 from . import PROJECT_URL, __version__
-from .feedgen_ext import SlashEntryExtension, SlashExtension
+from .feedgen_ext import CreatorEntryExtension, CreatorExtension, SlashEntryExtension, SlashExtension
 from .models import Topic, iso_utc
 
 FORMATS = ("atom", "rss", "json")
@@ -97,7 +97,7 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
     fg = _feed_generator(meta, topics, "rss")
-    fg.load_extension("dc")  # dc:creator: RSS's own <author> must be an e-mail address
+    fg.register_extension("dc", CreatorExtension, CreatorEntryExtension, atom=False)
     fg.generator(f"feedbridge {__version__} ({PROJECT_URL})")
     for topic in topics:
         entry = _add_entry(fg, meta.forum_url, topic)
@@ -105,7 +105,7 @@ def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
         # readers that link the guid still land on the topic.
         entry.guid(entry.id(), permalink=True)
         if topic.author:
-            entry.dc.dc_creator(topic.author)
+            entry.dc.creator(topic.author)
         if topic.excerpt:
             # <description> is HTML by RSS convention; escape the plain-text excerpt so `a<b` stays text.
             entry.summary(html.escape(topic.excerpt, quote=False))
