@@ -24,3 +24,23 @@ def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, 
         assert float(cells[4].strip().rstrip("×")) > 0, cells
         assert cells[6].strip() in ("yes", "**MISSED**"), cells
     assert "| 3 |" in capsys.readouterr().out
+
+
+def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: Path) -> None:
+    """gunicorn, the fake forum, RSS-Bridge under php, Redis and wrk, each for a second or so: the harness
+    that the numbers in bench/RESULTS.md come from must keep working, not only the in-process parts."""
+    out = tmp_path / "RESULTS.md"
+    assert main(["--quick", "--only", "hit", "--only", "cold", "--only", "upstream", "--only", "memory",
+                 "--out", str(out), "--plot", str(tmp_path / "p.png")]) == 0
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.read_text().splitlines()
+            if re.match(r"\| [1256] \|", line)]
+    by_section: dict[str, list[list[str]]] = {}
+    for cells in rows:
+        by_section.setdefault(cells[0], []).append(cells)
+    assert {s: len(r) for s, r in by_section.items()} == {"1": 2, "2": 4, "5": 2, "6": 1}
+    for cells in rows:
+        assert re.fullmatch(r"[\d.,]+ (ms|req/s|fetches|MiB)", cells[2]), cells
+        assert cells[6] in ("yes", "**MISSED**", "-"), cells
+    names = [cells[1] for cells in by_section["2"]]
+    assert any(name.startswith("library floor") for name in names)
+    assert all(cells[6] == "yes" for cells in by_section["5"]), by_section["5"]  # single-flight holds even here
