@@ -46,10 +46,10 @@ _INT = re.compile(r"\d{1,9}")
 # without it, a long URL full of `?page=1` is backtracked through once per `page=` (quadratic).
 _PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?=[^()\s]*\)[ \t]*$)(?P<url>[^()\s]*[?&]page=(?P<n>\d{1,6})[^()\s]*)\)[ \t]*$")
 # The current core layout (C4, pristine or unfolded from a flattened copy), which nearly every list served
-# today uses: one match reads a topic's heading and metadata rows, where the line loop in `_row_fields`
-# costs a regex call and a dozen string operations per line. Any other shape (a deleted author, a relative
-# or query-carrying URL, older dialects, odd spacing) falls back to the general path, which reads these
-# blocks the same way: tests/test_parser.py parses every fixture both ways and compares.
+# today uses: one match reads a topic's heading, metadata rows, excerpt and separator, where the line loop
+# in `_row_fields` costs a regex call and a dozen string operations per line. Any other shape (a deleted
+# author, a relative or query-carrying URL, older dialects, odd spacing) falls back to the general path,
+# which reads these blocks the same way: tests/test_parser.py parses every fixture both ways and compares.
 _C4_TOPIC = re.compile(
     r"(?P<title>[^\[\]\\\n]*(?:\\.[^\[\]\\\n]*)*)\]\((?P<url>https?://[^()\s?#]*/(?P<id>[0-9]{1,18})/*)\)[ \t]*\n"
     r'(?:\n|<div class="topic-metadata">\n)*'
