@@ -247,16 +247,15 @@ def _c4_topic(match: re.Match, base: str) -> Topic | None:
         excerpt and (excerpt[:2] == "**" or "page=" in excerpt or _is_layout(excerpt))
     ):
         return None  # a bad time, the last block's page links, or what may be a fourth row
-    profile = absolute(profile, base)
     return Topic(
         id=int(topic_id),
         title=_unescape(title),
         url=url,
         author=_unescape(name),
-        author_url=profile if profile.startswith(("http://", "https://")) else None,
+        author_url=_profile_url(profile, base),
         replies=int(replies),
         last_posted_at=moment,
-        excerpt=" ".join(_unescape(excerpt).split()) or None,  # `_excerpt` of this one line
+        excerpt=_excerpt([excerpt] if excerpt else [], False),
     )
 
 
@@ -305,12 +304,17 @@ def _row_fields(
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
     link = _USER_LINK.match(value)
     if link:
-        profile = absolute(link["url"], base)
-        return _unescape(link["name"]), profile if profile.startswith(("http://", "https://")) else None
+        return _unescape(link["name"]), _profile_url(link["url"], base)
     if not value.startswith("@") or len(value) < 2:
         return None, None
     name = value[1:] if plugin else _unescape(value[1:])
     return name, f"{base}/u/{name}"
+
+
+def _profile_url(raw: str, base: str) -> str | None:
+    """A linked author's profile, absolute; None unless it is a web URL (no javascript: for readers)."""
+    profile = absolute(raw, base)
+    return profile if profile.startswith(("http://", "https://")) else None
 
 
 def _excerpt(lines: list[str], plugin: bool) -> str | None:

@@ -36,7 +36,12 @@ from urllib.parse import urlsplit
 from feedgen.feed import FeedGenerator
 
 from . import PROJECT_URL, __version__
-from .feedgen_ext import CreatorEntryExtension, CreatorExtension, SlashEntryExtension, SlashExtension
+from .feedgen_ext import (
+    CreatorEntryExtension,
+    CreatorExtension,
+    SlashEntryExtension,
+    SlashExtension,
+)
 from .models import Topic, iso_utc
 
 FORMATS = ("atom", "rss", "json")
@@ -220,8 +225,7 @@ def _cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, Sequenc
     meta = _clean_meta(meta)
     # The common case, nothing to remove, is found with one scan of all the text: a scan per field cost
     # a tenth of an Atom render (bench/RESULTS.md, target 2).
-    text = "".join([f"{t.title}{t.url}{t.author}{t.author_url}{t.excerpt}{t.content_html}{t.category}{''.join(t.tags)}"
-                    for t in topics])
+    text = "".join([field for topic in topics for field in _texts(topic) if field])
     if not _XML_INVALID.search(text) and all(t.title.strip() and t.url for t in topics):
         return meta, topics
     return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]
@@ -242,11 +246,15 @@ def _clean_meta(meta: FeedMeta) -> FeedMeta:
     )
 
 
+def _texts(topic: Topic) -> tuple[str | None, ...]:
+    """Every string of a topic that ends up in a feed."""
+    return (topic.title, topic.url, topic.author, topic.author_url, topic.excerpt, topic.content_html,
+            topic.category, *topic.tags)
+
+
 def _clean_topic(topic: Topic, forum_url: str) -> Topic:
     """Also fills what Atom and RSS cannot do without: a title and a link."""
-    texts = (topic.title, topic.url, topic.author, topic.author_url, topic.excerpt, topic.content_html,
-             topic.category, *topic.tags)
-    if topic.title.strip() and topic.url and all(t and not _XML_INVALID.search(t) or t is None for t in texts):
+    if topic.title.strip() and topic.url and all(t and not _XML_INVALID.search(t) or t is None for t in _texts(topic)):
         return topic  # the common case: nothing to remove, no copy to make
     return dataclasses.replace(
         topic,
