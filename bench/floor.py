@@ -13,8 +13,8 @@ import httpx
 from feedgen.feed import FeedGenerator
 from flask import Flask, Response
 
-from feedbridge.parser import parse_listing
-from feedbridge.render import MEDIA_TYPES
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.render.feeds import MEDIA_TYPES
 
 PAGE = os.environ["BENCH_PAGE_URL"]
 client = httpx.Client(timeout=10)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from feedbridge.discourse.listing import parse_listing
 from feedbridge.models import Topic
-from feedbridge.parser import parse_listing
-from feedbridge.render import FORMATS, FeedMeta, render
+from feedbridge.render.feeds import FORMATS, FeedMeta, render
 
 from .harness import FIXTURES, Context, Row, median_seconds_rounds
 

@@ -26,7 +26,7 @@ from .harness import PROJECT_ROOT
 if TYPE_CHECKING:
     from tests.upstream import ForumProcess
 
-GUNICORN_APP = "feedbridge.web:create_app()"  # as in the Procfile
+GUNICORN_APP = "feedbridge.web.app:create_app()"  # as in the Procfile
 WRK_CONNECTIONS = 16  # = the Procfile's default 2 workers × 8 threads
 
 
@@ -49,7 +49,7 @@ class Procs(ExitStack):
                  ready_path: str = "/healthz") -> tuple[str, subprocess.Popen]:
         """Gunicorn with the Procfile's config module; only the bind address is forced to loopback."""
         port = free_port()
-        command = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.gunicorn_conf",
+        command = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
                    "--bind", f"127.0.0.1:{port}", app]
         url = f"http://127.0.0.1:{port}"
         return url, self.start(name, command, url + ready_path, {"PORT": str(port), **env})

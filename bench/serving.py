@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import feedparser
 import httpx
 
-from feedbridge import backends
-from feedbridge.parser import parse_listing
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.store import backends
 
 from . import rssbridge
 from .harness import Context, Row
@@ -53,7 +53,7 @@ def hit_section(ctx: Context) -> list[Row]:
         result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed"}, runs, seconds)
         upstream = forum.control.count()
     ours, base = result["feedbridge"], result["trivial"]
-    ctx.notes.append(f"1: gunicorn with `feedbridge.gunicorn_conf` ({WORKERS} gthread workers × 8 threads, "
+    ctx.notes.append(f"1: gunicorn with `feedbridge.web.gunicorn_conf` ({WORKERS} gthread workers × 8 threads, "
                      f"bound to 127.0.0.1), wrk -t2 -c16, 1 s warm-up each, then {runs} alternating runs of "
                      f"{seconds} s, medians; body {len(body):,} bytes of Atom (30 entries); the forum saw "
                      f"{upstream} request(s) during the whole section, so wrk measured hits only.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from flask import Flask, Response
 
-from feedbridge.render import MEDIA_TYPES
+from feedbridge.render.feeds import MEDIA_TYPES
 
 BODY = Path(os.environ["BENCH_BODY_FILE"]).read_bytes()
 app = Flask(__name__)

@@ -1,3 +1,3 @@
-from .cli import main
+from feedbridge.cli import main
 
 main()

@@ -13,14 +13,15 @@ from urllib.parse import urlsplit
 
 import click
 
-from . import __version__
-from .atomic import write_atomic
-from .config import ConfigError, Settings, parse_forum
-from .fetch import Fetcher, UpstreamError
-from .filters import make_filter
-from .models import Listing, listing_to_dict
-from .parser import NotAListError, parse_listing
-from .render import FORMATS, FeedMeta, render
+from feedbridge import __version__
+from feedbridge.config import Settings, parse_forum
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.errors import RequestError, ConfigError, NotAListError, UpstreamError
+from feedbridge.feeds.filters import make_filter
+from feedbridge.models import Listing, listing_to_dict
+from feedbridge.render.feeds import FORMATS, FeedMeta, render
+from feedbridge.staticsite.atomic import write_atomic
+from feedbridge.upstream.fetcher import Fetcher
 
 
 class Failure(click.ClickException):
@@ -64,15 +65,15 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
           out_dir: Path | None, quiet: bool, as_json: bool) -> None:
     """Build one feed from SOURCE (file, '-', or URL), or many from --config."""
     if config is not None:
-        from .staticbuild import run_config
+        from feedbridge.staticsite.build import run_config
 
         sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
     try:
         feed_filter = make_filter(authors=authors, query=query, limit=limit)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    except RequestError as exc:
+        raise click.BadParameter(exc.message) from None
     listing = _load(source, base_url)
     described = feed_filter.describe()
     title = f"{urlsplit(listing.base_url).netloc} · {listing.title}" + (f" · {described}" if described else "")
@@ -99,8 +100,8 @@ def serve(port: int, workers: int | None) -> None:
     os.environ["PORT"] = str(port)
     if workers:
         os.environ["WEB_CONCURRENCY"] = str(workers)
-    argv = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.gunicorn_conf",
-            "feedbridge.web:create_app()"]
+    argv = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
+            "feedbridge.web.app:create_app()"]
     os.execv(sys.executable, argv)
 
 

@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
+from feedbridge.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,19 @@ class Listing:
     skipped: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Category:
+    name: str
+    slugs: str  # "compiler" or "hardware/gpu": the path between /c/ and the id
+    id: int
+    description: str = ""
+
+    @property
+    def value(self) -> str:
+        """How the front page's form names the category: the path of its feed, `slugs/id`."""
+        return f"{self.slugs}/{self.id}"
+
+
 def iso_utc(moment: datetime | None) -> str | None:
     """The `YYYY-MM-DDTHH:MM:SSZ` form the expected fixtures and JSON output use."""
     if moment is None:

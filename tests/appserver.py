@@ -11,16 +11,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import IO
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 import httpx
 from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.web import create_app
+from feedbridge.web.app import create_app
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

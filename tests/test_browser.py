@@ -14,7 +14,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.web import create_app
+from feedbridge.web.app import create_app
 from tests.upstream import FakeForum
 
 CHROMIUM = os.environ.get("FEEDBRIDGE_CHROMIUM", "/usr/bin/chromium")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from feedbridge.config import ConfigError, Settings, parse_forum
+from feedbridge.config import Settings, parse_forum
+from feedbridge.errors import ConfigError
 
 
 def test_defaults_follow_the_readme():

@@ -2,7 +2,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from feedbridge.filters import (
+from feedbridge.feeds.filters import (
     MAX_AUTHORS,
     MAX_LIMIT,
     FeedFilter,
@@ -11,8 +11,8 @@ from feedbridge.filters import (
     make_filter,
     topic_text,
 )
+from feedbridge.feeds.query import QueryError, parse_query
 from feedbridge.models import Topic
-from feedbridge.query import QueryError, parse_query
 
 
 def at(day: int) -> datetime:

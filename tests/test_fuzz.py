@@ -20,16 +20,16 @@ from pathlib import Path
 
 import feedparser
 import pytest
+from .test_parser import parse_both_ways
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from feedbridge.filters import make_filter
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.errors import NotAListError
+from feedbridge.feeds.filters import make_filter
 from feedbridge.models import Listing, Topic
-from feedbridge.parser import NotAListError, parse_listing
-from feedbridge.render import FORMATS, FeedMeta, render
-
-from .test_parser import parse_both_ways
+from feedbridge.render.feeds import FORMATS, FeedMeta, render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SAMPLES = sorted(p for p in FIXTURES.rglob("*.md") if p.name != "README.md")

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from lxml import etree, html
 
-from feedbridge.categories import parse_categories
 from feedbridge.config import Settings, parse_forum
-from feedbridge.feedform import FeedForm, form_from_path, recognise
-from feedbridge.web import create_app
+from feedbridge.discourse.categories import parse_categories
+from feedbridge.web.app import create_app
+from feedbridge.web.feedform import FeedForm, form_from_path, recognise
 from tests.appserver import running_app, settings_for
 from tests.upstream import DEFAULT_ROOT
 

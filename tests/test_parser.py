@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
-from feedbridge.parser import NotAListError, parse_listing
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = sorted(p for p in FIXTURES.rglob("*.md") if p.with_suffix(".expected.json").exists())
@@ -177,7 +178,7 @@ ALL_LISTS = sorted(p for p in FIXTURES.rglob("*.md") if p.read_text().startswith
 
 def parse_both_ways(text: str, base_url: str | None):
     """(fast result, general-path result, topics the fast path read); a refusal is the exception's text."""
-    from feedbridge import parser
+    from feedbridge.discourse import listing as parser
 
     read_fast = []
     real = parser._c4_topic

@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedbridge.query import (
+from feedbridge.errors import RequestError
+from feedbridge.feeds.query import (
     MAX_QUERY_LENGTH,
     MAX_TERMS,
     Query,
@@ -180,7 +181,7 @@ def test_invalid_queries(text, message):
     with pytest.raises(QueryError) as error:
         parse_query(text)
     assert message in str(error.value)
-    assert isinstance(error.value, ValueError)
+    assert isinstance(error.value, RequestError) and error.value.status == 400
 
 
 def test_limits_are_inclusive():

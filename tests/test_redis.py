@@ -18,13 +18,14 @@ import pytest
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from feedbridge import codec, redis_cache
-from feedbridge.cache import FeedEntry, PageEntry
-from feedbridge.config import ConfigError, Settings, parse_forum
-from feedbridge.parser import parse_listing
-from feedbridge.redis_cache import PREFIX, RedisLink, RedisStore, redis_key
-from feedbridge.redis_flight import RedisFlight
-from feedbridge.web import create_app
+from feedbridge.config import Settings, parse_forum
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.errors import ConfigError, UpstreamTimeout
+from feedbridge.store import codec, redis_store
+from feedbridge.store.entries import FeedEntry, PageEntry
+from feedbridge.store.redis_flight import RedisFlight
+from feedbridge.store.redis_store import PREFIX, RedisLink, RedisStore, redis_key
+from feedbridge.web.app import create_app
 from tests import upstream as fake
 from tests.appserver import procfile_web
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
@@ -43,7 +44,7 @@ FEEDS = {
 
 @pytest.fixture(autouse=True)
 def quick_breaker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redis_cache, "BREAKER_COOLDOWN", 0.3)
+    monkeypatch.setattr(redis_store, "BREAKER_COOLDOWN", 0.3)
 
 
 def make_app(upstream_url: str, server: RedisServer, **overrides) -> Flask:
@@ -68,8 +69,8 @@ def test_page_entry_round_trips_with_equal_listing() -> None:
 def test_topic_entry_round_trips_with_content_and_tags() -> None:
     from datetime import datetime, timezone
 
-    from feedbridge.cache import TopicEntry
     from feedbridge.models import Topic
+    from feedbridge.store.entries import TopicEntry
 
     topic = Topic(id=7, title="t", url="https://f.example/t/t/7", created_at=datetime(2026, 1, 2, tzinfo=timezone.utc),
                   content_html="<p>caf\u00e9</p>", category="compiler", tags=("rfc", "gpu"))
@@ -80,7 +81,8 @@ def test_topic_entry_round_trips_with_content_and_tags() -> None:
 
 
 def test_categories_directory_round_trips() -> None:
-    from feedbridge.categories import Category, DirectoryEntry
+    from feedbridge.models import Category
+    from feedbridge.store.entries import DirectoryEntry
 
     entry = DirectoryEntry((Category("Compiler", "compiler", 5, "torch.compile & co"),
                             Category("GPU", "hardware/gpu", 12)), 1_800_000_000.0)
@@ -241,7 +243,7 @@ def test_waiters_time_out_while_a_live_owner_works(redis_server: RedisServer) ->
     redis_server.client().set(redis_key("page:" + "d" * 32) + ":lock", "busy owner", px=5000)
     flight = RedisFlight(RedisLink(redis_server.url), lock_ttl=5)
     started = time.monotonic()
-    with pytest.raises(TimeoutError):
+    with pytest.raises(UpstreamTimeout):
         flight.do("page:" + "d" * 32, lambda: "fetched", 0.3, lambda: None)
     assert 0.25 < time.monotonic() - started < 1
 
@@ -251,7 +253,7 @@ def test_waiters_time_out_while_a_live_owner_works(redis_server: RedisServer) ->
 
 def test_redis_killed_and_restarted(upstream: fake.FakeForum, redis_server: RedisServer,
                                    caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "feedbridge.redis_cache")
+    caplog.set_level(logging.INFO, "feedbridge.store.redis_store")
     app = make_app(upstream.url, redis_server)
     feeds = iter(FEEDS)
     warm = next(feeds)
@@ -315,8 +317,8 @@ def test_64_cold_requests_on_two_instances_fetch_each_page_once(redis_server: Re
 
 _OWNER = """
 import sys, time
-from feedbridge.redis_cache import RedisLink
-from feedbridge.redis_flight import RedisFlight
+from feedbridge.store.redis_store import RedisLink
+from feedbridge.store.redis_flight import RedisFlight
 
 flight = RedisFlight(RedisLink(sys.argv[1]), lock_ttl=1.0)
 

@@ -18,9 +18,9 @@ import pytest
 from lxml import etree
 
 from feedbridge import PROJECT_URL, __version__
-from feedbridge.feedgen_ext import SLASH_NS
 from feedbridge.models import Topic
-from feedbridge.render import (
+from feedbridge.render.feedgen_ext import SLASH_NS
+from feedbridge.render.feeds import (
     FORMATS,
     JSON_FEED_VERSION,
     MEDIA_TYPES,
@@ -425,7 +425,7 @@ def test_cost_per_entry_stays_flat(fmt):
 
 
 def test_round_trip_of_the_dev_discuss_fixture():
-    parser = pytest.importorskip("feedbridge.parser")
+    parser = pytest.importorskip("feedbridge.discourse.listing")
     text = (Path(__file__).parent.parent / "fixtures" / "dev-discuss-compiler.md").read_text(encoding="utf-8")
     listing = parser.parse_listing(text)
     forum = "https://dev-discuss.pytorch.org"

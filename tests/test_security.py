@@ -15,9 +15,9 @@ from urllib.parse import quote, urlsplit
 import httpx
 import pytest
 
-from feedbridge.filters import MAX_AUTHORS, MAX_LIMIT
-from feedbridge.query import MAX_QUERY_LENGTH
-from feedbridge.spec import MAX_PARAM_CHARS
+from feedbridge.feeds.filters import MAX_AUTHORS, MAX_LIMIT
+from feedbridge.feeds.query import MAX_QUERY_LENGTH
+from feedbridge.feeds.spec import MAX_PARAM_CHARS
 from tests.appserver import running_app, settings_for
 from tests.upstream import FakeForum
 

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from lxml import etree, html
 
-from feedbridge.buildconfig import load_build_config
 from feedbridge.cli import main
-from feedbridge.progress import FeedOutcome, Progress
+from feedbridge.staticsite.config import load_build_config
+from feedbridge.staticsite.progress import FeedOutcome, Progress
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "dev-discuss-compiler.md"

@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedbridge.content import MAX_MARKDOWN_CHARS, enrich, markdown_to_safe_html
+from feedbridge.discourse.topic import TopicPage, parse_topic
+from feedbridge.errors import NotATopicError
+from feedbridge.feeds.enrich import MAX_MARKDOWN_CHARS, enrich, markdown_to_safe_html
 from feedbridge.models import Topic
-from feedbridge.topic import NotATopicError, TopicPage, parse_topic
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 TOPICS = ROOT / "site" / "t"

@@ -13,8 +13,8 @@ from email.utils import parsedate_to_datetime
 import httpx
 import pytest
 
+from feedbridge.discourse.listing import parse_listing
 from feedbridge.models import listing_to_dict
-from feedbridge.parser import parse_listing
 from tests.upstream import PROJECT_ROOT, FakeForum, Fault, spawn
 
 SITE = PROJECT_ROOT / "fixtures" / "site"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 
 import feedparser
 import httpx
@@ -154,7 +154,7 @@ def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstre
 
 
 def test_revalidation_uses_validators_and_304_costs_no_parse(upstream, monkeypatch):
-    import feedbridge.service as service_module
+    import feedbridge.feeds.service as service_module
 
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
         url = app.feed_url(f"{COMPILER}.atom")

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from .config import Forum, Settings
-from .filters import MAX_LIMIT, FeedFilter, make_filter
+from feedbridge.config import Forum, Settings
+from feedbridge.errors import RequestError, RouteNotFound
+from feedbridge.feeds.filters import MAX_LIMIT, FeedFilter, make_filter
 
 FEED_FORMATS = ("atom", "rss", "json")
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
@@ -31,15 +32,6 @@ _ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("user", re.compile(r"u/(?P<user>[\w.-]{1,60}?)\.(?P<fmt>atom|rss|json|html)")),
     ("search", re.compile(r"search\.(?P<fmt>[a-z]{2,5})")),
 )
-
-
-class SpecError(Exception):
-    """The request cannot name a feed; `status` is 400 (bad parameter) or 404 (no such forum or route)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +89,16 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         if match:
             break
     else:
-        raise SpecError(404, f"no feed route matches /{_shorten(rest)} on {forum.key}")
+        raise RouteNotFound(f"no feed route matches /{_shorten(rest)} on {forum.key}")
     parts = match.groupdict()
     fmt = parts["fmt"]
     if fmt not in FORMATS:
-        raise SpecError(404, f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise RouteNotFound(f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
     values = _checked_args(args)
     pages = _int_arg(values, "pages", settings.pages_default, 1, settings.pages_max)
     content = _one(values, "content") or settings.content_default
     if content not in ("excerpt", "full"):
-        raise SpecError(400, f"content must be 'excerpt' or 'full', not {content!r}")
+        raise RequestError(f"content must be 'excerpt' or 'full', not {content!r}")
     authors = [a for value in values.get("author", []) for a in value.split(",") if a.strip()]
     list_params: tuple[tuple[str, str], ...] = ()
 
@@ -116,7 +108,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         if parts["list"] == "top":
             period = _one(values, "period") or "all"
             if period not in TOP_PERIODS:
-                raise SpecError(400, f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}")
+                raise RequestError(f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}")
             list_params = (("period", period),)
             label = f"top ({period})"
         elif parts["list"] == "latest" and "category" in values:
@@ -139,19 +131,16 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
             label = f"topics by {parts['user']}"
         else:
             if not _one(values, "q"):
-                raise SpecError(400, "q is required on /search: give a keyword query, e.g. ?q=inductor")
+                raise RequestError("q is required on /search: give a keyword query, e.g. ?q=inductor")
             html_path = "/search?" + urlencode({"q": _one(values, "q")})
             label = "search"
 
-    try:
-        feed_filter = make_filter(
-            authors=authors,
-            query=_one(values, "q"),
-            limit=_int_arg(values, "limit", None, 1, MAX_LIMIT),
-            tags=values.get("tag", []),
-        )
-    except ValueError as exc:
-        raise SpecError(400, str(exc)) from None
+    feed_filter = make_filter(
+        authors=authors,
+        query=_one(values, "q"),
+        limit=_int_arg(values, "limit", None, 1, MAX_LIMIT),
+        tags=values.get("tag", []),
+    )
     return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content)
 
 
@@ -160,7 +149,7 @@ def _split_forum(settings: Settings, path: str) -> tuple[Forum, str]:
     for forum in sorted(settings.forums, key=lambda f: len(f.key), reverse=True):
         if path.startswith(forum.key + "/"):
             return forum, path[len(forum.key) + 1 :]
-    raise SpecError(404, f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
+    raise RouteNotFound(f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
                          + ", ".join(f.key for f in settings.forums))
 
 
@@ -173,11 +162,11 @@ def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         items = list(items)
         for item in items:
             if len(item) > MAX_PARAM_CHARS:
-                raise SpecError(400, f"{key} is longer than {MAX_PARAM_CHARS} characters")
+                raise RequestError(f"{key} is longer than {MAX_PARAM_CHARS} characters")
             if any(ord(c) < 32 or ord(c) == 127 for c in item):
-                raise SpecError(400, f"{key} contains control characters")
+                raise RequestError(f"{key} contains control characters")
         if key in _SINGLE and len(items) > 1:
-            raise SpecError(400, f"{key} was given {len(items)} times; give it once")
+            raise RequestError(f"{key} was given {len(items)} times; give it once")
         values[key] = items
     return values
 
@@ -192,7 +181,7 @@ def _int_arg(values: Mapping[str, list[str]], key: str, default: int | None, low
     if raw is None or raw == "":
         return default
     if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
-        raise SpecError(400, f"{key} must be a whole number from {low} to {high}, not {_shorten(raw)!r}")
+        raise RequestError(f"{key} must be a whole number from {low} to {high}, not {_shorten(raw)!r}")
     return int(raw)
 
 

@@ -35,14 +35,14 @@ from urllib.parse import urlsplit
 
 from feedgen.feed import FeedGenerator
 
-from . import PROJECT_URL, __version__
-from .feedgen_ext import (
+from feedbridge import PROJECT_URL, __version__
+from feedbridge.models import Topic, iso_utc
+from feedbridge.render.feedgen_ext import (
     CreatorEntryExtension,
     CreatorExtension,
     SlashEntryExtension,
     SlashExtension,
 )
-from .models import Topic, iso_utc
 
 FORMATS = ("atom", "rss", "json")
 MEDIA_TYPES = {

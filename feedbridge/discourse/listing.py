@@ -19,17 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
-from .markdown_fields import absolute, derive_base, sniff, utc
-from .models import Listing, Topic
+from feedbridge.discourse.fields import absolute, derive_base, sniff, utc
+from feedbridge.errors import NotAListError
+from feedbridge.models import Listing, Topic
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 8 * 1024 * 1024
 """Lists are ~20 KB; anything this large is not a list, and refusing it bounds the work."""
-
-
-class NotAListError(ValueError):
-    """The text is not a Discourse topic list; the message says what was expected and what was seen."""
 
 
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"

@@ -20,14 +20,19 @@ from urllib.parse import quote, urljoin
 
 import click
 
-from .atomic import write_atomic
-from .buildconfig import BuildConfig, BuildConfigError, FeedPlan, load_build_config
-from .cache import MemoryStore
-from .fetch import UpstreamError
-from .polite import PoliteFetcher
-from .progress import FeedOutcome, Progress
-from .service import FeedService
-from .sitefiles import Listed, feeds_opml, index_html
+from feedbridge.errors import UpstreamError
+from feedbridge.feeds.service import FeedService
+from feedbridge.staticsite.atomic import write_atomic
+from feedbridge.staticsite.config import (
+    BuildConfig,
+    BuildConfigError,
+    FeedPlan,
+    load_build_config,
+)
+from feedbridge.staticsite.files import Listed, feeds_opml, index_html
+from feedbridge.staticsite.progress import FeedOutcome, Progress
+from feedbridge.store.memory import MemoryStore
+from feedbridge.upstream.batch import PoliteFetcher
 
 MAX_PARALLEL_FEEDS = 8  # feeds built at once; upstream requests are bounded per forum by the fetcher
 

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
-from .config import Forum, Settings
-from .fetch import Fetched, Fetcher, UpstreamRateLimited
+from feedbridge.config import Forum, Settings
+from feedbridge.errors import UpstreamRateLimited
+from feedbridge.upstream.fetcher import Fetched, Fetcher
 
 
 class _ForumGate:

@@ -15,17 +15,29 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urlencode, urlsplit
 
-from flask import Blueprint, Response, current_app, jsonify, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    jsonify,
+    render_template,
+    request,
+    url_for,
+)
 
-from . import PROJECT_URL, __version__
-from .categories import Category, load_categories
-from .config import Forum, Settings
-from .feedform import LISTS, FeedForm, form_from_path, recognise
-from .fetch import UpstreamError
-from .models import Topic
-from .render import MEDIA_TYPES
-from .service import FeedService
-from .spec import FEED_FORMATS, TOP_PERIODS, FeedSpec, SpecError, parse_feed_request
+from feedbridge import PROJECT_URL, __version__
+from feedbridge.config import Forum, Settings
+from feedbridge.errors import RequestError, UpstreamError
+from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.spec import (
+    FEED_FORMATS,
+    TOP_PERIODS,
+    FeedSpec,
+    parse_feed_request,
+)
+from feedbridge.models import Category, Topic
+from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -131,7 +143,7 @@ def opml(key: str) -> Response:
     if forum is None:
         return error_page(404, f"unknown forum {key[:80]!r}")
     try:
-        categories = load_categories(svc, forum)
+        categories = svc.categories(forum)
     except UpstreamError as exc:
         return error_page(exc.status, exc.message)
     body = opml_document(forum, categories, request.host_url.rstrip("/"))
@@ -194,7 +206,7 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
     path, args = form.feed_request()
     try:
         spec = parse_feed_request(svc.settings, path, args)
-    except SpecError as exc:
+    except RequestError as exc:
         built.error = exc.message
         return built
     built.spec, built.alternates = spec, _alternates(spec, path)
@@ -232,7 +244,7 @@ def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedF
 
 def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], str | None]:
     try:
-        return load_categories(svc, forum), None
+        return svc.categories(forum), None
     except UpstreamError as exc:
         log.warning("categories directory unavailable: %s", exc.message)
         return (), exc.message

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html.parser import HTMLParser
 
+from feedbridge.errors import RequestError
+from feedbridge.feeds.query import Query, parse_query
 from feedbridge.models import Topic
-from feedbridge.query import Query, parse_query
 
 MAX_AUTHORS = 20
 MAX_TAGS = 20
@@ -28,7 +29,7 @@ _TAG_FORBIDDEN = re.compile(r"""[/?#\[\]@!$&'()*+,;=.%\\`^\s|{}"<>]""")
 _OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
 
-class FilterError(ValueError):
+class FilterError(RequestError):
     """A filter value from a feed URL is invalid; the message names the value, for the 400 page."""
 
 

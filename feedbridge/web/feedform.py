@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from .config import Settings
-from .spec import FORMATS, TOP_PERIODS
+from feedbridge.config import Settings
+from feedbridge.feeds.spec import FORMATS, TOP_PERIODS
 
 LISTS = ("latest", "top", "hot", "category", "tag")
 

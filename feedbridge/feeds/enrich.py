@@ -23,8 +23,8 @@ from urllib.parse import urljoin, urlsplit
 import nh3
 from markdown_it import MarkdownIt
 
-from .models import Topic
-from .topic import TopicPage
+from feedbridge.discourse.topic import TopicPage
+from feedbridge.models import Topic
 
 MAX_MARKDOWN_CHARS = 256 * 1024
 """A post longer than this (Discourse's default limit is 32,000 characters) is cut at a line end and

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin
 
-from . import PROJECT_URL
-from .render import MEDIA_TYPES
+from feedbridge import PROJECT_URL
+from feedbridge.render.feeds import MEDIA_TYPES
 
 FORMAT_LABELS = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
 

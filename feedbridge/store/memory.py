@@ -1,9 +1,7 @@
-"""The cache: what was fetched, parsed and rendered, kept so that readers polling every few minutes
-cost the forum nothing, and kept longer (stale) so that an upstream failure costs readers nothing.
+"""The in-process store and single-flight: what a single process needs to cache and to fetch once.
 
-Entries carry the moment they were stored; the caller decides what "fresh" means (the cache TTL) and
-the store keeps them until the stale TTL runs out. `SingleFlight` makes concurrent requests for the
-same cold key share one upstream fetch.
+The store keeps entries (`feedbridge.store.entries`) until their stale TTL runs out; the caller decides
+what "fresh" means. `SingleFlight` makes concurrent requests for the same cold key share one fetch.
 """
 
 from __future__ import annotations
@@ -11,52 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from cachetools import TLRUCache
 
-from .models import Listing, Topic
+from feedbridge.errors import UpstreamTimeout
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class PageEntry:
-    """A parsed upstream page and the validators to revalidate it with."""
-
-    listing: Listing
-    etag: str | None
-    last_modified: str | None
-    stored_at: float
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class FeedEntry:
-    """Rendered feed bytes: a hit is served without parsing or rendering anything."""
-
-    body: bytes
-    etag: str
-    last_modified: float | None
-    stored_at: float
-
-    @property
-    def size(self) -> int:
-        return len(self.body)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicEntry:
-    """A topic enriched from its own Markdown (first post as safe HTML, creation date, category, tags).
-
-    Keyed by topic id and last activity: a topic is read again only when it had new activity.
-    `topic` is None for a topic whose page is missing: the entry keeps its excerpt.
-    """
-
-    topic: Topic | None
-    stored_at: float
-    size: int
 
 
 class Store(Protocol):
@@ -133,7 +92,7 @@ class SingleFlight:
         assert call is not None
         if not leader:
             if not call.done.wait(wait):
-                raise TimeoutError(f"waited {wait:g}s for another request to fetch the same page")
+                raise UpstreamTimeout(f"waited {wait:g}s for another request to fetch the same page")
             if call.error is not None:
                 raise call.error
             return call.result

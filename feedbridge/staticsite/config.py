@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, Forum, Settings, parse_forum
-from .parser import NotAListError, parse_listing
-from .spec import FEED_FORMATS, FeedSpec, SpecError, parse_feed_request
+from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.errors import ConfigError, NotAListError, RequestError
+from feedbridge.feeds.spec import FEED_FORMATS, FeedSpec, parse_feed_request
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them.
@@ -212,7 +213,7 @@ class _Checker:
         for fmt in formats:
             try:
                 specs.append(parse_feed_request(Settings(forums=(forum,)), f"{forum.key}/{path}.{fmt}", args))
-            except SpecError as exc:
+            except RequestError as exc:
                 raise self.fail(f"feed {name!r}: {exc.message}", "feeds", index, self.culprit(exc.message, args))
         return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from .render import MEDIA_TYPES
-from .service import FeedService
-from .spec import FeedSpec
+from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.spec import FeedSpec
+from feedbridge.render.feeds import MEDIA_TYPES
 
-log = logging.getLogger("feedbridge.web")
+log = logging.getLogger("feedbridge.web.app")
 
 RESOLVED_URLS = 4096
 """Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""

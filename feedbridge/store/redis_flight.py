@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .cache import SingleFlight
-from .redis_cache import RedisLink, redis_key
+from feedbridge.errors import UpstreamTimeout
+from feedbridge.store.memory import SingleFlight
+from feedbridge.store.redis_store import RedisLink, redis_key
 
 T = TypeVar("T")
 
@@ -45,7 +46,7 @@ class RedisFlight:
         return self.local.do(key, lambda: self._across(key, fn, wait, reread), wait, reread)
 
     def _across(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T:
-        """Own the lock and run `fn`, or wait for the owner's result; TimeoutError after `wait` seconds.
+        """Own the lock and run `fn`, or wait for the owner's result; UpstreamTimeout after `wait` seconds.
 
         Waiters give up rather than fetch themselves: an owner slower than `wait` means the forum is
         slow, and more requests would not help it; the service serves its stale copy instead.
@@ -70,6 +71,6 @@ class RedisFlight:
                 return done
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"waited {wait:g}s for another worker to fetch the same page")
+                raise UpstreamTimeout(f"waited {wait:g}s for another worker to fetch the same page")
             time.sleep(min(pause, left))
             pause = min(pause * 1.5, MAX_POLL)

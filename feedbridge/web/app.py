@@ -16,16 +16,18 @@ from urllib.parse import urlencode
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import HTTPException
 
-from . import __version__, pages
-from .backends import make_backends
-from .config import Settings
-from .fetch import Fetcher, UpstreamError
-from .hitpath import HitPath, Resolved, ResolvedUrls
-from .render import MEDIA_TYPES
-from .service import FeedService
-from .spec import SpecError, parse_feed_request
+from feedbridge import __version__
+from feedbridge.config import Settings
+from feedbridge.errors import RequestError, UpstreamError
+from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.store.backends import make_backends
+from feedbridge.upstream.fetcher import Fetcher
+from feedbridge.web import pages
+from feedbridge.web.hits import HitPath, Resolved, ResolvedUrls
 
-log = logging.getLogger("feedbridge.web")
+log = logging.getLogger("feedbridge.web.app")
 bp = Blueprint("feeds", __name__)
 
 
@@ -106,7 +108,7 @@ def _resolved(svc: FeedService, path: str) -> Resolved | Response:
         return found
     try:
         spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
-    except SpecError as exc:
+    except RequestError as exc:
         return (pages.error_page if path.endswith(".html") else error)(exc.status, exc.message)
     query = urlencode(spec.canonical_query())
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")

@@ -14,15 +14,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .cache import FeedEntry, Flight, PageEntry, SingleFlight, Store, TopicEntry
-from .config import Forum, Settings
-from .content import enrich
-from .fetch import Fetched, Fetcher, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout, is_within
-from .models import Listing, Topic
-from .parser import NotAListError, parse_listing
-from .topic import NotATopicError, parse_topic
-from .render import FeedMeta, render
-from .spec import FeedSpec
+from feedbridge.config import Forum, Settings
+from feedbridge.discourse.categories import parse_categories
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.discourse.topic import parse_topic
+from feedbridge.errors import (
+    NotAListError,
+    NotATopicError,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+)
+from feedbridge.feeds.enrich import enrich
+from feedbridge.feeds.spec import FeedSpec
+from feedbridge.models import Category, Listing, Topic
+from feedbridge.render.feeds import FeedMeta, render
+from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry
+from feedbridge.store.memory import Flight, SingleFlight, Store
+from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +71,14 @@ class FeedService:
         try:
             entry = self.flight.do(key, lambda: self._build(key, spec, self_url, stylesheet_url),
                                    self.settings.singleflight_wait, lambda: self.fresh(key))
-        except (UpstreamError, TimeoutError) as exc:
-            reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
+        except UpstreamError as exc:
+            reason = exc.message
             if cached is not None:
                 log.warning("serving stale feed (%.0fs old): %s", time.time() - cached.stored_at, reason)
                 return FeedResult(cached, "stale", reason)
             try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
                 entry = self._render(spec, self_url, stylesheet_url, stale_pages=True)
-            except (UpstreamError, TimeoutError):
-                if isinstance(exc, TimeoutError):
-                    raise UpstreamTimeout(str(exc)) from None
+            except UpstreamError:
                 raise exc from None
             log.warning("serving a feed built from stale pages: %s", reason)
             return FeedResult(entry, "stale", reason)
@@ -103,7 +110,7 @@ class FeedService:
             for topic, future in zip(wave, futures):
                 try:
                     results.append(future.result())
-                except (UpstreamError, NotATopicError, ValueError, TimeoutError) as exc:
+                except (UpstreamError, NotATopicError, ValueError) as exc:
                     failures += 1
                     log.warning("content=full: topic %d falls back to its excerpt: %s", topic.id, exc)
                     results.append(topic)
@@ -111,6 +118,29 @@ class FeedService:
             self.topic_failures += failures
             log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
         return results
+
+    def categories(self, forum: Forum) -> tuple[Category, ...]:
+        """The forum's directory (`/categories.md`), cached like list pages: showing the front page costs the
+        forum one request per cache TTL. Raises UpstreamError only with nothing cached."""
+        key = "categories:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+        cached: DirectoryEntry | None = self.store.get(key)
+        if self._is_fresh(cached):
+            return cached.categories
+
+        def fetch() -> DirectoryEntry:
+            fetched = self.fetch(forum, forum.base_url + "/categories.md")
+            entry = DirectoryEntry(parse_categories(fetched.text), time.time())
+            self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
+            return entry
+
+        try:
+            return self.flight.do(key, fetch, self.settings.singleflight_wait, lambda: self.fresh(key)).categories
+        except UpstreamError as exc:
+            if cached is not None:
+                log.warning("serving stale categories of %s: %s", forum.key, exc.message)
+                return cached.categories
+            raise UpstreamError(f"could not read the categories of {forum.key}: {exc.message}",
+                                exc.retry_after) from None
 
     def _topic_page(self, forum: Forum, topic: Topic) -> Topic:
         stamp = topic.last_posted_at.isoformat() if topic.last_posted_at else "-"

@@ -26,8 +26,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from . import codec
-from .cache import MemoryStore
+from feedbridge.store import codec
+from feedbridge.store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from .markdown_fields import absolute, derive_base, sniff, utc
+from feedbridge.discourse.fields import absolute, derive_base, sniff, utc
+from feedbridge.errors import NotATopicError
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 """A page holds at most a few dozen posts of at most ~32k characters each; more is not a topic page."""
@@ -41,10 +42,6 @@ class TopicPage:
     posts_on_page: int | None
     page: int
     next_page_url: str | None
-
-
-class NotATopicError(ValueError):
-    """The text is not a Discourse topic page; the message says what was expected and what was seen."""
 
 
 _EXPECTED = "expected a Discourse topic in Markdown ('# Title', then '**URL:** https://host/t/slug/id')"

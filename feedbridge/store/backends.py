@@ -8,10 +8,11 @@ one request per page per cache TTL however many workers there are.
 
 from __future__ import annotations
 
-from .cache import Flight, MemoryStore, SingleFlight, Store
-from .config import ConfigError, Settings
-from .redis_cache import RedisLink, RedisStore, TieredStore
-from .redis_flight import RedisFlight
+from feedbridge.config import Settings
+from feedbridge.errors import ConfigError
+from feedbridge.store.memory import Flight, MemoryStore, SingleFlight, Store
+from feedbridge.store.redis_flight import RedisFlight
+from feedbridge.store.redis_store import RedisLink, RedisStore, TieredStore
 
 # How long a worker trusts its in-process copy before asking Redis whether another worker has a newer one.
 LOCAL_RECHECK = 5.0

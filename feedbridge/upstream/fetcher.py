@@ -11,39 +11,22 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from . import USER_AGENT
-from .config import Forum, Settings
+from feedbridge import USER_AGENT
+from feedbridge.config import Forum, Settings
+from feedbridge.errors import (
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+)
 
 log = logging.getLogger(__name__)
-
-
-class UpstreamError(Exception):
-    """The forum did not give us a usable list. `status` is what our own response should say."""
-
-    status = 502
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.message = message
-        self.retry_after = retry_after
-
-
-class UpstreamNotFound(UpstreamError):
-    status = 404
-
-
-class UpstreamRateLimited(UpstreamError):
-    status = 503
-
-
-class UpstreamTimeout(UpstreamError):
-    status = 504
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 
+from feedbridge.errors import RequestError
+
 MAX_QUERY_LENGTH = 500
 MAX_TERMS = 32
 
@@ -51,7 +53,7 @@ OR = "OR"
 _TOKEN = re.compile(r'(-?)(?:"([^"]*)"?|([^\s"]+))')
 
 
-class QueryError(ValueError):
+class QueryError(RequestError):
     """The query text cannot be parsed; the message says what is wrong, for the feed's 400 page."""
 
 

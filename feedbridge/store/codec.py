@@ -17,9 +17,8 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from .cache import FeedEntry, PageEntry, TopicEntry
-from .categories import Category, DirectoryEntry
-from .models import Listing, Topic
+from feedbridge.models import Category, Listing, Topic
+from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry
 
 VERSION = 1
 _MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry)
