@@ -14,7 +14,7 @@ from feedgen.feed import FeedGenerator
 from flask import Flask, Response
 
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.render.formats import FORMATS
 
 PAGE = os.environ["BENCH_PAGE_URL"]
 client = httpx.Client(timeout=10)
@@ -41,4 +41,4 @@ def feed() -> Response:
             entry.author(name=topic.author, uri=topic.author_url)
         if topic.excerpt:
             entry.summary(topic.excerpt)
-    return Response(fg.atom_str(), content_type=MEDIA_TYPES["atom"])
+    return Response(fg.atom_str(), content_type=FORMATS["atom"].media_type)

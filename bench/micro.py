@@ -7,7 +7,9 @@ import re
 
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.models import Topic
-from feedbridge.render.feeds import FORMATS, FeedMeta, render
+from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.formats import FEED_FORMATS as FORMATS
+from feedbridge.render.formats import render
 
 from .harness import FIXTURES, Context, Row, median_seconds_rounds
 

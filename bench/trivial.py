@@ -6,7 +6,7 @@ from pathlib import Path
 
 from flask import Flask, Response
 
-from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.render.formats import FORMATS
 
 BODY = Path(os.environ["BENCH_BODY_FILE"]).read_bytes()
 app = Flask(__name__)
@@ -14,4 +14,4 @@ app = Flask(__name__)
 
 @app.get("/feed")
 def feed() -> Response:
-    return Response(BODY, content_type=MEDIA_TYPES["atom"])
+    return Response(BODY, content_type=FORMATS["atom"].media_type)

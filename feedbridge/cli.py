@@ -16,10 +16,11 @@ import click
 from feedbridge import __version__
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.errors import RequestError, ConfigError, NotAListError, UpstreamError
+from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError
 from feedbridge.feeds.filters import make_filter
 from feedbridge.models import Listing, listing_to_dict
-from feedbridge.render.feeds import FORMATS, FeedMeta, render
+from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.upstream.fetcher import Fetcher
 
@@ -48,7 +49,7 @@ def parse(source: str, base_url: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("source", required=False)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="atom", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FEED_FORMATS), default="atom", show_default=True)
 @click.option("--author", "authors", multiple=True, help="Keep topics started by this user (repeatable).")
 @click.option("--query", "-q", help='Keyword query: words, "phrases", -exclusions, OR.')
 @click.option("--limit", type=int, help="At most this many entries.")

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import feedparser
 import pytest
-from .test_parser import parse_both_ways
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
@@ -29,7 +28,11 @@ from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.feeds.filters import make_filter
 from feedbridge.models import Listing, Topic
-from feedbridge.render.feeds import FORMATS, FeedMeta, render
+from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.formats import FEED_FORMATS as FORMATS
+from feedbridge.render.formats import render
+
+from .test_parser import parse_both_ways
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SAMPLES = sorted(p for p in FIXTURES.rglob("*.md") if p.name != "README.md")

@@ -21,17 +21,17 @@ from feedbridge import PROJECT_URL, __version__
 from feedbridge.models import Topic
 from feedbridge.render.feedgen_ext import SLASH_NS
 from feedbridge.render.feeds import (
-    FORMATS,
     JSON_FEED_VERSION,
-    MEDIA_TYPES,
     UNDATED,
     FeedMeta,
     entry_id,
-    render,
     render_atom,
     render_json,
     render_rss,
 )
+from feedbridge.render.formats import FEED_FORMATS as FORMATS
+from feedbridge.render.formats import FORMATS as REGISTRY
+from feedbridge.render.formats import render
 
 FORUM = "https://forum.example/sub"
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -162,7 +162,7 @@ def test_feed_links_self_and_alternate(fmt):
     feed = parsed(fmt)
     links = {link.rel: link for link in feed.feed.links}
     assert links["self"].href == META.self_url
-    assert links["self"].type == MEDIA_TYPES[fmt].split(";")[0]
+    assert links["self"].type == REGISTRY[fmt].mime
     assert links["alternate"].href == META.html_url
 
 
@@ -180,7 +180,8 @@ def test_rss_generator_names_version_and_project():
 
 
 def test_dispatch_and_media_types():
-    assert set(MEDIA_TYPES) == set(FORMATS)
+    assert set(REGISTRY) == {*FORMATS, "html"}
+    assert [REGISTRY[f].mime for f in FORMATS] == ["application/atom+xml", "application/rss+xml", "application/feed+json"]
     assert render("atom", META, TOPICS) == render_atom(META, TOPICS)
     assert render("rss", META, TOPICS) == render_rss(META, TOPICS)
     assert render("json", META, TOPICS) == render_json(META, TOPICS)

@@ -28,7 +28,8 @@ from feedbridge.errors import (
 from feedbridge.feeds.enrich import enrich
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Category, Listing, Topic
-from feedbridge.render.feeds import FeedMeta, render
+from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.formats import render
 from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry
 from feedbridge.store.memory import Flight, SingleFlight, Store
 from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within

@@ -17,10 +17,9 @@ from urllib.parse import quote, urlencode
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, RouteNotFound
 from feedbridge.feeds.filters import MAX_LIMIT, FeedFilter, make_filter
+from feedbridge.render.formats import FORMATS
 
-FEED_FORMATS = ("atom", "rss", "json")
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
-FORMATS = FEED_FORMATS + ("html",)
 TOP_PERIODS = ("all", "yearly", "quarterly", "monthly", "weekly", "daily")
 MAX_PARAM_CHARS = 1000
 

@@ -44,12 +44,9 @@ from feedbridge.render.feedgen_ext import (
     SlashExtension,
 )
 
-FORMATS = ("atom", "rss", "json")
-MEDIA_TYPES = {
-    "atom": "application/atom+xml; charset=utf-8",
-    "rss": "application/rss+xml; charset=utf-8",
-    "json": "application/feed+json; charset=utf-8",
-}
+ATOM_TYPE = "application/atom+xml; charset=utf-8"
+RSS_TYPE = "application/rss+xml; charset=utf-8"
+JSON_TYPE = "application/feed+json; charset=utf-8"
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 # Atom requires an `updated` on the feed and on every entry; an undated one gets this fixed instant.
 UNDATED = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -75,15 +72,9 @@ def entry_id(forum_url: str, topic_id: int) -> str:
     return f"{forum_url.rstrip('/')}/t/{topic_id}"
 
 
-def render(fmt: str, meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
-    if fmt not in _RENDERERS:
-        raise ValueError(f"unknown feed format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    return _RENDERERS[fmt](meta, topics)
-
-
 def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    fg = _feed_generator(meta, topics, "atom")
+    fg = _feed_generator(meta, topics, ATOM_TYPE)
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
     fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
@@ -101,7 +92,7 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 
 def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    fg = _feed_generator(meta, topics, "rss")
+    fg = _feed_generator(meta, topics, RSS_TYPE)
     fg.register_extension("dc", CreatorExtension, CreatorEntryExtension, atom=False)
     fg.generator(f"feedbridge {__version__} ({PROJECT_URL})")
     for topic in topics:
@@ -157,8 +148,8 @@ def _json_item(topic: Topic, forum_url: str) -> dict:
     return item
 
 
-def _feed_generator(meta: FeedMeta, topics: Sequence[Topic], fmt: str) -> FeedGenerator:
-    """The parts Atom and RSS share; `fmt` only picks the media type of the rel=self link."""
+def _feed_generator(meta: FeedMeta, topics: Sequence[Topic], self_type: str) -> FeedGenerator:
+    """The parts Atom and RSS share; `self_type` is the media type of the rel=self link."""
     fg = FeedGenerator()
     fg.register_extension("slash", SlashExtension, SlashEntryExtension)
     fg.id(meta.feed_id)
@@ -167,7 +158,7 @@ def _feed_generator(meta: FeedMeta, topics: Sequence[Topic], fmt: str) -> FeedGe
     if meta.language:
         fg.language(meta.language)
     if meta.self_url:
-        fg.link(href=meta.self_url, rel="self", type=MEDIA_TYPES[fmt].partition(";")[0])
+        fg.link(href=meta.self_url, rel="self", type=self_type.partition(";")[0])
     # Last, because feedgen takes the RSS <channel><link> from the last link added.
     fg.link(href=meta.html_url, rel="alternate", type="text/html")
     fg.updated(max((_updated(t) for t in topics), default=UNDATED))  # also RSS lastBuildDate
@@ -267,6 +258,3 @@ def _clean_topic(topic: Topic, forum_url: str) -> Topic:
         category=_clean_optional(topic.category),
         tags=tuple(tag for tag in map(_clean, topic.tags) if tag),
     )
-
-
-_RENDERERS = {"atom": render_atom, "rss": render_rss, "json": render_json}

@@ -19,7 +19,8 @@ from typing import Any
 from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, NotAListError, RequestError
-from feedbridge.feeds.spec import FEED_FORMATS, FeedSpec, parse_feed_request
+from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urljoin
 
 from feedbridge import PROJECT_URL
-from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.render.formats import FORMATS
 
 FORMAT_LABELS = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
 
@@ -32,7 +32,7 @@ class Listed:
 def index_html(title: str, feeds: Sequence[Listed]) -> bytes:
     esc = html.escape
     head = [
-        f'<link rel="alternate" type="{esc(MEDIA_TYPES[fmt].split(";")[0])}" '
+        f'<link rel="alternate" type="{esc(FORMATS[fmt].mime)}" '
         f'title="{esc(feed.title)} ({FORMAT_LABELS[fmt]})" href="{esc(quote(path))}">'
         for feed in feeds for fmt, path in feed.files
     ]

@@ -21,7 +21,7 @@ from feedbridge.config import Settings
 from feedbridge.errors import RequestError, UpstreamError
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
-from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web import pages
@@ -122,11 +122,11 @@ def _media_type(fmt: str) -> str:
     """A browser that asks for a page gets Atom/RSS as `application/xml`: Chromium shows `+xml` feed types
     as plain text and applies the XSL stylesheet only to XML it renders. Readers get the feed type."""
     if fmt not in ("atom", "rss") or "text/html" not in request.headers.get("Accept", ""):
-        return MEDIA_TYPES[fmt]
+        return FORMATS[fmt].media_type
     accept = request.accept_mimetypes
-    if accept.quality("text/html") > accept.quality(MEDIA_TYPES[fmt].partition(";")[0]):
+    if accept.quality("text/html") > accept.quality(FORMATS[fmt].mime):
         return "application/xml; charset=utf-8"
-    return MEDIA_TYPES[fmt]
+    return FORMATS[fmt].media_type
 
 
 def error(status: int, message: str) -> Response:

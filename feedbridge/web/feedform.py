@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from feedbridge.config import Settings
-from feedbridge.feeds.spec import FORMATS, TOP_PERIODS
+from feedbridge.feeds.spec import TOP_PERIODS
+from feedbridge.render.formats import FORMATS
 
 LISTS = ("latest", "top", "hot", "category", "tag")
 

@@ -21,7 +21,7 @@ from cachetools import LRUCache
 
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
-from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.render.formats import FORMATS
 
 log = logging.getLogger("feedbridge.web.app")
 
@@ -80,7 +80,7 @@ class HitPath:
         if entry is None:
             return self.app(environ, start_response)
         headers = [
-            ("Content-Type", MEDIA_TYPES[resolved.spec.fmt]),
+            ("Content-Type", FORMATS[resolved.spec.fmt].media_type),
             ("Content-Length", str(len(entry.body))),
             ("Vary", "Accept"),
             ("ETag", f'"{entry.etag}"'),

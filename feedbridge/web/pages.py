@@ -30,13 +30,12 @@ from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, UpstreamError
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import (
-    FEED_FORMATS,
     TOP_PERIODS,
     FeedSpec,
     parse_feed_request,
 )
 from feedbridge.models import Category, Topic
-from feedbridge.render.feeds import MEDIA_TYPES
+from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 
 log = logging.getLogger(__name__)
@@ -86,7 +85,7 @@ def _security_headers(response: Response) -> Response:
 
 @bp.app_context_processor
 def _template_globals() -> dict:
-    return {"media_types": {fmt: MEDIA_TYPES.get(fmt, "text/html").partition(";")[0] for fmt in (*FEED_FORMATS, "html")},
+    return {"media_types": {name: f.mime for name, f in FORMATS.items()},
             "version": __version__, "project_url": PROJECT_URL}
 
 
@@ -111,7 +110,7 @@ def index() -> Response:
     built = build(svc, form, preview=True)
     html = render_template(
         "index.html", form=form, built=built, message=message, forums=svc.settings.forums, lists=LISTS,
-        periods=TOP_PERIODS, formats=(*FEED_FORMATS, "html"), categories=categories,
+        periods=TOP_PERIODS, formats=tuple(FORMATS), categories=categories,
         categories_error=categories_error, pages_max=svc.settings.pages_max,
     )
     return _html(html, no_store=True)
@@ -228,7 +227,7 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
 def _alternates(spec: FeedSpec, path: str) -> dict[str, str]:
     query = urlencode(spec.canonical_query())
     stem = request.host_url + path.rpartition(".")[0]
-    return {fmt: f"{stem}.{fmt}" + (f"?{query}" if query else "") for fmt in (*FEED_FORMATS, "html")}
+    return {fmt: f"{stem}.{fmt}" + (f"?{query}" if query else "") for fmt in FORMATS}
 
 
 def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedForm, str | None]:

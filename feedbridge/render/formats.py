@@ -1,0 +1,55 @@
+"""The formats a feed comes in, one record each: every layer (routes, renderers, response headers, the
+front page, the static site, the CLI) reads this table, so adding a format is one line here.
+
+`html` is a format of its own for routing and links (every feed is also a web page), but it has no
+renderer here: the web layer renders it with a template, from the same topics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from feedbridge.models import Topic
+from feedbridge.render.feeds import (
+    ATOM_TYPE,
+    JSON_TYPE,
+    RSS_TYPE,
+    FeedMeta,
+    render_atom,
+    render_json,
+    render_rss,
+)
+
+FormatName = Literal["atom", "rss", "json", "html"]
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    name: FormatName
+    media_type: str  # with its charset, as sent in Content-Type
+    label: str  # what a person calls it
+    renderer: Callable[[FeedMeta, Sequence[Topic]], bytes] | None
+
+    @property
+    def mime(self) -> str:
+        """The media type without parameters, as `<link type=…>` and Accept negotiation want it."""
+        return self.media_type.partition(";")[0]
+
+
+FEEDS = (
+    Format("atom", ATOM_TYPE, "Atom 1.0", render_atom),
+    Format("rss", RSS_TYPE, "RSS 2.0", render_rss),
+    Format("json", JSON_TYPE, "JSON Feed 1.1", render_json),
+)
+HTML = Format("html", "text/html; charset=utf-8", "web page", None)
+FORMATS: dict[str, Format] = {f.name: f for f in (*FEEDS, HTML)}
+FEED_FORMATS: tuple[str, ...] = tuple(f.name for f in FEEDS)
+
+
+def render(fmt: str, meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
+    renderer = FORMATS[fmt].renderer if fmt in FORMATS else None
+    if renderer is None:
+        raise ValueError(f"unknown feed format {fmt!r}; expected one of {', '.join(FEED_FORMATS)}")
+    return renderer(meta, topics)
