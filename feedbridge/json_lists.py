@@ -184,7 +184,7 @@ def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
         title=title.strip(),
         url=f"{base}/t/{_slug(raw.get('slug'))}/{topic_id}",
         author=author,
-        author_url=f"{base}/u/{quote(author, safe='')}" if author else None,
+        author_url=f"{base}/u/{_segment(author, '')}" if author else None,
         replies=_replies(raw.get("posts_count"), raw.get("reply_count")),
         last_posted_at=last_posted,
         excerpt=_excerpt(raw.get("excerpt")),
@@ -225,7 +225,12 @@ def _slug(slug: object) -> str:
     """The URL's slug segment; core itself uses "topic" when a title gives no slug (e.g. all CJK)."""
     if not isinstance(slug, str) or not slug.strip():
         return "topic"
-    return quote(slug.strip(), safe=_SLUG_SAFE)
+    return _segment(slug.strip(), _SLUG_SAFE)
+
+
+def _segment(text: str, safe: str) -> str:
+    # JSON can carry lone surrogates ("\ud800"), which have no UTF-8 form: each becomes %3F ("?"), not a crash.
+    return quote(text, safe=safe, errors="replace")
 
 
 def _replies(posts_count: object, reply_count: object) -> int | None:
@@ -348,7 +353,8 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     slug ("hardware/gpu"), found through `parent_category_id`; newer releases nest subcategories in
     `subcategory_list` (with `include_subcategories=true`), older ones list only top-level categories.
     """
-    from .categories import Category  # categories imports the service, which will import this module
+    # Imported here: categories imports the service, which will import this module.
+    from .categories import Category
 
     try:
         data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED_CATEGORIES)
