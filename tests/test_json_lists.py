@@ -31,7 +31,7 @@ BASE = "https://forum.example.org"
 def as_dict(listing: Listing) -> dict:
     """`listing_to_dict` plus the fields only JSON lists carry: the shape of the `*.expected.json` files."""
     data = listing_to_dict(listing)
-    for row, topic in zip(data["topics"], listing.topics):
+    for row, topic in zip(data["topics"], listing.topics, strict=True):
         row.update(created_at=iso_utc(topic.created_at), tags=list(topic.tags), category_id=topic.category_id,
                    pinned=topic.pinned)
     return data
