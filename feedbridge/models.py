@@ -20,11 +20,15 @@ class Topic:
     replies: int | None = None
     last_posted_at: datetime | None = None
     excerpt: str | None = None
-    # Filled only when the topic's own Markdown was read (content=full).
+    # Filled when the topic's own page was read (content=full), or from a JSON list, which carries all
+    # but the content and the category's name.
     created_at: datetime | None = None
     content_html: str | None = None
     category: str | None = None
     tags: tuple[str, ...] = ()
+    # Only JSON lists carry these (the Markdown lists do not).
+    category_id: int | None = None
+    pinned: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,425 @@
+"""Parse Discourse's JSON lists (`/latest.json`, `/c/SLUG/ID.json`, `/t/ID.json`, `/categories.json`).
+
+Every Discourse release since 2013 serves these, whether or not it has the Markdown endpoints (which
+arrived in core in 2026 and which admins can turn off), so they are how feedbridge reads every other forum.
+The results are the ones the Markdown parsers give: a `Listing` of `Topic`s, a `JsonTopic` for
+`content=full`, and `Category` tuples, refused the same way (`NotAListError` saying what came instead).
+
+The field names are those of core's serializers: `TopicListSerializer` (`topic_list.topics`,
+`more_topics_url`, present only when the page is full), `TopicListItemSerializer` < `ListableTopicSerializer`
+< `BasicTopicSerializer` (`id`, `title`, `slug`, `posts_count`, `reply_count`, `created_at`,
+`last_posted_at`, `bumped_at`, `pinned`, `excerpt` (only for pinned topics), `visible`, `archetype`,
+`category_id`, `tags`, `posters`), `TopicPosterSerializer` (`description`, `user_id`, the user sideloaded
+in the top-level `users`). Nothing here trusts a type: a forum, a proxy or a plugin can answer anything,
+and one malformed topic is skipped and counted (`Listing.skipped`), never the reason a feed fails.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from .markdown_fields import utc
+from .models import Listing, Topic
+from .parser import MAX_TEXT_CHARS, NotAListError
+from .topic import NotATopicError
+
+if TYPE_CHECKING:
+    from .categories import Category
+
+log = logging.getLogger(__name__)
+
+_EXPECTED = 'expected a Discourse topic list in JSON ({"topic_list": {"topics": [...]}})'
+_EXPECTED_TOPIC = 'expected a Discourse topic in JSON ({"id": ..., "post_stream": {"posts": [...]}})'
+_EXPECTED_CATEGORIES = 'expected a Discourse categories list in JSON ({"category_list": {"categories": [...]}})'
+
+MAX_TOPIC_CHARS = 8 * 1024 * 1024
+"""A `/t/ID.json` page carries up to 20 cooked posts (HTML, up to ~32k characters of source each) plus
+suggested topics: larger than a Markdown page, still far from this."""
+
+MAX_ID = 10**18
+_TAG = re.compile(r"<[^<>]*>")
+_SLUG_SAFE = "-._~%"
+_CATEGORY_SLUG = re.compile(r"[\w%-]{1,100}")
+MAX_CATEGORIES = 500
+MAX_DESCRIPTION_CHARS = 500
+
+
+class _Malformed(Exception):
+    """One topic that cannot become a `Topic`: skipped and counted, never raised to callers."""
+
+
+def load_json(text: str | bytes, max_chars: int, error: type[ValueError], expected: str) -> dict[str, Any]:
+    """The top-level JSON object, or `error` saying what came instead (too large, HTML, not JSON, not an object).
+
+    `json.loads` itself is the bound on the work: it is linear in the text, and a document nested deeper
+    than the interpreter's recursion limit raises RecursionError, which is refused here like any other
+    broken text rather than escaping as a crash.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{expected}, got bytes that are not UTF-8 text ({exc.reason} at {exc.start})") from None
+    if len(text) > max_chars:
+        raise error(f"{expected}, got {len(text)} characters (limit {max_chars})")
+    head = text.lstrip("\ufeff \t\r\n")
+    if not head:
+        raise error(f"{expected}, got an empty body")
+    lowered = head[:256].lower()
+    if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
+        raise error(f"{expected}, got an HTML document (a login page or an error page?)")
+    if head[0] != "{":
+        raise error(f"{expected}, got text starting {head[:60]!r}")
+    try:
+        data = json.loads(head)
+    except RecursionError:
+        raise error(f"{expected}, got JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and int() refusing a number of over 4300 digits
+        raise error(f"{expected}, got text that is not valid JSON ({str(exc)[:100]})") from None
+    if not isinstance(data, dict):
+        raise error(f"{expected}, got a JSON {type(data).__name__}")
+    return data
+
+
+def _describe(data: dict[str, Any], expected: str) -> str:
+    """What a JSON object that is not the expected one says: Discourse's `{"errors": [...]}` answers
+    (a private category, a deleted topic, a rate limit) are quoted so the user sees the forum's reason."""
+    errors = data.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], str):
+        return f"{expected}, got the forum's error: {errors[0][:200]!r}"
+    if isinstance(data.get("error"), str):
+        return f"{expected}, got the forum's error: {data['error'][:200]!r}"
+    keys = ", ".join(repr(key) for key in list(data)[:5])
+    return f"{expected}, got a JSON object with keys {keys}" if keys else f"{expected}, got an empty JSON object"
+
+
+def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | None = None) -> Listing:
+    """Parse one page of a JSON topic list into the `Listing` the Markdown parser would give.
+
+    `base_url` is the forum's root (with its subfolder, if any): JSON lists carry only relative paths.
+    `source_url` is where the page was fetched from; its `?page=N` is the page number.
+    """
+    base = base_url.rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise NotAListError(f"{_EXPECTED}: the forum's base URL {base_url!r} is not an http(s) URL")
+    data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED)
+    topic_list = data.get("topic_list")
+    if not isinstance(topic_list, dict):
+        raise NotAListError(_describe(data, _EXPECTED))
+    raw_topics = topic_list.get("topics", [])
+    if not isinstance(raw_topics, list):
+        raise NotAListError(f"{_EXPECTED}, got a topic_list whose topics are a JSON {type(raw_topics).__name__}")
+    users = _usernames(data.get("users"))
+
+    topics: list[Topic] = []
+    skipped = 0
+    for raw in raw_topics:
+        try:
+            topic = _topic(raw, base, users)
+        except _Malformed:
+            skipped += 1
+            continue
+        if topic is not None:
+            topics.append(topic)
+    if skipped and not topics:
+        raise NotAListError(f"{_EXPECTED}: all {skipped} topics are malformed")
+    if skipped:
+        log.warning("skipped %d malformed topic(s) in %s", skipped, source_url or "list")
+    title = topic_list.get("title")
+    return Listing(
+        title=title.strip() if isinstance(title, str) else "",
+        base_url=base,
+        dialect="json",
+        topics=tuple(topics),
+        url=source_url,
+        page=_page_number(source_url),
+        next_page_url=_on_forum(topic_list.get("more_topics_url"), base),
+        skipped=skipped,
+    )
+
+
+def _usernames(users: object) -> dict[int, str]:
+    """The sideloaded `users[]` as id -> username; entries of the wrong shape are left out."""
+    if not isinstance(users, list):
+        return {}
+    found: dict[int, str] = {}
+    for user in users:
+        if isinstance(user, dict):
+            user_id, username = user.get("id"), user.get("username")
+            if type(user_id) is int and isinstance(username, str) and username.strip():
+                found[user_id] = username.strip()
+    return found
+
+
+def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
+    """One list item as a `Topic`; None for a topic the list shows but a feed must not (unlisted, a
+    private message or another archetype); `_Malformed` for one without a usable id or title."""
+    if not isinstance(raw, dict):
+        raise _Malformed
+    topic_id, title = raw.get("id"), raw.get("title")
+    if type(topic_id) is not int or not 0 < topic_id < MAX_ID:
+        raise _Malformed
+    if not isinstance(title, str):
+        fancy = raw.get("fancy_title")
+        if not isinstance(fancy, str):
+            raise _Malformed
+        title = html.unescape(fancy)
+    if raw.get("visible") is False:
+        return None
+    archetype = raw.get("archetype", "regular")
+    if archetype != "regular":
+        return None
+    author = _original_poster(raw.get("posters"), users)
+    last_posted = _moment(raw.get("last_posted_at")) or _moment(raw.get("bumped_at"))
+    category_id = raw.get("category_id")
+    return Topic(
+        id=topic_id,
+        title=title.strip(),
+        url=f"{base}/t/{_slug(raw.get('slug'))}/{topic_id}",
+        author=author,
+        author_url=f"{base}/u/{_segment(author, '')}" if author else None,
+        replies=_replies(raw.get("posts_count"), raw.get("reply_count")),
+        last_posted_at=last_posted,
+        excerpt=_excerpt(raw.get("excerpt")),
+        created_at=_moment(raw.get("created_at")),
+        tags=_tags(raw.get("tags")),
+        category_id=category_id if type(category_id) is int else None,
+        pinned=raw.get("pinned") is True,
+    )
+
+
+def _original_poster(posters: object, users: dict[int, str]) -> str | None:
+    """The topic's author: the poster described as "Original Poster", else the first one.
+
+    The description is translated on forums in other languages ("原始发帖人"), and core always puts the
+    original poster first, so the first poster is the right fallback. A poster whose user is not in
+    `users[]` (a deleted account) gives no author rather than a wrong one.
+    """
+    if not isinstance(posters, list):
+        return None
+    entries = [poster for poster in posters if isinstance(poster, dict)]
+    if not entries:
+        return None
+    original = next((p for p in entries if _is_original(p.get("description"))), entries[0])
+    user_id = original.get("user_id")
+    if type(user_id) is int and user_id in users:
+        return users[user_id]
+    user = original.get("user")  # some plugins and proxies embed the user instead of sideloading it
+    if isinstance(user, dict) and isinstance(user.get("username"), str) and user["username"].strip():
+        return user["username"].strip()
+    return None
+
+
+def _is_original(description: object) -> bool:
+    return isinstance(description, str) and "Original Poster" in description
+
+
+def _slug(slug: object) -> str:
+    """The URL's slug segment; core itself uses "topic" when a title gives no slug (e.g. all CJK)."""
+    if not isinstance(slug, str) or not slug.strip():
+        return "topic"
+    return _segment(slug.strip(), _SLUG_SAFE)
+
+
+def _segment(text: str, safe: str) -> str:
+    # JSON can carry lone surrogates ("\ud800"), which have no UTF-8 form: each becomes %3F ("?"), not a crash.
+    return quote(text, safe=safe, errors="replace")
+
+
+def _replies(posts_count: object, reply_count: object) -> int | None:
+    """Replies as forum readers see them, posts_count - 1 (Discourse's own "Replies" column).
+
+    `reply_count` is not that number: core counts only posts that reply to another post there (the real
+    captures show posts_count 4 with reply_count 1, and 4 with 9), so it is used only when posts_count
+    is missing.
+    """
+    if type(posts_count) is int and 0 < posts_count < MAX_ID:
+        return posts_count - 1
+    if type(reply_count) is int and 0 <= reply_count < MAX_ID:
+        return reply_count
+    return None
+
+
+def _moment(value: object) -> datetime | None:
+    return utc(value) if isinstance(value, str) and len(value) < 64 else None
+
+
+def _excerpt(value: object) -> str | None:
+    """Plain text like the Markdown parser's excerpts: core's excerpt is HTML (entities, the odd tag)."""
+    if not isinstance(value, str):
+        return None
+    text = html.unescape(_TAG.sub(" ", value)) if ("<" in value or "&" in value) else value
+    return " ".join(text.split()) or None
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    """Tag names, from strings (releases before 2025) or `{id, name, slug}` objects (newer).
+
+    The name, not the slug: a CJK tag's slug is often empty.
+    """
+    if not isinstance(value, list):
+        return ()
+    names: list[str] = []
+    for tag in value:
+        name = tag.get("name") if isinstance(tag, dict) else tag
+        if isinstance(name, str) and name.strip() and name.strip() not in names:
+            names.append(name.strip())
+    return tuple(names)
+
+
+def _on_forum(url: object, base: str) -> str | None:
+    """`more_topics_url` made absolute, or None unless it is a path on the forum (or a URL of its origin).
+
+    Core writes it relative to the host, with the subfolder of a subfolder install already in it;
+    older releases may leave the subfolder out, so it is added when missing.
+    """
+    if not isinstance(url, str) or not url.strip():
+        return None
+    url = url.strip()
+    parts = urlsplit(base)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    if url.startswith(("http://", "https://")):
+        return url if url == origin or url.startswith(origin + "/") else None
+    if not url.startswith("/") or url.startswith("//") or any(c in url for c in " \t\r\n\\"):
+        return None
+    prefix = parts.path.rstrip("/")
+    return origin + url if not prefix or url.startswith(prefix + "/") else base + url
+
+
+def _page_number(source_url: str | None) -> int:
+    if not source_url:
+        return 0
+    values = parse_qs(urlsplit(source_url).query).get("page")
+    if values and values[0].isascii() and values[0].isdigit() and len(values[0]) < 7:
+        return int(values[0])
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class JsonTopic:
+    """What `/t/ID.json` says that a full entry needs; `first_post_html` is core's cooked HTML, unsanitised
+    (it must go through content.py's nh3 cleaner before any feed carries it), and None when the page does
+    not start at post #1."""
+
+    id: int
+    title: str
+    slug: str
+    created_at: datetime | None
+    category_id: int | None
+    tags: tuple[str, ...]
+    first_post_html: str | None
+    first_post_author: str | None
+    posts_count: int | None
+
+
+def parse_json_topic(text: str | bytes) -> JsonTopic:
+    """Parse one `/t/ID.json` page; raises `NotATopicError` like the Markdown topic parser."""
+    data = load_json(text, MAX_TOPIC_CHARS, NotATopicError, _EXPECTED_TOPIC)
+    topic_id, stream = data.get("id"), data.get("post_stream")
+    if type(topic_id) is not int or not 0 < topic_id < MAX_ID or not isinstance(stream, dict):
+        raise NotATopicError(_describe(data, _EXPECTED_TOPIC))
+    posts = stream.get("posts")
+    first = posts[0] if isinstance(posts, list) and posts and isinstance(posts[0], dict) else {}
+    cooked = first.get("cooked") if first.get("post_number", 1) == 1 else None
+    author = first.get("username") if cooked is not None else None
+    title, slug, category_id = data.get("title"), data.get("slug"), data.get("category_id")
+    posts_count = data.get("posts_count")
+    created = _moment(data.get("created_at")) or (_moment(first.get("created_at")) if cooked is not None else None)
+    return JsonTopic(
+        id=topic_id,
+        title=title.strip() if isinstance(title, str) else "",
+        slug=slug if isinstance(slug, str) else "",
+        created_at=created,
+        category_id=category_id if type(category_id) is int else None,
+        tags=_tags(data.get("tags")),
+        first_post_html=cooked if isinstance(cooked, str) else None,
+        first_post_author=author if isinstance(author, str) and author else None,
+        posts_count=posts_count if type(posts_count) is int and posts_count >= 0 else None,
+    )
+
+
+def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
+    """Categories of `/categories.json` in page order, each id once, subcategories after their parent.
+
+    Lenient like the Markdown directory parser: text that is not a directory gives an empty tuple (the
+    front page then offers a free-text category). A subcategory's `slugs` is its parent's path and its own
+    slug ("hardware/gpu"), found through `parent_category_id`; newer releases nest subcategories in
+    `subcategory_list` (with `include_subcategories=true`), older ones list only top-level categories.
+    """
+    # Imported here: categories imports the service, which will import this module.
+    from .categories import Category
+
+    try:
+        data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED_CATEGORIES)
+    except NotAListError as exc:
+        log.info("not a categories list: %s", exc)
+        return ()
+    category_list = data.get("category_list")
+    raw = category_list.get("categories") if isinstance(category_list, dict) else None
+    if not isinstance(raw, list):
+        return ()
+    entries: list[dict[str, Any]] = []
+    for item in raw:
+        if isinstance(item, dict):
+            entries.append(item)
+            nested = item.get("subcategory_list")
+            if isinstance(nested, list):
+                entries.extend(sub for sub in nested if isinstance(sub, dict))
+    slugs = {e["id"]: e["slug"] for e in entries if type(e.get("id")) is int and isinstance(e.get("slug"), str)}
+    parents = {e["id"]: e.get("parent_category_id") for e in entries if type(e.get("id")) is int}
+    found: dict[int, Category] = {}
+    for entry in entries:
+        category_id, slug = entry.get("id"), entry.get("slug")
+        if type(category_id) is not int or category_id in found or not 0 < category_id < MAX_ID:
+            continue
+        if not isinstance(slug, str) or not _CATEGORY_SLUG.fullmatch(slug) or len(found) >= MAX_CATEGORIES:
+            continue
+        path = _category_path(category_id, slugs, parents)
+        if path is None:
+            continue
+        name = entry.get("name")
+        name = _clean(name) if isinstance(name, str) else ""
+        found[category_id] = Category(name or path, path, category_id, _description(entry))
+    return tuple(found.values())
+
+
+def _category_path(category_id: int, slugs: dict[int, str], parents: dict[int, object]) -> str | None:
+    """`parent/child` (up to core's three levels); None when a parent's slug is unusable. A parent that
+    is not in the list (a private one) leaves the child's own slug, which core also answers to."""
+    chain = [slugs[category_id]]
+    current = category_id
+    for _ in range(2):
+        parent = parents.get(current)
+        if type(parent) is not int or parent == category_id:
+            break
+        if parent not in slugs:
+            break
+        if not _CATEGORY_SLUG.fullmatch(slugs[parent]):
+            return None
+        chain.append(slugs[parent])
+        current = parent
+    return "/".join(reversed(chain))
+
+
+def _description(entry: dict[str, Any]) -> str:
+    """Plain text: `description_text` (newer), else the HTML `description_excerpt`/`description`."""
+    for key in ("description_text", "description_excerpt", "description"):
+        value = entry.get(key)
+        if isinstance(value, str) and value.strip():
+            text = value if key == "description_text" else html.unescape(_TAG.sub(" ", value))
+            return _clean(text)[:MAX_DESCRIPTION_CHARS]
+    return ""
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    return " ".join(_CONTROL.sub("", text).split())
