@@ -12,15 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from feedbridge.categories import Category
-from feedbridge.json_lists import (
+from feedbridge.discourse.json_lists import (
     parse_json_categories,
     parse_json_listing,
     parse_json_topic,
 )
-from feedbridge.models import Listing, iso_utc, listing_to_dict
-from feedbridge.parser import MAX_TEXT_CHARS, NotAListError
-from feedbridge.topic import NotATopicError
+from feedbridge.discourse.listing import MAX_TEXT_CHARS
+from feedbridge.errors import NotAListError, NotATopicError
+from feedbridge.models import Category, Listing, iso_utc, listing_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "json"

@@ -22,16 +22,13 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from .markdown_fields import utc
-from .models import Listing, Topic
-from .parser import MAX_TEXT_CHARS, NotAListError
-from .topic import NotATopicError
-
-if TYPE_CHECKING:
-    from .categories import Category
+from feedbridge.discourse.fields import utc
+from feedbridge.discourse.listing import MAX_TEXT_CHARS
+from feedbridge.errors import NotAListError, NotATopicError
+from feedbridge.models import Category, Listing, Topic
 
 log = logging.getLogger(__name__)
 
@@ -353,9 +350,6 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     slug ("hardware/gpu"), found through `parent_category_id`; newer releases nest subcategories in
     `subcategory_list` (with `include_subcategories=true`), older ones list only top-level categories.
     """
-    # Imported here: categories imports the service, which will import this module.
-    from .categories import Category
-
     try:
         data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED_CATEGORIES)
     except NotAListError as exc:
