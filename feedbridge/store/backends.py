@@ -1,15 +1,15 @@
-"""Choose the cache store and the single-flight for this process from the settings.
+"""Choose the cache store and the single-flight for this process.
 
 Without a cache URL, one process is the whole service: an in-process cache and single-flight. With
 one (`FEEDBRIDGE_CACHE_URL` or a PaaS add-on's `REDIS_URL`), every worker of every instance shares
 pages, feeds and rate-limit state in Redis and takes a Redis lock before fetching, so the forum sees
 one request per page per cache TTL however many workers there are.
+
+Plain arguments rather than `Settings`: the store is a leaf of the tree and reads no configuration.
 """
 
 from __future__ import annotations
 
-from feedbridge.config import Settings
-from feedbridge.errors import ConfigError
 from feedbridge.store.memory import Flight, MemoryStore, SingleFlight, Store
 from feedbridge.store.redis_flight import RedisFlight
 from feedbridge.store.redis_store import RedisLink, RedisStore, TieredStore
@@ -20,14 +20,12 @@ LOCAL_RECHECK = 5.0
 LOCK_MARGIN = 5.0
 
 
-def make_backends(settings: Settings) -> tuple[Store, Flight]:
-    memory = MemoryStore(settings.cache_max_bytes)
-    if not settings.cache_url:
+def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float,
+                  fetch_deadline: float) -> tuple[Store, Flight]:
+    """Raises ValueError for a cache URL that is not a Redis URL."""
+    memory = MemoryStore(max_bytes)
+    if not cache_url:
         return memory, SingleFlight()
-    try:
-        link = RedisLink(settings.cache_url)
-    except ValueError as exc:
-        raise ConfigError(f"FEEDBRIDGE_CACHE_URL / REDIS_URL: {exc}") from None
-    store = TieredStore(memory, RedisStore(link), fresh_for=settings.cache_ttl,
-                        recheck=min(settings.cache_ttl, LOCAL_RECHECK))
-    return store, RedisFlight(link, lock_ttl=settings.total_timeout + LOCK_MARGIN)
+    link = RedisLink(cache_url)
+    store = TieredStore(memory, RedisStore(link), fresh_for=fresh_for, recheck=min(fresh_for, LOCAL_RECHECK))
+    return store, RedisFlight(link, lock_ttl=fetch_deadline + LOCK_MARGIN)

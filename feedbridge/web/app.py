@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 
 from feedbridge import __version__
 from feedbridge.config import Settings
-from feedbridge.errors import RequestError, UpstreamError
+from feedbridge.errors import ConfigError, RequestError, UpstreamError
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
@@ -36,7 +36,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     _configure_logging(settings.log_level)
     app = Flask(__name__)
     app.config["FEEDBRIDGE_SETTINGS"] = settings
-    store, flight = make_backends(settings)
+    try:
+        store, flight = make_backends(settings.cache_url, max_bytes=settings.cache_max_bytes,
+                                      fresh_for=settings.cache_ttl, fetch_deadline=settings.total_timeout)
+    except ValueError as exc:
+        raise ConfigError(f"FEEDBRIDGE_CACHE_URL / REDIS_URL: {exc}", "FEEDBRIDGE_CACHE_URL") from None
     app.extensions["feedbridge"] = FeedService(settings, store, Fetcher(settings), flight)
     app.extensions["feedbridge.resolved"] = urls = ResolvedUrls()
     app.wsgi_app = HitPath(app.wsgi_app, app.extensions["feedbridge"], urls)  # type: ignore[method-assign]
