@@ -1,1 +1,3 @@
-"""Rendering: the format registry (`formats`) and the Atom, RSS and JSON Feed writers (`feeds`), pure functions of their input."""
+"""Rendering: the format registry (`formats`) and the Atom, RSS and JSON Feed writers (`feeds`), pure functions
+of their input.
+"""

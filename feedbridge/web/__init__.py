@@ -1,1 +1,3 @@
-"""The web layer: the Flask factory, feed views, the cached-hit fast path, the front page, templates, static files and gunicorn settings."""
+"""The web layer: the Flask factory, feed views, the cached-hit fast path, the front page, templates, static
+files and gunicorn settings.
+"""
