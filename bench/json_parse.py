@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from feedbridge.harness import PROJECT_ROOT, median_seconds_rounds
-
 from feedbridge.discourse.json_lists import parse_json_listing
+
+from .harness import PROJECT_ROOT, median_seconds_rounds
 
 PAGE = PROJECT_ROOT / "fixtures" / "json" / "current-latest.json"
 BASE = "https://forum.example.org"

@@ -1,24 +1,30 @@
-"""Sections over real sockets: cached hits (1), cold builds against RSS-Bridge (2), upstream load (5) and
-worker memory (6). Each starts its own processes and ends them before returning."""
+"""Sections over real sockets: cached hits against a trivial Flask route and the bare-WSGI limit (1), cold and
+cached builds against RSS-Bridge and RSSHub (2), upstream load (5) and worker memory (6). Each starts its own
+processes and ends them before returning."""
 
 from __future__ import annotations
 
-import inspect
 import shutil
 import statistics
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import feedparser
 import httpx
 
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.store import backends
+from feedbridge.models import Listing
 
-from . import rssbridge
+from . import rssbridge, rsshub
 from .harness import Context, Row
 from .procs import Procs, cpu_seconds, rss_bytes, worker_pids, wrk_compare
+
+if TYPE_CHECKING:
+    from tests.upstream import ForumProcess
 
 HIT_RPS_TARGET, HIT_P99_TARGET = 0.9, 1.5
 COLD_TARGET, CACHED_RPS_TARGET = 0.8, 2.0
@@ -26,6 +32,9 @@ WORKERS = 2  # gunicorn_conf's default WEB_CONCURRENCY, which these runs keep
 MEMORY_CACHE_BYTES = 8 * 2**20
 MEMORY_OVERHEAD_BYTES = 16 * 2**20  # the fixed allowance we claim on top of the cache bound
 MIB = 2**20
+UPSTREAM_CONCURRENCY = 64
+RSS_LIST = "/c/compiler/5.rss"  # the Discourse RSS list RSSHub's Discourse route re-wraps
+RSSHUB_PACE = 1.1  # seconds between RSSHub's cold requests: its outgoing limiter (10/s, spread evenly) stays idle
 
 
 def _feed_path(forum_url: str, route: str) -> str:
@@ -48,16 +57,24 @@ def hit_section(ctx: Context) -> list[Row]:
         for _ in range(8):
             body = _get(feed).content
         (ctx.workdir / "body.atom").write_bytes(body)
-        trivial, _ = procs.gunicorn("trivial", {"BENCH_BODY_FILE": str(ctx.workdir / "body.atom")},
-                                    app="bench.trivial:app", ready_path="/feed")
-        result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed"}, runs, seconds)
+        body_env = {"BENCH_BODY_FILE": str(ctx.workdir / "body.atom")}
+        trivial, _ = procs.gunicorn("trivial", body_env, app="bench.trivial:app", ready_path="/feed")
+        limit, _ = procs.gunicorn("limit", body_env, app="bench.limit:app", ready_path="/feed")
+        result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed", "limit": limit + "/feed"},
+                             runs, seconds)
         upstream = forum.control.count()
-    ours, base = result["feedbridge"], result["trivial"]
+    ours, base, bare = result["feedbridge"], result["trivial"], result["limit"]
     ctx.notes.append(f"1: gunicorn with `feedbridge.web.gunicorn_conf` ({WORKERS} gthread workers × 8 threads, "
                      f"bound to 127.0.0.1), wrk -t2 -c16, 1 s warm-up each, then {runs} alternating runs of "
                      f"{seconds} s, medians; body {len(body):,} bytes of Atom (30 entries); the forum saw "
-                     f"{upstream} request(s) during the whole section, so wrk measured hits only.")
+                     f"{upstream} request(s) during the whole section, so wrk measured hits only. The limit is "
+                     "`bench/limit.py`: a bare WSGI callable (no Flask) returning the same bytes with the same "
+                     "Content-Type under the same gunicorn settings; the trivial Flask route is `bench/trivial.py`.")
     return [
+        Row("1", "cached Atom hit vs the limit (bare WSGI callable, same gunicorn), requests/s", ours.rps,
+            bare.rps, "req/s", ours.rps / bare.rps, f"≥ {HIT_RPS_TARGET:g}×", ours.rps / bare.rps >= HIT_RPS_TARGET),
+        Row("1", "cached Atom hit vs the limit (bare WSGI callable, same gunicorn), p99", ours.p99_ms, bare.p99_ms,
+            "ms", ours.p99_ms / bare.p99_ms, "(reference)", None),
         Row("1", "cached Atom hit vs trivial Flask route, requests/s", ours.rps, base.rps, "req/s",
             ours.rps / base.rps, f"≥ {HIT_RPS_TARGET:g}×", ours.rps / base.rps >= HIT_RPS_TARGET),
         Row("1", "cached Atom hit vs trivial Flask route, p99", ours.p99_ms, base.p99_ms, "ms",
@@ -87,14 +104,13 @@ def cold_section(ctx: Context) -> list[Row]:
         floor, floor_server = procs.gunicorn("floor", {"BENCH_PAGE_URL": page}, app="bench.floor:app",
                                              ready_path="/feed")
         bridge, bridge_server = rssbridge.start(procs)
+        hub = _start_rsshub(procs, forum, listing) if rsshub.available() else None
         path = _feed_path(forum.url, "c/compiler/5.atom")
         urls = {"feedbridge": cold + path, "floor": floor + "/feed",
                 "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", True)}
         servers = {"feedbridge": cold_server.pid, "floor": floor_server.pid, "rss-bridge": bridge_server.pid}
-        for name, url in urls.items():  # the same 30 entries, in feeds a reader accepts
-            parsed = feedparser.parse(_get(url).content)
-            if parsed.bozo or len(parsed.entries) != len(listing.topics):
-                raise RuntimeError(f"{name}: {len(parsed.entries)} entries, bozo={parsed.bozo}: {url}")
+        for name, url in {**urls, **(hub.urls() if hub else {})}.items():  # the same 30 entries, in valid feeds
+            _check_feed(name, url, len(listing.topics))
         forum.control.reset()
         latencies: dict[str, list[float]] = {name: [] for name in urls}
         cpu = dict.fromkeys(urls, 0.0)
@@ -114,7 +130,11 @@ def cold_section(ctx: Context) -> list[Row]:
         for name, (count, expected) in fetched.items():
             if count != expected:
                 raise RuntimeError(f"{name}: {count} upstream fetches for {expected} cold requests")
+        ours_burst = statistics.median(latencies["feedbridge"]) * 1e3
+        hub_rows = _rsshub_cold(ctx, forum, hub, cold + path, ours_burst) if hub else []
         cached = {"feedbridge": warm + path, "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", False)}
+        if hub:
+            cached["rsshub"] = hub.urls()["rsshub-warm"]
         for url in cached.values():
             _get(url)
         throughput = wrk_compare(cached, runs, seconds)
@@ -133,7 +153,18 @@ def cold_section(ctx: Context) -> list[Row]:
                      "nothing else. Server CPU = user + system time of the server's processes (/proc) over the "
                      f"cold requests, per request: feedbridge {ours_cpu:.2f} ms, floor {base_cpu:.2f} ms, "
                      f"RSS-Bridge {peer_cpu:.2f} ms.")
-    return [
+    if hub:
+        hub_rps, hub_p99, ours_p99 = throughput["rsshub"].rps, throughput["rsshub"].p99_ms, throughput["feedbridge"].p99_ms
+        hub_rows += [
+            Row("2", "cached feed vs RSSHub cached (its memory cache), requests/s", ours_rps, hub_rps, "req/s",
+                ours_rps / hub_rps, f"≥ {CACHED_RPS_TARGET:g}×", ours_rps / hub_rps >= CACHED_RPS_TARGET),
+            Row("2", "cached feed vs RSSHub cached (its memory cache), p99", ours_p99, hub_p99, "ms",
+                ours_p99 / hub_p99, "≤ 1×", ours_p99 <= hub_p99),
+        ]
+    else:
+        ctx.notes.append("2: RSSHub not measured: node or its install in bench/rsshub-node/node_modules is missing "
+                         "(bench/run installs it: `python3 -m bench.rsshub`).")
+    return hub_rows + [
         Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
             ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
         Row("2", "library floor of a cold feed (gunicorn + Flask + httpx + feedgen, no feedbridge code) vs "
@@ -145,47 +176,168 @@ def cold_section(ctx: Context) -> list[Row]:
     ]
 
 
+@dataclass(frozen=True)
+class _RSSHub:
+    """The two RSSHub processes of section 2: one without a cache (cold), one with its default memory cache."""
+
+    cold: str
+    cold_pid: int
+    warm: str
+
+    def urls(self) -> dict[str, str]:
+        return {"rsshub-cold": rsshub.feed_url(self.cold, "c/compiler/5"),
+                "rsshub-warm": rsshub.feed_url(self.warm, "c/compiler/5")}
+
+
+def _serve_rss_list(forum: ForumProcess, listing: Listing) -> None:
+    forum.control.set_body(RSS_LIST, rsshub.as_rss(listing, forum.url + RSS_LIST),
+                           headers={"Content-Type": rsshub.RSS_TYPE})
+
+
+def _start_rsshub(procs: Procs, forum: ForumProcess, listing: Listing) -> _RSSHub:
+    _serve_rss_list(forum, listing)
+    cold, cold_server = rsshub.start(procs, forum.url, "rsshub-cold", cache=False)
+    warm, _ = rsshub.start(procs, forum.url, "rsshub-warm", cache=True)
+    return _RSSHub(cold, cold_server.pid, warm)
+
+
+def _rsshub_cold(ctx: Context, forum: ForumProcess, hub: _RSSHub, ours_url: str, ours_burst: float) -> list[Row]:
+    """Cold builds against RSSHub. Its fetches all pass a process-wide limiter (10 per second, spread evenly)
+    that queues back-to-back requests for hundreds of ms, so the like-for-like figure paces both sides at
+    one request per RSSHUB_PACE s; the back-to-back figure, what a burst of distinct feeds sees, is kept beside."""
+    paced_rounds, burst = ctx.loops(30, 2), ctx.loops(20, 3)
+    hub_url = hub.urls()["rsshub-cold"]
+    urls = {"feedbridge": ours_url, "rsshub": hub_url}
+    latencies: dict[str, list[float]] = {name: [] for name in urls}
+    hub_cpu = 0.0
+    forum.control.reset()
+    time.sleep(RSSHUB_PACE)  # the feed check fetched through RSSHub moments ago
+    with httpx.Client(timeout=30) as client:
+        for i in range(paced_rounds):
+            started = time.monotonic()
+            for name in list(urls)[i % 2:] + list(urls)[: i % 2]:
+                before = cpu_seconds(hub.cold_pid)
+                start = time.perf_counter()
+                client.get(urls[name]).raise_for_status()
+                latencies[name].append(time.perf_counter() - start)
+                if name == "rsshub":
+                    hub_cpu += cpu_seconds(hub.cold_pid) - before
+            time.sleep(max(0.0, started + RSSHUB_PACE - time.monotonic()))
+        back_to_back = []
+        for _ in range(burst):
+            start = time.perf_counter()
+            client.get(hub_url).raise_for_status()
+            back_to_back.append(time.perf_counter() - start)
+    fetched = forum.control.count(RSS_LIST), forum.control.count("/c/compiler/5.md")
+    if fetched != (paced_rounds + burst, paced_rounds):
+        raise RuntimeError(f"RSSHub and feedbridge fetched {fetched} pages for {paced_rounds + burst} and "
+                           f"{paced_rounds} cold requests")
+    ours, peer = (statistics.median(latencies[name]) * 1e3 for name in urls)
+    peer_burst = statistics.median(back_to_back) * 1e3
+    ctx.notes.append(
+        f"2: RSSHub {rsshub.version()} (the npm registry's build; it declares Node ^22.20 || ^24 and runs here on "
+        f"Node {_node_version()}), its Discourse route `/discourse/:configId/official/:path` with "
+        f"`DISCOURSE_CONFIG_{rsshub.CONFIG_ID}` pointing at the fake forum, which serves the same 30 topics as a "
+        "Discourse RSS list (`/c/compiler/5.rss`, built by `bench/rsshub.py` from the parsed page); `?format=atom`. "
+        "The package ships only its library build, so `bench/rsshub-node/server.mjs` serves RSSHub's own Hono app "
+        "with @hono/node-server as RSSHub's `lib/index.ts` does: one Node process (its default, no cluster), "
+        "NODE_ENV=production. Settings changed from its defaults: LOGGER_LEVEL=warn and NO_LOGFILES=1 (feedbridge "
+        "logs no request either) and NO_RANDOM_UA=1 (with a random User-Agent every fetch fails here: its "
+        "header-generator answers \"No headers based on this input can be generated\"). Cold = a second RSSHub "
+        "with CACHE_TYPE=\"\" (its no-cache switch); cached = its default memory cache, wrk as in 1.")
+    ctx.notes.append(
+        f"2: cold vs RSSHub = {paced_rounds} rounds, one request to each side per {RSSHUB_PACE:g} s (order rotated), "
+        f"because RSSHub queues every upstream fetch behind a process-wide limiter of 10 per second spread evenly; "
+        f"back-to-back = {burst} consecutive RSSHub requests against feedbridge's back-to-back median above. "
+        f"Server CPU per paced cold request, RSSHub: {hub_cpu / paced_rounds * 1e3:.2f} ms. The forum logged one "
+        "page fetch per cold request on each side.")
+    return [
+        Row("2", f"cold feed vs RSSHub, median latency, one request per {RSSHUB_PACE:g} s to each", ours, peer, "ms",
+            ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
+        Row("2", "cold feed vs RSSHub, median latency, back-to-back requests (RSSHub's fetch limiter queues them)",
+            ours_burst, peer_burst, "ms", ours_burst / peer_burst, "(reference)", None),
+    ]
+
+
+def _check_feed(name: str, url: str, entries: int) -> None:
+    parsed = feedparser.parse(_get(url).content)
+    if parsed.bozo or len(parsed.entries) != entries:
+        raise RuntimeError(f"{name}: {len(parsed.entries)} entries, bozo={parsed.bozo}: {url}")
+
+
+def _node_version() -> str:
+    return subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+
+
 def upstream_section(ctx: Context) -> list[Row]:
     routes = ("c/compiler/5", "latest", "hot", "top") if not ctx.quick else ("c/compiler/5",)
     rows = [_upstream_row(ctx, routes, redis=False)]
-    if "cache_url" in inspect.getsource(backends.make_backends) and shutil.which("redis-server"):
+    if shutil.which("redis-server"):
         rows.append(_upstream_row(ctx, routes, redis=True))
     else:
-        ctx.notes.append("5: the Redis case is not measurable yet: `feedbridge/backends.py` does not use "
-                         "FEEDBRIDGE_CACHE_URL in this tree (or redis-server is missing).")
+        ctx.notes.append("5: the Redis case is not measured: redis-server is missing.")
     return rows
 
 
+def _burst(url: str, concurrency: int) -> list[float]:
+    """`concurrency` requests released at once (one connection each); their latencies, after checking each 200."""
+    barrier = threading.Barrier(concurrency)
+
+    def one(_: int) -> tuple[int, float]:
+        with httpx.Client(timeout=90) as client:
+            barrier.wait(timeout=30)
+            start = time.perf_counter()
+            status = client.get(url).status_code
+            return status, time.perf_counter() - start
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(one, range(concurrency)))
+    statuses = [status for status, _ in results]
+    if statuses.count(200) != concurrency:
+        raise RuntimeError(f"{url}: statuses {sorted(set(statuses))}")
+    return [latency for _, latency in results]
+
+
+def _upstream_rsshub_row(ctx: Context, ours: float) -> Row:
+    """RSSHub's answer to the same burst: its cache middleware marks the path as being fetched and makes
+    every later request re-check the cache every 6 s (up to 10 times) instead of fetching again."""
+    with Procs(ctx.workdir) as procs:
+        forum = procs.forum()
+        _serve_rss_list(forum, parse_listing(httpx.get(forum.url + "/c/compiler/5.md", timeout=10).text,
+                                             base_url=forum.url))
+        hub, _ = rsshub.start(procs, forum.url, "rsshub-flight", cache=True)
+        forum.control.stall(RSS_LIST, 0.3)
+        latencies = _burst(rsshub.feed_url(hub, "c/compiler/5"), UPSTREAM_CONCURRENCY)
+        fetched = forum.control.count(RSS_LIST)
+    ctx.notes.append(f"5 (RSSHub): the same {UPSTREAM_CONCURRENCY} concurrent cold requests for c/compiler/5 "
+                     "against one fresh RSSHub process with its default memory cache, upstream RSS list stalled "
+                     f"0.3 s: {fetched} page fetch(es); response times median {statistics.median(latencies):.2f} s, "
+                     f"slowest {max(latencies):.2f} s (feedbridge's are in the note above).")
+    return Row("5", f"upstream fetches per page, {UPSTREAM_CONCURRENCY} concurrent cold requests, vs RSSHub "
+               "(its memory cache)", ours, fetched, "fetches", None, "(reference)", None)
+
+
 def _upstream_row(ctx: Context, routes: tuple[str, ...], redis: bool) -> Row:
-    concurrency = 64
+    concurrency = UPSTREAM_CONCURRENCY
     with Procs(ctx.workdir) as procs:
         forum = procs.forum()
         env = {"FEEDBRIDGE_FORUMS": forum.url}
         if redis:
             env["FEEDBRIDGE_CACHE_URL"] = procs.redis()
         app, _ = procs.gunicorn("feedbridge-flight" + ("-redis" if redis else ""), env)
-        counts = []
+        counts, slowest = [], []
         for route in routes:
             upstream_path = f"/{route}.md"
             forum.control.stall(upstream_path, 0.3, prefix=True)  # all 64 arrive while the first fetch runs
-            url = app + _feed_path(forum.url, f"{route}.atom")
-            barrier = threading.Barrier(concurrency)
-
-            def one(_: int) -> int:
-                with httpx.Client(timeout=30) as client:
-                    barrier.wait(timeout=30)
-                    return client.get(url).status_code
-
-            with ThreadPoolExecutor(concurrency) as pool:
-                statuses = list(pool.map(one, range(concurrency)))
-            if statuses.count(200) != concurrency:
-                raise RuntimeError(f"{route}: statuses {sorted(set(statuses))}")
+            latencies = _burst(app + _feed_path(forum.url, f"{route}.atom"), concurrency)
+            slowest.append(max(latencies))
             counts.append(forum.control.count(upstream_path, prefix=True))
     worst = max(counts)
     target = 1 if redis else WORKERS
     ctx.notes.append(f"5{' (Redis)' if redis else ''}: {concurrency} concurrent cold requests per feed "
                      f"({', '.join(routes)}), upstream stalled 0.3 s so they all overlap; page fetches per feed: "
-                     f"{counts}; {WORKERS} gunicorn workers.")
+                     f"{counts}; slowest response per feed (s): {', '.join(f'{t:.2f}' for t in slowest)}; "
+                     f"{WORKERS} gunicorn workers.")
     return Row("5", f"upstream fetches per page, {concurrency} concurrent cold requests"
                + (", Redis" if redis else ", in-process cache"), worst, None, "fetches", None,
                "= 1 (shared single-flight)" if redis else f"≤ {WORKERS} (worker processes)",
