@@ -276,6 +276,10 @@ def upstream_section(ctx: Context) -> list[Row]:
         rows.append(_upstream_row(ctx, routes, redis=True))
     else:
         ctx.notes.append("5: the Redis case is not measured: redis-server is missing.")
+    if rsshub.available():
+        rows.append(_upstream_rsshub_row(ctx, rows[0].ours))
+    else:
+        ctx.notes.append("5: RSSHub not measured: node or its install in bench/rsshub-node/node_modules is missing.")
     return rows
 
 
