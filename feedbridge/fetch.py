@@ -190,13 +190,13 @@ def valid_last_modified(value: str | None) -> str | None:
 
 
 ACCEPTED_ENCODINGS = ("gzip", "x-gzip", "deflate")
+ACCEPT_ENCODING = "gzip, deflate"  # what we ask for: no br/zstd, which httpx would offer if installed
 DEADLINE_SLACK = 0.05  # a socket timeout may fire a hair before the monotonic clock reaches the deadline
 INFLATE_STEP = 64 * 1024  # the most one decompression call may produce: peak memory is the limit plus this
-# What a fetch can raise besides our own errors: httpx's (transport, protocol, stream, URL), h11's should
-# one escape unmapped, zlib's, and the ValueError/UnicodeError/LookupError/OverflowError that odd headers
-# give inside httpx or the decoders. Each becomes an UpstreamError, so callers serve their stale copy.
-_FETCH_FAILURES = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, h11.ProtocolError, zlib.error,
-                   ValueError, LookupError, OverflowError)
+# What a fetch can raise besides our own errors and httpx's transport errors: httpx's stream and URL errors,
+# and the ValueError/UnicodeError/LookupError/OverflowError that odd headers give inside httpx or h11.
+# Each becomes an UpstreamError, so callers serve their stale copy instead of answering 500.
+_FETCH_FAILURES = (httpx.InvalidURL, httpx.StreamError, ValueError, LookupError, OverflowError)
 
 
 class _Inflater:
@@ -266,7 +266,7 @@ class Fetcher:
             # httpx retries only failed connection attempts, never a request that reached the server.
             transport=transport or httpx.HTTPTransport(retries=settings.retries),
             headers={"User-Agent": USER_AGENT, "Accept": "text/markdown, text/plain;q=0.5",
-                     "Accept-Encoding": ", ".join(ACCEPTED_ENCODINGS[::2])},
+                     "Accept-Encoding": ACCEPT_ENCODING},
             follow_redirects=False,
             trust_env=False,
         )
@@ -334,7 +334,7 @@ class Fetcher:
             if time.monotonic() >= deadline - DEADLINE_SLACK:  # the wait was cut to what the deadline left
                 raise UpstreamTimeout(self._late(url, hop)) from None
             raise UpstreamTimeout(f"upstream timed out for {url}") from None
-        except (httpx.HTTPError, h11.ProtocolError) as exc:
+        except (httpx.HTTPError, h11.ProtocolError) as exc:  # h11's, should one escape httpcore unmapped
             raise UpstreamError(f"upstream connection failed for {url}: {type(exc).__name__}") from None
         except _FETCH_FAILURES as exc:
             raise UpstreamError(f"upstream sent an answer that cannot be read for {url}: {type(exc).__name__}") from None
