@@ -54,6 +54,7 @@ class Settings:
     max_body_bytes: int = 5 * 1024 * 1024
     retries: int = 2
     max_redirects: int = 3
+    retry_after_max: int = 3600
     singleflight_wait: float = 25.0
     content_default: str = "excerpt"
     topic_budget: int = 30
@@ -89,6 +90,7 @@ class Settings:
             total_timeout=_float(env, "FEEDBRIDGE_TOTAL_TIMEOUT", 20.0, 0.2, 300),
             max_body_bytes=_int(env, "FEEDBRIDGE_MAX_BODY_BYTES", 5 * 1024 * 1024, 1024, 64 * 1024 * 1024),
             retries=_int(env, "FEEDBRIDGE_RETRIES", 2, 0, 5),
+            retry_after_max=_int(env, "FEEDBRIDGE_RETRY_AFTER_MAX", 3600, 1, 24 * 3600),
             content_default=content,
             topic_budget=_int(env, "FEEDBRIDGE_TOPIC_BUDGET", 30, 0, 200),
             topic_ttl=_int(env, "FEEDBRIDGE_TOPIC_TTL", 7 * 24 * 3600, 60, 90 * 24 * 3600),

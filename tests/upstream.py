@@ -28,10 +28,12 @@ import hashlib
 import json
 import mimetypes
 import re
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -61,6 +63,37 @@ LOGIN_PAGE = """<!DOCTYPE html>
 JSON_ERROR = json.dumps({"errors": ["You are not permitted to view the requested resource."],
                          "error_type": "invalid_access"})
 HUGE_LINE = b"A very large page keeps going and going, long past any sane size limit.\n"
+
+
+def compression_bomb(decoded_size: int, codings: str = "gzip") -> bytes:
+    """`decoded_size` zero bytes (a multiple of 1 MiB) under `codings` as a `Content-Encoding` lists them,
+    e.g. "gzip", "deflate", "gzip, gzip": serve it with that header. 1 GiB is 1 MB under one gzip layer
+    and 2.5 KB under two.
+
+    The innermost layer is built from one compressed 1 MiB segment repeated: after a full flush, deflate
+    emits the same bytes for the same input, so a 3 GiB bomb takes a fraction of a second, not minutes.
+    """
+    block = 1 << 20
+    if decoded_size % block:
+        raise ValueError("decoded_size must be a multiple of 1 MiB")
+    layers = [c.strip() for c in codings.split(",")]
+    encoder = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    zeros = bytes(block)
+    segment = encoder.compress(zeros) + encoder.flush(zlib.Z_FULL_FLUSH)
+    deflated = segment * (decoded_size // block) + encoder.flush()
+    if layers[0] not in ("gzip", "deflate"):
+        raise ValueError(f"unknown coding {layers[0]!r}")
+    check = 0 if layers[0] == "gzip" else 1
+    for _ in range(decoded_size // block):
+        check = (zlib.crc32 if layers[0] == "gzip" else zlib.adler32)(zeros, check)
+    if layers[0] == "gzip":
+        header, trailer = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff", struct.pack("<II", check, decoded_size % 2**32)
+    else:
+        header, trailer = b"\x78\xda", struct.pack(">I", check)
+    body = header + deflated + trailer
+    for coding in layers[1:]:
+        body = zlib.compress(body, 9, wbits=31 if coding == "gzip" else zlib.MAX_WBITS)
+    return body
 
 
 @dataclass(frozen=True)

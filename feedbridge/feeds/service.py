@@ -223,13 +223,15 @@ class FeedService:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait."""
         limited_key = "ratelimit:" + forum.key
         until = self.store.get(limited_key)
-        if until is not None and until > time.time():
+        longest = self.settings.retry_after_max
+        # A wait past the maximum can only be a copy stored before the clamp existed: it is not honoured.
+        if until is not None and time.time() < until <= time.time() + longest:
             wait = until - time.time()
             raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
         try:
             return self.fetcher.get(forum, url, etag, last_modified)
         except UpstreamRateLimited as exc:
-            wait = 60.0 if exc.retry_after is None else exc.retry_after
+            wait = min(60.0 if exc.retry_after is None else exc.retry_after, longest)
             self.store.set(limited_key, time.time() + wait, wait)
             raise
 

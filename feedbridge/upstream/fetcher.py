@@ -3,18 +3,28 @@
 Redirects are followed by hand so that each hop can be checked against the forum it started from: a
 redirect is the classic way to turn a fetcher into an open proxy (to 169.254.169.254, to localhost).
 The body is read as a stream and abandoned as soon as it passes the size limit or the overall deadline,
-so a 20 MB body or a server dripping one byte a second costs bounded memory and time.
+so a 20 MB body or a server dripping one byte a second costs bounded memory and time. Compressed bodies
+are inflated here, a bounded piece at a time, so the size limit counts decoded bytes as they are produced:
+a 2 KB answer can hold gigabytes once inflated (httpx's own decoders inflate a whole read at once).
+
+Everything the forum sends is untrusted: paths are normalised before they are checked against the forum,
+validators and `Retry-After` are kept only when well-formed, and every failure of any kind leaves this
+module as an `UpstreamError`, so callers can serve their last good copy instead of an internal error.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
+import h11
 import httpx
 
 from feedbridge import USER_AGENT
@@ -38,33 +48,193 @@ class Fetched:
     last_modified: str | None = None
 
 
-def is_within(forum: Forum, url: str) -> bool:
-    """Same scheme, host and port as the forum, and under its subfolder."""
+class UnsafePath(ValueError):
+    """A path whose meaning depends on who decodes it (an encoded `/` or `\\`): never fetched."""
+
+
+_ENCODED_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)
+_ENCODED_DOT = re.compile(r"%2e", re.IGNORECASE)
+_SLASHES = re.compile(r"/{2,}")
+
+
+def remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4 for an absolute path: `/a/b/../c` -> `/a/c`, `/a/..` -> `/a/`, `/..` -> `/`."""
+    segments = path.split("/")
+    if "." not in segments and ".." not in segments:
+        return path
+    kept: list[str] = []
+    for index, segment in enumerate(segments):
+        if segment in (".", ".."):
+            if segment == ".." and len(kept) > 1:
+                kept.pop()
+            if index == len(segments) - 1:
+                kept.append("")  # `/a/b/..` names the directory `/a/`
+        else:
+            kept.append(segment)
+    return "/".join(kept)
+
+
+def normalise_url(url: str) -> str:
+    """The URL as a server will resolve it, so that what is checked is what is fetched.
+
+    Percent-encoded dots are decoded (RFC 3986 §6.2.2.2: `%2E` is `.`, and servers treat `%2e%2e` as
+    `..`), runs of slashes are merged (nginx does, and `/sub//../x` would otherwise leave the subfolder on
+    the server although it stays inside it by the RFC), then dot segments are removed. An encoded `/` or
+    `\\` is refused: whether it separates segments depends on the server. The fragment is dropped (it is
+    never sent). Raises `UnsafePath`, or `ValueError` for what `urlsplit` cannot read.
+    """
     parts = urlsplit(url)
+    if _ENCODED_SEPARATOR.search(parts.path):
+        raise UnsafePath(f"{url} has an encoded slash or backslash in its path")
+    path = remove_dot_segments(_SLASHES.sub("/", _ENCODED_DOT.sub(".", parts.path)))
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def resolve(url: str, reference: str) -> str:
+    """`reference` (a Location) against `url`, normalised as `normalise_url` does.
+
+    `urljoin` removes dot segments itself, by the RFC, before slashes could be merged: the reference's
+    path is brought into the same form first, so that `/sub//../x` is judged as the server will read it.
+    """
+    parts = urlsplit(reference)
+    path = _SLASHES.sub("/", _ENCODED_DOT.sub(".", parts.path))
+    return normalise_url(urljoin(url, urlunsplit(parts._replace(path=path))))
+
+
+def is_within(forum: Forum, url: str) -> bool:
+    """Same scheme, host and port as the forum, and under its subfolder, once the path is normalised."""
+    if "\\" in url:
+        return False
+    try:
+        parts = urlsplit(normalise_url(url))
+    except ValueError:
+        return False
     base = urlsplit(forum.base_url)
     if (parts.scheme, parts.netloc.lower()) != (base.scheme, base.netloc.lower()):
         return False
-    if parts.username or parts.password or "\\" in url:
+    if parts.username or parts.password:
         return False
     prefix = base.path.rstrip("/")
     return not prefix or parts.path == prefix or parts.path.startswith(prefix + "/")
 
 
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """`Retry-After` as seconds from now: delta-seconds or an HTTP-date (RFC 9110 §10.2.3)."""
+_DELTA_SECONDS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²" and "٣"
+_ETAG = re.compile(r'(?:W/)?"[\x21\x23-\x7e]*"')  # RFC 9110 §8.8.3, without obs-text
+_HTTP_DATE_CHARS = re.compile(r"[\x20-\x7e]+")
+MAX_ETAG_LENGTH = 256
+MAX_DATE_LENGTH = 64
+
+
+def retry_after_seconds(value: str | None, maximum: float, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds from now, at most `maximum`: delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
+
+    None when the value is neither. Digit runs longer than ten (over 300 years) are the maximum without
+    being converted, so no value can become infinity, overflow, or hit `int()`'s digit limit.
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(min(int(value), maximum)) if len(value) <= 10 else float(maximum)
+    moment = _http_date(value)
+    if moment is None:
+        return None
+    current = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    try:
+        seconds = (moment - current).total_seconds()
+    except OverflowError:  # a date whose offset pushes it past year 9999
+        return float(maximum)
+    return min(max(seconds, 0.0), float(maximum))
+
+
+def _http_date(value: str) -> datetime | None:
+    if len(value) > MAX_DATE_LENGTH or not _HTTP_DATE_CHARS.fullmatch(value):
+        return None
     try:
         moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    current = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
-    return max((moment - current).total_seconds(), 0.0)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def valid_etag(value: str | None) -> str | None:
+    """The ETag if it is an RFC 9110 entity-tag of visible ASCII, else None: it is sent back verbatim in
+    `If-None-Match`, and anything else either cannot be encoded into a header or means nothing."""
+    if value is None or len(value) > MAX_ETAG_LENGTH or not _ETAG.fullmatch(value):
+        return None
+    return value
+
+
+def valid_last_modified(value: str | None) -> str | None:
+    """The Last-Modified value if it is an HTTP-date (visible ASCII, parseable), else None."""
+    if value is None or _http_date(value.strip()) is None:
+        return None
+    return value.strip()
+
+
+ACCEPTED_ENCODINGS = ("gzip", "x-gzip", "deflate")
+ACCEPT_ENCODING = "gzip, deflate"  # what we ask for: no br/zstd, which httpx would offer if installed
+DEADLINE_SLACK = 0.05  # a socket timeout may fire a hair before the monotonic clock reaches the deadline
+INFLATE_STEP = 64 * 1024  # the most one decompression call may produce: peak memory is the limit plus this
+# What a fetch can raise besides our own errors and httpx's transport errors: httpx's stream and URL errors,
+# and the ValueError/UnicodeError/LookupError/OverflowError that odd headers give inside httpx or h11.
+# Each becomes an UpstreamError, so callers serve their stale copy instead of answering 500.
+_FETCH_FAILURES = (httpx.InvalidURL, httpx.StreamError, ValueError, LookupError, OverflowError)
+
+
+class _Inflater:
+    """Incremental gzip/deflate decoding that never produces more than `INFLATE_STEP` bytes per call.
+
+    "deflate" should be a zlib stream (RFC 9110 §8.4.1.2), but some servers send raw deflate: the
+    first two bytes tell which, as they do in httpx. Bytes after the end of the stream (a second gzip
+    member, or garbage) are refused rather than silently dropped.
+    """
+
+    def __init__(self, encoding: str, url: str):
+        self.encoding = encoding
+        self.url = url
+        self.decoder: zlib._Decompress | None = None
+        if encoding in ("gzip", "x-gzip"):
+            self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.pending = b""
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self.decoder is None:
+            self.pending += data
+            if len(self.pending) < 2:
+                return
+            first, second = self.pending[0], self.pending[1]
+            zlib_header = first & 0x0F == 8 and (first << 8 | second) % 31 == 0
+            self.decoder = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+            data, self.pending = self.pending, b""
+        while True:
+            if self.decoder.eof and (data or self.decoder.unused_data):
+                raise UpstreamError(f"upstream sent data after the end of the compressed body for {self.url}")
+            try:
+                piece = self.decoder.decompress(data, INFLATE_STEP)
+            except zlib.error:
+                raise UpstreamError(f"upstream sent a corrupt {self.encoding}-compressed body for {self.url}") from None
+            if piece:
+                yield piece
+            data = self.decoder.unconsumed_tail
+            if not data and (self.decoder.eof or len(piece) < INFLATE_STEP) and not self.decoder.unused_data:
+                return  # all decoded so far; a full piece may mean more output is pending inside zlib
+
+    def finish(self) -> None:
+        if self.decoder is None or not self.decoder.eof:
+            raise UpstreamError(f"upstream's {self.encoding}-compressed body for {self.url} ended early")
+
+
+def content_encoding(response: httpx.Response, url: str) -> str | None:
+    """The one coding to undo, None for identity. Stacked (`gzip, gzip`) or unknown codings are refused:
+    nothing legitimate compresses twice, and every layer multiplies what a few bytes can inflate to."""
+    codings = [c.strip().lower() for c in response.headers.get("Content-Encoding", "").split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if len(codings) > 1:
+        raise UpstreamError(f"upstream sent a body with stacked content encodings ({', '.join(codings)}) for {url}")
+    if codings and codings[0] not in ACCEPTED_ENCODINGS:
+        raise UpstreamError(f"upstream sent a body in an unsupported content encoding for {url}")
+    return codings[0] if codings else None
 
 
 class Fetcher:
@@ -78,7 +248,8 @@ class Fetcher:
             ),
             # httpx retries only failed connection attempts, never a request that reached the server.
             transport=transport or httpx.HTTPTransport(retries=settings.retries),
-            headers={"User-Agent": USER_AGENT, "Accept": "text/markdown, text/plain;q=0.5"},
+            headers={"User-Agent": USER_AGENT, "Accept": "text/markdown, text/plain;q=0.5",
+                     "Accept-Encoding": ACCEPT_ENCODING},
             follow_redirects=False,
             trust_env=False,
         )
@@ -87,71 +258,128 @@ class Fetcher:
         self.client.close()
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+        """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`.
+
+        Validators are checked again here, as they are sent: a copy stored by an older version (or a
+        shared Redis) must not be able to break every revalidation of its page.
+        """
         if not is_within(forum, url):
             raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}")
+        url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
         headers = {}
-        if etag:
+        if etag := valid_etag(etag):
             headers["If-None-Match"] = etag
-        if last_modified:
+        if last_modified := valid_last_modified(last_modified):
             headers["If-Modified-Since"] = last_modified
-        for _hop in range(self.settings.max_redirects + 1):
+        for hop in range(self.settings.max_redirects + 1):
             started = time.monotonic()
-            fetched, location = self._once(url, headers, deadline)
+            fetched, location = self._once(url, headers, deadline, hop)
             log.info(
                 "upstream GET %s -> %s %.0fms", url, fetched.status if fetched else "redirect",
                 (time.monotonic() - started) * 1000,
             )
             if fetched is not None:
                 return fetched
-            target = urljoin(url, location)
+            try:
+                target = resolve(url, location)
+            except UnsafePath:
+                raise UpstreamError(f"upstream redirected {url} to {location}, outside {forum.base_url}: "
+                                    "an encoded slash") from None
+            except ValueError:
+                raise UpstreamError(f"upstream redirected {url} to an unreadable Location") from None
             if not is_within(forum, target):
                 raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url}")
             url = target
         raise UpstreamError(f"upstream redirected more than {self.settings.max_redirects} times from {url}")
 
-    def _once(self, url: str, headers: dict[str, str], deadline: float) -> tuple[Fetched | None, str]:
-        try:
-            with self.client.stream("GET", url, headers=headers) as response:
-                status = response.status_code
-                if status in (301, 302, 303, 307, 308):
-                    location = response.headers.get("Location")
-                    if not location:
-                        raise UpstreamError(f"upstream answered {status} without a Location for {url}")
-                    return None, location
-                if status == 304:
-                    return Fetched(url, 304, etag=response.headers.get("ETag"),
-                                   last_modified=response.headers.get("Last-Modified")), ""
-                if status == 429:
-                    wait = retry_after_seconds(response.headers.get("Retry-After"))
-                    raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}", retry_after=60.0 if wait is None else wait)
-                if status in (404, 410):
-                    raise UpstreamNotFound(f"upstream answered {status} for {url}")
-                if status != 200:
-                    raise UpstreamError(f"upstream answered {status} for {url}")
-                body = self._read_bounded(response, url, deadline)
-                try:
-                    text = body.decode(response.charset_encoding or "utf-8")
-                except (UnicodeDecodeError, LookupError):
-                    raise UpstreamError(f"upstream sent a body that is not valid UTF-8 text for {url}") from None
-                return Fetched(url, 200, text, response.headers.get("ETag"), response.headers.get("Last-Modified")), ""
-        except httpx.TimeoutException:
-            raise UpstreamTimeout(f"upstream timed out for {url}") from None
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"upstream connection failed for {url}: {type(exc).__name__}") from None
+    def _hop_timeout(self, url: str, deadline: float, hop: int) -> httpx.Timeout:
+        """Each wait of this hop (connect, pool, every read) bounded by what is left of the whole fetch."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise UpstreamTimeout(self._late(url, hop))
+        read = min(self.settings.read_timeout, remaining)
+        connect = min(self.settings.connect_timeout, remaining)
+        return httpx.Timeout(read, connect=connect, pool=connect)
 
-    def _read_bounded(self, response: httpx.Response, url: str, deadline: float) -> bytes:
+    def _late(self, url: str, hop: int) -> str:
+        after = f" after {hop} redirect{'s' if hop != 1 else ''}" if hop else ""
+        return f"upstream took longer than {self.settings.total_timeout:g}s for {url}{after}"
+
+    def _once(self, url: str, headers: dict[str, str], deadline: float, hop: int) -> tuple[Fetched | None, str]:
+        timeout = self._hop_timeout(url, deadline, hop)
+        try:
+            with self.client.stream("GET", url, headers=headers, timeout=timeout) as response:
+                return self._answer(response, url, deadline, hop)
+        except UpstreamError:
+            raise
+        except httpx.TimeoutException:
+            if time.monotonic() >= deadline - DEADLINE_SLACK:  # the wait was cut to what the deadline left
+                raise UpstreamTimeout(self._late(url, hop)) from None
+            raise UpstreamTimeout(f"upstream timed out for {url}") from None
+        except (httpx.HTTPError, h11.ProtocolError) as exc:  # h11's, should one escape httpcore unmapped
+            raise UpstreamError(f"upstream connection failed for {url}: {type(exc).__name__}") from None
+        except _FETCH_FAILURES as exc:
+            raise UpstreamError(f"upstream sent an answer that cannot be read for {url}: {type(exc).__name__}") from None
+
+    def _answer(self, response: httpx.Response, url: str, deadline: float, hop: int) -> tuple[Fetched | None, str]:
+        status = response.status_code
+        if status in (301, 302, 303, 307, 308):
+            location = response.headers.get("Location")
+            if not location:
+                raise UpstreamError(f"upstream answered {status} without a Location for {url}")
+            return None, location
+        if status == 304:
+            return Fetched(url, 304, etag=valid_etag(response.headers.get("ETag")),
+                           last_modified=valid_last_modified(response.headers.get("Last-Modified"))), ""
+        if status == 429:
+            maximum = self.settings.retry_after_max
+            wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
+            raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
+                                      retry_after=min(60.0, maximum) if wait is None else wait)
+        if status in (404, 410):
+            raise UpstreamNotFound(f"upstream answered {status} for {url}")
+        if status != 200:
+            raise UpstreamError(f"upstream answered {status} for {url}")
+        body = self._read_bounded(response, url, deadline, hop)
+        charset = response.charset_encoding or "utf-8"
+        try:
+            text = body.decode(charset)
+        except (UnicodeError, LookupError):
+            if charset.lower().replace("_", "-") in ("utf-8", "utf8"):
+                raise UpstreamError(f"upstream sent a body that is not valid UTF-8 text for {url}") from None
+            raise UpstreamError(
+                f"upstream sent a body in charset {_printable(charset)!r}, which cannot be decoded, for {url}"
+            ) from None
+        return Fetched(url, 200, text, valid_etag(response.headers.get("ETag")),
+                       valid_last_modified(response.headers.get("Last-Modified"))), ""
+
+    def _read_bounded(self, response: httpx.Response, url: str, deadline: float, hop: int) -> bytes:
+        """The decoded body, read raw and inflated here so that the limit counts every decoded byte as it
+        is produced, and so that the compressed bytes count against it too."""
         limit = self.settings.max_body_bytes
-        declared = response.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) > limit:
+        declared = response.headers.get("Content-Length", "")
+        if re.fullmatch(r"[0-9]{1,19}", declared) and int(declared) > limit:
             raise UpstreamError(f"upstream body for {url} is {int(declared)} bytes, over the {limit}-byte limit")
+        coding = content_encoding(response, url)
+        inflater = _Inflater(coding, url) if coding else None
         chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > limit:
+        raw = size = 0
+        for chunk in response.iter_raw():
+            raw += len(chunk)
+            if raw > limit:
                 raise UpstreamError(f"upstream body for {url} passed the {limit}-byte limit")
+            for piece in inflater.feed(chunk) if inflater else (chunk,):
+                size += len(piece)
+                if size > limit:
+                    raise UpstreamError(f"upstream body for {url} passed the {limit}-byte limit once decoded")
+                chunks.append(piece)
             if time.monotonic() > deadline:
-                raise UpstreamTimeout(f"upstream took longer than {self.settings.total_timeout:g}s for {url}")
-            chunks.append(chunk)
+                raise UpstreamTimeout(self._late(url, hop))
+        if inflater:
+            inflater.finish()
         return b"".join(chunks)
+
+
+def _printable(text: str) -> str:
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text)[:40]
