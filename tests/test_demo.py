@@ -1,4 +1,5 @@
-"""`feedbridge serve --demo` as a newcomer runs it: a subprocess, no network, the URLs it prints opened.
+"""A newcomer's first minutes: `feedbridge serve --demo` run as a subprocess with no network, the URLs it
+prints opened, where `serve` listens, and what the front page says when the forum cannot be read.
 
 The demo serves the package's copy of the fake forum in-process and runs the real gunicorn service
 against it; these tests read what it prints, open every URL kind it names (front page, feed, `.html`
@@ -21,8 +22,11 @@ from pathlib import Path
 import feedparser
 import httpx
 import pytest
+from lxml import html
 
+from feedbridge.config import Settings, parse_forum
 from feedbridge.demo import FORUM_NAME, DemoForum
+from feedbridge.web.app import create_app
 from tests.appserver import free_port, procfile_web
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,3 +189,25 @@ def test_package_copy_of_the_forum_is_the_fixture_site() -> None:
     served = {p.relative_to(site) for p in site.rglob("*") if p.is_file()} - {Path("README.md")}
     assert served == {p.relative_to(package) for p in package.rglob("*") if p.is_file()}
     assert all((site / p).read_bytes() == (package / p).read_bytes() for p in served)
+
+
+@pytest.mark.parametrize(("break_it", "headline"), [
+    (lambda up: up.close("/latest.md"), "could not be reached (connection failed); feeds will appear when it is back"),
+    (lambda up: up.stall("/latest.md", 3), "could not be reached (it did not answer in time)"),
+    (lambda up: up.fail("/latest.md", 503), "is not answering normally (it answered 503)"),
+    (lambda up: up.rate_limit("/latest.md"), "asked feedbridge to slow down (rate limited)"),
+    (lambda up: up.fail("/latest.md", 404), "has no such page (it answered 404)"),
+    (lambda up: up.html_login("/latest.md"), "sent something that is not a topic list"),
+])
+def test_front_page_says_in_words_why_the_forum_cannot_be_read(upstream, break_it, headline) -> None:
+    break_it(upstream)
+    app = create_app(Settings(forums=(parse_forum(upstream.url),), read_timeout=0.5, total_timeout=1))
+    response = app.test_client().get("/")
+    assert response.status_code == 200
+    page = html.fromstring(response.data)
+    said = page.get_element_by_id("preview-unavailable")
+    key = upstream.url.split("://", 1)[1]
+    assert said.text_content().startswith(f"{key} ") and headline in said.text_content()
+    detail = said.getnext()
+    assert detail.get("class") == "hint" and detail.text_content().startswith("Technical detail: upstream ")
+    assert not page.xpath("//section[@id='result']//*[@role='alert' or contains(@class, 'problem')]")
