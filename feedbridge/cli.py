@@ -5,8 +5,12 @@ Exit codes: 0 success, 1 fetch or parse failure, 2 usage error (click's own conv
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,6 +19,7 @@ import click
 
 from feedbridge import __version__
 from feedbridge.config import Settings, parse_forum
+from feedbridge.demo import FORUM_NAME, DemoForum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError
 from feedbridge.feeds.filters import make_filter
@@ -23,6 +28,8 @@ from feedbridge.render.feeds import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.upstream.fetcher import Fetcher
+
+LOOPBACK = "127.0.0.1"
 
 
 class Failure(click.ClickException):
@@ -90,20 +97,78 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
 
 
 @main.command()
-@click.option("--port", type=int, default=lambda: int(os.environ.get("PORT", "8000")), show_default="$PORT or 8000")
-@click.option("--workers", type=int, help="Worker processes (default: $WEB_CONCURRENCY or 2).")
-def serve(port: int, workers: int | None) -> None:
-    """Run the web service under gunicorn, with the same settings as the Procfile."""
+@click.option("--host", default=LOOPBACK, show_default=True,
+              help="Address to listen on: the default is this machine only; 0.0.0.0 is every interface.")
+@click.option("--port", type=click.IntRange(0, 65535), default=lambda: int(os.environ.get("PORT", "8000")),
+              show_default="$PORT or 8000", help="Port to listen on; 0 picks a free one.")
+@click.option("--workers", type=click.IntRange(1, 64), help="Worker processes (default: $WEB_CONCURRENCY or 2).")
+@click.option("--demo", is_flag=True,
+              help=f"Serve a bundled offline copy of {FORUM_NAME}'s compiler category and make feeds of it.")
+def serve(host: str, port: int, workers: int | None, demo: bool) -> None:
+    """Run the web service under gunicorn, with the same settings as the Procfile (stop it with Ctrl-C)."""
+    if demo and host != LOOPBACK:
+        raise click.UsageError(f"--demo listens on {LOOPBACK} only; leave out --host")
+    env = dict(os.environ)
+    forum = DemoForum() if demo else None
+    if forum is not None:
+        env["FEEDBRIDGE_FORUMS"] = forum.base_url
     try:
-        Settings.from_env()  # fail fast, with the variable's name, before gunicorn forks workers
+        Settings.from_env(env)  # fail fast, with the variable's name, before gunicorn forks workers
     except ConfigError as exc:
         raise Failure(str(exc)) from None
-    os.environ["PORT"] = str(port)
+    listener = _listen(host, port)
     if workers:
-        os.environ["WEB_CONCURRENCY"] = str(workers)
+        env["WEB_CONCURRENCY"] = str(workers)
+    # The socket is bound here and handed to gunicorn, so the address printed is the one that serves,
+    # `--port 0` works, and a port in use is one clear line; --bind overrides the config's 0.0.0.0:$PORT.
     argv = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
-            "feedbridge.web.app:create_app()"]
-    os.execv(sys.executable, argv)
+            "--bind", f"fd://{listener.fileno()}", "feedbridge.web.app:create_app()"]
+    bridge = _url(host, listener.getsockname()[1])
+    if forum is None:
+        reach = "this machine only; --host 0.0.0.0 for every interface" if host == LOOPBACK else f"address {host}"
+        click.echo(f"feedbridge on {bridge}/ (listening on {reach}); stop with Ctrl-C.")
+        os.set_inheritable(listener.fileno(), True)
+        os.execve(sys.executable, argv, env)
+    with forum:
+        sys.exit(_run_demo(forum, bridge, argv, env, listener))
+
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+    except OSError as exc:
+        hint = "; choose another with --port" if exc.errno == errno.EADDRINUSE else ""
+        raise Failure(f"cannot listen on {host} port {port}: {exc.strerror}{hint}") from None
+    return listener
+
+
+def _url(host: str, port: int) -> str:
+    shown = LOOPBACK if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def _run_demo(forum: DemoForum, bridge: str, argv: list[str], env: dict[str, str], listener: socket.socket) -> int:
+    """gunicorn as a child, so this process keeps serving the demo forum; Ctrl-C or SIGTERM stop both."""
+    key = forum.base_url.removeprefix("http://")
+    click.echo(f"feedbridge demo: an offline copy of {FORUM_NAME}'s compiler category, listening on {LOOPBACK} "
+               "only (this machine). Open:")
+    for label, path in (("front page", ""), ("Atom feed", f"{key}/c/compiler/5.atom"),
+                        ("as a page", f"{key}/c/compiler/5.html"), ("OPML", f"{key}/opml")):
+        click.echo(f"  {label:<11} {bridge}/{path}")
+    click.echo(f"The forum itself is served at {forum.base_url}/latest.md. Stop with Ctrl-C.")
+    child = subprocess.Popen(argv, env=env, pass_fds=(listener.fileno(),))
+    listener.close()
+    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # the terminal sent SIGINT to gunicorn too: wait for it to finish
+            continue
 
 
 def _load(source: str, base_url: str | None) -> Listing:

@@ -1,5 +1,7 @@
 """The front page in a real browser: Debian's headless Chromium driven by Playwright, the app on a real
-socket, the fake forum on 127.0.0.1. One browser for the module; screenshots go to tests/artifacts/.
+socket, the fake forum on 127.0.0.1. One browser for the module; screenshots go to tests/artifacts/,
+and the README's docs/screenshot.png is taken from `feedbridge serve --demo`, so it shows what a
+newcomer sees and stays current.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.web.app import create_app
+from tests.test_demo import serve
 from tests.upstream import FakeForum
 
 CHROMIUM = os.environ.get("FEEDBRIDGE_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+README_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
 SCRIPT = "<script>alert(1)</script>"
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -191,3 +195,27 @@ def test_phone_width_has_no_horizontal_overflow(browser, base_url, key):
     page.goto(base_url + "/")
     screenshot(page, "front-page-phone.png")
     context.close()
+
+
+def test_readme_screenshot_is_the_demo_building_a_feed(browser):
+    """docs/screenshot.png: the demo's front page with a keyword feed of the compiler category and its preview."""
+    with serve("--demo", "--port", "0") as demo:
+        context = browser.new_context(viewport={"width": 1100, "height": 900})
+        page = context.new_page()
+        page.goto(demo.urls["front page"])
+        key = demo.urls["Atom feed"].split("/", 3)[3].removesuffix("/c/compiler/5.atom")
+        assert key.endswith("/dev-discuss.pytorch.org")
+        page.get_by_label("category", exact=True).check()
+        page.select_option("#category", "compiler/5")
+        page.fill("#q", "inductor OR dynamo")
+        wait_for_url(page, f"/{key}/c/compiler/5.atom?q=inductor")
+        titles = page.locator("#result .entry-title").all_inner_texts()
+        assert len(titles) >= 3 and all(t.strip() for t in titles)
+        assert page.locator("#preview-unavailable").count() == 0
+        page.locator("#q").blur()
+        fifth = page.locator("#result .entry").nth(4).bounding_box()  # the picture ends with the fourth entry
+        README_SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(README_SCREENSHOT), full_page=True,
+                        clip={"x": 0, "y": 0, "width": 1100, "height": fifth["y"]})
+        context.close()
+    assert README_SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -7,6 +7,7 @@ failures, for scripts that read the `--json` summary or only the exit status.
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -59,7 +60,7 @@ class Progress:
 
     @classmethod
     def for_stderr(cls, names: list[str], quiet: bool) -> Progress:
-        stream = click.get_text_stream("stderr")
+        stream = sys.stderr  # itself (CliRunner swaps it too), not a Click stream helper, which Click 8.2+ deprecates
         return cls(names, tty=stream.isatty(), quiet=quiet, stream=stream)
 
     def started(self, name: str) -> None:

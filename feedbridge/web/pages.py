@@ -10,6 +10,7 @@ reaches a template, and links taken from upstream become hrefs only when they ar
 from __future__ import annotations
 
 import logging
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -27,7 +28,7 @@ from flask import (
 
 from feedbridge import PROJECT_URL, __version__
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import RequestError, UpstreamError
+from feedbridge.errors import RequestError, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import (
     TOP_PERIODS,
@@ -48,6 +49,35 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 OPML_TYPE = "text/x-opml; charset=utf-8"
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A forum failure as a person reads it: what it means for them first, the technical reason after."""
+
+    headline: str
+    detail: str
+
+
+def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
+    """Say what happened in words, from the error's class or, when a caller wrapped it, its message."""
+    message, name = exc.message, forum.key
+    answered = re.search(r"answered (\d{3})", message)
+    back = "feeds will appear when it is back"
+    if isinstance(exc, UpstreamNotFound) or (answered and answered[1] in ("404", "410")):
+        code = answered[1] if answered else "404"
+        headline = f"{name} has no such page (it answered {code}): check the category, tag or user name"
+    elif isinstance(exc, UpstreamRateLimited) or "rate-limited" in message or "asked us to wait" in message:
+        headline = f"{name} asked feedbridge to slow down (rate limited); feeds will appear when it lets us read again"
+    elif isinstance(exc, UpstreamTimeout) or "timed out" in message or "took longer" in message:
+        headline = f"{name} could not be reached (it did not answer in time); {back}"
+    elif "connection failed" in message:
+        headline = f"{name} could not be reached (connection failed); {back}"
+    elif answered:
+        headline = f"{name} is not answering normally (it answered {answered[1]}); {back}"
+    else:
+        headline = f"{name} sent something that is not a topic list; {back}"
+    return Unavailable(headline, message)
+
+
 @dataclass
 class Built:
     """A form's outcome: the feed URL and its preview, or what stops it from naming a feed."""
@@ -59,7 +89,7 @@ class Built:
     error: str | None = None
     topics: list[Topic] = field(default_factory=list)
     total: int = 0
-    preview_error: str | None = None
+    preview_error: Unavailable | None = None
     more_pages_url: str | None = None
 
     @property
@@ -215,7 +245,7 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
     try:
         _, topics = svc.topics(spec)
     except UpstreamError as exc:
-        built.preview_error = exc.message
+        built.preview_error = unavailable(spec.forum, exc)
         return built
     built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
     pages = spec.pages
@@ -241,12 +271,12 @@ def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedF
     return found.form or form, found.message
 
 
-def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], str | None]:
+def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], Unavailable | None]:
     try:
         return svc.categories(forum), None
     except UpstreamError as exc:
         log.warning("categories directory unavailable: %s", exc.message)
-        return (), exc.message
+        return (), unavailable(forum, exc)
 
 
 def _html(body: str, no_store: bool = False) -> Response:
