@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,7 @@ def iso_utc(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def listing_to_dict(listing: Listing) -> dict:
+def listing_to_dict(listing: Listing) -> dict[str, Any]:
     """Plain JSON-ready form: exactly the keys of the `*.expected.json` files, plus a few extras."""
     return {
         "title": listing.title,

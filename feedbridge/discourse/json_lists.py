@@ -209,9 +209,8 @@ def _original_poster(posters: object, users: dict[int, str]) -> str | None:
     if type(user_id) is int and user_id in users:
         return users[user_id]
     user = original.get("user")  # some plugins and proxies embed the user instead of sideloading it
-    if isinstance(user, dict) and isinstance(user.get("username"), str) and user["username"].strip():
-        return user["username"].strip()
-    return None
+    name = user.get("username") if isinstance(user, dict) else None
+    return name.strip() if isinstance(name, str) and name.strip() else None
 
 
 def _is_original(description: object) -> bool:

@@ -169,11 +169,12 @@ def parse_query(text: str) -> Query:
             if tokens[index + 1] is OR:
                 raise QueryError("OR OR: two ORs in a row need a term between them")
             for side in (tokens[index - 1], tokens[index + 1]):
-                if side[0]:
+                if isinstance(side, tuple) and side[0]:
                     raise QueryError(
                         f"the exclusion {side[2]} cannot be one side of an OR; write -a -b to exclude both"
                     )
             continue
+        assert not isinstance(token, str)  # OR is the only string token
         is_excluded, term, _ = token
         if is_excluded:
             excluded.append(term)

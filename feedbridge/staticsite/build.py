@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urljoin
 
 import click
@@ -50,7 +51,7 @@ class BuildReport:
     def ok(self) -> bool:
         return self.error is None and all(f.status != "failed" for f in self.feeds)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok, "out_dir": str(self.out_dir), "ms": round(self.ms, 1), "requests": self.requests,
             "feeds": [f.to_dict() for f in self.feeds],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
@@ -29,7 +29,7 @@ class FeedOutcome:
     ms: float = 0.0
     error: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "status": self.status, "fetch": self.fetch, "requests": self.requests,
             "files": [{"path": path, "status": status} for path, status in self.files],
