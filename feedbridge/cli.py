@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 fetch or parse failure, 2 usage error (click's own conv
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -12,8 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import click
 
@@ -86,9 +89,13 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
     described = feed_filter.describe()
     title = f"{urlsplit(listing.base_url).netloc} · {listing.title}" + (f" · {described}" if described else "")
     html_url = (listing.url or listing.base_url).removesuffix(".md").replace(".md?", "?")
+    # The filter as a query in the id's fragment, named like the service's parameters: a valid IRI (no
+    # spaces), and the same id for the same list and filter on every run. The limit does not name the feed.
+    named = [("author", a) for a in sorted(feed_filter.authors)]
+    named += [("q", str(feed_filter.query))] if feed_filter.query is not None else []
     meta = FeedMeta(title=title, forum_url=listing.base_url, html_url=html_url,
-                    feed_id=self_url or (listing.url or listing.base_url) + (f"#{described}" if described else ""),
-                    self_url=self_url)
+                    feed_id=self_url or (listing.url or listing.base_url) + (f"#{urlencode(named)}" if named else ""),
+                    self_url=self_url, updated=_read_at(source))
     body = render(fmt, meta, feed_filter.apply(listing.topics))
     if output is None:
         sys.stdout.buffer.write(body)
@@ -184,6 +191,16 @@ def _load(source: str, base_url: str | None) -> Listing:
         return parse_listing(text, base_url=base_url)
     except NotAListError as exc:
         raise Failure(f"{source}: {exc}") from None
+
+
+def _read_at(source: str) -> datetime:
+    """When SOURCE was last written (a file; the same date on every run), else now (stdin or a URL, read
+    just now): the feed's date when no topic carries one."""
+    moment = time.time()
+    if source != "-" and not source.startswith(("http://", "https://")):
+        with contextlib.suppress(OSError):  # _load has read it; only a race could make this fail
+            moment = Path(source).stat().st_mtime
+    return datetime.fromtimestamp(int(moment), UTC)
 
 
 def _fetch(url: str, base_url: str | None) -> Listing:

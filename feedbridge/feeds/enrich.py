@@ -13,11 +13,18 @@ their own origin; so a post must not carry script, event handlers or URLs that r
    and resolves relative `href`/`src` against the document's URL with its `url_relative` hook.
    `data:` URLs are refused, images included: SVG data can carry script, large inline payloads bloat
    every feed fetch, and many readers block them anyway.
+3. What a refused URL leaves behind is tidied: nh3 drops the attribute, not the element, so a
+   `javascript:` link would stay as `<a rel="nofollow noopener">` (rel without href is invalid HTML)
+   and a `data:` image as an `<img>` with no source. Such a link is unwrapped (its text stays) and such
+   an image removed. nh3 has no hook for this; its output is serialised HTML with every attribute
+   value quoted and `<`, `>`, `"` escaped inside values and text, so a regular expression over the tags
+   finds them exactly.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from urllib.parse import urljoin, urlsplit
 
 import nh3
@@ -50,6 +57,11 @@ _CONTENT_DROPPED_TAGS = {
 }
 _URL_SCHEMES = {"http", "https", "mailto"}
 
+# A start tag of a or img, with its attributes, or an end tag of a. nh3 writes no other tag named so.
+_LINK_OR_IMAGE_TAG = re.compile(r'<(?P<name>a|img)(?P<attrs>\s[^>]*)?>|</a>')
+_HREF = re.compile(r'\shref="')
+_SRC = re.compile(r'\ssrc="')
+
 _markdown = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 _markdown.validateLink = lambda url: True  # URL policy is nh3's alone; see the module docstring
 
@@ -75,7 +87,26 @@ def markdown_to_safe_html(markdown: str, base_url: str) -> str:
         filter_style_properties={"text-align"},
         url_relative=("rewrite_with_base", base_url),
     )
-    return cleaner.clean(_markdown.render(markdown)).strip()
+    return _drop_empty_links(cleaner.clean(_markdown.render(markdown))).strip()
+
+
+def _drop_empty_links(html: str) -> str:
+    """Unwrap each `<a>` without href (keeping what it holds) and remove each `<img>` without src."""
+    if "<a" not in html and "<img" not in html:
+        return html
+    dropped: list[bool] = []  # per open <a>, whether its start tag was dropped; nh3 never nests them
+
+    def rewrite(tag: re.Match[str]) -> str:
+        name = tag["name"]
+        if name is None:  # </a>
+            return "" if dropped and dropped.pop() else tag.group()
+        attrs = tag["attrs"] or ""
+        if name == "img":
+            return tag.group() if _SRC.search(attrs) else ""
+        dropped.append(_HREF.search(attrs) is None)
+        return "" if dropped[-1] else tag.group()
+
+    return _LINK_OR_IMAGE_TAG.sub(rewrite, html)
 
 
 def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:

@@ -12,7 +12,9 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.categories import parse_categories
@@ -261,14 +263,17 @@ class FeedService:
     def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 stale_pages: bool = False) -> FeedEntry:
         first, topics = self.topics(spec, stale_pages)
+        built = time.time()
+        query = urlencode(spec.canonical_query())  # without a self URL, the id still tells filtered feeds apart
         meta = FeedMeta(
             title=spec.title,
             forum_url=spec.forum.base_url,
             html_url=spec.html_url,
-            feed_id=self_url or spec.page_url(0),
+            feed_id=self_url or spec.page_url(0) + (f"#{query}" if query else ""),
             self_url=self_url,
             description=f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}",
             stylesheet_url=stylesheet_url,
+            updated=datetime.fromtimestamp(int(built), UTC),  # the feed's date when no topic has one
         )
         body = render(spec.fmt, meta, topics)
         dates = [t.last_posted_at for t in topics if t.last_posted_at is not None]
@@ -276,5 +281,5 @@ class FeedService:
             body=body,
             etag=hashlib.sha256(body).hexdigest()[:32],
             last_modified=max(dates).timestamp() if dates else None,
-            stored_at=time.time(),
+            stored_at=built,
         )

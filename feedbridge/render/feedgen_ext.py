@@ -1,4 +1,5 @@
-"""feedgen extensions for the two per-entry elements feedgen has no cheap way to write.
+"""feedgen extensions for the two per-entry elements feedgen has no cheap way to write, and for the RSS
+channel fields feedgen decides itself.
 
 `slash:comments` is the reply count that feed readers show next to an entry; feedgen ships no Slash
 module. `dc:creator` is RSS's author by name (RSS's own `<author>` must be an e-mail address); feedgen's
@@ -7,6 +8,11 @@ Each feed-level half only declares its prefix on the root element, so entries re
 repeating an `xmlns` declaration per entry.
 
 Register a pair with `FeedGenerator.register_extension(prefix, FeedHalf, EntryHalf)`.
+
+`ChannelExtension` runs after feedgen has built the RSS channel, and corrects two of its fields: feedgen
+takes `<channel><link>` from the last link added (the alternate must come first, for Atom readers that
+take the first link as the home page, and the self link after it), and always writes `lastBuildDate`,
+the time of rendering when none was set.
 """
 
 from __future__ import annotations
@@ -48,6 +54,26 @@ class _OneElement(BaseEntryExtension):
 
     extend_atom = _extend
     extend_rss = _extend
+
+
+class ChannelExtension(BaseExtension):
+    """RSS only: the channel's `<link>`, and `lastBuildDate` left out when no date is known."""
+
+    def __init__(self) -> None:
+        self._link: str | None = None
+        self._has_last_build_date = True
+
+    def set(self, link: str, has_last_build_date: bool) -> None:
+        self._link = link
+        self._has_last_build_date = has_last_build_date
+
+    def extend_rss(self, rss: etree._Element) -> etree._Element:
+        channel = rss.find("channel")
+        if self._link is not None:
+            channel.find("link").text = self._link
+        if not self._has_last_build_date:
+            channel.remove(channel.find("lastBuildDate"))
+        return rss
 
 
 class SlashExtension(_Namespace):

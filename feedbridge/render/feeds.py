@@ -1,9 +1,9 @@
 """Atom 1.0 and RSS 2.0 (through feedgen) and JSON Feed 1.1 (json) from a sequence of topics.
 
-Rendering is a pure function of its input: the same topics give the same bytes. No clock is read (feedgen
-would default every `updated`/`lastBuildDate` to now; each one is set here), entries keep the order they
-are given in, and JSON keys keep a fixed order. So ETags and HTTP caches built on the output stay valid,
-and readers see no phantom updates.
+Rendering is a pure function of its input: the same topics and `FeedMeta` give the same bytes. No clock is
+read (feedgen would default every `updated`/`lastBuildDate` to now; each one is set or left out here),
+entries keep the order they are given in, and JSON keys keep a fixed order. So ETags and HTTP caches built
+on the output stay valid, and readers see no phantom updates.
 
 Identity: an entry's id (Atom `id`, RSS `guid`, JSON `id`) is `{forum}/t/{topic id}`, built from the
 forum and the topic id only. The slug follows title edits and the dates move with every reply; the id
@@ -14,8 +14,16 @@ Dates: the topic lists carry only the time of the last post. That is the entry's
 known (full-content mode reads it from the topic). RSS has a single date per item, `pubDate`, and
 readers sort by it: when the creation time is unknown it carries the last activity instead. A reader
 then shows recently active topics first, like Discourse's own list does, and since the guid is
-stable a topic that gets a new reply moves up rather than appearing twice. An entry with no date at
-all gets the fixed `UNDATED` instant, never the time of rendering.
+stable a topic that gets a new reply moves up rather than appearing twice.
+
+No date is made up: an invented one (1970, or the time of rendering) makes readers show a wrong date
+or see a change that did not happen. What has no true value is left out: an undated topic has no RSS
+`pubDate` or JSON `date_modified`, and an RSS channel with no dated topic has no `lastBuildDate`. Atom
+requires `updated` on the feed and on every entry; there the feed's date is the newest date of its
+topics, else `FeedMeta.updated` (when the list was read), and an undated entry takes the feed's date.
+
+URLs: every URL written (links, ids, author URIs) goes through `uris.iri_to_uri`, because a forum's
+links and usernames (`/u/Zoë`) may be IRIs where RSS and JSON Feed consumers check for URIs.
 
 Characters XML cannot carry (C0 controls other than tab/newline/carriage return, U+FFFE, U+FFFF and
 lone surrogates) are removed from every string before rendering, in JSON too: one stray byte in a
@@ -29,8 +37,8 @@ import html
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from feedgen.feed import FeedGenerator
@@ -38,18 +46,18 @@ from feedgen.feed import FeedGenerator
 from feedbridge import PROJECT_URL, __version__
 from feedbridge.models import Topic, iso_utc
 from feedbridge.render.feedgen_ext import (
+    ChannelExtension,
     CreatorEntryExtension,
     CreatorExtension,
     SlashEntryExtension,
     SlashExtension,
 )
+from feedbridge.render.uris import iri_to_uri, is_uri
 
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
 RSS_TYPE = "application/rss+xml; charset=utf-8"
 JSON_TYPE = "application/feed+json; charset=utf-8"
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
-# Atom requires an `updated` on the feed and on every entry; an undated one gets this fixed instant.
-UNDATED = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -60,11 +68,15 @@ class FeedMeta:
     title: str  # names forum, list and filters, e.g. "dev-discuss.pytorch.org · compiler · author: smth"
     forum_url: str  # forum base URL, maybe with a subfolder path
     html_url: str  # rel=alternate: the forum's HTML page of this list
-    feed_id: str  # stable feed id (a URL; the caller decides)
+    feed_id: str  # stable feed id (a URL or other IRI, without spaces; the caller decides)
     self_url: str | None = None  # rel=self, the feed's own URL where known
     description: str | None = None  # derived from the title when None (RSS requires one)
     stylesheet_url: str | None = None  # an XSLT that lets browsers show Atom/RSS as a readable page
     language: str | None = None
+    # When the list was read (timezone-aware): Atom's feed `updated` when no topic carries a date. The
+    # default is the moment this FeedMeta is made, for a caller that has just read the list; rendering one
+    # FeedMeta twice still gives the same bytes.
+    updated: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
 
 
 def entry_id(forum_url: str, topic_id: int) -> str:
@@ -74,13 +86,16 @@ def entry_id(forum_url: str, topic_id: int) -> str:
 
 def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    fg = _feed_generator(meta, topics, ATOM_TYPE)
+    fg = _feed_generator(meta, ATOM_TYPE)
+    feed_date = _newest(topics) or meta.updated
+    fg.updated(feed_date)
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
     fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
     fg.generator("feedbridge", version=__version__, uri=PROJECT_URL)
     for topic in topics:
         entry = _add_entry(fg, meta.forum_url, topic)
+        entry.updated(_updated(topic) or feed_date)  # required by Atom, optional (absent) elsewhere
         if topic.author:
             entry.author(name=topic.author, uri=topic.author_url)  # feedgen skips a None uri
         if topic.excerpt:
@@ -92,8 +107,13 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 
 def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    fg = _feed_generator(meta, topics, RSS_TYPE)
+    fg = _feed_generator(meta, RSS_TYPE)
     fg.register_extension("dc", CreatorExtension, CreatorEntryExtension, atom=False)
+    last_build = _newest(topics)
+    if last_build:
+        fg.lastBuildDate(last_build)
+    fg.register_extension("rss_channel", ChannelExtension, atom=False)
+    fg.rss_channel.set(link=meta.html_url, has_last_build_date=last_build is not None)
     fg.generator(f"feedbridge {__version__} ({PROJECT_URL})")
     for topic in topics:
         entry = _add_entry(fg, meta.forum_url, topic)
@@ -140,7 +160,9 @@ def _json_item(topic: Topic, forum_url: str) -> dict:
         author = {"name": topic.author}
         if topic.author_url:
             author["url"] = topic.author_url
+        # `author` is deprecated in 1.1 but allowed beside `authors`; JSON Feed 1.0 readers know only it.
         item["authors"] = [author]
+        item["author"] = author
     if tags := _categories(topic):
         item["tags"] = tags
     if topic.replies is not None:
@@ -148,8 +170,9 @@ def _json_item(topic: Topic, forum_url: str) -> dict:
     return item
 
 
-def _feed_generator(meta: FeedMeta, topics: Sequence[Topic], self_type: str) -> FeedGenerator:
-    """The parts Atom and RSS share; `self_type` is the media type of the rel=self link."""
+def _feed_generator(meta: FeedMeta, self_type: str) -> FeedGenerator:
+    """The parts Atom and RSS share; `self_type` is the media type of the rel=self link. The dates differ
+    (Atom requires them, RSS leaves out what is unknown) and are set by the caller."""
     fg = FeedGenerator()
     fg.register_extension("slash", SlashExtension, SlashEntryExtension)
     fg.id(meta.feed_id)
@@ -157,11 +180,12 @@ def _feed_generator(meta: FeedMeta, topics: Sequence[Topic], self_type: str) -> 
     fg.description(_description(meta))
     if meta.language:
         fg.language(meta.language)
+    # The alternate (the forum's page) first: readers such as @extractus/feed-extractor take the first
+    # <link> as the feed's home page. feedgen would take the RSS <channel><link> from the last link added,
+    # the self link; ChannelExtension sets it to the alternate.
+    fg.link(href=meta.html_url, rel="alternate", type="text/html")
     if meta.self_url:
         fg.link(href=meta.self_url, rel="self", type=self_type.partition(";")[0])
-    # Last, because feedgen takes the RSS <channel><link> from the last link added.
-    fg.link(href=meta.html_url, rel="alternate", type="text/html")
-    fg.updated(max((_updated(t) for t in topics), default=UNDATED))  # also RSS lastBuildDate
     return fg
 
 
@@ -173,7 +197,6 @@ def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic):
     # Exactly one link: feedgen 1.0 drops rel attributes on entry links, so a second one would
     # turn into a duplicate rel=alternate that validators reject.
     entry.link(href=topic.url)
-    entry.updated(_updated(topic))
     if topic.content_html:
         entry.content(topic.content_html, type="html")  # Atom content, RSS content:encoded
     if topic.category or topic.tags:
@@ -184,8 +207,13 @@ def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic):
     return entry
 
 
-def _updated(topic: Topic) -> datetime:
-    return topic.last_posted_at or topic.created_at or UNDATED
+def _updated(topic: Topic) -> datetime | None:
+    return topic.last_posted_at or topic.created_at
+
+
+def _newest(topics: Sequence[Topic]) -> datetime | None:
+    """The newest date any topic carries: the feed's date, when there is one."""
+    return max(filter(None, map(_updated, topics)), default=None)
 
 
 def _categories(topic: Topic) -> list[str]:
@@ -212,27 +240,36 @@ def _clean_optional(text: str | None) -> str | None:
     return _clean(text) or None if text else None
 
 
+def _clean_url(url: str | None) -> str | None:
+    cleaned = _clean_optional(url)
+    return iri_to_uri(cleaned) if cleaned else None
+
+
 def _cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, Sequence[Topic]]:
     meta = _clean_meta(meta)
     # The common case, nothing to remove, is found with one scan of all the text: a scan per field cost
     # a tenth of an Atom render (bench/RESULTS.md, target 2).
     text = "".join([field for topic in topics for field in _texts(topic) if field])
-    if not _XML_INVALID.search(text) and all(t.title.strip() and t.url for t in topics):
+    # Joined with "/", which a URI may hold anywhere: a `#` or any character a URI cannot carry sends
+    # the topics through `_clean_topic`, which looks at each URL alone.
+    urls = "/".join([url for topic in topics for url in (topic.url, topic.author_url) if url])
+    if (not _XML_INVALID.search(text) and "#" not in urls and is_uri(urls)
+            and all(t.title.strip() and t.url for t in topics)):
         return meta, topics
     return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]
 
 
 def _clean_meta(meta: FeedMeta) -> FeedMeta:
-    forum_url = _clean(meta.forum_url)
+    forum_url = iri_to_uri(_clean(meta.forum_url))
     return dataclasses.replace(
         meta,
         title=_clean(meta.title) or urlsplit(forum_url).netloc or forum_url,
         forum_url=forum_url,
-        html_url=_clean(meta.html_url),
-        feed_id=_clean(meta.feed_id),
-        self_url=_clean_optional(meta.self_url),
+        html_url=iri_to_uri(_clean(meta.html_url)),
+        feed_id=iri_to_uri(_clean(meta.feed_id)),
+        self_url=_clean_url(meta.self_url),
         description=_clean_optional(meta.description),
-        stylesheet_url=_clean_optional(meta.stylesheet_url),
+        stylesheet_url=_clean_url(meta.stylesheet_url),
         language=_clean_optional(meta.language),
     )
 
@@ -244,15 +281,17 @@ def _texts(topic: Topic) -> tuple[str | None, ...]:
 
 
 def _clean_topic(topic: Topic, forum_url: str) -> Topic:
-    """Also fills what Atom and RSS cannot do without: a title and a link."""
-    if topic.title.strip() and topic.url and all(t and not _XML_INVALID.search(t) or t is None for t in _texts(topic)):
+    """Also fills what Atom and RSS cannot do without: a title and a link; and makes its URLs URIs."""
+    if (topic.title.strip() and topic.url and is_uri(topic.url)
+            and (topic.author_url is None or is_uri(topic.author_url))
+            and all(t and not _XML_INVALID.search(t) or t is None for t in _texts(topic))):
         return topic  # the common case: nothing to remove, no copy to make
     return dataclasses.replace(
         topic,
         title=_clean(topic.title).strip() or f"Topic {topic.id}",
-        url=_clean(topic.url) or entry_id(forum_url, topic.id),
+        url=_clean_url(topic.url) or entry_id(forum_url, topic.id),
         author=_clean_optional(topic.author),
-        author_url=_clean_optional(topic.author_url),
+        author_url=_clean_url(topic.author_url),
         excerpt=_clean_optional(topic.excerpt),
         content_html=_clean_optional(topic.content_html),
         category=_clean_optional(topic.category),

@@ -2,19 +2,20 @@
 
 Both are pure functions of the feeds they list (no dates, no clock), so an unchanged set of feeds gives
 unchanged bytes and the files are left alone. Every name and URL in them comes from a config file or an
-upstream forum, so it is escaped: by `html.escape` in HTML, by ElementTree in OPML.
+upstream forum, so it is escaped: by `html.escape` in HTML, by `render.opml` (the service's `/opml`
+writer too) in OPML.
 """
 
 from __future__ import annotations
 
 import html
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin
 
 from feedbridge import PROJECT_URL
 from feedbridge.render.formats import FORMATS
+from feedbridge.render.opml import Subscription, opml_document
 
 FORMAT_LABELS = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
 
@@ -68,13 +69,9 @@ def index_html(title: str, feeds: Sequence[Listed]) -> bytes:
 
 def feeds_opml(title: str, site_url: str, feeds: Sequence[Listed], preferred: str = "atom") -> bytes:
     """OPML 2.0 subscription list: one outline per feed, pointing at its `preferred` format when built."""
-    root = ET.Element("opml", version="2.0")
-    ET.SubElement(ET.SubElement(root, "head"), "title").text = title
-    body = ET.SubElement(root, "body")
+    subscriptions = []
     for feed in feeds:
         formats = dict(feed.files)
         fmt = preferred if preferred in formats else next(iter(formats))
-        ET.SubElement(body, "outline", type="rss", text=feed.title, title=feed.title,
-                      xmlUrl=urljoin(site_url, quote(formats[fmt])), htmlUrl=feed.html_url)
-    ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+        subscriptions.append(Subscription(feed.title, urljoin(site_url, quote(formats[fmt])), feed.html_url))
+    return opml_document(title, subscriptions)

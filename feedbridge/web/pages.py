@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urlencode, urlsplit
@@ -37,6 +36,8 @@ from feedbridge.feeds.spec import (
 )
 from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
+from feedbridge.render.opml import Subscription
+from feedbridge.render.opml import opml_document as opml_list
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 
 log = logging.getLogger(__name__)
@@ -185,19 +186,12 @@ def opml(key: str) -> Response:
 
 
 def opml_document(forum: Forum, categories: tuple[Category, ...], bridge_url: str) -> bytes:
-    """OPML 2.0: the forum's latest feed, then one Atom feed per category. ElementTree does the escaping."""
-    root = ET.Element("opml", version="2.0")
-    head = ET.SubElement(root, "head")
-    ET.SubElement(head, "title").text = f"{forum.key} categories (feedbridge)"
-    ET.SubElement(head, "docs").text = "http://opml.org/spec2.opml"
-    body = ET.SubElement(root, "body")
-    group = ET.SubElement(body, "outline", text=forum.key, title=forum.key)
+    """OPML 2.0: the forum's latest feed, then one Atom feed per category, in a folder named after the forum."""
     feeds = [(f"{forum.key} · latest", "latest", "/latest")]
     feeds += [(f"{forum.key} · {c.name}", f"c/{c.value}", f"/c/{c.value}") for c in categories]
-    for title, path, html_path in feeds:
-        ET.SubElement(group, "outline", type="rss", text=title, title=title,
-                      xmlUrl=f"{bridge_url}/{forum.key}/{path}.atom", htmlUrl=forum.base_url + html_path)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    subscriptions = [Subscription(title, f"{bridge_url}/{forum.key}/{path}.atom", forum.base_url + html_path)
+                     for title, path, html_path in feeds]
+    return opml_list(f"{forum.key} categories (feedbridge)", subscriptions, folder=forum.key)
 
 
 def feed_page(spec: FeedSpec, path: str) -> Response:
