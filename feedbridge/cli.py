@@ -50,8 +50,7 @@ def main() -> None:
 @main.command()
 @click.argument("source")
 @click.option("--base-url", help="Forum root for relative URLs (default: the list's own URL or SOURCE).")
-@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON (the default output).")
-def parse(source: str, base_url: str | None, as_json: bool) -> None:
+def parse(source: str, base_url: str | None) -> None:
     """Parse a topic list (file, '-' for stdin, or an http(s) URL of a .md list) and print it as JSON."""
     listing = _load(source, base_url)
     click.echo(json.dumps(listing_to_dict(listing), ensure_ascii=False, indent=2))

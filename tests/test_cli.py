@@ -25,7 +25,7 @@ def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
 
 
 def test_parse_json_matches_expected_keys_and_values():
-    result = run("parse", str(SEED), "--json")
+    result = run("parse", str(SEED))
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     expected = json.loads(SEED.with_suffix(".expected.json").read_text())

@@ -72,7 +72,6 @@ class FeedMeta:
     self_url: str | None = None  # rel=self, the feed's own URL where known
     description: str | None = None  # derived from the title when None (RSS requires one)
     stylesheet_url: str | None = None  # an XSLT that lets browsers show Atom/RSS as a readable page
-    language: str | None = None
     # When the list was read (timezone-aware): Atom's feed `updated` when no topic carries a date. The
     # default is the moment this FeedMeta is made, for a caller that has just read the list; rendering one
     # FeedMeta twice still gives the same bytes.
@@ -136,8 +135,6 @@ def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     if meta.self_url:
         feed["feed_url"] = meta.self_url
     feed["description"] = _description(meta)
-    if meta.language:
-        feed["language"] = meta.language
     feed["_feedbridge"] = {"about": PROJECT_URL, "version": __version__}
     feed["items"] = [_json_item(topic, meta.forum_url) for topic in topics]
     return json.dumps(feed, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -178,8 +175,6 @@ def _feed_generator(meta: FeedMeta, self_type: str) -> FeedGenerator:
     fg.id(meta.feed_id)
     fg.title(meta.title)
     fg.description(_description(meta))
-    if meta.language:
-        fg.language(meta.language)
     # The alternate (the forum's page) first: readers such as @extractus/feed-extractor take the first
     # <link> as the feed's home page. feedgen would take the RSS <channel><link> from the last link added,
     # the self link; ChannelExtension sets it to the alternate.
@@ -270,7 +265,6 @@ def _clean_meta(meta: FeedMeta) -> FeedMeta:
         self_url=_clean_url(meta.self_url),
         description=_clean_optional(meta.description),
         stylesheet_url=_clean_url(meta.stylesheet_url),
-        language=_clean_optional(meta.language),
     )
 
 

@@ -240,14 +240,14 @@ def content_encoding(response: httpx.Response, url: str) -> str | None:
 class Fetcher:
     """One pooled httpx client per process; safe to share between threads."""
 
-    def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None):
+    def __init__(self, settings: Settings):
         self.settings = settings
         self.client = httpx.Client(
             timeout=httpx.Timeout(
                 settings.read_timeout, connect=settings.connect_timeout, pool=settings.connect_timeout
             ),
             # httpx retries only failed connection attempts, never a request that reached the server.
-            transport=transport or httpx.HTTPTransport(retries=settings.retries),
+            transport=httpx.HTTPTransport(retries=settings.retries),
             headers={"User-Agent": USER_AGENT, "Accept": "text/markdown, text/plain;q=0.5",
                      "Accept-Encoding": ACCEPT_ENCODING},
             follow_redirects=False,
