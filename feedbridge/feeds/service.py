@@ -12,7 +12,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.categories import parse_categories
@@ -36,11 +36,14 @@ from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
 log = logging.getLogger(__name__)
 
+CacheStatus = Literal["hit", "miss", "stale"]
+"""How a feed was answered: from a fresh copy, rebuilt now, or the last good copy while the forum fails."""
+
 
 @dataclass(frozen=True, slots=True)
 class FeedResult:
     entry: FeedEntry
-    cache: str  # "hit", "miss" or "stale"
+    cache: CacheStatus
     stale_reason: str | None = None
 
     @property
@@ -59,6 +62,9 @@ class FeedService:
 
     @staticmethod
     def feed_key(spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> str:
+        """Everything the body depends on: the spec and the links built from the request (its own URL, the
+        stylesheet's), so a copy built for one Host or script root is never served to another. Bounded:
+        the web layer accepts only host names as Host, and gunicorn bounds the request line."""
         key = spec.cache_key() + (f"|{self_url}|{stylesheet_url}" if self_url or stylesheet_url else "")
         return "feed:" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
