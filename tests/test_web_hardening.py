@@ -3,6 +3,8 @@ another client, log lines cannot be forged, and slow clients cannot stop the ser
 
 from __future__ import annotations
 
+import io
+import logging
 import socket
 import threading
 import time
@@ -13,8 +15,9 @@ import feedparser
 import httpx
 import pytest
 
+from feedbridge.web.logs import configure_logging
 from feedbridge.web.worker import HEADER_TIMEOUT, MAX_HEADER_BYTES
-from tests.appserver import procfile_web
+from tests.appserver import procfile_web, running_app, settings_for
 
 COMPILER = "/c/compiler/5"
 SLOW_CLIENTS = 64
@@ -132,3 +135,125 @@ def test_oversized_headers_get_431_without_a_thread(gunicorn):
     answer = _raw(gunicorn, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (MAX_HEADER_BYTES + 10))
     assert answer.startswith(b"HTTP/1.1 431")
     assert httpx.get(f"{gunicorn}/healthz", timeout=10).status_code == 200
+
+
+@pytest.fixture
+def one_worker(upstream, tmp_path):
+    """The Procfile's gunicorn with one worker, so consecutive requests meet the same in-process memo and
+    cache (with two, a leak could hide behind the other worker); its stdout is returned by `log()`."""
+    path = tmp_path / "stdout"
+    with open(path, "a+") as out:
+        with procfile_web({"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "1"}, stdout=out) as (url, _):
+            yield url, f"{url}/{upstream.url.split('//', 1)[1]}", path.read_text
+
+
+def _links(response: httpx.Response) -> list[str]:
+    """The self link and the stylesheet link of an Atom feed."""
+    parsed = feedparser.parse(response.content)
+    assert parsed.bozo == 0
+    stylesheet = response.content.split(b"?>", 2)[1].split(b'href="', 1)[1].split(b'"', 1)[0].decode()
+    return [link.href for link in parsed.feed.links if link.rel == "self"] + [stylesheet]
+
+
+def test_a_script_name_from_one_request_never_reaches_the_links_of_another(one_worker):
+    url, forum, _ = one_worker
+    feed = f"{forum}{COMPILER}.atom"
+    # gunicorn takes SCRIPT_NAME as a header from trusted peers (127.0.0.1 by default), a proxy's mount
+    # point, and takes it off the front of the path.
+    mounted = feed.replace(url, url + "//evil.example")
+    evil = httpx.get(mounted, headers={"SCRIPT_NAME": "//evil.example"}, timeout=15)
+    assert evil.status_code == 200 and _links(evil)[1] == "//evil.example/static/feed.xsl"
+    for _ in range(3):  # the first builds (or finds) the normal copy; the others are hits on the hot path
+        normal = httpx.get(feed, timeout=15)
+        assert normal.status_code == 200
+        assert _links(normal) == [feed, "/static/feed.xsl"]
+        assert b"evil.example" not in normal.content
+    assert normal.headers["x-feedbridge-cache"] == "hit"
+
+
+def test_a_forwarded_scheme_or_a_hostile_host_stays_with_its_own_request(one_worker):
+    url, forum, _ = one_worker
+    feed = f"{forum}{COMPILER}.atom?limit=3"
+    https = httpx.get(feed, headers={"X-Forwarded-Proto": "https"}, timeout=15)
+    assert _links(https)[0] == feed.replace("http://", "https://")
+    hostile = httpx.get(feed, headers={"Host": "evil.example"}, timeout=15)
+    assert _links(hostile)[0] == feed.replace(url.split("//", 1)[1], "evil.example")
+    for _ in range(2):
+        normal = httpx.get(feed, timeout=15)
+        assert _links(normal)[0] == feed and b"evil.example" not in normal.content
+    # A Host that is not a host name would go into a self link and a cache key: it is refused instead
+    # (by Werkzeug when it cannot even encode it, else with our message).
+    for host in ("evil.example/x?", "a@b", "evil.example:99999999"):
+        refused = httpx.get(feed, headers={"Host": host}, timeout=15)
+        assert refused.status_code == 400 and "malformed Host header" in refused.text, host
+    assert httpx.get(feed, headers={"Host": "x" * 300}, timeout=15).status_code == 400
+
+
+def test_control_characters_from_a_request_cannot_forge_a_log_line(one_worker):
+    _, forum, log = one_worker
+    forged = "2026-01-01 00:00:00,000 WARNING feedbridge.auth admin login ok"
+    response = httpx.get(f"{forum}/latest%0a{forged.replace(' ', '%20')}%0d%1b[2J.atom?q=x%0ay", timeout=15)
+    assert response.status_code == 404
+    assert httpx.get(f"{forum}/latest.atom?q=%0a{forged.replace(' ', '%20')}", timeout=15).status_code == 400
+    time.sleep(0.5)  # the worker's stdout is a file it appends to
+    lines = log().splitlines()
+    # The path is decoded before the app sees it: its controls are escaped, and it stays one line.
+    decoded = [line for line in lines if "admin login ok" in line]
+    assert len(decoded) == 1, decoded
+    assert "/latest\\x0a2026-01-01" in decoded[0] and "\\x0d\\x1b[2J" in decoded[0] and " 404 " in decoded[0]
+    # The query string is logged as sent, still percent-encoded.
+    assert len([line for line in lines if "admin%20login%20ok" in line and " 400 " in line]) == 1
+    assert not any(line.startswith(forged) for line in lines)
+
+
+def test_tracebacks_keep_their_lines_but_none_starts_at_the_margin():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        configure_logging("INFO")
+        try:
+            raise ValueError("upstream said\n2026-01-01 WARNING forged")
+        except ValueError:
+            logging.getLogger("feedbridge.test").exception("failed on %s", "/x\r\ny\u2028z\x85")
+    finally:
+        root.removeHandler(handler)
+    first, *rest = stream.getvalue().rstrip("\n").split("\n")
+    assert first == "failed on /x\\x0d\\x0ay\\u2028z\\x85"
+    assert rest and all(line.startswith("  | ") for line in rest)
+    assert rest[-2:] == ["  | ValueError: upstream said", "  | 2026-01-01 WARNING forged"]
+
+
+@pytest.fixture
+def app(upstream):
+    with running_app(settings_for(upstream.url)) as running:
+        yield running
+
+
+def test_one_error_handler_answers_pages_as_pages_and_feeds_as_text(app, upstream):
+    upstream.rate_limit("/latest.md", retry_after=120)
+    feed = httpx.get(app.feed_url("/latest.atom"), timeout=15)
+    page = httpx.get(app.feed_url("/latest.html"), timeout=15)
+    assert (feed.status_code, page.status_code) == (503, 503)
+    assert feed.headers["content-type"] == "text/plain; charset=utf-8" and feed.text.startswith("503 ")
+    assert page.headers["content-type"] == "text/html; charset=utf-8" and "<html" in page.text
+    assert 100 <= int(feed.headers["retry-after"]) <= 120 and 100 <= int(page.headers["retry-after"]) <= 120
+    assert {feed.headers["cache-control"], page.headers["cache-control"]} == {"no-store"}
+    unknown = httpx.get(f"{app.url}/no.such.forum/latest.html", timeout=15)
+    assert unknown.status_code == 404 and "<html" in unknown.text and "unknown forum" in unknown.text
+    opml = httpx.get(f"{app.url}/no.such.forum/opml", timeout=15)
+    assert opml.status_code == 404 and "<html" in opml.text
+
+
+def test_every_response_carries_nosniff_once(app):
+    feed = app.feed_url(f"{COMPILER}.atom")
+    responses = [
+        httpx.get(feed, timeout=15), httpx.get(feed, timeout=15),  # a miss through Flask, a hit before it
+        httpx.get(f"{app.url}/healthz", timeout=15), httpx.get(f"{app.url}/static/feed.xsl", timeout=15),
+        httpx.get(f"{app.url}/", timeout=15), httpx.get(app.feed_url("/nothing.atom"), timeout=15),
+        httpx.post(feed, timeout=15), httpx.get(feed, headers={"If-None-Match": "x"}, timeout=15),
+    ]
+    assert [r.headers.get_list("x-content-type-options") for r in responses] == [["nosniff"]] * len(responses)
+    assert [r.status_code for r in responses] == [200, 200, 200, 200, 200, 404, 405, 200]
+    assert responses[1].headers["x-feedbridge-cache"] == "hit"
