@@ -56,7 +56,7 @@ def feed(path: str) -> Response:
         )))
     response = Response(result.entry.body, headers=headers)
     if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
-        return response.make_conditional(request)
+        response.make_conditional(request)  # in place: a 304 when the validators match
     return response
 
 

@@ -87,7 +87,7 @@ class HitPath:
             return self.app(environ, start)
         resolved = self.urls.get(environ)
         entry = self.service.fresh(resolved.key) if resolved is not None and resolved.spec.fmt != "html" else None
-        if entry is None:
+        if resolved is None or entry is None:
             return self.app(environ, start)
         headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit")
         headers.append(("Content-Length", str(len(entry.body))))

@@ -48,9 +48,9 @@ def configure_logging(level: str) -> None:
     on every handler of the root logger either way."""
     root = logging.getLogger()
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        root.addHandler(handler)
+        stdout = logging.StreamHandler(sys.stdout)
+        stdout.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        root.addHandler(stdout)
     for handler in root.handlers:
         if not any(isinstance(f, EscapeControls) for f in handler.filters):
             handler.addFilter(EscapeControls())
