@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 from feedbridge.config import Forum, Settings
@@ -38,11 +38,14 @@ from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
 log = logging.getLogger(__name__)
 
+CacheStatus = Literal["hit", "miss", "stale"]
+"""How a feed was answered: from a fresh copy, rebuilt now, or the last good copy while the forum fails."""
+
 
 @dataclass(frozen=True, slots=True)
 class FeedResult:
     entry: FeedEntry
-    cache: str  # "hit", "miss" or "stale"
+    cache: CacheStatus
     stale_reason: str | None = None
 
     @property
@@ -61,6 +64,9 @@ class FeedService:
 
     @staticmethod
     def feed_key(spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> str:
+        """Everything the body depends on: the spec and the links built from the request (its own URL, the
+        stylesheet's), so a copy built for one Host or script root is never served to another. Bounded:
+        the web layer accepts only host names as Host, and gunicorn bounds the request line."""
         key = spec.cache_key() + (f"|{self_url}|{stylesheet_url}" if self_url or stylesheet_url else "")
         return "feed:" + hashlib.sha256(key.encode()).hexdigest()[:32]
 

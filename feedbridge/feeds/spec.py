@@ -12,6 +12,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import quote, urlencode
 
 from feedbridge.config import Forum, Settings
@@ -23,20 +24,30 @@ from feedbridge.render.formats import FORMATS
 TOP_PERIODS = ("all", "yearly", "quarterly", "monthly", "weekly", "daily")
 MAX_PARAM_CHARS = 1000
 
-_SLUG = r"[\w-]{1,100}"
-_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("list", re.compile(r"(?P<list>latest|top|hot)\.(?P<fmt>[a-z]{2,5})")),
-    ("category", re.compile(rf"c/(?P<slugs>{_SLUG}(?:/{_SLUG})?)/(?P<id>\d{{1,9}})\.(?P<fmt>[a-z]{{2,5}})")),
-    ("tag", re.compile(rf"tag/(?P<tag>{_SLUG})(?:/(?P<id>\d{{1,9}}))?\.(?P<fmt>[a-z]{{2,5}})")),
-    ("user", re.compile(r"u/(?P<user>[\w.-]{1,60}?)\.(?P<fmt>atom|rss|json|html)")),
-    ("search", re.compile(r"search\.(?P<fmt>[a-z]{2,5})")),
+RouteKind = Literal["list", "category", "tag", "user", "search"]
+
+# The route grammar: each kind of forum list as a path pattern, read by the feed routes below and by the
+# front page's URL recogniser (web/feedform.py), which matches the same shapes in forum URLs.
+SLUG = r"[\w-]{1,100}"
+CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?)/(?P<id>\d{{1,9}})"  # "slug/id" or "parent/slug/id"
+ROUTES: dict[RouteKind, str] = {
+    "list": r"(?P<list>latest|top|hot)",
+    "category": f"c/{CATEGORY_VALUE}",
+    "tag": rf"tag/(?P<tag>{SLUG})(?:/(?P<id>\d{{1,9}}))?",
+    "user": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
+    "search": r"search",
+}
+# A user name can end in what looks like a format, so the user route takes only the real ones.
+_FEED_ROUTES: tuple[tuple[RouteKind, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(rf"{pattern}\.(?P<fmt>{'|'.join(FORMATS) if kind == 'user' else '[a-z]{2,5}'})"))
+    for kind, pattern in ROUTES.items()
 )
 
 
 @dataclass(frozen=True, slots=True)
 class FeedSpec:
     forum: Forum
-    kind: str
+    kind: RouteKind
     label: str
     list_path: str
     list_params: tuple[tuple[str, str], ...]
@@ -82,8 +93,12 @@ class FeedSpec:
 
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
     """`path` is the request path without its leading slash; `args` maps each parameter to its values."""
-    forum, rest = _split_forum(settings, path)
-    for name, pattern in _ROUTES:
+    found = split_forum(settings, path)
+    if found is None:
+        raise RouteNotFound(f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
+                            + ", ".join(f.key for f in settings.forums))
+    forum, rest = found
+    for name, pattern in _FEED_ROUTES:
         match = pattern.fullmatch(rest)
         if match:
             break
@@ -143,13 +158,13 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content)
 
 
-def _split_forum(settings: Settings, path: str) -> tuple[Forum, str]:
-    """Longest configured forum key that prefixes the path, so subfolder forums on one host coexist."""
+def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
+    """The forum whose key prefixes `path` (`key/...`) and the rest after `key/`: the longest key wins, so
+    subfolder forums on one host coexist. The one forum lookup for feed paths and pasted forum URLs."""
     for forum in sorted(settings.forums, key=lambda f: len(f.key), reverse=True):
         if path.startswith(forum.key + "/"):
             return forum, path[len(forum.key) + 1 :]
-    raise RouteNotFound(f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
-                         + ", ".join(f.key for f in settings.forums))
+    return None
 
 
 _SINGLE = ("q", "limit", "pages", "period", "category", "content")

@@ -13,15 +13,17 @@ from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from feedbridge.config import Settings
-from feedbridge.feeds.spec import TOP_PERIODS
+from feedbridge.feeds.spec import CATEGORY_VALUE, ROUTES, TOP_PERIODS, split_forum
 from feedbridge.render.formats import FORMATS
 
 LISTS = ("latest", "top", "hot", "category", "tag")
 
-_CATEGORY = re.compile(r"c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:/l/\w+)?")
-_CATEGORY_VALUE = re.compile(r"[\w-]{1,100}(?:/[\w-]{1,100})?/\d{1,9}")
-_TAG = re.compile(r"tag/(?P<tag>[\w-]{1,100})(?:/\d{1,9})?")
-_USER = re.compile(r"u/(?P<user>[\w.-]{1,60})(?:/.*)?")
+# The feed routes' grammar (feeds/spec.py), with what forum URLs add: a category's `/l/top` view, a
+# user's `/activity/...` pages, and `/top/PERIOD`.
+_CATEGORY = re.compile(ROUTES["category"] + r"(?:/l/\w+)?")
+_CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
+_TAG = re.compile(ROUTES["tag"])
+_USER = re.compile(ROUTES["user"] + r"(?:/.*)?")
 _TOP = re.compile(r"top(?:/(?P<period>\w+))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 
@@ -104,12 +106,11 @@ def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Reco
         return Recognised(None, f"{text[:80]} is not a web address.")
     host = (parts.netloc or "").lower()
     path = unquote(parts.path)
-    forums = sorted(settings.forums, key=lambda f: len(f.key), reverse=True)
-    forum = next((f for f in forums if f"{host}{path}/".startswith(f.key + "/")), None)
-    if forum is None:
+    found = split_forum(settings, f"{host}{path}/")
+    if found is None:
         served = ", ".join(f.key for f in settings.forums)
         return Recognised(None, f"{host or text[:80]} is not a forum this bridge serves (it serves {served}).")
-    rest = _SUFFIX.sub("", path[len(forum.key) - len(host):].strip("/"))
+    forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
     form = replace(base, forum=forum.key, list="latest", category="", tag="", period="all")
     if rest in ("", "latest", "new", "categories"):
@@ -140,9 +141,9 @@ def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Setti
     stem, _, fmt = path.rpartition(".")
     flat = {k: v[0] for k, v in args.items() if v}
     base = FeedForm.from_args({**flat, "format": fmt})
-    forum = next((f for f in sorted(settings.forums, key=lambda f: len(f.key), reverse=True)
-                  if stem.startswith(f.key + "/")), None)
-    if forum is None:
+    found = split_forum(settings, stem)
+    if found is None:
         return base
-    found = recognise(settings, f"{forum.base_url}/{stem[len(forum.key) + 1:]}?{urlencode(flat)}", base)
-    return found.form or base
+    forum, rest = found
+    recognised = recognise(settings, f"{forum.base_url}/{rest}?{urlencode(flat)}", base)
+    return recognised.form or base

@@ -1,14 +1,16 @@
 """Gunicorn settings shared by the Procfile and `feedbridge serve`, so local runs match production.
 
 Threads rather than many processes: a feed request mostly waits on the forum, threads share one
-in-process cache and one single-flight table, and memory stays at one copy per worker.
+in-process cache and one single-flight table, and memory stays at one copy per worker. The worker is
+gunicorn's gthread with request headers read in the event loop (`feedbridge.web.worker`), so clients
+that trickle their headers cost a buffer each, not a thread.
 """
 
 import os
 
 bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "gthread"
+worker_class = "feedbridge.web.worker.HeaderBufferingWorker"
 threads = int(os.environ.get("FEEDBRIDGE_THREADS", "8"))
 # Longer than the upstream total timeout (20 s by default), so a slow forum gives a 504, not a killed worker.
 timeout = int(os.environ.get("FEEDBRIDGE_WORKER_TIMEOUT", "40"))

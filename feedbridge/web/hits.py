@@ -9,12 +9,10 @@ error — goes to Flask as usual.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from email.utils import formatdate
 from typing import Any
 
 from cachetools import LRUCache
@@ -22,8 +20,8 @@ from cachetools import LRUCache
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
-
-log = logging.getLogger("feedbridge.web.app")
+from feedbridge.web.logs import log_request
+from feedbridge.web.responses import NOSNIFF, feed_headers
 
 RESOLVED_URLS = 4096
 """Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""
@@ -42,15 +40,22 @@ class Resolved:
 
 
 class ResolvedUrls:
-    """URL → `Resolved`, bounded (LRU) and thread-safe. Keyed by what the URL is in the WSGI environ."""
+    """URL → `Resolved`, bounded (LRU) and thread-safe.
+
+    Keyed by everything in the WSGI environ that goes into a `Resolved`: the scheme and host (the self
+    link), the script root (`SCRIPT_NAME`, which a trusted proxy may set, in the stylesheet link), the path
+    and the query. A request that sets any of them differently gets its own entry, so what one request
+    carries never reaches the links another request receives.
+    """
 
     def __init__(self, size: int = RESOLVED_URLS):
         self._cache: LRUCache = LRUCache(maxsize=size)
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(environ: dict[str, Any]) -> tuple[str, str, str, str]:
+    def key(environ: dict[str, Any]) -> tuple[str, ...]:
         return (environ.get("wsgi.url_scheme", "http"), environ.get("HTTP_HOST", ""),
+                environ.get("SERVER_NAME", ""), environ.get("SERVER_PORT", ""), environ.get("SCRIPT_NAME", ""),
                 environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
 
     def get(self, environ: dict[str, Any]) -> Resolved | None:
@@ -63,7 +68,7 @@ class ResolvedUrls:
 
 
 class HitPath:
-    """WSGI middleware in front of the Flask app."""
+    """WSGI middleware in front of the Flask app, and so the one place that adds `nosniff` to every response."""
 
     def __init__(self, app: Callable, service: FeedService, urls: ResolvedUrls):
         self.app = app
@@ -72,26 +77,21 @@ class HitPath:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         started = time.perf_counter()
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+            headers.append(NOSNIFF)
+            return start_response(status, headers, exc_info)
+
         if (environ.get("REQUEST_METHOD") != "GET" or any(h in environ for h in _PASS_HEADERS)
                 or "text/html" in environ.get("HTTP_ACCEPT", "")):
-            return self.app(environ, start_response)
+            return self.app(environ, start)
         resolved = self.urls.get(environ)
         entry = self.service.fresh(resolved.key) if resolved is not None and resolved.spec.fmt != "html" else None
-        if entry is None:
-            return self.app(environ, start_response)
-        headers = [
-            ("Content-Type", FORMATS[resolved.spec.fmt].media_type),
-            ("Content-Length", str(len(entry.body))),
-            ("Vary", "Accept"),
-            ("ETag", f'"{entry.etag}"'),
-            ("Cache-Control", f"public, max-age={self.service.settings.cache_ttl}"),
-            ("X-Feedbridge-Cache", "hit"),
-            ("X-Content-Type-Options", "nosniff"),
-        ]
-        if entry.last_modified is not None:
-            headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
-        start_response("200 OK", headers)
+        if resolved is None or entry is None:
+            return self.app(environ, start)
+        headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit")
+        headers.append(("Content-Length", str(len(entry.body))))
+        start("200 OK", headers)
         query = environ.get("QUERY_STRING")
-        log.info("GET %s%s 200 %.1fms cache=hit", environ.get("PATH_INFO", ""), f"?{query}" if query else "",
-                 (time.perf_counter() - started) * 1000)
+        log_request("GET", environ.get("PATH_INFO", "") + (f"?{query}" if query else ""), 200, started, "hit")
         return [entry.body]

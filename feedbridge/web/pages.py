@@ -27,7 +27,14 @@ from flask import (
 
 from feedbridge import PROJECT_URL, __version__
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import RequestError, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
+from feedbridge.errors import (
+    RequestError,
+    RouteNotFound,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+)
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import (
     TOP_PERIODS,
@@ -109,7 +116,6 @@ def service() -> FeedService:
 def _security_headers(response: Response) -> Response:
     if response.mimetype == "text/html":
         response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers.setdefault("Referrer-Policy", "no-referrer")
     return response
 
@@ -171,11 +177,8 @@ def opml(key: str) -> Response:
     svc = service()
     forum = svc.settings.forum_for_key(key)
     if forum is None:
-        return error_page(404, f"unknown forum {key[:80]!r}")
-    try:
-        categories = svc.categories(forum)
-    except UpstreamError as exc:
-        return error_page(exc.status, exc.message)
+        raise RouteNotFound(f"unknown forum {key[:80]!r}")
+    categories = svc.categories(forum)
     body = opml_document(forum, categories, request.host_url.rstrip("/"))
     response = Response(body, content_type=OPML_TYPE)
     filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
@@ -205,7 +208,7 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
         try:  # like the feeds: the last good pages rather than an error, while there are any
             _, topics = svc.topics(spec, stale_pages=True)
         except UpstreamError:
-            return error_page(exc.status, exc.message)
+            raise exc from None
     built.topics, built.total = topics, len(topics)
     html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
     response = _html(html)
@@ -216,6 +219,7 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
 
 
 def error_page(status: int, message: str) -> Response:
+    """The app's error handler answers with this for the pages and every `.html` route."""
     response = _html(render_template("error.html", status=status, message=message), no_store=True)
     response.status_code = status
     return response

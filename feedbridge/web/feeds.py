@@ -1,0 +1,92 @@
+"""The feed routes: `/healthz` and every feed path, in each format, with content negotiation.
+
+The view only translates: request → `FeedSpec` (once per URL, remembered for the hit path) →
+`FeedService` → response with validators. Errors are raised (`feedbridge.errors`) and answered by the
+app's one error handler; conditional GET is Werkzeug's (`make_conditional`).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+
+from feedbridge import __version__
+from feedbridge.errors import RequestError
+from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.render.formats import FORMATS
+from feedbridge.web import pages
+from feedbridge.web.hits import Resolved, ResolvedUrls
+from feedbridge.web.responses import feed_headers
+
+bp = Blueprint("feeds", __name__)
+
+# What a Host header may be: a name or address and a port. Anything else would go into the self link and
+# the cache key of a feed built for it, so it is refused rather than stored.
+_HOST = re.compile(r"(?:[A-Za-z0-9-]{1,63}\.?){1,127}(?::\d{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](?::\d{1,5})?")
+
+
+def service() -> FeedService:
+    return current_app.extensions["feedbridge"]
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    svc = service()
+    return jsonify(status="ok", version=__version__, forums=[f.key for f in svc.settings.forums],
+                   topic_fetch_failures=svc.topic_failures)
+
+
+@bp.get("/<path:path>")
+def feed(path: str) -> Response:
+    svc = service()
+    resolved = _resolved(svc, path)
+    spec = resolved.spec
+    if spec.fmt == "html":
+        return pages.feed_page(spec, path)
+    result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
+    g.cache = result.cache
+    headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache)
+    if result.cache == "stale":
+        headers.append(("Age", str(int(result.age))))
+        headers.append(("X-Feedbridge-Stale", _header_safe(
+            f"upstream failed ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
+        )))
+    response = Response(result.entry.body, headers=headers)
+    if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
+        response.make_conditional(request)  # in place: a 304 when the validators match
+    return response
+
+
+def _resolved(svc: FeedService, path: str) -> Resolved:
+    """The URL resolved once; later requests for it find it here (and the hit path finds it too)."""
+    urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
+    found = urls.get(request.environ)
+    if found is not None:
+        return found
+    spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
+    if not _HOST.fullmatch(request.host):
+        raise RequestError("malformed Host header: give a host name or address, with an optional port")
+    query = urlencode(spec.canonical_query())
+    self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
+    stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
+    found = Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet))
+    urls.remember(request.environ, found)
+    return found
+
+
+def _media_type(fmt: str) -> str:
+    """A browser that asks for a page gets Atom/RSS as `application/xml`: Chromium shows `+xml` feed types
+    as plain text and applies the XSL stylesheet only to XML it renders. Readers get the feed type."""
+    if fmt not in ("atom", "rss") or "text/html" not in request.headers.get("Accept", ""):
+        return FORMATS[fmt].media_type
+    accept = request.accept_mimetypes
+    if accept.quality("text/html") > accept.quality(FORMATS[fmt].mime):
+        return "application/xml; charset=utf-8"
+    return FORMATS[fmt].media_type
+
+
+def _header_safe(text: str) -> str:
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text)[:300]

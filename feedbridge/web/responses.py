@@ -1,0 +1,39 @@
+"""What every feed response and every error response carries, built in one place.
+
+The hit path (before Flask) and the feed view (in Flask) answer the same feed with the same headers, so
+both take them from `feed_headers`. Headers are plain string pairs: Werkzeug's header objects parse and
+re-serialise on every change, a measurable share of a cached hit (bench/RESULTS.md, target 1).
+`X-Content-Type-Options: nosniff` is added to every response by the outermost WSGI layer
+(`hits.HitPath`), so no view can forget it.
+"""
+
+from __future__ import annotations
+
+from email.utils import formatdate
+
+from flask import Response
+
+from feedbridge.feeds.service import CacheStatus
+from feedbridge.store.entries import FeedEntry
+
+NOSNIFF = ("X-Content-Type-Options", "nosniff")
+
+
+def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus) -> list[tuple[str, str]]:
+    headers = [
+        ("Content-Type", media_type),
+        ("Vary", "Accept"),
+        ("ETag", f'"{entry.etag}"'),
+        ("Cache-Control", f"public, max-age={max_age}"),
+        ("X-Feedbridge-Cache", cache),
+    ]
+    if entry.last_modified is not None:
+        headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
+    return headers
+
+
+def plain_error(status: int, message: str) -> Response:
+    """Short plain text: nothing a client sent is ever echoed back as markup."""
+    response = Response(f"{status} {message}\n", status=status, content_type="text/plain; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    return response
