@@ -143,3 +143,12 @@ def test_serve_runs_the_production_server(upstream):
     finally:
         process.terminate()
         process.wait(15)
+
+
+def test_build_refuses_a_categories_directory():
+    result = run("build", str(ROOT / "fixtures" / "site" / "categories.md"), "--format", "rss")
+    assert result.returncode == 1 and result.stdout == b""
+    assert b"looks like a categories directory" in result.stderr and b"/t/5" not in result.stderr
+    empty = run("build", str(ROOT / "fixtures" / "dialects" / "widgets-c4-empty.md"), "--format", "rss")
+    assert empty.returncode == 0, empty.stderr
+    assert feedparser.parse(empty.stdout).entries == [] and feedparser.parse(empty.stdout).bozo == 0

@@ -7,11 +7,14 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+import feedparser
 import pytest
 
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
+from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.formats import render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = sorted(p for p in FIXTURES.rglob("*.md") if p.with_suffix(".expected.json").exists())
@@ -241,3 +244,58 @@ def test_fast_path_agrees_on_blocks_near_its_shape(block, why, url):
     text = f"# T\n\n**URL:** https://f.org/latest.md\n\n---\n\n## [A \\[b\\] title]({url})\n\n{block}\nexcerpt\n\n---\n"
     fast, general, _ = parse_both_ways(text, None)
     assert fast == general, why
+
+
+# --- plugin excerpts, stray control characters, lists that are not topic lists (issue 16) --------------
+
+PLUGIN_LIST = ("# w\n\n**URL:** /c/w/9.md\n**Topics on this page:** 2\n\n## [A](/t/a/1)\n\n**Author:** @x\n"
+               "**Last posted:** 2024-03-01T09:00:00Z\n\n{excerpt}\n\n---\n\n## [B](/t/b/2)\n\n**Author:** @y\n"
+               "**Last posted:** 2024-03-02T09:00:00Z\n")
+
+
+def test_a_plugin_excerpt_keeps_a_line_that_looks_like_a_rule() -> None:
+    excerpt = "&lt;b&gt;escaped&lt;/b&gt; &amp; <i>tagged</i>\n --- \n1. list&hellip;"
+    listing = parse_listing(PLUGIN_LIST.format(excerpt=excerpt), base_url="https://forum.example.org")
+    assert [t.excerpt for t in listing.topics] == ["<b>escaped</b> & tagged --- 1. list…", None]
+    # ...while a line that is exactly `---` between blank lines still separates topics
+    assert [t.id for t in listing.topics] == [1, 2]
+
+
+@pytest.mark.parametrize("stray", ["\x00", "\x1b", "\x0b", "\ufffe"])
+def test_a_stray_control_character_in_a_title_is_dropped_not_the_list(stray: str) -> None:
+    text = C4.replace("## [About the", f"## [About{stray} the", 1)
+    assert stray in text[:4096]
+    listing = parse_listing(text)
+    first = listing.topics[0]
+    assert first.title == "About the widgets category"
+    assert all(stray not in (t.title + (t.excerpt or "") + (t.author or "")) for t in listing.topics)
+    meta = FeedMeta(title="w", forum_url=listing.base_url, html_url=listing.base_url, feed_id=listing.base_url)
+    parsed = feedparser.parse(render("atom", meta, listing.topics))
+    assert parsed.bozo == 0 and parsed.entries[0].title == "About the widgets category"
+
+
+@pytest.mark.parametrize(("body", "seen"), [
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03# T\n**URL:** https://f.example/latest.md\n", "gzip-compressed"),
+    ("\x1f\x8b\x08\x00# T\n**URL:** https://f.example/latest.md\n", "gzip-compressed"),  # decoded as Latin-1
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "a PNG image"),
+    (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "a PDF document"),
+    (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "a zip archive"),
+    ("# T\n**URL:** https://f.example/latest.md\n" + "\x00\x01\x02\x03\x1b\x10" * 100, "binary data"),
+])
+def test_real_binary_is_still_refused(body: str | bytes, seen: str) -> None:
+    with pytest.raises(NotAListError, match="binary data") as caught:
+        parse_listing(body)
+    assert seen in str(caught.value)
+
+
+def test_a_categories_directory_is_refused_as_a_topic_list() -> None:
+    with pytest.raises(NotAListError, match="looks like a categories directory"):
+        parse_listing((FIXTURES / "site" / "categories.md").read_text())
+    empty = parse_listing((FIXTURES / "dialects" / "widgets-c4-empty.md").read_text())  # a real empty list
+    assert empty.topics == () and empty.title == "widgets"
+
+
+def test_a_heading_that_links_outside_t_is_not_a_topic() -> None:
+    text = C4.replace("/t/about-the-widgets-category/11)", "/c/widgets/11)", 1)
+    listing = parse_listing(text)
+    assert 11 not in [t.id for t in listing.topics] and listing.skipped == 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from html.parser import HTMLParser
@@ -246,7 +245,10 @@ def test_a_metadata_div_without_a_post_link_is_body_text() -> None:
     ('{"errors": ["You are not permitted to view the requested resource."]}', "JSON"),
     ("[]", "JSON"),
     ("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "binary"),
-    (b"\xff\xd8\xff\xe0\x00\x10JFIF", "not UTF-8"),
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF", "a JPEG image"),
+    (b"# caf\xe9 cr\xe8me\n", "not UTF-8"),
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", "gzip-compressed"),
+    ("# " + "\x00\x01\x02\x1b" * 64, "binary data"),
     ("Just some text, no heading", "starting 'Just some text"),
     ((ROOT / "dev-discuss-compiler.md").read_text(encoding="utf-8"), "not a topic URL"),
     ((ROOT / "dialects" / "widgets-c4.md").read_text(encoding="utf-8"), "not a topic URL"),
@@ -344,9 +346,7 @@ def test_allowed_markup_and_table_alignment_survive_but_other_styles_do_not() ->
 def test_a_huge_post_is_cut_to_the_cap() -> None:
     markdown = "A line of a very long post.\n\n" * 20_000  # ~580 KiB
     assert len(markdown) > 2 * MAX_MARKDOWN_CHARS
-    started = time.perf_counter()
     html = markdown_to_safe_html(markdown, "https://h.org/")
-    assert time.perf_counter() - started < 2.0
     assert html.endswith("<p>…</p>")
     assert html.count("<p>A line") < MAX_MARKDOWN_CHARS // len("A line of a very long post.\n\n") + 1
 
@@ -354,17 +354,6 @@ def test_a_huge_post_is_cut_to_the_cap() -> None:
 def test_the_base_url_must_be_http() -> None:
     with pytest.raises(ValueError, match="http"):
         markdown_to_safe_html("[a](x)", "javascript:alert(1)//")
-
-
-def test_converting_a_typical_post_takes_well_under_a_few_milliseconds() -> None:
-    page = parse_topic(read(POLYHEDRAL))
-    markdown_to_safe_html(page.first_post_markdown, page.url)
-    rounds = 50
-    started = time.perf_counter()
-    for _ in range(rounds):
-        markdown_to_safe_html(page.first_post_markdown, page.url)
-        parse_topic(read(POLYHEDRAL))
-    assert (time.perf_counter() - started) / rounds < 0.010  # measured ~1.2 ms for both on a laptop-class core
 
 
 _DANGER = st.sampled_from([

@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from feedbridge.discourse.fields import unescape
 from feedbridge.models import Category
 
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
 _CATEGORY_PATH = re.compile(r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:\.md)?/?$")
-_ESCAPED = re.compile(r"\\(.)")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 MAX_CATEGORIES = 500
 
@@ -38,11 +38,11 @@ def parse_categories(text: str) -> tuple[Category, ...]:
             current, description = None, []
             path = urlsplit(heading["url"]).path if heading else ""
             if match := _CATEGORY_PATH.search(path):
-                name = _clean(_ESCAPED.sub(r"\1", heading["name"])) or match["slugs"]
+                name = _clean(unescape(heading["name"])) or match["slugs"]
                 current = Category(name, match["slugs"], int(match["id"]))
         elif current is not None and stripped and not stripped.startswith("<"):
             if not description or len(" ".join(description)) < 300:
-                description.append(_clean(_ESCAPED.sub(r"\1", stripped)))
+                description.append(_clean(unescape(stripped)))
     finish()
     return tuple(found.values())
 

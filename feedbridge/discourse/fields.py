@@ -1,13 +1,48 @@
-"""Field readers shared by the list parser and the topic parser: the two Markdown formats of one forum
-write timestamps and URLs the same way, so they are read the same way."""
+"""Field readers and Markdown field patterns shared by the list, topic and categories parsers: the Markdown
+formats of one forum write timestamps, links and escapes the same way, so they are read the same way, by one
+set of patterns that every parser gets in the same hardened form.
+
+Every pattern here runs on text an upstream controls, inside a worker that `re` blocks (it holds the GIL),
+so each one is written to scan any character from a bounded number of start positions: a link text stops at
+an unescaped `[` and never starts after a backslash (core escapes every `[` in link texts), and a URL is
+checked for its shape by a lookahead before it is matched, so no suffix of the input is rescanned once per
+possible start. tests/test_fuzz.py runs the hostile shapes against all three parsers.
+"""
 
 from __future__ import annotations
 
+import operator
 import re
 from datetime import datetime, timezone
 from urllib.parse import urljoin, urlsplit
 
+# `[@name](profile)`: the author link of list rows and of a post's `###` line.
+USER_LINK = re.compile(r"(?<!\\)\[@(?P<name>(?:\\.|[^\[\]\\\n])+)\]\((?P<url>[^()\s]+)\)")
+# `[LABEL](url "ISO")`: the last-activity row of a list, a topic's Created row and each post's `####` line.
+DATED_LINK = re.compile(r"(?<!\\)\[(?:\\.|[^\[\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"\n]+)\"\)")
+_ESCAPE = re.compile(r"\\(.)")
+_escaped_char = operator.itemgetter(1)
+
+# Control characters that binary data is full of and text has at most a stray one of; U+FFFD is what a
+# lossy decode left of bytes that were not text.
 _NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
+# What XML 1.0 cannot carry: dropped from the text before any field is read, as the README promises.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_SNIFF_CHARS = 4096
+_BINARY_SHARE = 20
+"""Binary when more than one sniffed character in this many is a control character (text has a stray few)."""
+_MAGIC = {
+    "\x1f\x8b": "gzip-compressed data",
+    "\x89PNG": "a PNG image",
+    "%PDF-": "a PDF document",
+    "PK\x03\x04": "a zip archive",
+    "GIF87a": "a GIF image",
+    "GIF89a": "a GIF image",
+    "\xff\xd8\xff": "a JPEG image",
+    "BZh91AY&SY": "bzip2-compressed data",
+    "\xfd7zXZ\x00": "xz-compressed data",
+    "(\xb5/\xfd": "zstd-compressed data",
+}
 _ROUTE_START = re.compile(r"/(?:c|tag|tags|latest|top|hot|new|unread|categories|u|t)(?:[/.?]|$)")
 
 
@@ -18,6 +53,8 @@ def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: 
     refuse them the same way, with a message naming what was seen. Line ends come back as `\\n`.
     """
     if isinstance(text, bytes):
+        if kind := _magic(text[:16].decode("latin-1")):
+            raise error(f"{expected}, got binary data ({kind})")
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -27,14 +64,35 @@ def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: 
     head = text.lstrip("\ufeff \t\r\n")
     if not head:
         raise error(f"{expected}, got an empty body")
-    if head.find("\x00", 0, 4096) >= 0 or len(_NOT_TEXT.findall(head, 0, 4096)) > 8:
+    if kind := _magic(head[:16]):
+        raise error(f"{expected}, got binary data ({kind})")
+    window = min(len(head), _SNIFF_CHARS)
+    if len(_NOT_TEXT.findall(head, 0, window)) * _BINARY_SHARE > window:
         raise error(f"{expected}, got binary data")
+    if _NOT_XML.search(head):  # a stray NUL or ESC in a title: the list is fine, the character goes
+        head = _NOT_XML.sub("", head).lstrip("\ufeff \t\r\n")
+        if not head:
+            raise error(f"{expected}, got only control characters")
     lowered = head[:256].lower()
     if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
         raise error(f"{expected}, got an HTML document (a login page or an error page?)")
     if head[0] in "{[":
         raise error(f"{expected}, got JSON")
     return head.replace("\r\n", "\n") if "\r" in head else head
+
+
+def _magic(start: str) -> str | None:
+    """What a known binary format's leading bytes (as Latin-1 characters) say the body is."""
+    return next((kind for magic, kind in _MAGIC.items() if start.startswith(magic)), None)
+
+
+def unescape(text: str) -> str:
+    """Core dialects' text with its backslash escapes undone: one left-to-right pass `\\X -> X` (FORMAT.md).
+
+    A callable replacement, not the template r"\\1": re expands a template through Python code on every
+    match, which made this a seventh of the list parser's time (bench/RESULTS.md, target 3).
+    """
+    return _ESCAPE.sub(_escaped_char, text) if "\\" in text else text
 
 
 def utc(value: str) -> datetime | None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import html
 import logging
-import operator
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
-from feedbridge.discourse.fields import absolute, derive_base, sniff, utc
+from feedbridge.discourse.fields import DATED_LINK, USER_LINK, absolute, derive_base, sniff, unescape, utc
 from feedbridge.errors import NotAListError
 from feedbridge.models import Listing, Topic
 
@@ -32,12 +31,9 @@ MAX_TEXT_CHARS = 8 * 1024 * 1024
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
 
 _URL_BREAK = re.compile(r"[()\s]")
+# A categories directory's heading: `## [name](…/c/[parent/]slug/ID)`, what a topic list never holds.
+_CATEGORY_HEADING = re.compile(r"## \[.*\]\([^()\s]*/c/[^()\s]*\)[ \t]*$")
 _ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
-# Link texts stop at an unescaped `[` and never start after a backslash: core escapes every `[` in
-# them, and this way each character is scanned from one start only, so a line of 1 MB of `[` or `\[`
-# is searched in linear time instead of quadratic.
-_USER_LINK = re.compile(r"(?<!\\)\[@(?P<name>(?:\\.|[^\[\]\\\n])+)\]\((?P<url>[^()\s]+)\)")
-_DATED_LINK = re.compile(r"(?<!\\)\[(?:\\.|[^\[\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"]+)\"\)")
 _INT = re.compile(r"\d{1,9}")
 # The lookahead checks that the URL runs to `)` at the end of the line before the URL is matched:
 # without it, a long URL full of `?page=1` is backtracked through once per `page=` (quadratic).
@@ -57,8 +53,6 @@ _C4_TOPIC = re.compile(
     # the block ends there (the list's last block, followed by its page links, does not)
     r"(?:(?:\n|</div>\n)*(?:(?P<excerpt>[^\n]+)\n)?\n*---\n?\Z(?P<ended>))?"
 )
-_ESCAPE = re.compile(r"\\(.)")
-_escaped_char = operator.itemgetter(1)
 _TAG = re.compile(r"<[^<>]*>")
 # A list ends with at most a Previous and a Next link; stopping after a few keeps a line made of
 # thousands of page links linear-time (each search scans the line).
@@ -121,6 +115,9 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
         else:
             topics.append(topic)
     if skipped and not topics:
+        if all(_CATEGORY_HEADING.match(block.heading) for block in blocks):
+            raise NotAListError(f"{_EXPECTED}: this looks like a categories directory (its headings link to "
+                                "categories, /c/…), not a topic list")
         raise NotAListError(f"{_EXPECTED}: all {skipped} topic blocks are malformed")
     if skipped:
         log.warning("skipped %d malformed topic block(s) in %s", skipped, list_url or "list")
@@ -129,7 +126,7 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
     next_url, previous_url = _pagination(trailer, page, base)
     title = fields.get("#", "")
     return Listing(
-        title=title if plugin else _unescape(title),
+        title=title if plugin else unescape(title),
         base_url=base,
         dialect=dialect,
         topics=tuple(topics),
@@ -197,10 +194,10 @@ def _dialect(plugin: bool, counted: bool, blocks: list[_Block], text: str) -> st
     if not blocks:
         return "c4"  # an empty list has no rows to tell by; only current sites serve a nav line and no topics
     if 'class="topic-metadata"' in text or any(
-        '"' in line and _DATED_LINK.search(line) for b in blocks[:3] for line in b.lines[:6]
+        '"' in line and DATED_LINK.search(line) for b in blocks[:3] for line in b.lines[:6]
     ):
         return "c4"
-    return "c3" if any(_USER_LINK.search(line) for b in blocks for line in b.lines[:6]) else "c2"
+    return "c3" if any(USER_LINK.search(line) for b in blocks for line in b.lines[:6]) else "c2"
 
 
 def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
@@ -216,7 +213,10 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     url = absolute(raw_url, base)
     if not url.startswith(("http://", "https://")):
         return None  # a javascript: or data: "topic" must never become a feed reader's link
-    last_segment = url.partition("?")[0].partition("#")[0].rstrip("/").rpartition("/")[2]
+    path = url.partition("?")[0].partition("#")[0].rstrip("/")
+    if not _is_topic_path(path):
+        return None
+    last_segment = path.rpartition("/")[2]
     if not (last_segment.isascii() and last_segment.isdigit()) or len(last_segment) > 18:
         return None  # int() rejects non-ASCII digits like '²' and refuses over 4300 digits
     fields = _row_fields(block.lines, base, plugin)
@@ -225,7 +225,7 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     author, author_url, replies, last_posted, excerpt_lines = fields
     return Topic(
         id=int(last_segment),
-        title=raw_title if plugin else _unescape(raw_title),
+        title=raw_title if plugin else unescape(raw_title),
         url=url,
         author=author,
         author_url=author_url,
@@ -240,15 +240,15 @@ def _c4_topic(match: re.Match, base: str) -> Topic | None:
     title, url, topic_id, name, profile, replies, iso, excerpt, ended = match.groups()
     moment = utc(iso)
     excerpt = excerpt.strip() if excerpt else ""
-    if moment is None or ended is None or (
+    if moment is None or ended is None or not _is_topic_path(url.rstrip("/")) or (
         excerpt and (excerpt[:2] == "**" or "page=" in excerpt or _is_layout(excerpt))
     ):
         return None  # a bad time, the last block's page links, or what may be a fourth row
     return Topic(
         id=int(topic_id),
-        title=_unescape(title),
+        title=unescape(title),
         url=url,
-        author=_unescape(name),
+        author=unescape(name),
         author_url=_profile_url(profile, base),
         replies=int(replies),
         last_posted_at=moment,
@@ -256,9 +256,25 @@ def _c4_topic(match: re.Match, base: str) -> Topic | None:
     )
 
 
+def _is_topic_path(url: str) -> bool:
+    """Topics live at `/t/SLUG/ID` or `/t/ID` (FORMAT.md); a heading linking elsewhere (a categories
+    directory's `/c/slug/5`) is not a topic, whatever its last segment. `url` is absolute."""
+    return url.find("/t/", url.find("://") + 3) >= 0
+
+
 def _is_layout(stripped: str) -> bool:
     """Separators and the metadata `<div>` lines: not part of any topic's text."""
     return stripped == "---" or (stripped[0] == "<" and stripped.startswith(("<div", "</div")))
+
+
+def _is_plugin_separator(lines: list[str], index: int) -> bool:
+    """In the plugin dialects only a line that is exactly `---` between blank lines separates topics: their
+    excerpts are raw, and a line such as ` --- ` in one is text (FORMAT.md)."""
+    return (
+        lines[index] == "---"
+        and (index == 0 or not lines[index - 1].strip())
+        and (index + 1 == len(lines) or not lines[index + 1].strip())
+    )
 
 
 def _row_fields(
@@ -271,9 +287,9 @@ def _row_fields(
     last_posted: datetime | None = None
     excerpt_lines: list[str] = []
     in_rows = True
-    for line in lines:
+    for index, line in enumerate(lines):
         stripped = line.strip()
-        if not stripped or _is_layout(stripped):
+        if not stripped or (_is_plugin_separator(lines, index) if plugin else _is_layout(stripped)):
             continue
         row = _ROW.match(stripped) if in_rows and stripped[:2] == "**" else None
         if row is None:
@@ -287,7 +303,7 @@ def _row_fields(
         elif value.isdigit() and value.isascii() and len(value) < 10:
             replies = int(value)
         else:
-            dated = _DATED_LINK.match(value)
+            dated = DATED_LINK.match(value)
             moment = utc(dated["iso"] if dated else value)
             if moment is None:
                 return None
@@ -299,12 +315,12 @@ def _row_fields(
 
 
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
-    link = _USER_LINK.match(value)
+    link = USER_LINK.match(value)
     if link:
-        return _unescape(link["name"]), _profile_url(link["url"], base)
+        return unescape(link["name"]), _profile_url(link["url"], base)
     if not value.startswith("@") or len(value) < 2:
         return None, None
-    name = value[1:] if plugin else _unescape(value[1:])
+    name = value[1:] if plugin else unescape(value[1:])
     return name, f"{base}/u/{name}"
 
 
@@ -324,7 +340,7 @@ def _excerpt(lines: list[str], plugin: bool) -> str | None:
         lines = [line for line in lines if not line.startswith("_More topics on page")]
         text = html.unescape(_TAG.sub(" ", " ".join(lines)))
     else:
-        text = _unescape(" ".join(lines))
+        text = unescape(" ".join(lines))
     return " ".join(text.split()) or None
 
 
@@ -361,11 +377,5 @@ def _page_number(list_url: str | None, page_field: str | None) -> int:
     if page_field and _INT.fullmatch(page_field):
         return max(int(page_field) - 1, 0)
     return 0
-
-
-def _unescape(text: str) -> str:
-    # A callable replacement, not the template r"\1": re expands a template through Python code on every
-    # match, which made this a seventh of the parser's time (bench/RESULTS.md, target 3).
-    return _ESCAPE.sub(_escaped_char, text) if "\\" in text else text
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from feedbridge.discourse.fields import absolute, derive_base, sniff, utc
+from feedbridge.discourse.fields import DATED_LINK, USER_LINK, absolute, derive_base, sniff, unescape, utc
 from feedbridge.errors import NotATopicError
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
@@ -47,23 +47,28 @@ class TopicPage:
 _EXPECTED = "expected a Discourse topic in Markdown ('# Title', then '**URL:** https://host/t/slug/id')"
 
 _ROW = re.compile(r"(?:^|(?<=\s))\*\*(?P<label>[^*\n]{1,80}?):\*\*", re.MULTILINE)
-_DATED_LINK = re.compile(r"\[(?:\\.|[^\]\\\n])*\]\((?P<url>[^()\s]+) \"(?P<iso>[^\"\n]+)\"\)")
-_USER_LINK = re.compile(r"\[@(?P<name>(?:\\.|[^\]\\\n])+)\]\([^()\s]+\)")
 _TOPIC_PATH = re.compile(r"(?P<topic>/t/(?:[^/?#]*[^/?#\d][^/?#]*/)?(?P<id>\d+))(?:/(?P<post>\d+))?(?:\.md)?/?$")
 _META_DIV = r"<div\s+class=([\"'])[^\"'\n]*\bpost-metadata\b[^\"'\n]*\1[^>\n]*>"
 _META_OPEN = re.compile(rf"[ \t]*{_META_DIV}[ \t]*")
 _META_CLOSE = re.compile(r"[ \t]*</div>[ \t]*")
 _FLAT_META = re.compile(r"[ \t]*(?:###[ \t].*?)?####[ \t].*")
+# As `DATED_LINK`, the link text stops at an unescaped `[`, and the lookahead finds the `/t/` in the URL
+# once per link instead of once per `/t/` and suffix.
 _INLINE_META = re.compile(
     r"(?:^|(?<=\s))(?:###\s(?:(?!###).)*?)?####\s(?:(?!###).)*?"
-    r"\[(?:\\.|[^\]\\\n])*\]\([^()\s]*/t/[^()\s]+ \"[^\"\n]+\"\)"
+    r"(?<!\\)\[(?:\\.|[^\[\]\\\n])*\]\((?=[^()\s]*/t/[^()\s])[^()\s]+ \"[^\"\n]+\"\)"
 )
 _INLINE_META_OPEN = re.compile(rf"\s*{_META_DIV}\s*")
 _INLINE_META_CLOSE = re.compile(r"(?:\s*</div>)?")
 _SEPARATOR_AT_END = re.compile(r"(?:\A|\s)---\Z")
-_PAGE_LINKS_AT_END = re.compile(r"(?:\s*(?:·\s*)?\[[^\[\]\n]{1,80}\]\([^()\s]*\.md(?:\?[^()\s]*)?\))+\s*\Z")
+# A page ends with at most a Previous and a Next link (a few, to be lenient): unbounded, the run of links
+# would be matched again from each link of a reply made of thousands of them (quadratic).
+_MAX_PAGE_LINKS = 4
+_PAGE_LINKS_AT_END = re.compile(
+    r"(?:\s*(?:·\s*)?(?<!\\)\[[^\[\]\n]{1,80}\]\((?=[^()\s]*\))[^()\s]*\.md(?:\?[^()\s]*)?\))"
+    rf"{{1,{_MAX_PAGE_LINKS}}}\s*\Z"
+)
 _PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*\.md(?:\?[^()\s]*)?)\)")
-_ESCAPED = re.compile(r"\\([\\`*_\[\]<>#\->])")
 _META_MAX_LINES = 12
 
 
@@ -106,7 +111,7 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     first = next((post for post in posts if _post_number(post, topic_id) == 1), None)
     created_at = header.created_at
     if created_at is None and first is not None:
-        dated = _DATED_LINK.search(first.meta)
+        dated = DATED_LINK.search(first.meta)
         created_at = utc(dated["iso"]) if dated else None
     return TopicPage(
         id=topic_id,
@@ -155,7 +160,7 @@ def _meta_close(lines: list[str], i: int) -> int | None:
         return None
     for j in range(i + 1, min(i + _META_MAX_LINES, len(lines))):
         if _META_CLOSE.fullmatch(lines[j]):
-            dated = _DATED_LINK.search("\n".join(lines[i + 1 : j]))
+            dated = DATED_LINK.search("\n".join(lines[i + 1 : j]))
             return j if dated and _topic_path(dated["url"]) else None
     return None
 
@@ -183,10 +188,10 @@ def _flat_meta(lines: list[str], i: int) -> tuple[int, int] | None:
     line = lines[i]
     if not _FLAT_META.fullmatch(line):
         return None
-    dated = _DATED_LINK.search(line[line.index("####") :])
+    dated = DATED_LINK.search(line[line.index("####") :])
     if not (dated and _topic_path(dated["url"])):
         return None
-    author_before = i > 0 and lines[i - 1].startswith("### ") and _USER_LINK.search(lines[i - 1])
+    author_before = i > 0 and lines[i - 1].startswith("### ") and USER_LINK.search(lines[i - 1])
     if line.lstrip().startswith("####") and author_before:
         return i - 1, i + 1
     return i, i + 1
@@ -224,7 +229,7 @@ def _header(text: str) -> _Header:
         end = following.start() if following else len(text)
         value = _strip_hard_break(text[row.end() : end].split("\n", 1)[0])
         label = row["label"].strip()
-        dated = _DATED_LINK.fullmatch(value)
+        dated = DATED_LINK.fullmatch(value)
         if label == "URL":
             header.url = header.url or value or None
         elif label == "Page":
@@ -234,7 +239,7 @@ def _header(text: str) -> _Header:
         elif value.isdigit():
             header.posts_on_page = header.posts_on_page if header.posts_on_page is not None else int(value)
         elif label == "Category":
-            header.category = _unescape(value) or None
+            header.category = unescape(value) or None
         elif label == "Tags":
             header.tags = _tags(value)
         elif value:
@@ -242,7 +247,7 @@ def _header(text: str) -> _Header:
     # Translated labels: the format puts Category before Tags, and a topic is in a category far more
     # often than it has tags, so a lone unknown text row is taken for the category.
     if plain and header.category is None:
-        header.category = _unescape(plain.pop(0))
+        header.category = unescape(plain.pop(0))
     if plain and not header.tags:
         header.tags = _tags(plain.pop(0))
     return header
@@ -251,17 +256,17 @@ def _header(text: str) -> _Header:
 def _title(header: list[str]) -> str:
     first = header[0][2:] if header else ""
     row = _ROW.search(first)
-    return _unescape(_strip_hard_break(first[: row.start()] if row else first))
+    return unescape(_strip_hard_break(first[: row.start()] if row else first))
 
 
 def _tags(value: str) -> tuple[str, ...]:
-    return tuple(tag for tag in (_unescape(part.strip()) for part in value.split(",")) if tag)
+    return tuple(tag for tag in (unescape(part.strip()) for part in value.split(",")) if tag)
 
 
 def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
     """A topic URL when the `**URL:**` row is missing: from the Created link or the first post's link."""
     for text in ["\n".join(header)] + [p.meta for p in posts[:1]]:
-        for link in _DATED_LINK.finditer(text):
+        for link in DATED_LINK.finditer(text):
             if _topic_path(link["url"]):
                 return link["url"]
     return None
@@ -269,15 +274,15 @@ def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
 
 def _post_number(post: _Post, topic_id: int) -> int | None:
     """From the post's dated link, `/t/slug/ID/N`; a link to the topic itself is post 1."""
-    dated = _DATED_LINK.search(post.meta)
+    dated = DATED_LINK.search(post.meta)
     match = _topic_path(dated["url"]) if dated else None
     return int(match["post"] or 1) if match and int(match["id"]) == topic_id else None
 
 
 def _author(meta: str) -> str | None:
     """The `[@name](…)` link of the `###` part; a deleted user has none."""
-    user = _USER_LINK.search(meta.split("####", 1)[0])
-    return _unescape(user["name"]) if user else None
+    user = USER_LINK.search(meta.split("####", 1)[0])
+    return unescape(user["name"]) if user else None
 
 
 def _strip_pagination(body: list[str], topic_id: int, page: int, base: str) -> str | None:
@@ -328,10 +333,6 @@ def _strip_hard_break(value: str) -> str:
     value = value.strip()
     trailing = len(value) - len(value.rstrip("\\"))
     return value[:-1].rstrip() if trailing % 2 else value
-
-
-def _unescape(text: str) -> str:
-    return _ESCAPED.sub(r"\1", text) if "\\" in text else text
 
 
 def _topic_path(url: str) -> re.Match[str] | None:
