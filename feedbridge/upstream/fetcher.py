@@ -23,6 +23,7 @@ from feedbridge.errors import (
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
+    UpstreamRefused,
     UpstreamTimeout,
 )
 
@@ -127,6 +128,8 @@ class Fetcher:
                     raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}", retry_after=60.0 if wait is None else wait)
                 if status in (404, 410):
                     raise UpstreamNotFound(f"upstream answered {status} for {url}")
+                if status in (401, 403):
+                    raise UpstreamRefused(f"upstream answered {status} for {url}")
                 if status != 200:
                     raise UpstreamError(f"upstream answered {status} for {url}")
                 body = self._read_bounded(response, url, deadline)
