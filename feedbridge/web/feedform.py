@@ -21,7 +21,7 @@ LISTS = ("latest", "top", "hot", "category", "tag")
 _CATEGORY = re.compile(r"c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:/l/\w+)?")
 _CATEGORY_VALUE = re.compile(r"[\w-]{1,100}(?:/[\w-]{1,100})?/\d{1,9}")
 _TAG = re.compile(r"tag/(?P<tag>[\w-]{1,100})(?:/\d{1,9})?")
-_USER = re.compile(r"u/(?P<user>[\w.-]{1,60})(?:/.*)?")
+_USER = re.compile(r"(?:u|topics/created-by)/(?P<user>[\w.-]{1,60})(?:/.*)?")
 _TOP = re.compile(r"top(?:/(?P<period>\w+))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 
@@ -92,7 +92,8 @@ class Recognised:
 def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Recognised:
     """Form values from any forum URL a user might paste: a category, tag, list, user or search page.
 
-    `.md`/`.json`/`.rss` suffixes, `?page=`, trailing slashes and a missing scheme are all accepted;
+    `.md`/`.json`/`.rss` suffixes (a JSON list's URL, `/topics/created-by/USER.json` too), `?page=`,
+    trailing slashes and a missing scheme are all accepted;
     what the user already chose and the URL does not say (format, author, query) is kept from `base`.
     """
     text = url.strip()
