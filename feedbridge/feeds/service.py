@@ -389,12 +389,15 @@ class FeedService:
     def _refused(self, spec: FeedSpec, source: Source, exc: UpstreamError) -> UpstreamError:
         """The error for a list the forum refused. When detection already found the Markdown lists refused,
         a refused JSON list (a 401/403 or login page, or a 404 for the list every forum has) means neither
-        source is public, and the message says so instead of a bare "404"."""
+        source is public, and the message says so instead of a bare "404". That is no decision to keep:
+        it is forgotten, so the next request asks for `/latest.md` again and a forum that opens up (or
+        recovers from a login-page outage) is read at once rather than after the re-check period."""
         remembered: SourceEntry | None = self.store.get(self._source_key(spec.forum))
         if spec.forum.source != "auto" or source is not JSON or remembered is None or remembered.reason is None:
             return exc
         if isinstance(exc, UpstreamNotFound) and (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
             return exc  # a missing category or tag on a JSON forum: the 404 is about this list
+        self.store.delete(self._source_key(spec.forum))
         message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
                    f"(Markdown: {remembered.reason}; JSON: {exc.message})")
         if isinstance(exc, UpstreamNotFound) and remembered.status == UpstreamNotFound.status:
