@@ -13,12 +13,20 @@ from urllib.parse import urlsplit
 
 from feedbridge.errors import ConfigError
 
+SOURCE_CHOICES = ("auto", "markdown", "json")
+"""How a forum's lists are read: `auto` detects it (Markdown where the forum serves it, else JSON);
+`markdown` and `json` are an admin's explicit choice, and skip detection."""
+
 
 @dataclass(frozen=True, slots=True)
 class Forum:
-    """A forum the service may fetch from. `key` is how it appears in feed paths: host[:port][/subfolder]."""
+    """A forum the service may fetch from. `key` is how it appears in feed paths: host[:port][/subfolder].
+
+    `source` is one of `SOURCE_CHOICES`, written as a prefix in FEEDBRIDGE_FORUMS (`json:https://...`).
+    """
 
     base_url: str
+    source: str = "auto"
 
     @property
     def key(self) -> str:
@@ -27,12 +35,21 @@ class Forum:
 
 
 def parse_forum(url: str) -> Forum:
-    parts = urlsplit(url.strip())
+    """A base URL, optionally prefixed with its source: `https://a.example`, `json:https://b.example`."""
+    text = url.strip()
+    source = "auto"
+    prefix, colon, rest = text.partition(":")
+    if colon and prefix in SOURCE_CHOICES:
+        source, text = prefix, rest.strip()
+    elif colon and rest.strip().startswith(("http://", "https://")):
+        raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r}: the source prefix must be one of "
+                          f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
+    parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r} is not an http(s) base URL")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r} must be a plain base URL (no query, fragment or user)")
-    return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}")
+    return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}", source)
 
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
@@ -59,6 +76,8 @@ class Settings:
     content_default: str = "excerpt"
     topic_budget: int = 30
     topic_ttl: int = 7 * 24 * 3600
+    # How long an `auto` forum's detected source (Markdown or JSON) is trusted before it is checked again.
+    source_recheck: int = 3600
     log_level: str = "INFO"
 
     def forum_for_key(self, key: str) -> Forum | None:
@@ -94,6 +113,7 @@ class Settings:
             content_default=content,
             topic_budget=_int(env, "FEEDBRIDGE_TOPIC_BUDGET", 30, 0, 200),
             topic_ttl=_int(env, "FEEDBRIDGE_TOPIC_TTL", 7 * 24 * 3600, 60, 90 * 24 * 3600),
+            source_recheck=_int(env, "FEEDBRIDGE_SOURCE_RECHECK", 3600, 60, 7 * 24 * 3600),
             log_level=env.get("FEEDBRIDGE_LOG_LEVEL", "INFO").upper(),
         )
 

@@ -9,6 +9,7 @@
     │   └── NotATopicError                  not a topic page
     └── UpstreamError                 502   the forum did not give a usable answer
         ├── UpstreamNotFound          404   the forum answered 404/410
+        ├── UpstreamRefused           502   the forum answered 401/403, or a login page where a list should be
         ├── UpstreamRateLimited       503   the forum (or our own budget for it) says wait
         └── UpstreamTimeout           504   the forum, or another request fetching the same thing, was too slow
 
@@ -67,6 +68,14 @@ class UpstreamError(FeedbridgeError):
 
 class UpstreamNotFound(UpstreamError):
     status = 404
+
+
+class UpstreamRefused(UpstreamError):
+    """The forum answered but would not give an anonymous reader the page (401/403, a login page).
+
+    Told apart from other upstream failures because source detection treats it like a 404: the Markdown
+    lists may be off or private while the JSON ones are public, and "both refused" is its own message.
+    """
 
 
 class UpstreamRateLimited(UpstreamError):

@@ -4,7 +4,7 @@ import os
 
 from hypothesis import settings
 
-from tests.upstream import upstream  # noqa: F401  (the fake forum, as a pytest fixture)
+from tests.upstream import upstream, upstream_json  # noqa: F401  (the fake forums, as pytest fixtures)
 
 # Property tests: `ci` keeps the suite fast; `HYPOTHESIS_PROFILE=fuzz` is the long run RELIABILITY.md reports.
 settings.register_profile("ci", max_examples=200, deadline=None)

@@ -169,7 +169,7 @@ def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeFor
     app = make_app(upstream.url, redis_server)
     assert get(app, "/latest.atom?q=zebrasecret", upstream.url).status_code == 200
     names = [k.decode() for k in redis_server.client().keys("*")]
-    assert len(names) == 2  # the page and the feed; the lock is gone
+    assert len(names) == 3  # the page, the feed and the forum's detected source; the lock is gone
     assert all(n.startswith(PREFIX) for n in names)
     assert not any("zebrasecret" in n or "latest" in n for n in names)
 

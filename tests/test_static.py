@@ -289,6 +289,8 @@ def test_json_summary_shape(tmp_path, upstream):
         assert set(feed) == {"name", "status", "fetch", "requests", "files", "ms", "error"}
         assert feed["status"] == "written" and feed["error"] is None and feed["ms"] >= 0
         assert all(f["status"] == "written" and (tmp_path / "public" / f["path"]).is_file() for f in feed["files"])
-    assert sum(f["fetch"] == "fetched" for f in summary["feeds"]) == 2  # one per upstream page
+    # One per upstream page, or one less: source detection reads /latest.md for whichever feed asks first,
+    # and the latest feed then finds it cached.
+    assert sum(f["fetch"] == "fetched" for f in summary["feeds"]) in (1, 2)
     assert sum(f["requests"] for f in summary["feeds"]) == 2
     assert os.path.samefile(summary["out_dir"], tmp_path / "public")

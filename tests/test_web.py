@@ -154,14 +154,14 @@ def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstre
 
 
 def test_revalidation_uses_validators_and_304_costs_no_parse(upstream, monkeypatch):
-    import feedbridge.feeds.service as service_module
+    import feedbridge.discourse.listing as listing_module
 
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
         url = app.feed_url(f"{COMPILER}.atom")
         first = get(url)
         parses = []
-        original = service_module.parse_listing
-        monkeypatch.setattr(service_module, "parse_listing", lambda *a, **k: parses.append(1) or original(*a, **k))
+        original = listing_module._parse_listing
+        monkeypatch.setattr(listing_module, "_parse_listing", lambda *a, **k: parses.append(1) or original(*a, **k))
         second = get(url)
     assert second.status_code == 200 and second.content == first.content
     revalidation = upstream.requests[-1]

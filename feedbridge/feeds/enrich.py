@@ -19,6 +19,11 @@ their own origin; so a post must not carry script, event handlers or URLs that r
    an image removed. nh3 has no hook for this; its output is serialised HTML with every attribute
    value quoted and `<`, `>`, `"` escaped inside values and text, so a regular expression over the tags
    finds them exactly.
+
+A JSON-read forum gives the first post as core's cooked HTML (`/t/ID.json`) instead of Markdown: stage 1
+is skipped and the HTML goes through the same nh3 cleaner (`sanitize_html`). Cooked HTML is full of
+wrappers (`div.lightbox-wrapper`, `aside.onebox`, `span.hashtag`) that are not on the allow-list: nh3
+drops those tags and keeps their text, so a onebox reads as its link and title.
 """
 
 from __future__ import annotations
@@ -30,12 +35,16 @@ from urllib.parse import urljoin, urlsplit
 import nh3
 from markdown_it import MarkdownIt
 
+from feedbridge.discourse.json_lists import JsonTopic
 from feedbridge.discourse.topic import TopicPage
 from feedbridge.models import Topic
 
 MAX_MARKDOWN_CHARS = 256 * 1024
 """A post longer than this (Discourse's default limit is 32,000 characters) is cut at a line end and
 marked with `…`, so one hostile or broken post cannot make a feed slow to build."""
+MAX_COOKED_CHARS = 4 * MAX_MARKDOWN_CHARS
+"""The same bound for cooked HTML (markup makes it a few times longer than its Markdown); nh3 closes
+whatever tags the cut leaves open."""
 
 ALLOWED_TAGS = frozenset({
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "dl", "dt", "em",
@@ -72,11 +81,16 @@ def markdown_to_safe_html(markdown: str, base_url: str) -> str:
     `base_url` is the address the post lives at (the topic URL, or the forum root); it must be http(s),
     because every relative URL inherits its scheme.
     """
-    if urlsplit(base_url).scheme not in ("http", "https"):
-        raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
     if len(markdown) > MAX_MARKDOWN_CHARS:
         cut = markdown.rfind("\n", 0, MAX_MARKDOWN_CHARS)
         markdown = markdown[: cut if cut > 0 else MAX_MARKDOWN_CHARS] + "\n\n…"
+    return sanitize_html(_markdown.render(markdown), base_url)
+
+
+def sanitize_html(html: str, base_url: str) -> str:
+    """Keep only the allow-list of the module docstring; relative URLs resolve against `base_url` (http(s))."""
+    if urlsplit(base_url).scheme not in ("http", "https"):
+        raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
     # A Cleaner per call: the base differs per topic, and building one costs ~20 µs.
     cleaner = nh3.Cleaner(
         tags=set(ALLOWED_TAGS),
@@ -87,7 +101,7 @@ def markdown_to_safe_html(markdown: str, base_url: str) -> str:
         filter_style_properties={"text-align"},
         url_relative=("rewrite_with_base", base_url),
     )
-    return _drop_empty_links(cleaner.clean(_markdown.render(markdown))).strip()
+    return _drop_empty_links(cleaner.clean(html)).strip()
 
 
 def _drop_empty_links(html: str) -> str:
@@ -127,5 +141,28 @@ def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:
         created_at=page.created_at or topic.created_at,
         content_html=content_html,
         category=page.category or topic.category,
+        tags=page.tags or topic.tags,
+    )
+
+
+def enrich_json(topic: Topic, page: JsonTopic, base_url: str) -> Topic:
+    """`enrich` for a `/t/ID.json` page: the first post's cooked HTML, sanitized, and the header fields.
+
+    The category stays what the list said (a JSON topic names it only by id); the tags and creation date
+    of the topic page win over the list's, which are the same data read a little earlier.
+    """
+    if page.id != topic.id:
+        raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
+    content_html = topic.content_html
+    if page.first_post_html is not None:
+        document_url = urljoin(base_url.rstrip("/") + "/", topic.url)
+        cooked = page.first_post_html
+        cooked = cooked if len(cooked) <= MAX_COOKED_CHARS else cooked[:MAX_COOKED_CHARS] + "…"
+        content_html = sanitize_html(cooked, document_url) or None
+    return dataclasses.replace(
+        topic,
+        created_at=page.created_at or topic.created_at,
+        content_html=content_html,
+        category_id=page.category_id if page.category_id is not None else topic.category_id,
         tags=page.tags or topic.tags,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -17,22 +18,20 @@ from typing import Any, Literal
 from urllib.parse import urlencode
 
 from feedbridge.config import Forum, Settings
-from feedbridge.discourse.categories import parse_categories
-from feedbridge.discourse.listing import parse_listing
-from feedbridge.discourse.topic import parse_topic
 from feedbridge.errors import (
     NotAListError,
     NotATopicError,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
+    UpstreamRefused,
 )
-from feedbridge.feeds.enrich import enrich
+from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source, is_user_list
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Category, Listing, Topic
 from feedbridge.render.feeds import FeedMeta
 from feedbridge.render.formats import render
-from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry
+from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
 from feedbridge.store.memory import Flight, SingleFlight, Store
 from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
@@ -101,12 +100,36 @@ class FeedService:
         """
         listings = self.listings(spec, stale_pages)
         everything = [t for listing in listings for t in listing.topics]
-        if spec.content != "full" and not spec.filter.tags:
-            return listings[0], spec.filter.apply(everything)
-        candidates = replace(spec.filter, query=None, tags=frozenset(), limit=None).apply(everything)
+        if spec.user is not None and spec.category_id is not None and is_user_list(listings[0].url):
+            everything = [t for t in everything if t.category_id == spec.category_id]  # the list has no filter
+        # JSON lists carry every topic's tags: tag= then costs no topic page.
+        tags_listed = all(listing.dialect == JSON.name for listing in listings)
+        if spec.content != "full" and (tags_listed or not spec.filter.tags):
+            return listings[0], self._named(spec.forum, spec.filter.apply(everything), stale_pages)
+        keep_tags = spec.filter.tags if tags_listed else frozenset()
+        candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)
         budget = self.settings.topic_budget
         enriched = self._enrich(spec.forum, candidates[:budget]) + candidates[budget:]
-        return listings[0], spec.filter.apply(enriched)
+        return listings[0], self._named(spec.forum, spec.filter.apply(enriched), stale_pages)
+
+    def _named(self, forum: Forum, topics: list[Topic], stale_pages: bool) -> list[Topic]:
+        """JSON lists name a topic's category by id only; its name comes from the forum's directory.
+
+        Any cached copy of the directory will do (names rarely change), so this costs at most one request
+        per forum per stale TTL, none when the forum is failing; without the directory, no names.
+        """
+        if not any(t.category is None and t.category_id is not None for t in topics):
+            return topics
+        cached: DirectoryEntry | None = self.store.get(self._categories_key(forum))
+        directory = cached.categories if cached is not None else ()
+        if cached is None and not stale_pages:
+            try:
+                directory = self.categories(forum)
+            except UpstreamError as exc:
+                log.info("no category names for %s: %s", forum.key, exc.message)
+        names = {category.id: category.name for category in directory}
+        return [replace(t, category=names[t.category_id]) if t.category is None and t.category_id in names else t
+                for t in topics]
 
     def _enrich(self, forum: Forum, topics: list[Topic]) -> list[Topic]:
         """Each topic with its first post, creation date, category and tags; the excerpt when that fails."""
@@ -129,16 +152,17 @@ class FeedService:
         return results
 
     def categories(self, forum: Forum) -> tuple[Category, ...]:
-        """The forum's directory (`/categories.md`), cached like list pages: showing the front page costs the
-        forum one request per cache TTL. Raises UpstreamError only with nothing cached."""
-        key = "categories:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+        """The forum's directory (`/categories.md` or `.json`), cached like list pages: showing the front page
+        costs the forum one request per cache TTL. Raises UpstreamError only with nothing cached."""
+        key = self._categories_key(forum)
         cached: DirectoryEntry | None = self.store.get(key)
         if self._is_fresh(cached):
             return cached.categories
 
         def fetch() -> DirectoryEntry:
-            fetched = self.fetch(forum, forum.base_url + "/categories.md")
-            entry = DirectoryEntry(parse_categories(fetched.text), time.time())
+            source = self.source(forum)
+            fetched = self.fetch(forum, source.categories_url(forum.base_url))
+            entry = DirectoryEntry(source.read_categories(fetched.text), time.time())
             self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
             return entry
 
@@ -151,6 +175,10 @@ class FeedService:
             raise UpstreamError(f"could not read the categories of {forum.key}: {exc.message}",
                                 exc.retry_after) from None
 
+    @staticmethod
+    def _categories_key(forum: Forum) -> str:
+        return "categories:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+
     def _topic_page(self, forum: Forum, topic: Topic) -> Topic:
         stamp = topic.last_posted_at.isoformat() if topic.last_posted_at else "-"
         key = "topic:" + hashlib.sha256(f"{forum.base_url}|{topic.id}|{stamp}".encode()).hexdigest()[:32]
@@ -161,14 +189,15 @@ class FeedService:
         def fetch() -> TopicEntry:
             if not is_within(forum, topic.url):
                 raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
+            source = self.source(forum)
             try:
-                fetched = self.fetch(forum, topic.url + ".md")
-                page = parse_topic(fetched.text, base_url=forum.base_url, source_url=fetched.url)
+                fetched = self.fetch(forum, source.topic_url(topic.url))
+                full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
                 # Remembered for a while, so a deleted topic is not asked for on every rebuild.
                 self.store.set(key, TopicEntry(None, time.time(), 0), max(self.settings.cache_ttl, 60))
                 raise
-            entry = TopicEntry(enrich(topic, page, forum.base_url), time.time(), len(fetched.text))
+            entry = TopicEntry(full, time.time(), len(fetched.text))
             self.store.set(key, entry, self.settings.topic_ttl)
             return entry
 
@@ -177,20 +206,38 @@ class FeedService:
         if full is None:
             return topic
         return replace(topic, created_at=full.created_at, content_html=full.content_html,
-                       category=full.category, tags=full.tags)
+                       category=full.category or topic.category, tags=full.tags,
+                       category_id=topic.category_id if full.category_id is None else full.category_id)
 
     def listings(self, spec: FeedSpec, stale_pages: bool = False) -> list[Listing]:
         """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
 
         A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
         reading a long list one page at a time. A missing or empty page ends the list.
+
+        The list is read through the forum's source (`source`). A user feed reads the user's own topic list
+        (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by author, only when
+        the forum refuses that.
         """
-        listings = [self.page(spec.forum, spec.page_url(0), stale_pages)]
+        source = self.source(spec.forum)
+        if spec.user is not None:
+            refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
+            try:
+                return self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages)
+            except refusals as exc:
+                log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
+        try:
+            return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages)
+        except (UpstreamNotFound, UpstreamRefused) as exc:
+            raise self._refused(spec, source, exc) from None
+
+    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool) -> list[Listing]:
+        listings = [self.page(spec.forum, url(0), stale_pages, source)]
         wave = self.settings.fetch_concurrency
         next_page = 1
         while next_page < spec.pages and listings[-1].next_page_url is not None:
             numbers = range(next_page, min(next_page + wave, spec.pages))
-            futures = [self.pool.submit(self.page, spec.forum, spec.page_url(n), stale_pages) for n in numbers]
+            futures = [self.pool.submit(self.page, spec.forum, url(n), stale_pages, source) for n in numbers]
             for future in futures:
                 try:
                     listing = future.result()
@@ -204,7 +251,7 @@ class FeedService:
             next_page = numbers.stop
         return listings
 
-    def page(self, forum: Forum, url: str, stale_only: bool = False) -> Listing:
+    def page(self, forum: Forum, url: str, stale_only: bool = False, source: Source = MARKDOWN) -> Listing:
         """One parsed list page: from cache while fresh, else fetched; with `stale_only`, any cached copy
         or nothing (the forum just failed: asking it again would only double the load)."""
         key = "page:" + hashlib.sha256(url.encode()).hexdigest()[:32]
@@ -214,7 +261,7 @@ class FeedService:
         if stale_only:
             raise UpstreamError(f"no copy of {url} to fall back on")
         entry: PageEntry = self.flight.do(
-            key, lambda: self._fetch_page(key, forum, url, cached), self.settings.singleflight_wait,
+            key, lambda: self._fetch_page(key, forum, url, cached, source), self.settings.singleflight_wait,
             lambda: self.fresh(key),
         )
         return entry.listing
@@ -243,7 +290,7 @@ class FeedService:
             self.store.set(limited_key, time.time() + wait, wait)
             raise
 
-    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None) -> PageEntry:
+    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None, source: Source) -> PageEntry:
         fetched = self.fetch(forum, url, cached.etag if cached else None, cached.last_modified if cached else None)
         now = time.time()
         ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
@@ -252,9 +299,9 @@ class FeedService:
             self.store.set(key, entry, ttl)
             return entry
         try:
-            listing = parse_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
+            listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
         except NotAListError as exc:
-            raise UpstreamError(f"upstream sent something that is not a topic list for {url}: {exc}") from None
+            raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         if listing.skipped:
             log.warning("%s: skipped %d malformed topic block(s)", url, listing.skipped)
         entry = PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text))
@@ -265,6 +312,16 @@ class FeedService:
         entry = self._render(spec, self_url, stylesheet_url)
         self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
         return entry
+
+    @staticmethod
+    def _description(spec: FeedSpec, first: Listing) -> str:
+        """Says where the topics came from; for a user feed, whether it is complete."""
+        if spec.user is None:
+            return f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}"
+        if is_user_list(first.url):
+            return f"{spec.title}: every topic they started, from their own topic list on {spec.forum.key}"
+        return (f"{spec.title}: only those among the latest topics of {spec.forum.key} ({spec.pages} page(s)), "
+                "because the forum refused their own topic list")
 
     def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 stale_pages: bool = False) -> FeedEntry:
@@ -277,7 +334,7 @@ class FeedService:
             html_url=spec.html_url,
             feed_id=self_url or spec.page_url(0) + (f"#{query}" if query else ""),
             self_url=self_url,
-            description=f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}",
+            description=self._description(spec, first),
             stylesheet_url=stylesheet_url,
             updated=datetime.fromtimestamp(int(built), UTC),  # the feed's date when no topic has one
         )
@@ -289,3 +346,84 @@ class FeedService:
             last_modified=max(dates).timestamp() if dates else None,
             stored_at=built,
         )
+
+    # --- source detection: Markdown or JSON lists, per forum ----------------------------------------------
+
+    def source(self, forum: Forum) -> Source:
+        """Which source reads `forum`: the configured one, else the one detected for it (`detect_source`).
+
+        The decision lives in the store (so every worker and process behind one Redis shares it) and is
+        trusted for `source_recheck` seconds; concurrent requests that find it missing or due share one
+        detection.
+        """
+        if forum.source != "auto":
+            return SOURCES[forum.source]
+        key = self._source_key(forum)
+        remembered: SourceEntry | None = self.store.get(key)
+        if self._source_is_due(remembered):
+            remembered = self.flight.do(key, lambda: self.detect_source(forum, remembered),
+                                        self.settings.singleflight_wait, lambda: self._fresh_source(key))
+        assert remembered is not None
+        return SOURCES.get(remembered.source, MARKDOWN)
+
+    def detect_source(self, forum: Forum, previous: SourceEntry | None = None) -> SourceEntry:
+        """Ask for the forum's `/latest.md` (at most one request; none while that page is cached and fresh):
+        a list means Markdown; a 404, 401/403 or a login page means JSON. Nothing else is a verdict: on a
+        timeout, a 429 or a 5xx the previous decision (Markdown when none) is kept and the forum asked again
+        in a minute, so an outage does not flip its source. A 429 with no previous decision is the feed's
+        error too: the forum asked us to wait, so no feed of it may ask for its list now.
+
+        The probe's page goes through the page cache, so a `/latest` feed built just after reads it from
+        there rather than asking again.
+        """
+        key = self._source_key(forum)
+        probe = MARKDOWN.list_url(forum.base_url, PROBE_PATH)
+        ttl = self.settings.source_recheck + max(self.settings.stale_ttl, self.settings.cache_ttl)
+        try:
+            self.page(forum, probe, source=MARKDOWN)
+            entry = SourceEntry(MARKDOWN.name, time.time())
+        except (UpstreamNotFound, UpstreamRefused) as exc:
+            entry = SourceEntry(JSON.name, time.time(), exc.message, exc.status)
+        except UpstreamError as exc:
+            kept = previous or SourceEntry(MARKDOWN.name, 0.0)
+            retry_in = min(60, self.settings.source_recheck)
+            entry = replace(kept, stored_at=time.time() - self.settings.source_recheck + retry_in)
+            log.warning("%s: cannot tell its source (%s); %s for now", forum.key, exc.message, entry.source)
+            self.store.set(key, entry, ttl)
+            if previous is None and isinstance(exc, UpstreamRateLimited):
+                raise
+            return entry
+        if previous is None or previous.source != entry.source:
+            log.info("%s: reading its %s lists%s", forum.key, SOURCES[entry.source].label,
+                     f" ({entry.reason})" if entry.reason else "")
+        self.store.set(key, entry, ttl)
+        return entry
+
+    def _refused(self, spec: FeedSpec, source: Source, exc: UpstreamError) -> UpstreamError:
+        """The error for a list the forum refused. When detection already found the Markdown lists refused,
+        a refused JSON list (a 401/403 or login page, or a 404 for the list every forum has) means neither
+        source is public, and the message says so instead of a bare "404". That is no decision to keep:
+        it is forgotten, so the next request asks for `/latest.md` again and a forum that opens up (or
+        recovers from a login-page outage) is read at once rather than after the re-check period."""
+        remembered: SourceEntry | None = self.store.get(self._source_key(spec.forum))
+        if spec.forum.source != "auto" or source is not JSON or remembered is None or remembered.reason is None:
+            return exc
+        if isinstance(exc, UpstreamNotFound) and (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
+            return exc  # a missing category or tag on a JSON forum: the 404 is about this list
+        self.store.delete(self._source_key(spec.forum))
+        message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
+                   f"(Markdown: {remembered.reason}; JSON: {exc.message})")
+        if isinstance(exc, UpstreamNotFound) and remembered.status == UpstreamNotFound.status:
+            return UpstreamNotFound(message)
+        return UpstreamRefused(message)
+
+    def _source_is_due(self, entry: SourceEntry | None) -> bool:
+        return entry is None or time.time() - entry.stored_at >= self.settings.source_recheck
+
+    def _fresh_source(self, key: str) -> SourceEntry | None:
+        entry: SourceEntry | None = self.store.get(key)
+        return None if self._source_is_due(entry) else entry
+
+    @staticmethod
+    def _source_key(forum: Forum) -> str:
+        return "source:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]

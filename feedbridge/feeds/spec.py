@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, RouteNotFound
 from feedbridge.feeds.filters import MAX_LIMIT, FeedFilter, make_filter
+from feedbridge.feeds.sources import MARKDOWN, Source, user_list_url
 from feedbridge.render.formats import FORMATS
 
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
@@ -56,11 +57,21 @@ class FeedSpec:
     filter: FeedFilter
     pages: int
     content: str = "excerpt"
+    user: str | None = None  # the /u/USER feeds' user, as typed in the path
 
-    def page_url(self, page: int) -> str:
-        params = self.list_params + ((("page", str(page)),) if page else ())
-        query = f"?{urlencode(params)}" if params else ""
-        return f"{self.forum.base_url}{self.list_path}.md{query}"
+    def page_url(self, page: int, source: Source = MARKDOWN) -> str:
+        """Page `page` (0 first) of the list, as `source` names it. The Markdown URL is also the feed's
+        id where no self URL is known, so it does not change with the forum's source."""
+        return source.list_url(self.forum.base_url, self.list_path, self.list_params, page)
+
+    def user_list_url(self, page: int) -> str | None:
+        """A user feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
+        return None if self.user is None else user_list_url(self.forum.base_url, self.user, page)
+
+    @property
+    def category_id(self) -> int | None:
+        """The `category=` of a latest or user feed, which a user's own list has to filter itself."""
+        return next((int(v) for k, v in self.list_params if k == "category"), None)
 
     @property
     def html_url(self) -> str:
@@ -87,7 +98,8 @@ class FeedSpec:
         return sorted(set(params))
 
     def cache_key(self, namespace: str = "feed") -> str:
-        name = f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|{self.canonical_query()}"
+        name = (f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|"
+                f"{self.canonical_query()}" + (f"|{self.user}" if self.user is not None else ""))
         return f"{namespace}:{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
 
@@ -155,7 +167,8 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         limit=_int_arg(values, "limit", None, 1, MAX_LIMIT),
         tags=values.get("tag", []),
     )
-    return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content)
+    return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content,
+                    parts["user"] if name == "user" else None)
 
 
 def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:

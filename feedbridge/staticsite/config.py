@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +219,10 @@ class _Checker:
         return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
 
     def local_list(self, file: Path, item: dict[str, Any], forum: Forum, index: int) -> tuple[str, Forum, str]:
-        """The file's text, and the forum and list path it is a copy of (from its `**URL:**` line)."""
+        """The file's text, and the forum and list path it is a copy of (from its `**URL:**` line).
+
+        The forum is read as Markdown, with no detection: the file is a Markdown list, and detecting the
+        source would ask the forum for a page the offline build means not to fetch."""
         if item.get("pages", 1) != 1:
             raise self.fail("a source file is one page: pages must be 1", "feeds", index, "pages")
         try:
@@ -234,10 +237,10 @@ class _Checker:
             hint = " (give its path and forum)" if "relative" in str(exc) and not explicit else ""
             raise self.fail(f"source {str(file)!r}: {exc}{hint}", "feeds", index, "source") from None
         if explicit:
-            return text, forum, self.string(item, "path", "feeds", index) or ""
+            return text, replace(forum, source="markdown"), self.string(item, "path", "feeds", index) or ""
         page_url = (listing.url or "").partition("?")[0]
         forum = self.forum(listing.base_url, "feeds", index, "source")
-        return text, forum, page_url.removeprefix(forum.base_url)
+        return text, replace(forum, source="markdown"), page_url.removeprefix(forum.base_url)
 
     @staticmethod
     def culprit(message: str, args: dict[str, list[str]]) -> str:

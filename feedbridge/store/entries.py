@@ -56,3 +56,18 @@ class DirectoryEntry:
 
     categories: tuple[Category, ...]
     stored_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEntry:
+    """Which source (`markdown` or `json`) reads an `auto` forum, and when that was last checked.
+
+    Shared through Redis so every worker detects a forum once per re-check period, not once each.
+    `reason` and `status` are why Markdown was not chosen (the probe's error message and HTTP status),
+    quoted when the JSON lists fail too.
+    """
+
+    source: str
+    stored_at: float
+    reason: str | None = None
+    status: int | None = None

@@ -33,6 +33,7 @@ from feedbridge.errors import (
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
+    UpstreamRefused,
     UpstreamTimeout,
 )
 
@@ -339,6 +340,8 @@ class Fetcher:
                                       retry_after=min(60.0, maximum) if wait is None else wait)
         if status in (404, 410):
             raise UpstreamNotFound(f"upstream answered {status} for {url}")
+        if status in (401, 403):
+            raise UpstreamRefused(f"upstream answered {status} for {url}")
         if status != 200:
             raise UpstreamError(f"upstream answered {status} for {url}")
         body = self._read_bounded(response, url, deadline, hop)

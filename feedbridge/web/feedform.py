@@ -23,7 +23,7 @@ LISTS = ("latest", "top", "hot", "category", "tag")
 _CATEGORY = re.compile(ROUTES["category"] + r"(?:/l/\w+)?")
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
 _TAG = re.compile(ROUTES["tag"])
-_USER = re.compile(ROUTES["user"] + r"(?:/.*)?")
+_USER = re.compile(r"(?:topics/created-by/|u/)" + ROUTES["user"].removeprefix("u/") + r"(?:/.*)?")
 _TOP = re.compile(r"top(?:/(?P<period>\w+))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 
@@ -94,7 +94,8 @@ class Recognised:
 def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Recognised:
     """Form values from any forum URL a user might paste: a category, tag, list, user or search page.
 
-    `.md`/`.json`/`.rss` suffixes, `?page=`, trailing slashes and a missing scheme are all accepted;
+    `.md`/`.json`/`.rss` suffixes (a JSON list's URL, `/topics/created-by/USER.json` too), `?page=`,
+    trailing slashes and a missing scheme are all accepted;
     what the user already chose and the URL does not say (format, author, query) is kept from `base`.
     """
     text = url.strip()

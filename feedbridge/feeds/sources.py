@@ -1,0 +1,81 @@
+"""The two ways of reading a Discourse forum: its Markdown lists (`/latest.md`) and its JSON lists (`/latest.json`).
+
+One small record per source says how to build each upstream URL and which parser reads the answer, so
+the service never tests "which source?" beyond picking the record. The URL paths are the same for both
+(`/c/SLUG/ID`, `/tag/NAME`, `/top?period=`, `/t/SLUG/ID`); only the suffix and the parsers differ.
+
+What each gives a feed entry:
+
+- Markdown (core since September 2026, admins can turn it off): title, author, replies, last activity
+  and an excerpt for every topic; no creation date, tags or category (content=full reads those from
+  each topic's `.md` page).
+- JSON (every Discourse release since 2013): title, author, replies, last activity, creation date,
+  tags and category id for every topic, an excerpt only for pinned topics; content=full takes the first
+  post's cooked HTML from `/t/ID.json`.
+
+Per-author feeds read `/topics/created-by/USER.json` on both: the Markdown endpoints have no per-user
+list (see `FeedService.listings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote, urlencode
+
+from feedbridge.discourse.categories import parse_categories
+from feedbridge.discourse.json_lists import parse_json_categories, parse_json_listing, parse_json_topic
+from feedbridge.discourse.listing import parse_listing
+from feedbridge.discourse.topic import parse_topic
+from feedbridge.feeds.enrich import enrich, enrich_json
+from feedbridge.models import Category, Listing, Topic
+
+PROBE_PATH = "/latest"
+"""The list detection asks for: every public forum has it, so a refusal means the source, not the list."""
+
+
+def _markdown_topic(topic: Topic, text: str, base_url: str, source_url: str) -> Topic:
+    return enrich(topic, parse_topic(text, base_url=base_url, source_url=source_url), base_url)
+
+
+def _json_topic(topic: Topic, text: str, base_url: str, source_url: str) -> Topic:
+    return enrich_json(topic, parse_json_topic(text), base_url)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """How one source names its URLs and reads its answers."""
+
+    name: str  # "markdown" or "json", as in FEEDBRIDGE_FORUMS prefixes
+    label: str  # for people: "Markdown", "JSON"
+    suffix: str  # ".md" or ".json", added to every path
+    read_listing: Callable[..., Listing]  # (text, *, base_url, source_url) -> Listing
+    read_categories: Callable[[str], tuple[Category, ...]]
+    read_topic: Callable[[Topic, str, str, str], Topic]  # (list topic, page text, base URL, page URL) -> enriched
+    lists_carry_tags: bool  # tag= filters need no topic pages
+
+    def list_url(self, base_url: str, path: str, params: tuple[tuple[str, str], ...] = (), page: int = 0) -> str:
+        """`path` is already percent-quoted (it comes from `FeedSpec.list_path`)."""
+        params = params + ((("page", str(page)),) if page else ())
+        query = f"?{urlencode(params)}" if params else ""
+        return f"{base_url}{path}{self.suffix}{query}"
+
+    def topic_url(self, topic_url: str) -> str:
+        return topic_url + self.suffix
+
+    def categories_url(self, base_url: str) -> str:
+        return f"{base_url}/categories{self.suffix}"
+
+
+MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic, False)
+JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_topic, True)
+SOURCES = {source.name: source for source in (MARKDOWN, JSON)}
+
+
+def user_list_url(base_url: str, user: str, page: int = 0) -> str:
+    """A user's own topics, newest first, 30 a page: JSON only, on every release and whatever the source."""
+    return JSON.list_url(base_url, f"/topics/created-by/{quote(user, safe='')}", (), page)
+
+
+def is_user_list(url: str | None) -> bool:
+    return url is not None and "/topics/created-by/" in url

@@ -1,0 +1,385 @@
+"""Forums read through their JSON lists: detection, the route × format matrix, what JSON lists add, user feeds.
+
+Every test crosses a real socket: the fake forum in JSON mode (`upstream_json`: every `.md` is 404, the JSON
+site of `fixtures/site-json/` is served) and the web app on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import feedparser
+import httpx
+import pytest
+from click.testing import CliRunner
+from lxml import etree, html
+
+from feedbridge.cli import main
+from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.errors import ConfigError
+from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.store import codec
+from feedbridge.store.entries import SourceEntry
+from feedbridge.store.memory import MemoryStore
+from feedbridge.upstream.fetcher import Fetcher
+from tests.appserver import running_app, settings_for
+from tests.upstream import DEFAULT_ROOT, JSON_ROOT, FakeForum
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPILER = "/c/compiler/5"
+ROUTES = ["/latest", "/hot", "/top", "/c/compiler/5", "/c/hardware/gpu/12", "/tag/gpu", "/tag/gpu/7", "/u/jansel",
+          "/search"]
+FORMATS = ["atom", "rss", "json", "html"]
+
+
+def get(url: str, **kwargs) -> httpx.Response:
+    return httpx.get(url, timeout=20, **kwargs)
+
+
+@pytest.fixture
+def app(upstream_json):
+    with running_app(settings_for(upstream_json.url)) as running:
+        yield running
+
+
+def md_requests(forum: FakeForum) -> list[str]:
+    return [r.target for r in forum.requests if r.path.endswith(".md")]
+
+
+def parsed(response: httpx.Response):
+    assert response.status_code == 200, response.text
+    feed = feedparser.parse(response.content)
+    assert feed.bozo == 0, feed.bozo_exception
+    return feed
+
+
+# --- every route and format ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_route_and_format_reads_the_json_lists(app, upstream_json, route, fmt):
+    query = {"/top": "?period=weekly", "/search": "?q=torch"}.get(route, "")
+    response = get(app.feed_url(f"{route}.{fmt}{query}"))
+    assert response.status_code == 200, response.text
+    if fmt == "json":
+        items = response.json()["items"]
+        assert items and all(i["date_published"] and i["tags"] for i in items)
+    elif fmt == "html":
+        page = html.fromstring(response.content)
+        assert page.xpath("//a[contains(@href, '/t/')]")
+    else:
+        feed = parsed(response)
+        assert feed.entries and all(e.published_parsed for e in feed.entries)
+    assert md_requests(upstream_json) == ["/latest.md"]  # detection's one probe, nothing else
+    jsons = [r.path for r in upstream_json.requests if r.path.endswith(".json")]
+    assert jsons and all(p.endswith(".json") for p in jsons)
+
+
+def test_category_feed_matches_the_markdown_forum(app, upstream_json):
+    """The same topics, authors, ids and order as the Markdown site gives (test_web's expectations)."""
+    feed = parsed(get(app.feed_url(f"{COMPILER}.atom")))
+    assert len(feed.entries) == 30
+    assert feed.entries[0].id == f"http://{app.forum_key}/t/3441" and feed.entries[0].author == "markbgilbert"
+    items = get(app.feed_url(f"{COMPILER}.json?pages=5")).json()["items"]
+    assert len(items) == 30 + 30 + 12
+    assert upstream_json.count(f"{COMPILER}.json?page=4") == 0  # page 2 carries no more_topics_url
+
+
+# --- what the JSON lists carry -----------------------------------------------------------------------
+
+def test_creation_date_tags_and_category_name_come_from_the_list(app, upstream_json):
+    atom = {e.id.rsplit("/", 1)[1]: e for e in parsed(get(app.feed_url(f"{COMPILER}.atom"))).entries}
+    poly = atom["3341"]
+    assert poly.published_parsed[:6] == (2026, 5, 28, 14, 3, 11)  # the topic's creation, not its last post
+    assert poly.updated_parsed[:6] == (2026, 6, 9, 19, 10, 29)
+    assert [t.term for t in poly.tags] == ["compiler", "inductor", "rfc", "loop-fusion"]
+    rss = {e.id.rsplit("/", 1)[1]: e for e in parsed(get(app.feed_url(f"{COMPILER}.rss"))).entries}
+    assert rss["3341"].published_parsed[:6] == (2026, 5, 28, 14, 3, 11)
+    items = {i["id"].rsplit("/", 1)[1]: i for i in get(app.feed_url(f"{COMPILER}.json")).json()["items"]}
+    assert items["3341"]["date_published"] == "2026-05-28T14:03:11Z"
+    assert items["3341"]["tags"] == ["compiler", "inductor", "rfc", "loop-fusion"]
+    # Nested category: its own name, from /categories.json, read once for every feed of the forum.
+    gpu = get(app.feed_url("/c/hardware/gpu/12.json")).json()["items"]
+    assert {i["tags"][0] for i in gpu} == {"gpu"}
+    assert upstream_json.count("/categories.json") == 1
+    assert not [r for r in upstream_json.requests if r.path.startswith("/t/")]
+
+
+def test_pinned_topics_keep_their_excerpt_and_others_have_none(app):
+    items = {i["id"].rsplit("/", 1)[1]: i for i in get(app.feed_url(f"{COMPILER}.json")).json()["items"]}
+    assert items["14"]["summary"] == "About the compiler category."
+    assert "summary" not in items["3341"] and items["3341"]["content_text"] == items["3341"]["title"]
+
+
+def test_tag_filter_needs_no_topic_pages(app, upstream_json):
+    items = get(app.feed_url("/latest.json?tag=gpu&pages=2")).json()["items"]
+    assert len(items) == 10 and all("gpu" in i["tags"] for i in items)
+    assert not [r for r in upstream_json.requests if r.path.startswith("/t/")]
+
+
+def test_full_content_takes_the_cooked_first_post_and_sanitizes_it(app, upstream_json):
+    items = {i["id"].rsplit("/", 1)[1]: i for i in get(app.feed_url(f"{COMPILER}.json?content=full")).json()["items"]}
+    assert "greedily" in items["3341"]["content_html"] and "<code" in items["3341"]["content_html"]
+    hostile = html.fragment_fromstring(items["3411"]["content_html"], create_parent="div")
+    assert not hostile.xpath("//script | //iframe | //style | //form | //*[@onerror or @onclick or @onmouseover]")
+    assert all(link.startswith(("http://", "https://")) for link in hostile.xpath("//@href | //@src"))
+    assert hostile.xpath("//img[@alt='results chart']")  # the harmless parts stay
+    assert "content_text" in items["2742"]  # no /t/2742.json: the entry keeps what the list said
+    topic_pages = [r.path for r in upstream_json.requests if r.path.startswith("/t/")]
+    assert topic_pages and all(p.endswith(".json") for p in topic_pages)
+    parsed(get(app.feed_url(f"{COMPILER}.atom?content=full")))
+
+
+# --- source detection ---------------------------------------------------------------------------------
+
+def test_detection_costs_one_request_per_forum_not_one_per_feed(upstream_json):
+    with running_app(settings_for(upstream_json.url, cache_ttl=0, source_recheck=1)) as app:
+        for path in ("/latest.atom", "/hot.rss", f"{COMPILER}.json", "/tag/gpu.atom", "/u/jansel.rss",
+                     "/top.json?period=monthly", "/latest.rss?q=torch"):
+            assert get(app.feed_url(path)).status_code == 200
+        assert md_requests(upstream_json) == ["/latest.md"]
+        time.sleep(1.1)  # past the re-check period: the next feed asks once more, then trusts it again
+        for path in ("/latest.atom", "/hot.rss", f"{COMPILER}.json"):
+            assert get(app.feed_url(path)).status_code == 200
+        assert md_requests(upstream_json) == ["/latest.md", "/latest.md"]
+
+
+def test_markdown_forum_detection_reuses_the_probe_page(upstream):
+    with running_app(settings_for(upstream.url)) as app:
+        assert get(app.feed_url("/latest.atom")).status_code == 200
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    assert upstream.count("/latest.md") == 1  # the probe and the /latest feed share the page
+    assert not [r for r in upstream.requests if r.path.endswith(".json")]
+
+
+def test_concurrent_cold_feeds_share_one_detection_and_one_fetch(upstream_json):
+    upstream_json.stall("/latest.md", 0.3, times=1)
+    with running_app(settings_for(upstream_json.url)) as app:
+        results: list[int] = []
+
+        def worker(fmt: str) -> None:
+            results.append(get(app.feed_url(f"{COMPILER}.{fmt}")).status_code)
+
+        threads = [threading.Thread(target=worker, args=(("atom", "rss", "json")[i % 3],)) for i in range(18)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert results == [200] * 18
+    assert upstream_json.count("/latest.md") == 1 and upstream_json.count(f"{COMPILER}.json") == 1
+
+
+def test_decision_is_shared_through_the_store():
+    store = MemoryStore(1 << 24)
+    with FakeForum(mode="json") as forum:
+        settings = settings_for(forum.url)
+        spec = parse_feed_request(settings, f"{settings.forums[0].key}/latest.atom", {})
+        for _ in range(2):  # two services (two workers) on one store
+            fetcher = Fetcher(settings)
+            try:
+                FeedService(settings, store, fetcher).feed(spec, None)
+            finally:
+                fetcher.close()
+            store.delete(FeedService.feed_key(spec, None))
+        assert md_requests(forum) == ["/latest.md"]
+    entry = store.get(FeedService._source_key(settings.forums[0]))
+    assert entry.source == "json" and entry.status == 404 and "404" in entry.reason
+    assert codec.decode(codec.encode(entry)) == entry  # so Redis can carry it
+
+
+def test_a_forum_that_turns_markdown_on_is_followed(tmp_path):
+    # A markdown-mode forum over the JSON site: .md files are missing until one is served.
+    with FakeForum(JSON_ROOT) as forum, running_app(settings_for(forum.url, cache_ttl=0, source_recheck=1)) as app:
+        assert get(app.feed_url("/latest.atom")).status_code == 200
+        assert forum.count("/latest.json") == 1
+        forum.set_body("/latest.md", (DEFAULT_ROOT / "latest.md").read_text())
+        time.sleep(1.1)
+        feed = parsed(get(app.feed_url("/latest.atom")))
+        assert len(feed.entries) == 30
+        # The re-check probe, then the feed revalidating the probe's copy (cache_ttl 0): a 304, no JSON.
+        probes = [r for r in forum.requests if r.path == "/latest.md"]
+        assert forum.count("/latest.json") == 1 and len(probes) == 3 and probes[-1].headers.get("if-none-match")
+
+
+def test_transient_probe_failure_does_not_flip_the_source(upstream):
+    upstream.fail("/latest.md", 500, times=1)
+    with running_app(settings_for(upstream.url)) as app:
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # read as Markdown meanwhile
+    assert upstream.count(f"{COMPILER}.md") == 1 and upstream.count(f"{COMPILER}.json") == 0
+
+
+def test_explicit_json_source_skips_detection(upstream_json):
+    settings = replace(Settings(forums=(parse_forum(f"json:{upstream_json.url}"),)))
+    with running_app(settings) as app:
+        parsed(get(app.feed_url(f"{COMPILER}.atom")))
+    assert md_requests(upstream_json) == []
+
+
+def test_explicit_markdown_source_reports_the_plain_404(upstream_json):
+    with running_app(Settings(forums=(parse_forum(f"markdown:{upstream_json.url}"),))) as app:
+        response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == 404 and "answered 404" in response.text
+    assert [r.path for r in upstream_json.requests] == ["/latest.md"]
+
+
+@pytest.mark.parametrize("fault,status", [
+    (lambda up: up.json_error("/latest.json", status=403), 502),
+    (lambda up: up.html_login("/latest.json"), 502),
+    (lambda up: up.fail("/latest.json", 404), 404),
+])
+def test_both_sources_refused_says_so(app, upstream_json, fault, status):
+    fault(upstream_json)
+    response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == status
+    assert f"neither the Markdown nor the JSON lists of {app.forum_key} are public: is it login-only?" in response.text
+    assert "Traceback" not in response.text
+
+
+def test_login_only_forum_refuses_every_list(upstream_json):
+    upstream_json.json_error("/", status=403, prefix=True)  # every page, the Markdown probe too
+    with running_app(settings_for(upstream_json.url)) as app:
+        response = get(app.feed_url(f"{COMPILER}.rss"))
+    assert response.status_code == 502 and "is it login-only?" in response.text
+    assert "Markdown: upstream answered 403" in response.text
+
+
+def test_a_missing_category_on_a_json_forum_is_a_plain_404(app):
+    response = get(app.feed_url("/c/nope/99.atom"))
+    assert response.status_code == 404
+    assert "answered 404" in response.text and "login-only" not in response.text
+
+
+# --- per-author feeds ---------------------------------------------------------------------------------
+
+def test_user_feed_reads_the_users_own_list(app, upstream_json):
+    feed = parsed(get(app.feed_url("/u/jansel.atom")))
+    assert upstream_json.count("/topics/created-by/jansel.json") == 1
+    assert upstream_json.count("/latest.json") == 0
+    assert len(feed.entries) == 8 and {e.author for e in feed.entries} == {"jansel"}
+    assert "every topic they started" in feed.feed.subtitle
+    latest_only = get(app.feed_url("/latest.json?author=jansel&pages=2")).json()["items"]
+    assert len(latest_only) < len(feed.entries)  # the latest list misses older topics
+
+
+def test_user_feed_category_filters_by_category_id(app, upstream_json):
+    items = get(app.feed_url("/u/jansel.json?category=5")).json()["items"]
+    everything = get(app.feed_url("/u/jansel.json")).json()["items"]
+    assert 0 < len(items) < len(everything) and all(i["tags"][0] == "compiler" for i in items)
+    assert upstream_json.count("/topics/created-by/jansel.json") == 1
+
+
+def test_user_feed_pages_through_its_list(app, upstream_json):
+    upstream_json.set_body("/topics/created-by/jansel.json", (JSON_ROOT / "c/compiler/5.json").read_text())
+    assert get(app.feed_url("/u/jansel.atom?pages=2")).status_code == 200
+    assert upstream_json.count("/topics/created-by/jansel.json?page=1") == 1
+
+
+def test_user_feed_falls_back_to_latest_when_refused(app, upstream_json):
+    upstream_json.json_error("/topics/created-by/jansel.json", status=403)
+    feed = parsed(get(app.feed_url("/u/jansel.rss?category=5")))
+    assert upstream_json.count("/latest.json?category=5") == 1
+    assert "refused their own topic list" in feed.feed.subtitle
+    assert all(e.author == "jansel" for e in feed.entries)
+
+
+def test_user_feed_on_a_markdown_forum_also_reads_the_json_list(upstream):
+    upstream.set_body("/topics/created-by/jansel.json", (JSON_ROOT / "topics/created-by/jansel.json").read_text())
+    with running_app(settings_for(upstream.url)) as app:
+        feed = parsed(get(app.feed_url("/u/jansel.atom")))
+    assert len(feed.entries) == 8 and "every topic they started" in feed.feed.subtitle
+    assert upstream.count("/latest.md") == 1  # detection only
+
+
+# --- caching, conditional requests, stale copies ------------------------------------------------------
+
+def test_conditional_requests_up_and_down(upstream_json):
+    with running_app(settings_for(upstream_json.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        first = get(url)
+        second = get(url)
+        assert second.content == first.content
+        assert get(url, headers={"If-None-Match": first.headers["etag"]}).status_code == 304
+    revalidations = [r for r in upstream_json.requests if r.target == f"{COMPILER}.json"]
+    assert len(revalidations) == 3 and all(r.headers.get("if-none-match") for r in revalidations[1:])
+
+
+def test_cached_feed_is_a_hit(app, upstream_json):
+    url = app.feed_url("/tag/gpu.rss")
+    assert get(url).headers["x-feedbridge-cache"] == "miss"
+    assert get(url).headers["x-feedbridge-cache"] == "hit"
+    assert upstream_json.count("/tag/gpu.json") == 1
+
+
+def test_stale_copy_is_served_when_the_json_list_fails(upstream_json):
+    with running_app(settings_for(upstream_json.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        good = get(url)
+        upstream_json.fail(f"{COMPILER}.json", 500)
+        stale = get(url)
+        fresh_filter = get(app.feed_url(f"{COMPILER}.json?author=jansel"))
+    assert stale.status_code == 200 and stale.content == good.content
+    assert stale.headers["x-feedbridge-cache"] == "stale"
+    assert fresh_filter.status_code == 200 and fresh_filter.headers["x-feedbridge-cache"] == "stale"
+
+
+# --- front page, paste box, OPML, static build ---------------------------------------------------------
+
+def test_front_page_categories_opml_and_paste_box(app, upstream_json):
+    front = get(f"{app.url}/?forum={app.forum_key}")
+    assert front.status_code == 200 and "hardware/gpu/12" in front.text
+    opml = etree.fromstring(get(f"{app.url}/{app.forum_key}/opml").content)
+    assert any("/c/hardware/gpu/12.atom" in (o.get("xmlUrl") or "") for o in opml.iter("outline"))
+    assert upstream_json.count("/categories.json") == 1 and upstream_json.count("/categories.md") == 0
+    for pasted, field, value in [(f"{upstream_json.url}/c/compiler/5.json?page=1", "category", "compiler/5"),
+                                 (f"{upstream_json.url}/topics/created-by/jansel.json", "author", "jansel"),
+                                 (f"{upstream_json.url}/tag/gpu.json", "tag", "gpu")]:
+        answer = get(f"{app.url}/recognise", params={"url": pasted}).json()
+        assert answer["form"][field] == value, answer
+    preview = get(f"{app.url}/preview", params={"forum": app.forum_key, "list": "tag", "tag": "gpu"})
+    assert preview.status_code == 200 and "/t/" in preview.text
+
+
+def test_static_build_reads_a_json_forum(tmp_path, upstream_json):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "https://feeds.example.net/"\n[fetch]\ndelay = 0\n[defaults]\n'
+                      f'forum = "{upstream_json.url}"\n[[feeds]]\nname = "compiler"\npath = "c/compiler/5"\n'
+                      '[[feeds]]\nname = "jansel"\npath = "u/jansel"\n')
+    result = CliRunner().invoke(main, ["build", "--config", str(config)])
+    assert result.exit_code == 0, result.stderr
+    for name in ("compiler.atom", "compiler.rss", "jansel.atom"):
+        feed = feedparser.parse((tmp_path / "public" / name).read_bytes())
+        assert feed.bozo == 0 and feed.entries
+    assert md_requests(upstream_json) == ["/latest.md"]
+
+
+# --- configuration and fixtures -----------------------------------------------------------------------
+
+def test_source_prefixes_and_recheck_setting():
+    settings = Settings.from_env({"FEEDBRIDGE_FORUMS": "https://a.example json:https://b.example/sub markdown:http://c",
+                                  "FEEDBRIDGE_SOURCE_RECHECK": "600"})
+    assert [(f.base_url, f.source) for f in settings.forums] == [
+        ("https://a.example", "auto"), ("https://b.example/sub", "json"), ("http://c", "markdown")]
+    assert settings.forums[1].key == "b.example/sub" and settings.source_recheck == 600
+    with pytest.raises(ConfigError, match="source prefix must be one of auto, markdown, json"):
+        Settings.from_env({"FEEDBRIDGE_FORUMS": "rss:https://a.example"})
+    with pytest.raises(ConfigError, match="FEEDBRIDGE_SOURCE_RECHECK"):
+        Settings.from_env({"FEEDBRIDGE_SOURCE_RECHECK": "5"})
+    assert Forum("https://a.example").source == "auto"
+
+
+def test_codec_refuses_a_malformed_source_entry():
+    good = codec.encode(SourceEntry("json", 1.0, "upstream answered 404", 404))
+    with pytest.raises(codec.DecodeError):
+        codec.decode(good.replace(b'"stored_at":1.0', b'"stored_at":"soon"'))
+
+
+def test_json_site_fixtures_are_what_the_generator_writes():
+    done = subprocess.run([sys.executable, str(ROOT / "fixtures/json/make_site_json.py"), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
