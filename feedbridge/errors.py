@@ -10,6 +10,7 @@
     └── UpstreamError                 502   the forum did not give a usable answer
         ├── UpstreamNotFound          404   the forum answered 404/410
         ├── UpstreamRateLimited       503   the forum (or our own budget for it) says wait
+        │   └── BridgeBusy                  our own budget or cold-request slots say wait (never the forum's fault)
         └── UpstreamTimeout           504   the forum, or another request fetching the same thing, was too slow
 
 Callers catch the narrowest class they can act on; the web layer has one handler that turns any of
@@ -71,6 +72,11 @@ class UpstreamNotFound(UpstreamError):
 
 class UpstreamRateLimited(UpstreamError):
     status = 503
+
+
+class BridgeBusy(UpstreamRateLimited):
+    """The bridge itself declines to ask the forum now (its per-forum budget, a client's share of it, or its
+    slots for requests waiting on upstream are used up). Not a failure of the forum: never remembered as one."""
 
 
 class UpstreamTimeout(UpstreamError):

@@ -18,10 +18,10 @@ from datetime import datetime
 from typing import Any
 
 from feedbridge.models import Category, Listing, Topic
-from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry
+from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, TopicEntry
 
 VERSION = 1
-_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry)
+_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry, FailureEntry)
 
 
 def _fingerprint() -> str:
@@ -52,6 +52,8 @@ def encode(value: Any) -> bytes:
     if isinstance(value, DirectoryEntry):
         categories = [{f.name: getattr(c, f.name) for f in fields(c)} for c in value.categories]
         return _line({"t": "categories", "categories": categories, "stored_at": value.stored_at})
+    if isinstance(value, FailureEntry):
+        return _line({"t": "failure", "kind": value.kind, "message": value.message, "stored_at": value.stored_at})
     if isinstance(value, float | int) and not isinstance(value, bool):
         return _line({"t": "number", "v": value})
     raise TypeError(f"no cache encoding for {type(value).__name__}")
@@ -78,6 +80,12 @@ def decode(data: bytes) -> Any:
         if kind == "categories":
             categories = tuple(Category(**c) for c in head.pop("categories"))
             return DirectoryEntry(categories=categories, **head)
+        if kind == "failure":
+            entry = FailureEntry(**head)
+            if isinstance(entry.kind, str) and isinstance(entry.message, str) \
+                    and isinstance(entry.stored_at, float | int):
+                return entry
+            raise DecodeError("malformed failure entry")
         if kind == "number":
             value = head["v"]
             if isinstance(value, float | int) and not isinstance(value, bool):

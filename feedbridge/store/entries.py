@@ -56,3 +56,14 @@ class DirectoryEntry:
 
     categories: tuple[Category, ...]
     stored_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FailureEntry:
+    """A remembered upstream failure (negative caching): while it lives, the key's fetch is not repeated and
+    the same error is answered. `kind` is "not_found", "timeout" or "error" (the service maps it back to
+    its exception class); the store holds it for the negative TTL."""
+
+    kind: str
+    message: str
+    stored_at: float

@@ -25,6 +25,7 @@ from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web import pages
+from feedbridge.web.callers import caller
 from feedbridge.web.hits import HitPath, Resolved, ResolvedUrls
 
 log = logging.getLogger("feedbridge.web.app")
@@ -70,7 +71,7 @@ def feed(path: str) -> Response:
     if spec.fmt == "html":
         return pages.feed_page(spec, path)
     try:
-        result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
+        result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key, caller=caller())
     except UpstreamError as exc:
         response = error(exc.status, exc.message)
         if exc.retry_after is not None:

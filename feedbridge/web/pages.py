@@ -36,6 +36,7 @@ from feedbridge.feeds.spec import (
 )
 from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
+from feedbridge.web.callers import caller
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,9 @@ def opml(key: str) -> Response:
     if forum is None:
         return error_page(404, f"unknown forum {key[:80]!r}")
     try:
-        categories = svc.categories(forum)
+        categories = svc.categories(forum, caller())
     except UpstreamError as exc:
-        return error_page(exc.status, exc.message)
+        return _upstream_error_page(exc)
     body = opml_document(forum, categories, request.host_url.rstrip("/"))
     response = Response(body, content_type=OPML_TYPE)
     filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
@@ -175,13 +176,10 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
     svc = service()
     form = form_from_path(path, request.args.to_dict(flat=False), svc.settings)
     built = Built(form, spec, alternates=_alternates(spec, path))
-    try:
-        _, topics = svc.topics(spec)
+    try:  # like the feeds: the last good pages rather than an error, while there are any
+        topics = svc.view(spec, caller()).topics
     except UpstreamError as exc:
-        try:  # like the feeds: the last good pages rather than an error, while there are any
-            _, topics = svc.topics(spec, stale_pages=True)
-        except UpstreamError:
-            return error_page(exc.status, exc.message)
+        return _upstream_error_page(exc)
     built.topics, built.total = topics, len(topics)
     html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
     response = _html(html)
@@ -189,6 +187,13 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
     response.cache_control.max_age = svc.settings.cache_ttl
     response.add_etag()  # from the bytes, so a reload of an unchanged page is a 304
     return response.make_conditional(request)
+
+
+def _upstream_error_page(exc: UpstreamError) -> Response:
+    response = error_page(exc.status, exc.message)
+    if exc.retry_after is not None:
+        response.headers["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
+    return response
 
 
 def error_page(status: int, message: str) -> Response:
@@ -213,7 +218,7 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
     if not preview:
         return built
     try:
-        _, topics = svc.topics(spec)
+        topics = svc.view(spec, caller()).topics
     except UpstreamError as exc:
         built.preview_error = exc.message
         return built
@@ -243,7 +248,7 @@ def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedF
 
 def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], str | None]:
     try:
-        return svc.categories(forum), None
+        return svc.categories(forum, caller()), None
     except UpstreamError as exc:
         log.warning("categories directory unavailable: %s", exc.message)
         return (), exc.message
