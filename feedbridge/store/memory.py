@@ -106,6 +106,11 @@ class MemoryStore:
         with self._lock:
             self._pop(key, time.monotonic())
 
+    def __len__(self) -> int:
+        """Entries held (expired ones included until they are swept or evicted)."""
+        with self._lock:
+            return len(self._probation) + len(self._protected)
+
     def segment_of(self, key: str) -> str | None:
         """"protected", "probation" or None: what the tests and the docstring's claims are checked against."""
         with self._lock:
