@@ -3,8 +3,8 @@ categories directory (and so the `.html` views and previews built on them).
 
     fresh copy?            → served as is ("hit"), nothing else is asked
     failure remembered?    → the same error, or the stale copy, without asking the forum
-    a slot to wait in?     → else 503 + Retry-After (or the stale copy): hits keep their threads
-    one fetch (single-flight, within the request's deadline, charged to the forum's budget)
+    one fetch (single-flight, within the request's deadline, charged to the forum's budget, in one of
+               a few slots: else 503 + Retry-After or the stale copy, so hits keep their threads)
         ok                 → stored, served ("miss")
         upstream failed    → remembered for FEEDBRIDGE_NEGATIVE_TTL, then: the stale copy, or the error
 
@@ -19,8 +19,11 @@ The bounds, and why each exists (a public service reading other people's servers
   One client (its address as the WSGI server sees it, which honours `FORWARDED_ALLOW_IPS`) may spend at
   most a third of it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = the end of the
   window, or the stale copy.
-- `ColdSlots`: at most FEEDBRIDGE_THREADS - 2 requests per process wait on upstream (as fetcher or as a
-  single-flight waiter); two threads always stay free for cached feeds and `/healthz`.
+- `ColdSlots`: at most FEEDBRIDGE_THREADS - 2 request threads per process fetch from upstream at once;
+  a request that would start one more gets 503 + Retry-After (or the stale copy) at once, so two threads
+  always stay free for cached feeds and `/healthz`. Requests that join a fetch already under way (the
+  same cold key) need no slot: they add no upstream load, and a cold key has nothing else to answer
+  with. When a copy is held and the slots are full, they get that copy at once instead of waiting.
 - `Caller.deadline`: one FEEDBRIDGE_REQUEST_DEADLINE per request bounds every wait on top of a fetch
   (further pages, topic pages, another request's fetch); the service answers with what it has by then.
 
@@ -51,9 +54,6 @@ Cache = Literal["hit", "miss", "stale"]
 CLIENT_SHARE = 3
 """One client may spend at most 1/CLIENT_SHARE of a forum's budget per window."""
 WINDOW = 60.0
-SLOT_WAIT = 3.0
-"""Longest wait for a free slot, and only while slots turn over quickly (see `ColdSlots.acquire`)."""
-SLOT_QUICK = 1.0
 BUSY_RETRY = 5.0
 
 _KINDS: dict[str, type[UpstreamError]] = {"not_found": UpstreamNotFound, "timeout": UpstreamTimeout,
@@ -88,28 +88,22 @@ class Caller:
 
 
 class ColdSlots:
-    """A semaphore for the threads that wait on upstream, with the time each slot was taken."""
+    """A counting semaphore for the request threads that fetch from upstream, never waited on.
+
+    Taken without waiting: when every slot is held the forum is being slow for this many requests
+    already, and a thread that queued for a slot would be a thread not serving hits.
+    """
 
     def __init__(self, size: int):
         self.size = size
-        self._taken: list[float] = []
-        self._cond = threading.Condition()
+        self._held = 0
+        self._lock = threading.Lock()
 
     def acquire(self, caller: Caller) -> bool:
-        """Take a slot, waiting at most `SLOT_WAIT` while slots are being given back; False if none.
-
-        Waiting helps only when the holders are quick (a normal forum, a burst of cold requests): once
-        every slot has been held longer than `SLOT_QUICK`, the forum is slow and the thread is worth more
-        serving hits than queueing, so it gives up at once.
-        """
-        give_up = time.monotonic() + caller.wait(SLOT_WAIT)
-        with self._cond:
-            while len(self._taken) >= self.size:
-                now = time.monotonic()
-                if now >= give_up or all(now - taken > SLOT_QUICK for taken in self._taken):
-                    return False
-                self._cond.wait(min(give_up - now, 0.05))
-            self._taken.append(time.monotonic())
+        with self._lock:
+            if self._held >= self.size:
+                return False
+            self._held += 1
         caller.slot = True
         return True
 
@@ -117,14 +111,13 @@ class ColdSlots:
         if not caller.slot:
             return
         caller.slot = False
-        with self._cond:
-            self._taken.remove(min(self._taken))
-            self._cond.notify()
+        with self._lock:
+            self._held -= 1
 
     @property
-    def busy(self) -> int:
-        with self._cond:
-            return len(self._taken)
+    def full(self) -> bool:
+        with self._lock:
+            return self._held >= self.size
 
 
 class ForumBudget:
@@ -217,19 +210,22 @@ class CachePolicy:
         remembered = self.remembered(key)
         if remembered is not None:
             raise remembered
-        if caller is not None and caller.thread == threading.get_ident() and not caller.slot:
-            if not self.slots.acquire(caller):
-                raise BridgeBusy(f"{self.slots.size} requests are already waiting on the forum in this process; "
-                                 f"retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
-            done = self.fresh(key, fresh_for)  # built by someone else while this request waited for its slot
-            if done is not None:
-                return done  # type: ignore[no-any-return]
+        # Slots are for request threads only: the service's fetch pool is bounded by itself, and a request
+        # thread that already holds one (the feed it builds) covers the pages and topics it reads.
+        needs_slot = caller is not None and caller.thread == threading.get_ident() and not caller.slot
+        if needs_slot and held is not None and self.slots.full and self.flight.busy(key):
+            raise BridgeBusy(f"{what or key} is being fetched already and this process's {self.slots.size} "
+                             f"slots for waiting on the forum are taken; retry in {BUSY_RETRY:.0f}s",
+                             retry_after=BUSY_RETRY)
         wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
         if wait <= 0:
             raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "
                                   f"{what or 'the fetch'} could start")
 
         def once() -> E:
+            if needs_slot and not self.slots.acquire(caller):  # type: ignore[arg-type]
+                raise BridgeBusy(f"{self.slots.size} requests are already waiting on the forum in this process; "
+                                 f"retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
             try:
                 entry = build(held)
             except UpstreamError as exc:

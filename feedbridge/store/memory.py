@@ -176,6 +176,7 @@ class Flight(Protocol):
     """
 
     def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T: ...
+    def busy(self, key: str) -> bool: ...
 
 
 class SingleFlight:
@@ -184,6 +185,11 @@ class SingleFlight:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: dict[str, _Call] = {}
+
+    def busy(self, key: str) -> bool:
+        """Whether a call for `key` is under way in this process (a new caller would wait for it)."""
+        with self._lock:
+            return key in self._calls
 
     def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None] | None = None) -> T:
         with self._lock:
