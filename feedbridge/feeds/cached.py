@@ -18,7 +18,8 @@ The bounds, and why each exists (a public service reading other people's servers
   minute per IP), so the bridge is never the client that gets the forum to rate-limit it for everyone.
   One client (its address as the WSGI server sees it, which honours `FORWARDED_ALLOW_IPS`) may spend at
   most a third of it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = the end of the
-  window, or the stale copy.
+  window, or the stale copy. A fixed window is one INCR per request; its price is the edge, where a
+  budget spent at the end of one minute and the start of the next puts up to twice it in sixty seconds.
 - `ColdSlots`: at most FEEDBRIDGE_THREADS - 2 request threads per process fetch from upstream at once;
   a request that would start one more gets 503 + Retry-After (or the stale copy) at once, so two threads
   always stay free for cached feeds and `/healthz`. Requests that join a fetch already under way (the
@@ -188,6 +189,17 @@ class CachePolicy:
                 return Got(held, "stale", exc.message)
             raise
 
+    def take_slot(self, caller: Caller | None) -> None:
+        """Before a request thread sends anything upstream (`FeedService.fetch`): a slot, or BridgeBusy.
+
+        Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
+        being fetched by another request needs none. The service's fetch pool threads never take one."""
+        if caller is None or caller.slot or caller.thread != threading.get_ident():
+            return
+        if not self.slots.acquire(caller):
+            raise BridgeBusy(f"{self.slots.size} requests are already waiting on the forum in this process; "
+                             f"retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
+
     def remembered(self, key: str) -> UpstreamError | None:
         """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""
         failure: FailureEntry | None = self.store.get("failed:" + key)
@@ -210,10 +222,10 @@ class CachePolicy:
         remembered = self.remembered(key)
         if remembered is not None:
             raise remembered
-        # Slots are for request threads only: the service's fetch pool is bounded by itself, and a request
-        # thread that already holds one (the feed it builds) covers the pages and topics it reads.
-        needs_slot = caller is not None and caller.thread == threading.get_ident() and not caller.slot
-        if needs_slot and held is not None and self.slots.full and self.flight.busy(key):
+        # A copy is held and another request is fetching it already: with every slot taken, waiting would
+        # hold one more thread away from the hits, so the held copy is served at once.
+        waiter = caller is not None and caller.thread == threading.get_ident() and not caller.slot
+        if waiter and held is not None and self.slots.full and self.flight.busy(key):
             raise BridgeBusy(f"{what or key} is being fetched already and this process's {self.slots.size} "
                              f"slots for waiting on the forum are taken; retry in {BUSY_RETRY:.0f}s",
                              retry_after=BUSY_RETRY)
@@ -223,9 +235,6 @@ class CachePolicy:
                                   f"{what or 'the fetch'} could start")
 
         def once() -> E:
-            if needs_slot and not self.slots.acquire(caller):  # type: ignore[arg-type]
-                raise BridgeBusy(f"{self.slots.size} requests are already waiting on the forum in this process; "
-                                 f"retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
             try:
                 entry = build(held)
             except UpstreamError as exc:

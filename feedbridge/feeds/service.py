@@ -276,6 +276,7 @@ class FeedService:
             wait = until - time.time()
             raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
         if caller is not None:
+            self.policy.take_slot(caller)
             self.budget.spend(forum, caller)
         try:
             return self.fetcher.get(forum, url, etag, last_modified)

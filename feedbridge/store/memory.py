@@ -111,11 +111,6 @@ class MemoryStore:
         with self._lock:
             return len(self._probation) + len(self._protected)
 
-    def segment_of(self, key: str) -> str | None:
-        """"protected", "probation" or None: what the tests and the docstring's claims are checked against."""
-        with self._lock:
-            return "protected" if key in self._protected else "probation" if key in self._probation else None
-
     def _segment(self, name: str) -> OrderedDict[str, _Item]:
         return self._protected if name == "protected" else self._probation
 
