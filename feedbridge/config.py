@@ -79,6 +79,18 @@ class Settings:
     # How long an `auto` forum's detected source (Markdown or JSON) is trusted before it is checked again.
     source_recheck: int = 3600
     log_level: str = "INFO"
+    # Abuse bounds (feedbridge.feeds.cached): remembered failures, the per-forum budget of upstream requests,
+    # one deadline per request, and the threads that may wait on upstream (FEEDBRIDGE_THREADS - 2).
+    negative_ttl: int = 30
+    forum_budget: int = 120
+    request_deadline: float = 25.0
+    worker_timeout: int = 40
+    threads: int = 8
+
+    @property
+    def cold_slots(self) -> int:
+        """Requests per process that may wait on upstream at once: two threads always stay free for hits."""
+        return max(self.threads - 2, 1)
 
     def forum_for_key(self, key: str) -> Forum | None:
         for forum in self.forums:
@@ -95,6 +107,12 @@ class Settings:
         if content not in ("excerpt", "full"):
             raise ConfigError(f"FEEDBRIDGE_CONTENT must be 'excerpt' or 'full', not {content!r}")
         pages_max = _int(env, "FEEDBRIDGE_PAGES_MAX", 5, 1, 20)
+        worker_timeout = _int(env, "FEEDBRIDGE_WORKER_TIMEOUT", 40, 2, 3600)
+        deadline = _float(env, "FEEDBRIDGE_REQUEST_DEADLINE", 25.0, 1.0, 3600)
+        if deadline >= worker_timeout:
+            # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
+            raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({deadline:g}) must be below FEEDBRIDGE_WORKER_TIMEOUT "
+                              f"({worker_timeout}), so a slow forum gives an answer, not a killed worker")
         return cls(
             forums=forums,
             cache_ttl=_int(env, "FEEDBRIDGE_CACHE_TTL", 300, 0, 7 * 24 * 3600),
@@ -115,6 +133,12 @@ class Settings:
             topic_ttl=_int(env, "FEEDBRIDGE_TOPIC_TTL", 7 * 24 * 3600, 60, 90 * 24 * 3600),
             source_recheck=_int(env, "FEEDBRIDGE_SOURCE_RECHECK", 3600, 60, 7 * 24 * 3600),
             log_level=env.get("FEEDBRIDGE_LOG_LEVEL", "INFO").upper(),
+            singleflight_wait=_float(env, "FEEDBRIDGE_SINGLEFLIGHT_WAIT", 25.0, 0.05, 300),
+            negative_ttl=_int(env, "FEEDBRIDGE_NEGATIVE_TTL", 30, 0, 3600),
+            forum_budget=_int(env, "FEEDBRIDGE_FORUM_BUDGET", 120, 0, 100_000),
+            request_deadline=deadline,
+            worker_timeout=worker_timeout,
+            threads=_int(env, "FEEDBRIDGE_THREADS", 8, 1, 256),
         )
 
 

@@ -11,6 +11,7 @@
         ├── UpstreamNotFound          404   the forum answered 404/410
         ├── UpstreamRefused           502   the forum answered 401/403, or a login page where a list should be
         ├── UpstreamRateLimited       503   the forum (or our own budget for it) says wait
+        │   └── BridgeBusy                  our own budget or cold-request slots say wait (never the forum's fault)
         └── UpstreamTimeout           504   the forum, or another request fetching the same thing, was too slow
 
 Callers catch the narrowest class they can act on; the web layer has one handler that turns any of
@@ -80,6 +81,11 @@ class UpstreamRefused(UpstreamError):
 
 class UpstreamRateLimited(UpstreamError):
     status = 503
+
+
+class BridgeBusy(UpstreamRateLimited):
+    """The bridge itself declines to ask the forum now (its per-forum budget, a client's share of it, or its
+    slots for requests waiting on upstream are used up). Not a failure of the forum: never remembered as one."""
 
 
 class UpstreamTimeout(UpstreamError):

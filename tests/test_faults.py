@@ -21,8 +21,10 @@ from tests.appserver import free_port, running_app, settings_for
 from tests.upstream import FakeForum, spawn
 
 LIST = "/latest.md"
-# Short timeouts keep the slow faults quick; no connection retries, so "refused" is one attempt.
-FAST = {"read_timeout": 0.5, "total_timeout": 1.5, "connect_timeout": 1.0, "retries": 0}
+# Short timeouts keep the slow faults quick; no connection retries, so "refused" is one attempt. Failures are
+# not remembered here (negative_ttl=0): each fault is followed by its recovery at once. Remembering them is
+# tests/test_abuse.py's subject.
+FAST = {"read_timeout": 0.5, "total_timeout": 1.5, "connect_timeout": 1.0, "retries": 0, "negative_ttl": 0}
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ def test_full_content_takes_the_cooked_first_post_and_sanitizes_it(app, upstream
 # --- source detection ---------------------------------------------------------------------------------
 
 def test_detection_costs_one_request_per_forum_not_one_per_feed(upstream_json):
-    with running_app(settings_for(upstream_json.url, cache_ttl=0, source_recheck=1)) as app:
+    # negative_ttl=0: a re-check period of 1 s is shorter than the 30 s a refused probe is remembered.
+    with running_app(settings_for(upstream_json.url, cache_ttl=0, source_recheck=1, negative_ttl=0)) as app:
         for path in ("/latest.atom", "/hot.rss", f"{COMPILER}.json", "/tag/gpu.atom", "/u/jansel.rss",
                      "/top.json?period=monthly", "/latest.rss?q=torch"):
             assert get(app.feed_url(path)).status_code == 200
@@ -195,7 +196,8 @@ def test_decision_is_shared_through_the_store():
 
 def test_a_forum_that_turns_markdown_on_is_followed(tmp_path):
     # A markdown-mode forum over the JSON site: .md files are missing until one is served.
-    with FakeForum(JSON_ROOT) as forum, running_app(settings_for(forum.url, cache_ttl=0, source_recheck=1)) as app:
+    with FakeForum(JSON_ROOT) as forum, \
+            running_app(settings_for(forum.url, cache_ttl=0, source_recheck=1, negative_ttl=0)) as app:
         assert get(app.feed_url("/latest.atom")).status_code == 200
         assert forum.count("/latest.json") == 1
         forum.set_body("/latest.md", (DEFAULT_ROOT / "latest.md").read_text())

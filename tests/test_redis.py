@@ -169,7 +169,9 @@ def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeFor
     app = make_app(upstream.url, redis_server)
     assert get(app, "/latest.atom?q=zebrasecret", upstream.url).status_code == 200
     names = [k.decode() for k in redis_server.client().keys("*")]
-    assert len(names) == 3  # the page, the feed and the forum's detected source; the lock is gone
+    # The page, the feed, the forum's detected source, and the budget's two counters (the forum's and this
+    # client's); the lock is gone.
+    assert sorted(n.removeprefix(PREFIX).split(":")[0] for n in names) == ["budget", "budget", "feed", "page", "source"]
     assert all(n.startswith(PREFIX) for n in names)
     assert not any("zebrasecret" in n or "latest" in n for n in names)
 

@@ -1,8 +1,10 @@
 """Feed spec → pages (cache, single-flight, rate limits, revalidation) → parse → filter → render.
 
-Failure policy, in one place: a fresh cached feed is served as is; otherwise the feed is rebuilt, and if
-the forum fails while rebuilding, the last good copy (up to the stale TTL) is served and marked stale;
-only with nothing cached does the error reach the reader.
+Failure policy, in one place (`feedbridge.feeds.cached.CachePolicy`, used for feeds, pages, topic pages
+and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
+and if the forum fails while rebuilding, the last good copy (up to the stale TTL) is served and marked
+stale; only with nothing cached does the error reach the reader. Failures are remembered briefly, upstream
+requests are budgeted per forum, and one deadline bounds each request (all in `cached.py`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -25,7 +28,9 @@ from feedbridge.errors import (
     UpstreamNotFound,
     UpstreamRateLimited,
     UpstreamRefused,
+    UpstreamTimeout,
 )
+from feedbridge.feeds.cached import CachePolicy, Caller, ForumBudget
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source, is_user_list
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Category, Listing, Topic
@@ -52,14 +57,29 @@ class FeedResult:
         return max(time.time() - self.entry.stored_at, 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """What a preview or `.html` view shows: the first list page, the filtered topics, and why they are stale."""
+
+    first: Listing
+    topics: list[Topic]
+    stale_reason: str | None = None
+
+
 class FeedService:
     def __init__(self, settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None):
         self.settings = settings
         self.store = store
         self.fetcher = fetcher
         self.flight = flight or SingleFlight()
+        self.policy = CachePolicy(settings, store, self.flight)
+        self.budget = ForumBudget(store, settings.forum_budget)
         self.topic_failures = 0
         self.pool = ThreadPoolExecutor(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
+
+    def caller(self, client: str) -> Caller:
+        """A web request's budget share, deadline and slot; `client` is its remote address."""
+        return self.policy.caller(client)
 
     @staticmethod
     def feed_key(spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> str:
@@ -70,49 +90,60 @@ class FeedService:
         return "feed:" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
-             key: str | None = None) -> FeedResult:
+             key: str | None = None, caller: Caller | None = None) -> FeedResult:
         """`key` is `feed_key(...)` when the caller already has it (the web layer memoizes it per URL)."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
-        cached: FeedEntry | None = self.store.get(key)
-        if self._is_fresh(cached):
-            return FeedResult(cached, "hit")
-        try:
-            entry = self.flight.do(key, lambda: self._build(key, spec, self_url, stylesheet_url),
-                                   self.settings.singleflight_wait, lambda: self.fresh(key))
-        except UpstreamError as exc:
-            reason = exc.message
-            if cached is not None:
-                log.warning("serving stale feed (%.0fs old): %s", time.time() - cached.stored_at, reason)
-                return FeedResult(cached, "stale", reason)
-            try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
-                entry = self._render(spec, self_url, stylesheet_url, stale_pages=True)
-            except UpstreamError:
-                raise exc from None
-            log.warning("serving a feed built from stale pages: %s", reason)
-            return FeedResult(entry, "stale", reason)
-        return FeedResult(entry, "miss")
+        keep = max(self.settings.stale_ttl, self.settings.cache_ttl)
+        with self.policy.request(caller):
+            try:
+                got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, caller),
+                                      fresh_for=self.settings.cache_ttl, keep_for=keep, caller=caller, what="the feed")
+            except UpstreamError as exc:
+                try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
+                    entry = self._render(spec, self_url, stylesheet_url, None, stale_pages=True)
+                except UpstreamError:
+                    raise exc from None
+                log.warning("serving a feed built from stale pages: %s", exc.message)
+                return FeedResult(entry, "stale", exc.message)
+        return FeedResult(got.entry, got.cache, got.stale_reason)
 
-    def topics(self, spec: FeedSpec, stale_pages: bool = False) -> tuple[Listing, list[Topic]]:
+    def view(self, spec: FeedSpec, caller: Caller | None = None) -> Topics:
+        """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
+        fails, and the error only when there are none."""
+        with self.policy.request(caller):
+            try:
+                first, topics = self.topics(spec, caller=caller)
+                return Topics(first, topics)
+            except UpstreamError as exc:
+                try:
+                    first, topics = self.topics(spec, stale_pages=True)
+                except UpstreamError:
+                    raise exc from None
+                return Topics(first, topics, exc.message)
+
+    def topics(self, spec: FeedSpec, stale_pages: bool = False,
+               caller: Caller | None = None) -> tuple[Listing, list[Topic]]:
         """The filtered topics of a spec: the same path the feeds use, also for previews.
 
         With full content, the newest candidates (up to the topic budget) are enriched from their own
         pages before the keyword and tag filters run, so those filters see the whole first post.
         """
-        listings = self.listings(spec, stale_pages)
+        listings = self.listings(spec, stale_pages, caller)
         everything = [t for listing in listings for t in listing.topics]
         if spec.user is not None and spec.category_id is not None and is_user_list(listings[0].url):
             everything = [t for t in everything if t.category_id == spec.category_id]  # the list has no filter
         # JSON lists carry every topic's tags: tag= then costs no topic page.
         tags_listed = all(listing.dialect == JSON.name for listing in listings)
         if spec.content != "full" and (tags_listed or not spec.filter.tags):
-            return listings[0], self._named(spec.forum, spec.filter.apply(everything), stale_pages)
+            return listings[0], self._named(spec.forum, spec.filter.apply(everything), stale_pages, caller)
         keep_tags = spec.filter.tags if tags_listed else frozenset()
         candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)
         budget = self.settings.topic_budget
-        enriched = self._enrich(spec.forum, candidates[:budget]) + candidates[budget:]
-        return listings[0], self._named(spec.forum, spec.filter.apply(enriched), stale_pages)
+        enriched = self._enrich(spec.forum, candidates[:budget], caller, stale_pages) + candidates[budget:]
+        return listings[0], self._named(spec.forum, spec.filter.apply(enriched), stale_pages, caller)
 
-    def _named(self, forum: Forum, topics: list[Topic], stale_pages: bool) -> list[Topic]:
+    def _named(self, forum: Forum, topics: list[Topic], stale_pages: bool,
+               caller: Caller | None) -> list[Topic]:
         """JSON lists name a topic's category by id only; its name comes from the forum's directory.
 
         Any cached copy of the directory will do (names rarely change), so this costs at most one request
@@ -124,24 +155,43 @@ class FeedService:
         directory = cached.categories if cached is not None else ()
         if cached is None and not stale_pages:
             try:
-                directory = self.categories(forum)
+                directory = self.categories(forum, caller)
             except UpstreamError as exc:
                 log.info("no category names for %s: %s", forum.key, exc.message)
         names = {category.id: category.name for category in directory}
         return [replace(t, category=names[t.category_id]) if t.category is None and t.category_id in names else t
                 for t in topics]
 
-    def _enrich(self, forum: Forum, topics: list[Topic]) -> list[Topic]:
-        """Each topic with its first post, creation date, category and tags; the excerpt when that fails."""
+    def _enrich(self, forum: Forum, topics: list[Topic], caller: Caller | None, cached_only: bool) -> list[Topic]:
+        """Each topic with its first post, creation date, category and tags; the excerpt when that fails.
+
+        Within the request's deadline: when it passes, the topics not read by then keep their excerpt, the
+        fetches under way finish in the background (and are cached, or remembered as failed), and the
+        forum's topic pages count as slow for the negative TTL, so the next rebuild uses what is cached
+        without asking again. `cached_only` (stale pages: the forum just failed) asks nothing either.
+        """
+        slow_key = "topicslow:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+        cached_only = cached_only or self.store.get(slow_key) is not None
         results: list[Topic] = []
         failures = 0
         bound = self.settings.fetch_concurrency
         for start in range(0, len(topics), bound):
             wave = topics[start : start + bound]
-            futures = [self.pool.submit(self._topic_page, forum, topic) for topic in wave]
-            for topic, future in zip(wave, futures):
+            if cached_only:
+                results += [self._cached_topic(forum, topic) for topic in wave]
+                continue
+            futures = [self.pool.submit(self._topic_page, forum, topic, caller) for topic in wave]
+            for topic, future in zip(wave, futures, strict=True):
                 try:
-                    results.append(future.result())
+                    results.append(_result(future, caller))
+                except FutureTimeout:
+                    if not cached_only:
+                        log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
+                                    self.settings.request_deadline, len(topics) - len(results))
+                        if self.settings.negative_ttl > 0:
+                            self.store.set(slow_key, time.time(), self.settings.negative_ttl)
+                    cached_only = True
+                    results.append(self._cached_topic(forum, topic))
                 except (UpstreamError, NotATopicError, ValueError) as exc:
                     failures += 1
                     log.warning("content=full: topic %d falls back to its excerpt: %s", topic.id, exc)
@@ -151,98 +201,100 @@ class FeedService:
             log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
         return results
 
-    def categories(self, forum: Forum) -> tuple[Category, ...]:
+    def categories(self, forum: Forum, caller: Caller | None = None) -> tuple[Category, ...]:
         """The forum's directory (`/categories.md` or `.json`), cached like list pages: showing the front page
         costs the forum one request per cache TTL. Raises UpstreamError only with nothing cached."""
         key = self._categories_key(forum)
-        cached: DirectoryEntry | None = self.store.get(key)
-        if self._is_fresh(cached):
-            return cached.categories
 
-        def fetch() -> DirectoryEntry:
-            source = self.source(forum)
-            fetched = self.fetch(forum, source.categories_url(forum.base_url))
-            entry = DirectoryEntry(source.read_categories(fetched.text), time.time())
-            self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
-            return entry
+        def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
+            source = self.source(forum, caller)
+            fetched = self.fetch(forum, source.categories_url(forum.base_url), caller=caller)
+            return DirectoryEntry(source.read_categories(fetched.text), time.time())
 
-        try:
-            return self.flight.do(key, fetch, self.settings.singleflight_wait, lambda: self.fresh(key)).categories
-        except UpstreamError as exc:
-            if cached is not None:
-                log.warning("serving stale categories of %s: %s", forum.key, exc.message)
-                return cached.categories
-            raise UpstreamError(f"could not read the categories of {forum.key}: {exc.message}",
+        with self.policy.request(caller):
+            try:
+                got = self.policy.get(key, fetch, fresh_for=self.settings.cache_ttl, caller=caller,
+                                      keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl),
+                                      what="the categories")
+            except UpstreamError as exc:
+                raise type(exc)(f"could not read the categories of {forum.key}: {exc.message}",
                                 exc.retry_after) from None
+        return got.entry.categories
 
     @staticmethod
     def _categories_key(forum: Forum) -> str:
         return "categories:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
 
-    def _topic_page(self, forum: Forum, topic: Topic) -> Topic:
+    @staticmethod
+    def _topic_key(forum: Forum, topic: Topic) -> str:
         stamp = topic.last_posted_at.isoformat() if topic.last_posted_at else "-"
-        key = "topic:" + hashlib.sha256(f"{forum.base_url}|{topic.id}|{stamp}".encode()).hexdigest()[:32]
+        return "topic:" + hashlib.sha256(f"{forum.base_url}|{topic.id}|{stamp}".encode()).hexdigest()[:32]
 
-        def cached() -> TopicEntry | None:
-            return self.store.get(key)
+    def _cached_topic(self, forum: Forum, topic: Topic) -> Topic:
+        entry: TopicEntry | None = self.store.get(self._topic_key(forum, topic))
+        return topic if entry is None else _with_page(topic, entry)
 
-        def fetch() -> TopicEntry:
+    def _topic_page(self, forum: Forum, topic: Topic, caller: Caller | None = None) -> Topic:
+        key = self._topic_key(forum, topic)
+
+        def fetch(_held: TopicEntry | None) -> TopicEntry:
             if not is_within(forum, topic.url):
                 raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
-            source = self.source(forum)
+            source = self.source(forum, caller)
             try:
-                fetched = self.fetch(forum, source.topic_url(topic.url))
+                fetched = self.fetch(forum, source.topic_url(topic.url), caller=caller)
                 full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
                 # Remembered for a while, so a deleted topic is not asked for on every rebuild.
                 self.store.set(key, TopicEntry(None, time.time(), 0), max(self.settings.cache_ttl, 60))
                 raise
-            entry = TopicEntry(full, time.time(), len(fetched.text))
-            self.store.set(key, entry, self.settings.topic_ttl)
-            return entry
+            return TopicEntry(full, time.time(), len(fetched.text))
 
-        entry = cached() or self.flight.do(key, fetch, self.settings.singleflight_wait, cached)
-        full = entry.topic
-        if full is None:
-            return topic
-        return replace(topic, created_at=full.created_at, content_html=full.content_html,
-                       category=full.category or topic.category, tags=full.tags,
-                       category_id=topic.category_id if full.category_id is None else full.category_id)
+        # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
+        got = self.policy.get(key, fetch, fresh_for=float("inf"), keep_for=self.settings.topic_ttl,
+                              caller=caller, stale=False, what=f"topic {topic.id}")
+        return _with_page(topic, got.entry)
 
-    def listings(self, spec: FeedSpec, stale_pages: bool = False) -> list[Listing]:
+    def listings(self, spec: FeedSpec, stale_pages: bool = False, caller: Caller | None = None) -> list[Listing]:
         """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
 
         A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
-        reading a long list one page at a time. A missing or empty page ends the list.
+        reading a long list one page at a time. A missing or empty page ends the list. A page not read
+        within the request's deadline fails the build (a shorter feed must not pass for the whole one).
 
         The list is read through the forum's source (`source`). A user feed reads the user's own topic list
         (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by author, only when
         the forum refuses that.
         """
-        source = self.source(spec.forum)
+        source = self.source(spec.forum, caller)
         if spec.user is not None:
             refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
             try:
-                return self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages)
+                return self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages, caller)
             except refusals as exc:
                 log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
         try:
-            return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages)
+            return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise self._refused(spec, source, exc) from None
 
-    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool) -> list[Listing]:
-        listings = [self.page(spec.forum, url(0), stale_pages, source)]
+    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
+               caller: Caller | None) -> list[Listing]:
+        listings = [self.page(spec.forum, url(0), stale_pages, caller, source)]
         wave = self.settings.fetch_concurrency
         next_page = 1
         while next_page < spec.pages and listings[-1].next_page_url is not None:
             numbers = range(next_page, min(next_page + wave, spec.pages))
-            futures = [self.pool.submit(self.page, spec.forum, url(n), stale_pages, source) for n in numbers]
+            futures = [self.pool.submit(self.page, spec.forum, url(n), stale_pages, caller, source)
+                       for n in numbers]
             for future in futures:
                 try:
-                    listing = future.result()
+                    listing = _result(future, caller)
                 except UpstreamNotFound:
                     return listings
+                except FutureTimeout:
+                    raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while reading "
+                                          f"{spec.pages} pages of {url(0)}") from None
                 if not listing.topics:
                     return listings
                 listings.append(listing)
@@ -251,31 +303,30 @@ class FeedService:
             next_page = numbers.stop
         return listings
 
-    def page(self, forum: Forum, url: str, stale_only: bool = False, source: Source = MARKDOWN) -> Listing:
+    def page(self, forum: Forum, url: str, stale_only: bool = False, caller: Caller | None = None,
+             source: Source = MARKDOWN) -> Listing:
         """One parsed list page: from cache while fresh, else fetched; with `stale_only`, any cached copy
         or nothing (the forum just failed: asking it again would only double the load)."""
         key = "page:" + hashlib.sha256(url.encode()).hexdigest()[:32]
-        cached: PageEntry | None = self.store.get(key)
-        if cached is not None and (stale_only or self._is_fresh(cached)):
-            return cached.listing
         if stale_only:
-            raise UpstreamError(f"no copy of {url} to fall back on")
-        entry: PageEntry = self.flight.do(
-            key, lambda: self._fetch_page(key, forum, url, cached, source), self.settings.singleflight_wait,
-            lambda: self.fresh(key),
-        )
-        return entry.listing
+            cached: PageEntry | None = self.store.get(key)
+            if cached is None:
+                raise UpstreamError(f"no copy of {url} to fall back on")
+            return cached.listing
+        ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
+        got = self.policy.get(key, lambda held: self._fetch_page(forum, url, held, caller, source),
+                              fresh_for=self.settings.cache_ttl, keep_for=ttl, caller=caller, stale=False,
+                              what=url)
+        return got.entry.listing
 
     def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
-        entry = self.store.get(key)
-        return entry if self._is_fresh(entry) else None
+        return self.policy.fresh(key, self.settings.cache_ttl)
 
-    def _is_fresh(self, entry: Any) -> bool:
-        return entry is not None and time.time() - entry.stored_at < self.settings.cache_ttl
-
-    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
-        """Every upstream request goes through here: nothing is sent to a forum that asked us to wait."""
+    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
+              caller: Caller | None = None) -> Fetched:
+        """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
+        web request's fetches are charged to the forum's budget."""
         limited_key = "ratelimit:" + forum.key
         until = self.store.get(limited_key)
         longest = self.settings.retry_after_max
@@ -283,6 +334,9 @@ class FeedService:
         if until is not None and time.time() < until <= time.time() + longest:
             wait = until - time.time()
             raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
+        if caller is not None:
+            self.policy.take_slot(caller)
+            self.budget.spend(forum, caller)
         try:
             return self.fetcher.get(forum, url, etag, last_modified)
         except UpstreamRateLimited as exc:
@@ -290,28 +344,20 @@ class FeedService:
             self.store.set(limited_key, time.time() + wait, wait)
             raise
 
-    def _fetch_page(self, key: str, forum: Forum, url: str, cached: PageEntry | None, source: Source) -> PageEntry:
-        fetched = self.fetch(forum, url, cached.etag if cached else None, cached.last_modified if cached else None)
+    def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, caller: Caller | None,
+                    source: Source) -> PageEntry:
+        fetched = self.fetch(forum, url, cached.etag if cached else None, cached.last_modified if cached else None,
+                             caller=caller)
         now = time.time()
-        ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
         if fetched.status == 304 and cached is not None:
-            entry = PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size)
-            self.store.set(key, entry, ttl)
-            return entry
+            return PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size)
         try:
             listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
         except NotAListError as exc:
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         if listing.skipped:
             log.warning("%s: skipped %d malformed topic block(s)", url, listing.skipped)
-        entry = PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text))
-        self.store.set(key, entry, ttl)
-        return entry
-
-    def _build(self, key: str, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None) -> FeedEntry:
-        entry = self._render(spec, self_url, stylesheet_url)
-        self.store.set(key, entry, max(self.settings.stale_ttl, self.settings.cache_ttl))
-        return entry
+        return PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text))
 
     @staticmethod
     def _description(spec: FeedSpec, first: Listing) -> str:
@@ -323,9 +369,9 @@ class FeedService:
         return (f"{spec.title}: only those among the latest topics of {spec.forum.key} ({spec.pages} page(s)), "
                 "because the forum refused their own topic list")
 
-    def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
+    def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, caller: Caller | None,
                 stale_pages: bool = False) -> FeedEntry:
-        first, topics = self.topics(spec, stale_pages)
+        first, topics = self.topics(spec, stale_pages, caller)
         built = time.time()
         query = urlencode(spec.canonical_query())  # without a self URL, the id still tells filtered feeds apart
         meta = FeedMeta(
@@ -349,24 +395,25 @@ class FeedService:
 
     # --- source detection: Markdown or JSON lists, per forum ----------------------------------------------
 
-    def source(self, forum: Forum) -> Source:
+    def source(self, forum: Forum, caller: Caller | None = None) -> Source:
         """Which source reads `forum`: the configured one, else the one detected for it (`detect_source`).
 
         The decision lives in the store (so every worker and process behind one Redis shares it) and is
         trusted for `source_recheck` seconds; concurrent requests that find it missing or due share one
-        detection.
+        detection, charged to `caller` like any upstream request.
         """
         if forum.source != "auto":
             return SOURCES[forum.source]
         key = self._source_key(forum)
         remembered: SourceEntry | None = self.store.get(key)
         if self._source_is_due(remembered):
-            remembered = self.flight.do(key, lambda: self.detect_source(forum, remembered),
+            remembered = self.flight.do(key, lambda: self.detect_source(forum, remembered, caller),
                                         self.settings.singleflight_wait, lambda: self._fresh_source(key))
         assert remembered is not None
         return SOURCES.get(remembered.source, MARKDOWN)
 
-    def detect_source(self, forum: Forum, previous: SourceEntry | None = None) -> SourceEntry:
+    def detect_source(self, forum: Forum, previous: SourceEntry | None = None,
+                      caller: Caller | None = None) -> SourceEntry:
         """Ask for the forum's `/latest.md` (at most one request; none while that page is cached and fresh):
         a list means Markdown; a 404, 401/403 or a login page means JSON. Nothing else is a verdict: on a
         timeout, a 429 or a 5xx the previous decision (Markdown when none) is kept and the forum asked again
@@ -380,7 +427,7 @@ class FeedService:
         probe = MARKDOWN.list_url(forum.base_url, PROBE_PATH)
         ttl = self.settings.source_recheck + max(self.settings.stale_ttl, self.settings.cache_ttl)
         try:
-            self.page(forum, probe, source=MARKDOWN)
+            self.page(forum, probe, caller=caller, source=MARKDOWN)
             entry = SourceEntry(MARKDOWN.name, time.time())
         except (UpstreamNotFound, UpstreamRefused) as exc:
             entry = SourceEntry(JSON.name, time.time(), exc.message, exc.status)
@@ -427,3 +474,17 @@ class FeedService:
     @staticmethod
     def _source_key(forum: Forum) -> str:
         return "source:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+
+
+def _result(future: Future[Any], caller: Caller | None) -> Any:
+    """A pool future's result, within the request's deadline (FutureTimeout past it); unbounded without one."""
+    return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
+
+
+def _with_page(topic: Topic, entry: TopicEntry) -> Topic:
+    full = entry.topic
+    if full is None:
+        return topic
+    return replace(topic, created_at=full.created_at, content_html=full.content_html,
+                   category=full.category or topic.category, tags=full.tags,
+                   category_id=topic.category_id if full.category_id is None else full.category_id)

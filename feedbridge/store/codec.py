@@ -18,10 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from feedbridge.models import Category, Listing, Topic
-from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
+from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
 
 VERSION = 1
-_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry, SourceEntry)
+_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry, SourceEntry,
+           FailureEntry)
 
 
 def _fingerprint() -> str:
@@ -56,6 +57,8 @@ def encode(value: Any) -> bytes:
         head = {"t": "source", "source": value.source, "stored_at": value.stored_at, "reason": value.reason,
                 "status": value.status}
         return _line(head)
+    if isinstance(value, FailureEntry):
+        return _line({"t": "failure", "kind": value.kind, "message": value.message, "stored_at": value.stored_at})
     if isinstance(value, float | int) and not isinstance(value, bool):
         return _line({"t": "number", "v": value})
     raise TypeError(f"no cache encoding for {type(value).__name__}")
@@ -87,6 +90,12 @@ def decode(data: bytes) -> Any:
             if isinstance(entry.source, str) and isinstance(entry.stored_at, float | int):
                 return entry
             raise DecodeError("malformed source entry")
+        if kind == "failure":
+            entry = FailureEntry(**head)
+            if isinstance(entry.kind, str) and isinstance(entry.message, str) \
+                    and isinstance(entry.stored_at, float | int):
+                return entry
+            raise DecodeError("malformed failure entry")
         if kind == "number":
             value = head["v"]
             if isinstance(value, float | int) and not isinstance(value, bool):

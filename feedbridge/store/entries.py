@@ -71,3 +71,14 @@ class SourceEntry:
     stored_at: float
     reason: str | None = None
     status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailureEntry:
+    """A remembered upstream failure (negative caching): while it lives, the key's fetch is not repeated and
+    the same error is answered. `kind` is "not_found", "timeout" or "error" (the service maps it back to
+    its exception class); the store holds it for the negative TTL."""
+
+    kind: str
+    message: str
+    stored_at: float

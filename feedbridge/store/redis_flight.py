@@ -45,6 +45,9 @@ class RedisFlight:
     def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T:
         return self.local.do(key, lambda: self._across(key, fn, wait, reread), wait, reread)
 
+    def busy(self, key: str) -> bool:
+        return self.local.busy(key)
+
     def _across(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T:
         """Own the lock and run `fn`, or wait for the owner's result; UpstreamTimeout after `wait` seconds.
 

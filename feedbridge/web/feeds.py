@@ -18,6 +18,7 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
 from feedbridge.web import pages
+from feedbridge.web.callers import caller
 from feedbridge.web.hits import Resolved, ResolvedUrls
 from feedbridge.web.responses import feed_headers
 
@@ -46,7 +47,7 @@ def feed(path: str) -> Response:
     spec = resolved.spec
     if spec.fmt == "html":
         return pages.feed_page(spec, path)
-    result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
+    result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key, caller=caller())
     g.cache = result.cache
     headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache)
     if result.cache == "stale":

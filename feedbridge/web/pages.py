@@ -33,6 +33,7 @@ from feedbridge.errors import (
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
+    UpstreamRefused,
     UpstreamTimeout,
 )
 from feedbridge.feeds.service import FeedService
@@ -45,6 +46,7 @@ from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import Subscription
 from feedbridge.render.opml import opml_document as opml_list
+from feedbridge.web.callers import caller
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,10 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
     message, name = exc.message, forum.key
     answered = re.search(r"answered (\d{3})", message)
     back = "feeds will appear when it is back"
-    if isinstance(exc, UpstreamNotFound) or (answered and answered[1] in ("404", "410")):
+    if isinstance(exc, UpstreamRefused):
+        headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
+                    "topic list): is it login-only?")
+    elif isinstance(exc, UpstreamNotFound) or (answered and answered[1] in ("404", "410")):
         code = answered[1] if answered else "404"
         headline = f"{name} has no such page (it answered {code}): check the category, tag or user name"
     elif isinstance(exc, UpstreamRateLimited) or "rate-limited" in message or "asked us to wait" in message:
@@ -178,7 +183,7 @@ def opml(key: str) -> Response:
     forum = svc.settings.forum_for_key(key)
     if forum is None:
         raise RouteNotFound(f"unknown forum {key[:80]!r}")
-    categories = svc.categories(forum)
+    categories = svc.categories(forum, caller())
     body = opml_document(forum, categories, request.host_url.rstrip("/"))
     response = Response(body, content_type=OPML_TYPE)
     filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
@@ -202,13 +207,7 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
     svc = service()
     form = form_from_path(path, request.args.to_dict(flat=False), svc.settings)
     built = Built(form, spec, alternates=_alternates(spec, path))
-    try:
-        _, topics = svc.topics(spec)
-    except UpstreamError as exc:
-        try:  # like the feeds: the last good pages rather than an error, while there are any
-            _, topics = svc.topics(spec, stale_pages=True)
-        except UpstreamError:
-            raise exc from None
+    topics = svc.view(spec, caller()).topics  # the last good pages rather than an error, while there are any
     built.topics, built.total = topics, len(topics)
     html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
     response = _html(html)
@@ -241,7 +240,7 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
     if not preview:
         return built
     try:
-        _, topics = svc.topics(spec)
+        topics = svc.view(spec, caller()).topics
     except UpstreamError as exc:
         built.preview_error = unavailable(spec.forum, exc)
         return built
@@ -271,7 +270,7 @@ def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedF
 
 def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], Unavailable | None]:
     try:
-        return svc.categories(forum), None
+        return svc.categories(forum, caller()), None
     except UpstreamError as exc:
         log.warning("categories directory unavailable: %s", exc.message)
         return (), unavailable(forum, exc)

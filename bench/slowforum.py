@@ -1,0 +1,98 @@
+"""Cached hits while the forum is slow: the p99 of a cached feed while 32 cold requests wait on a forum that
+answers in 9 s, against the idle p99 in the same run (issue 13: threads waiting on upstream are bounded).
+
+Gunicorn with the Procfile's settings (2 gthread workers × 8 threads). Each round: wrk on a cached feed
+with nothing else going on (idle), then the forum starts answering list pages in 9 s, 32 cold requests for
+distinct category feeds are fired at once, and wrk runs again on the cached feed while they wait. Two
+slow windows: one from the moment the cold requests arrive (it includes the few hundred milliseconds in
+which the requests beyond the slots are turned away), one from a second later (they are all waiting).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import httpx
+
+from .harness import Context, Row
+from .procs import Procs, WrkRun, wrk
+
+SLOW_SECONDS = 9.0
+COLD_REQUESTS = 32
+HIT_CONNECTIONS = 4  # a steady reader load that leaves CPU for the server, so the p99 shows queueing
+P99_TARGET = 2.0
+
+
+def slow_forum_section(ctx: Context) -> list[Row]:
+    rounds, seconds = ctx.loops(3, 1), ctx.loops(6, 2)
+    idle: list[WrkRun] = []
+    during: dict[str, list[WrkRun]] = {"arrival": [], "waiting": []}
+    outcomes: Counter[int] = Counter()
+    with Procs(ctx.workdir) as procs:
+        forum = procs.forum()
+        # The budget is off: every round's cold requests come from one address, and what is measured here is
+        # the slots alone (with it on, the later rounds would be turned away by the budget instead).
+        app, _ = procs.gunicorn("feedbridge-slowforum", {"FEEDBRIDGE_FORUMS": forum.url, "FEEDBRIDGE_FORUM_BUDGET": "0",
+                                                         "FEEDBRIDGE_LOG_LEVEL": "WARNING"})
+        key = forum.url.removeprefix("http://")
+        cached = f"{app}/{key}/latest.atom"
+        for _ in range(16):  # both workers warm: the kernel picks the worker per connection
+            httpx.get(cached, timeout=30).raise_for_status()
+        forum.control.stall("/c/", SLOW_SECONDS, prefix=True)
+        serial = 0
+        with ThreadPoolExecutor(COLD_REQUESTS) as pool:
+            for _ in range(rounds):
+                idle.append(wrk(cached, seconds, HIT_CONNECTIONS))
+                for window, delay in (("arrival", 0.0), ("waiting", 1.0)):
+                    started = time.monotonic()
+                    ids = range(serial + 1, serial + COLD_REQUESTS + 1)
+                    serial += COLD_REQUESTS
+                    cold = [pool.submit(_cold, f"{app}/{key}/c/slow-{i}/{i}.atom") for i in ids]
+                    time.sleep(delay)
+                    during[window].append(wrk(cached, seconds, HIT_CONNECTIONS))
+                    if time.monotonic() - started > SLOW_SECONDS:
+                        raise RuntimeError("the hit run outlasted the slow forum's answer: not measured while "
+                                           "the cold requests waited")
+                    outcomes.update(_status(f) for f in cold)
+    idle_p99 = statistics.median(r.p99_ms for r in idle)
+    rows = []
+    for window, runs in during.items():
+        p99 = statistics.median(r.p99_ms for r in runs)
+        rows.append(Row("7", f"cached-hit p99 while {COLD_REQUESTS} cold requests wait on a forum answering in "
+                        f"{SLOW_SECONDS:g} s ({'from their arrival' if window == 'arrival' else 'from 1 s after'})"
+                        " vs idle", p99, idle_p99, "ms", p99 / idle_p99, f"≤ {P99_TARGET:g}×",
+                        p99 / idle_p99 <= P99_TARGET))
+    ctx.notes.append(
+        f"7: gunicorn with `feedbridge.web.gunicorn_conf` (2 workers × 8 threads: 6 cold slots each), "
+        f"{rounds} rounds of wrk -c{HIT_CONNECTIONS} --latency for {seconds} s on a cached Atom feed: idle, then "
+        f"while {COLD_REQUESTS} cold requests for distinct category feeds wait on list pages stalled "
+        f"{SLOW_SECONDS:g} s (a fresh set per window, from their arrival and from 1 s after; "
+        "FEEDBRIDGE_FORUM_BUDGET=0, so only the slots act); medians of the "
+        f"p99s. Cold outcomes over the run: " + ", ".join(f"{n}× {s}" for s, n in sorted(outcomes.items()))
+        + " (404: admitted, waited, the category does not exist; 503 + Retry-After: turned away, no slot). "
+        f"Idle rps {statistics.median(r.rps for r in idle):,.0f}.")
+    return rows
+
+
+def _cold(url: str) -> int:
+    return httpx.get(url, timeout=60).status_code
+
+
+def _status(future: Future[int]) -> int:
+    return future.result(timeout=SLOW_SECONDS * 3)
+
+
+if __name__ == "__main__":  # python -m bench.slowforum [--quick]: this section alone
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from .harness import table
+
+    with tempfile.TemporaryDirectory(prefix="feedbridge-bench-") as workdir:
+        context = Context(quick="--quick" in sys.argv, workdir=Path(workdir))
+        print(table(slow_forum_section(context)))
+        print("\n".join(f"- {note}" for note in context.notes))

@@ -1,0 +1,18 @@
+"""Who is asking: one `Caller` per web request, for its deadline, its share of the forum's budget and its slot."""
+
+from __future__ import annotations
+
+from flask import current_app, g, request
+
+from feedbridge.feeds.cached import Caller
+
+
+def caller() -> Caller:
+    """This request's caller, made once however many service calls the request makes.
+
+    The client is `REMOTE_ADDR` as the WSGI server sets it: gunicorn replaces it from `X-Forwarded-For`
+    only for peers in `FORWARDED_ALLOW_IPS`, so a client cannot pick its own share by sending headers.
+    """
+    if "caller" not in g:
+        g.caller = current_app.extensions["feedbridge"].caller(request.environ.get("REMOTE_ADDR") or "-")
+    return g.caller

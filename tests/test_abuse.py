@@ -1,0 +1,252 @@
+"""Abusive clients and slow forums against the cache policy (`feedbridge/feeds/cached.py`), over real sockets.
+
+Each test counts what reaches the fake forum, or what the store holds, never how long something took
+beyond shapes with huge margins (an answer at all within seconds, where the old code took 100 s or never).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import feedparser
+import httpx
+import pytest
+from flask import Flask
+from werkzeug.serving import make_server
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.feeds.cached import WINDOW
+from feedbridge.web.app import create_app
+from tests.appserver import RunningApp, procfile_web, running_app, settings_for
+from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
+from tests.upstream import FakeForum, spawn
+
+COMPILER = "/c/compiler/5"
+
+
+def get(url: str, **kwargs) -> httpx.Response:
+    return httpx.get(url, timeout=30, **kwargs)
+
+
+@contextmanager
+def serving(settings: Settings) -> Iterator[tuple[RunningApp, Flask]]:
+    """`running_app`, with the Flask app at hand so a test can look into its store."""
+    app = create_app(settings)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield RunningApp(f"http://127.0.0.1:{server.port}", settings.forums[0].key), app
+    finally:
+        server.shutdown()
+        app.extensions["feedbridge"].fetcher.close()
+
+
+def fresh_window() -> None:
+    """Start at the beginning of a budget window when little of the current one is left: counts are per window."""
+    left = WINDOW - time.time() % WINDOW
+    if left < 20:
+        time.sleep(left + 0.1)
+
+
+def client_from(address: str) -> httpx.Client:
+    """A client whose connections come from another loopback address: another REMOTE_ADDR for the bridge."""
+    return httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=address))
+
+
+# --- negative caching ---------------------------------------------------------------------------------
+
+def test_200_requests_for_an_unknown_category_cost_one_upstream_request(upstream):
+    with running_app(settings_for(upstream.url)) as app, httpx.Client(timeout=30) as client:
+        url = app.feed_url("/c/no-such-category/999.atom")
+        responses = [client.get(url) for _ in range(200)]
+    assert {r.status_code for r in responses} == {404}
+    assert upstream.count("/c/no-such-category/999.md") == 1
+    later = responses[-1]
+    assert "answered 404" in later.text and "remembered" in later.text
+    assert 1 <= int(later.headers["retry-after"]) <= 30
+
+
+def test_a_remembered_failure_is_shared_through_redis(upstream, redis_server: RedisServer):  # noqa: F811
+    settings = Settings(forums=(parse_forum(upstream.url),), cache_url=redis_server.url)
+    upstream.fail("/latest.md", 500)
+    with running_app(settings) as one, running_app(settings) as two:
+        assert get(one.feed_url("/latest.atom")).status_code == 502
+        answer = get(two.feed_url("/latest.rss"))  # another instance, another feed of the same page
+    assert answer.status_code == 502 and "answered 500" in answer.text and "remembered" in answer.text
+    assert upstream.count("/latest.md") == 1
+
+
+def test_distinct_unknown_categories_are_bounded_by_the_clients_share(upstream):
+    fresh_window()
+    with running_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
+        statuses = [client.get(app.feed_url(f"/c/nope-{i}/{i}.atom")).status_code for i in range(1, 201)]
+    assert upstream.count() == 10  # a third of 30, the first request's `/latest.md` (source detection) included
+    assert upstream.count("/latest.md") == 1
+    assert statuses.count(404) == 9 and statuses.count(503) == 191
+
+
+def test_a_failed_topic_page_is_not_asked_for_again_on_the_next_rebuild(upstream):
+    topic = "/t/rfc-polyhedral-optimization-pass-for-pytorch-inductor/3341.md"
+    upstream.fail(topic, 500)
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        for _ in range(3):
+            assert get(app.feed_url(f"{COMPILER}.json?content=full")).status_code == 200
+    assert upstream.count(topic) == 1
+
+
+# --- the per-forum budget -----------------------------------------------------------------------------
+
+def test_one_client_cannot_spend_the_forums_budget(upstream):
+    fresh_window()
+    with running_app(settings_for(upstream.url, forum_budget=12)) as app:
+        cached = app.feed_url("/latest.atom")
+        with client_from("127.0.0.2") as reader:
+            assert reader.get(cached).status_code == 200  # warm, by a reader: one upstream request
+        asked = upstream.count()
+        with client_from("127.0.0.3") as hostile:
+            flood = [hostile.get(app.feed_url(f"/latest.atom?category={i}")) for i in range(1, 41)]
+            cached_during = hostile.get(cached)
+        assert [r.status_code for r in flood[:4]] == [200] * 4  # its share: a third of 12
+        refused = flood[4:]
+        assert {r.status_code for r in refused} == {503}
+        assert "used its share (4)" in refused[0].text
+        assert 1 <= int(refused[0].headers["retry-after"]) <= 60
+        assert cached_during.status_code == 200 and cached_during.headers["x-feedbridge-cache"] == "hit"
+        assert upstream.count() - asked == 4
+        with client_from("127.0.0.4") as other:  # another client still gets a cold feed
+            cold = other.get(app.feed_url(COMPILER + ".atom"))
+        assert cold.status_code == 200 and cold.headers["x-feedbridge-cache"] == "miss"
+        assert feedparser.parse(cold.content).bozo == 0
+        # Many clients together spend the whole budget, never more.
+        for n in range(5, 12):
+            with client_from(f"127.0.0.{n}") as client:
+                for i in range(6):
+                    client.get(app.feed_url(f"/top.atom?period=daily&category={n * 10 + i}"))
+        assert upstream.count() <= 12
+
+
+def test_past_the_budget_a_stale_copy_is_served_instead_of_503(upstream):
+    fresh_window()
+    with running_app(settings_for(upstream.url, forum_budget=3, cache_ttl=0)) as app:
+        url = app.feed_url("/latest.atom")
+        good = get(url)
+        assert good.status_code == 200  # share: 1 request a minute, now spent
+        again = get(url)
+        assert again.status_code == 200 and again.content == good.content
+        assert again.headers["x-feedbridge-cache"] == "stale"
+        assert "used its share" in again.headers["x-feedbridge-stale"]
+        cold = get(app.feed_url(COMPILER + ".atom"))
+        assert cold.status_code == 503 and "retry-after" in cold.headers
+    assert upstream.count() == 1
+
+
+# --- the copies readers poll survive a flood ----------------------------------------------------------
+
+def test_a_flood_of_distinct_urls_does_not_evict_the_polled_feed(upstream):
+    settings = settings_for(upstream.url, cache_max_bytes=1024 * 1024, cache_ttl=1, forum_budget=0)
+    with serving(settings) as (app, flask_app):
+        store = flask_app.extensions["feedbridge"].store
+        polled = app.feed_url(f"{COMPILER}.atom")
+        good = get(polled)
+        time.sleep(1.1)  # past the cache TTL: the reader's next poll rebuilds it
+        assert get(polled).headers["x-feedbridge-cache"] == "miss"
+        flood = [app.feed_url(f"/latest.json?limit=1&q=-zzz{i}") for i in range(6000)]
+        local = threading.local()
+
+        def fetch(url: str) -> int:
+            local.client = getattr(local, "client", None) or httpx.Client(timeout=30)
+            return local.client.get(url).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(fetch, flood))
+        assert statuses == [200] * len(flood)
+        assert len(store) < len(flood) // 4  # the flood did overflow the cache: most of it is gone
+        upstream.fail("/", 500, prefix=True)
+        time.sleep(1.1)  # the polled copy is stale now: the rebuild fails, the last good copy must be there
+        stale = get(polled)
+    assert stale.status_code == 200 and stale.headers["x-feedbridge-cache"] == "stale"
+    assert stale.content[:200] == good.content[:200] and feedparser.parse(stale.content).bozo == 0
+
+
+# --- one deadline per request -------------------------------------------------------------------------
+
+def test_stalled_topic_pages_answer_within_the_deadline_and_are_not_asked_again(upstream):
+    upstream.stall("/t/", 60, prefix=True)
+    settings = settings_for(upstream.url, cache_ttl=0, request_deadline=3.0, read_timeout=10.0)
+    with running_app(settings) as app:
+        started = time.monotonic()
+        first = get(app.feed_url(f"{COMPILER}.atom?content=full"))
+        elapsed = time.monotonic() - started
+        topic_requests = upstream.count("/t/", prefix=True)
+        second = get(app.feed_url(f"{COMPILER}.atom?content=full"))
+        assert upstream.count("/t/", prefix=True) == topic_requests  # the rebuild asked for no topic page
+    assert first.status_code == 200 and second.status_code == 200
+    assert elapsed < 3.0 + 7.0  # the deadline plus generous slack; the old code took 10 waves x 10 s
+    parsed = feedparser.parse(first.content)
+    assert parsed.bozo == 0 and len(parsed.entries) == 30  # every entry, with its excerpt
+    assert 1 <= topic_requests <= 2 * settings.fetch_concurrency
+
+
+def test_the_deadline_must_be_below_the_worker_timeout():
+    from feedbridge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="FEEDBRIDGE_REQUEST_DEADLINE .* below FEEDBRIDGE_WORKER_TIMEOUT"):
+        Settings.from_env({"FEEDBRIDGE_REQUEST_DEADLINE": "40", "FEEDBRIDGE_WORKER_TIMEOUT": "40"})
+    settings = Settings.from_env({"FEEDBRIDGE_REQUEST_DEADLINE": "10", "FEEDBRIDGE_NEGATIVE_TTL": "0",
+                                  "FEEDBRIDGE_FORUM_BUDGET": "50", "FEEDBRIDGE_SINGLEFLIGHT_WAIT": "2",
+                                  "FEEDBRIDGE_THREADS": "4"})
+    assert (settings.request_deadline, settings.negative_ttl, settings.forum_budget) == (10.0, 0, 50)
+    assert (settings.singleflight_wait, settings.cold_slots) == (2.0, 2)
+
+
+# --- single-flight waits on pages ---------------------------------------------------------------------
+
+def test_html_view_and_front_page_answer_504_when_a_shared_fetch_is_too_slow(upstream: FakeForum):
+    upstream.stall("/latest.md", 3, times=1)
+    with running_app(settings_for(upstream.url, singleflight_wait=0.3)) as app:
+        view = app.feed_url("/latest.html")
+        front = f"{app.url}/?forum={app.forum_key}&list=latest"
+
+        def one(url: str) -> httpx.Response:
+            return get(url)
+
+        with ThreadPoolExecutor(3) as pool:
+            leader = pool.submit(one, view)
+            time.sleep(0.2)  # the leader's fetch is under way: the next two wait on it
+            waiter, page = pool.submit(one, view), pool.submit(one, front)
+            answers = [leader.result(), waiter.result(), page.result()]
+    assert answers[0].status_code == 200
+    assert answers[1].status_code == 504
+    assert answers[1].headers["content-type"].startswith("text/html")
+    assert "waited 0.3s for another request" in answers[1].text
+    assert answers[2].status_code == 200 and "waited 0.3s for another request" in answers[2].text
+
+
+# --- slow forum: hits keep their threads --------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_forum():
+    with spawn() as forum:
+        key = forum.url.split("//", 1)[1]
+        env = {"FEEDBRIDGE_FORUMS": forum.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_THREADS": "8",
+               "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
+        with procfile_web(env) as (url, _):
+            cached = f"{url}/{key}/latest.atom"
+            assert get(cached).status_code == 200
+            forum.control.stall("/c/", 4, prefix=True)
+            cold = [f"{url}/{key}/c/slow-{i}/{i}.atom" for i in range(1, 33)]
+            with ThreadPoolExecutor(34) as pool:
+                waiting = [pool.submit(lambda u: httpx.get(u, timeout=60), u) for u in cold]
+                time.sleep(1.5)  # every cold request has arrived; the admitted ones wait on the forum
+                hit = httpx.get(cached, timeout=2)
+                health = httpx.get(f"{url}/healthz", timeout=2)
+                statuses = [f.result().status_code for f in waiting]
+    assert hit.status_code == 200 and hit.headers["x-feedbridge-cache"] == "hit"
+    assert health.status_code == 200
+    # 6 slots (8 threads - 2): those wait on the forum (then 404: no such category); the rest are told to retry.
+    assert statuses.count(404) == 6 and statuses.count(503) == 26
