@@ -13,6 +13,7 @@ from .harness import Context, Row, report, table
 from .micro import parser_section, render_section
 from .plot import plot_section
 from .serving import cold_section, hit_section, memory_section, upstream_section
+from .slowforum import slow_forum_section
 
 HERE = Path(__file__).resolve().parent
 SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
@@ -22,6 +23,7 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "render": render_section,
     "upstream": upstream_section,
     "memory": memory_section,
+    "slowforum": slow_forum_section,
     "plot": lambda ctx: plot_section(ctx, ctx.data["plot_path"]),
 }
 

@@ -12,6 +12,8 @@ from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
 
 from .harness import FIXTURES, Context, Row, median_seconds_rounds
+from .json_parse import TARGET_MS as JSON_TARGET_MS
+from .json_parse import json_parse_times
 
 BASE = "http://127.0.0.1:8123"
 PAGES = {  # the two 30-topic pages of the fake forum: the real (flattened) one and a pristine C4 one
@@ -41,6 +43,13 @@ def parser_section(ctx: Context) -> list[Row]:
     ctx.notes.append("3: markdown-it-py runs `MarkdownIt('commonmark').parse(text)` (tokens only, no HTML), "
                      "feedbridge runs `parse_listing` (a full `Listing`); same text, same process; "
                      "ratio = markdown-it-py time / feedbridge time.")
+
+    json_times = json_parse_times(rounds=repeat, number=ctx.loops(200, 10))
+    parse_ms, floor_ms = json_times["parse_json_listing"] * 1e3, json_times["json.loads"] * 1e3
+    rows.append(Row("3", "parse a 30-topic JSON list page vs json.loads alone (the floor), ms/page", parse_ms,
+                    floor_ms, "ms", parse_ms / floor_ms, f"< {JSON_TARGET_MS:g} ms", parse_ms < JSON_TARGET_MS))
+    ctx.notes.append("3: the JSON row parses fixtures/json/current-latest.json (30 topics) with `parse_json_listing`; "
+                     "the baseline is `json.loads` of the same text, the floor any JSON reader pays.")
 
     per_page = parse_scaling(ctx)
     one = per_page[1]

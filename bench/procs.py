@@ -47,12 +47,15 @@ class Procs(ExitStack):
 
     def gunicorn(self, name: str, env: dict[str, str], app: str = GUNICORN_APP,
                  ready_path: str = "/healthz") -> tuple[str, subprocess.Popen]:
-        """Gunicorn with the Procfile's config module; only the bind address is forced to loopback."""
+        """Gunicorn with the Procfile's config module; the bind address is forced to loopback, and the per-forum
+        budget is off unless `env` sets it: one load generator on one address is the abuse pattern the budget
+        exists to stop, and a benchmark measures the serving path, not the budget's refusals."""
         port = free_port()
         command = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
                    "--bind", f"127.0.0.1:{port}", app]
         url = f"http://127.0.0.1:{port}"
-        return url, self.start(name, command, url + ready_path, {"PORT": str(port), **env})
+        return url, self.start(name, command, url + ready_path,
+                               {"PORT": str(port), "FEEDBRIDGE_FORUM_BUDGET": "0", **env})
 
     def redis(self) -> str:
         """A throw-away redis-server (no persistence); returns its URL."""

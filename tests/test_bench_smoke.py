@@ -60,3 +60,14 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     assert 1 <= int(versus[3].split()[0]) < 64, versus
     notes = out.read_text()
     assert "RSSHub 1.0.0-master." in notes and "5 (RSSHub):" in notes
+
+
+def test_quick_slow_forum_section_measures_hits_while_cold_requests_wait(tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    assert main(["--quick", "--only", "slowforum", "--out", str(out), "--plot", str(tmp_path / "p.png")]) == 0
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.read_text().splitlines()
+            if re.match(r"\| 7 \|", line)]
+    assert len(rows) == 2 and all("cached-hit p99" in cells[1] for cells in rows)
+    for cells in rows:
+        assert re.fullmatch(r"[\d.,]+ ms", cells[2]) and re.fullmatch(r"[\d.,]+ ms", cells[3]), cells
+        assert cells[5] == "≤ 2×" and cells[6] in ("yes", "**MISSED**"), cells
