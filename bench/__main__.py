@@ -6,7 +6,7 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .harness import Context, Row, report, table
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md", help="where to write the report")
     parser.add_argument("--plot", type=Path, default=HERE / "scaling.png", help="where to write the plot")
     args = parser.parse_args(argv)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="feedbridge-bench-") as workdir:
         ctx = Context(quick=args.quick, workdir=Path(workdir), data={"plot_path": args.plot})

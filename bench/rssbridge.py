@@ -73,7 +73,8 @@ def as_html(listing: Listing) -> str:
             f'<tr class="topic-list-item"><td class="main-link"><a class="title" href="{esc(t.url)}">{esc(t.title)}</a>'
             f'<p class="excerpt">{esc(t.excerpt or "")}</p></td>'
             f'<td class="posters"><a href="{esc(t.author_url or "")}">{esc(t.author or "")}</a></td>'
-            f'<td class="replies">{t.replies or 0}</td><td class="activity"><time datetime="{when}">{when}</time></td></tr>'
+            f'<td class="replies">{t.replies or 0}</td>'
+            f'<td class="activity"><time datetime="{when}">{when}</time></td></tr>'
         )
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(listing.title)}</title></head>'
             f'<body><div id="main-outlet"><h1>{esc(listing.title)}</h1><table class="topic-list"><tbody>\n'

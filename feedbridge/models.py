@@ -7,7 +7,7 @@ downstream may mutate it; enrichment (full content) makes new copies with `datac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -63,7 +63,7 @@ def iso_utc(moment: datetime | None) -> str | None:
     """The `YYYY-MM-DDTHH:MM:SSZ` form the expected fixtures and JSON output use."""
     if moment is None:
         return None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def listing_to_dict(listing: Listing) -> dict[str, Any]:

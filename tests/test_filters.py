@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -16,7 +16,7 @@ from feedbridge.models import Topic
 
 
 def at(day: int) -> datetime:
-    return datetime(2026, 7, day, 12, 0, tzinfo=timezone.utc)
+    return datetime(2026, 7, day, 12, 0, tzinfo=UTC)
 
 
 def topic(

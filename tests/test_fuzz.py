@@ -16,7 +16,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def parse_or_refuse(text: str | bytes, base_url: str | None) -> Listing | None:
         return None
     assert isinstance(listing, Listing)
     assert all(isinstance(t.id, int) and t.id >= 0 for t in listing.topics)
-    assert all(t.last_posted_at is None or t.last_posted_at.tzinfo is timezone.utc for t in listing.topics)
+    assert all(t.last_posted_at is None or t.last_posted_at.tzinfo is UTC for t in listing.topics)
     return listing
 
 
@@ -162,7 +162,7 @@ def test_arbitrary_text_parses_or_is_refused(text):
 def topics(draw: st.DrawFn) -> list[Topic]:
     """Topics with hostile text everywhere the parser could put text; URLs have the parser's shape."""
     moments = st.one_of(st.none(), st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
-                                                 timezones=st.just(timezone.utc)))
+                                                 timezones=st.just(UTC)))
     result = []
     for topic_id in draw(st.lists(st.integers(0, 10**18), max_size=8, unique=True)):
         slug = draw(st.text(alphabet=st.characters(exclude_characters="()", exclude_categories=("Z", "Cc", "Cs")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -94,7 +94,7 @@ def test_real_capture_quirks_are_read_as_captured():
     listing = parse_json_listing((FIXTURES / "api-gem-2013-latest.json").read_text(), base_url=BASE)
     assert [t.id for t in listing.topics] == [1, 1, 1]  # the capture's three topics share id 1
     assert {t.author for t in listing.topics} == {"test_users"}  # users[], not last_poster_username
-    assert listing.topics[0].last_posted_at == datetime(2013, 2, 5, 17, 14, 17, 364000, tzinfo=timezone.utc)
+    assert listing.topics[0].last_posted_at == datetime(2013, 2, 5, 17, 14, 17, 364000, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -311,7 +311,7 @@ def test_topic_page_of_a_2013_release():
     assert (topic.id, topic.slug, topic.category_id, topic.tags) == (
         57, "this-site-is-a-sandbox-it-is-reset-every-day", 13, ())
     assert topic.title == "THIS SITE IS A SANDBOX -- it is reset every day"
-    assert topic.created_at == datetime(2013, 2, 4, 20, 26, 25, 977000, tzinfo=timezone.utc)
+    assert topic.created_at == datetime(2013, 2, 4, 20, 26, 25, 977000, tzinfo=UTC)
     assert topic.first_post_html.startswith("<p>Welcome!</p>") and "</ul>" in topic.first_post_html
     assert (topic.first_post_author, topic.posts_count) == ("samsaffron", 4)
 
@@ -320,7 +320,7 @@ def test_topic_page_of_a_current_release_keeps_the_cooked_html_raw():
     topic = parse_json_topic((FIXTURES / "current-topic.json").read_bytes())
     assert topic.tags == ("compiler", "讨论")
     assert "<script>alert(1)</script>" in topic.first_post_html  # content.py's nh3 cleaner removes it
-    assert topic.created_at == datetime(2026, 9, 20, 9, 59, 59, 500000, tzinfo=timezone.utc)
+    assert topic.created_at == datetime(2026, 9, 20, 9, 59, 59, 500000, tzinfo=UTC)
 
 
 def test_topic_page_that_does_not_start_at_the_first_post():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import feedparser
@@ -38,7 +38,7 @@ def test_fixture_parses_to_expected(path: Path):
             continue
         assert got[key] == value, key
     assert len(got["topics"]) == len(expected["topics"])
-    for want, have in zip(expected["topics"], got["topics"]):
+    for want, have in zip(expected["topics"], got["topics"], strict=False):
         assert {k: have[k] for k in want} == want
     assert got["skipped"] == 0
 
@@ -50,7 +50,7 @@ def test_seed_list_details():
     first = listing.topics[1]
     assert first.id == 3441
     assert first.author_url == "https://dev-discuss.pytorch.org/u/markbgilbert"
-    assert first.last_posted_at == datetime(2026, 9, 21, 16, 26, 22, tzinfo=timezone.utc)
+    assert first.last_posted_at == datetime(2026, 9, 21, 16, 26, 22, tzinfo=UTC)
     assert listing.previous_page_url is None
 
 
@@ -94,8 +94,8 @@ def test_localized_labels_and_reader_time_zone():
     assert listing.next_page_url == "https://forum.example.org/c/widgets/9.md?page=1"
     widget = listing.topics[1]
     assert widget.replies == 40
-    assert widget.last_posted_at == datetime(2026, 11, 20, 8, 15, 30, tzinfo=timezone.utc)
-    assert widget.last_posted_at.tzinfo is timezone.utc
+    assert widget.last_posted_at == datetime(2026, 11, 20, 8, 15, 30, tzinfo=UTC)
+    assert widget.last_posted_at.tzinfo is UTC
 
 
 def test_subfolder_install():

@@ -11,6 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC
 from pathlib import Path
 
 import httpx
@@ -68,12 +69,12 @@ def test_page_entry_round_trips_with_equal_listing() -> None:
 
 
 def test_topic_entry_round_trips_with_content_and_tags() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from feedbridge.models import Topic
     from feedbridge.store.entries import TopicEntry
 
-    topic = Topic(id=7, title="t", url="https://f.example/t/t/7", created_at=datetime(2026, 1, 2, tzinfo=timezone.utc),
+    topic = Topic(id=7, title="t", url="https://f.example/t/t/7", created_at=datetime(2026, 1, 2, tzinfo=UTC),
                   content_html="<p>caf\u00e9</p>", category="compiler", tags=("rfc", "gpu"))
     entry = TopicEntry(topic, 1_800_000_000.0, 99)
     assert codec.decode(codec.encode(entry)) == entry

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import feedparser
@@ -46,12 +46,12 @@ META = FeedMeta(
     html_url=FORUM + "/c/compiler/5",
     feed_id="https://feeds.example/forum.example/c/5",
     self_url="https://feeds.example/forum.example/c/5.atom",
-    updated=datetime(2026, 3, 28, 8, 0, tzinfo=timezone.utc),  # when the list was read
+    updated=datetime(2026, 3, 28, 8, 0, tzinfo=UTC),  # when the list was read
 )
 
 
 def at(day: int, hour: int = 12) -> datetime:
-    return datetime(2026, 3, day, hour, 30, 15, tzinfo=timezone.utc)
+    return datetime(2026, 3, day, hour, 30, 15, tzinfo=UTC)
 
 
 def topic(topic_id: int, **fields) -> Topic:

@@ -160,7 +160,7 @@ def test_delay_spaces_requests_to_one_forum(tmp_path, upstream):
     assert code == 0, err
     times = sorted(r.time for r in upstream.requests)
     assert len(times) == 4
-    assert min(b - a for a, b in zip(times, times[1:])) >= 0.15
+    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.15
 
 
 def test_offline_build_from_a_local_markdown_file(tmp_path, upstream):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -129,7 +129,7 @@ def test_golden_values(path: str) -> None:
     assert page.title == title
     assert page.url == f"{HOST}/t/{path.split('/')[0]}/{topic_id}"
     assert (page.category, page.tags) == (category, tags)
-    assert iso(page.created_at) == created and page.created_at.tzinfo is timezone.utc
+    assert iso(page.created_at) == created and page.created_at.tzinfo is UTC
     assert page.first_post_author == author
     assert (page.posts_on_page, page.page, page.next_page_url) == (posts, page_no, next_url)
     if start is None:
@@ -149,7 +149,7 @@ def test_horizontal_rules_inside_a_post_stay_in_it_and_the_separator_does_not() 
 
 def test_the_reader_time_zone_offset_is_normalised_to_utc() -> None:
     page = parse_topic(read(ARENA))
-    assert page.created_at == datetime(2026, 7, 15, 16, 30, 45, tzinfo=timezone.utc)
+    assert page.created_at == datetime(2026, 7, 15, 16, 30, 45, tzinfo=UTC)
 
 
 def test_post_bodies_stay_markdown_with_their_escapes_and_indentation() -> None:
@@ -160,7 +160,7 @@ def test_post_bodies_stay_markdown_with_their_escapes_and_indentation() -> None:
 def test_a_later_page_has_no_first_post_but_the_topic_header() -> None:
     page = parse_topic(read(MINCUT_2))
     assert (page.first_post_markdown, page.first_post_author, page.page) == (None, None, 2)
-    assert page.created_at == datetime(2022, 2, 2, 20, 7, 5, tzinfo=timezone.utc)
+    assert page.created_at == datetime(2022, 2, 2, 20, 7, 5, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("trailer", ["\n\n[Next page]({url}.md?page=2)",
@@ -202,7 +202,7 @@ def test_labels_are_not_needed_beyond_url_and_page() -> None:
 
 def test_missing_created_falls_back_to_the_first_post_and_otherwise_is_none() -> None:
     assert "**Created:**" not in read(ORPHAN)
-    assert parse_topic(read(ORPHAN)).created_at == datetime(2023, 3, 3, 15, 3, 3, tzinfo=timezone.utc)
+    assert parse_topic(read(ORPHAN)).created_at == datetime(2023, 3, 3, 15, 3, 3, tzinfo=UTC)
     no_created = re.sub(r"\*\*Created:\*\*.*\n", "", read(MINCUT_2))
     assert parse_topic(no_created).created_at is None
 
@@ -282,7 +282,7 @@ def test_any_text_gives_a_page_or_not_a_topic_error(parts: list[str]) -> None:
     except NotATopicError:
         return
     assert page.id > 0 and page.page >= 1
-    assert page.created_at is None or page.created_at.tzinfo is timezone.utc
+    assert page.created_at is None or page.created_at.tzinfo is UTC
 
 
 # --- HTML ------------------------------------------------------------------------------------------------
@@ -379,13 +379,13 @@ def test_no_input_produces_script_or_event_handlers(parts: list[str]) -> None:
 
 def listed(topic_id: int) -> Topic:
     return Topic(id=topic_id, title="from the list", url=f"{HOST}/t/slug/{topic_id}", author="someone", replies=2,
-                 last_posted_at=datetime(2026, 6, 9, 19, 10, 29, tzinfo=timezone.utc), excerpt="An excerpt…")
+                 last_posted_at=datetime(2026, 6, 9, 19, 10, 29, tzinfo=UTC), excerpt="An excerpt…")
 
 
 def test_enrich_adds_content_created_category_and_tags_and_keeps_the_rest() -> None:
     topic = listed(3341)
     enriched = enrich(topic, parse_topic(read(POLYHEDRAL)), HOST)
-    assert enriched.created_at == datetime(2026, 5, 28, 14, 3, 11, tzinfo=timezone.utc)
+    assert enriched.created_at == datetime(2026, 5, 28, 14, 3, 11, tzinfo=UTC)
     assert (enriched.category, enriched.tags) == ("compiler", ("inductor", "rfc", "loop-fusion"))
     assert enriched.content_html.startswith("<h2>RFC: Polyhedral Optimization Pass for PyTorch Inductor</h2>")
     assert '<img src="https://dev-discuss.pytorch.org/uploads/' in enriched.content_html
@@ -401,7 +401,7 @@ def test_enrich_resolves_relative_links_against_the_topic_url() -> None:
 def test_enrich_from_a_later_page_adds_the_header_only() -> None:
     enriched = enrich(listed(467), parse_topic(read(MINCUT_2)), HOST)
     assert enriched.content_html is None
-    assert enriched.created_at == datetime(2022, 2, 2, 20, 7, 5, tzinfo=timezone.utc)
+    assert enriched.created_at == datetime(2022, 2, 2, 20, 7, 5, tzinfo=UTC)
     assert enriched.tags == ("aotautograd", "memory")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import feedparser
@@ -139,7 +139,7 @@ def test_conditional_get(app):
     assert get(url, headers={"If-None-Match": etag}).status_code == 304
     assert get(url, headers={"If-Modified-Since": first.headers["last-modified"]}).status_code == 304
     assert get(url, headers={"If-None-Match": '"other"'}).status_code == 200
-    earlier = format_datetime(datetime(2026, 1, 1, tzinfo=timezone.utc), usegmt=True)
+    earlier = format_datetime(datetime(2026, 1, 1, tzinfo=UTC), usegmt=True)
     assert get(url, headers={"If-Modified-Since": earlier}).status_code == 200
 
 
@@ -240,7 +240,7 @@ def test_rate_limited_upstream_is_honoured(app, upstream):
 
 
 def test_rate_limit_with_http_date(app, upstream):
-    upstream.rate_limit("/latest.md", retry_after=datetime.now(timezone.utc) + timedelta(seconds=90))
+    upstream.rate_limit("/latest.md", retry_after=datetime.now(UTC) + timedelta(seconds=90))
     response = get(app.feed_url("/latest.atom"))
     assert response.status_code == 503
     assert 60 <= int(response.headers["retry-after"]) <= 91

@@ -40,7 +40,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime, formatdate, parsedate_to_datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -174,7 +174,7 @@ class _Controls:
 
     def rate_limit(self, path: str, retry_after: int | str | datetime = 60, **arming: Any) -> None:
         if isinstance(retry_after, datetime):
-            retry_after = format_datetime(retry_after.astimezone(timezone.utc), usegmt=True)
+            retry_after = format_datetime(retry_after.astimezone(UTC), usegmt=True)
         self.set_fault(path, Fault("status", status=429, headers={"Retry-After": str(retry_after)}), **arming)
 
     def stall(self, path: str, seconds: float, **arming: Any) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit
 
 # `[@name](profile)`: the author link of list rows and of a post's `###` line.
@@ -100,8 +100,8 @@ def utc(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.strip())
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
     except (ValueError, OverflowError):  # OverflowError: "0001-01-01T00:00:00+01:00" is before year 1 in UTC
         return None
 

@@ -93,7 +93,7 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     header_lines = lines[: spans[0][0]] if spans else lines
     posts = [
         _Post(meta="\n".join(lines[start:end]), body=lines[end : following[0]] if following else lines[end:])
-        for (start, end), following in zip(spans, spans[1:] + [None])
+        for (start, end), following in zip(spans, spans[1:] + [None], strict=False)
     ]
     for post in posts[:-1]:
         _drop_separator(post.body)
@@ -225,7 +225,7 @@ def _header(text: str) -> _Header:
     header = _Header()
     matches = list(_ROW.finditer(text))
     plain: list[str] = []
-    for row, following in zip(matches, matches[1:] + [None]):
+    for row, following in zip(matches, matches[1:] + [None], strict=False):
         end = following.start() if following else len(text)
         value = _strip_hard_break(text[row.end() : end].split("\n", 1)[0])
         label = row["label"].strip()

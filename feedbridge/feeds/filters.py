@@ -10,7 +10,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 from feedbridge.errors import RequestError
@@ -26,7 +26,7 @@ MAX_TAG_LENGTH = 100
 
 # The characters Discourse strips from tag names (DiscourseTagging::TAGS_FILTER_REGEXP).
 _TAG_FORBIDDEN = re.compile(r"""[/?#\[\]@!$&'()*+,;=.%\\`^\s|{}"<>]""")
-_OLDEST = datetime.min.replace(tzinfo=timezone.utc)
+_OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
 class FilterError(RequestError):

@@ -110,7 +110,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise RouteNotFound(f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
                             + ", ".join(f.key for f in settings.forums))
     forum, rest = found
-    for name, pattern in _FEED_ROUTES:
+    for name, pattern in _FEED_ROUTES:  # noqa: B007 (the match and its name are used after the loop)
         match = pattern.fullmatch(rest)
         if match:
             break

@@ -107,17 +107,17 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetche
     outcome = FeedOutcome(plan.name, "failed", "-", 0)
     try:
         bodies = [service.feed(spec, urljoin(config.site_url, quote(file))).entry.body
-                  for spec, file in zip(plan.specs, plan.files)]
+                  for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = fetcher.thread_requests() - before
         outcome.fetch = "file" if plan.source else "fetched" if outcome.requests else "cached"
-        written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies)]
+        written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:
         outcome.error = exc.message if isinstance(exc, UpstreamError) else f"{type(exc).__name__}: {exc}"
         outcome.files = [(file, "kept" if (config.out_dir / file).exists() else "missing") for file in plan.files]
     else:
         outcome.status = "written" if any(written) else "unchanged"
-        outcome.files = [(file, "written" if w else "unchanged") for file, w in zip(plan.files, written)]
+        outcome.files = [(file, "written" if w else "unchanged") for file, w in zip(plan.files, written, strict=False)]
     outcome.ms = (time.perf_counter() - started) * 1000
     progress.feed_done(outcome)
     return outcome
@@ -127,7 +127,7 @@ def _write_site(config: BuildConfig, progress: Progress) -> tuple[list[tuple[str
     """index.html and feeds.opml, listing every feed file that exists now (built now or kept from before)."""
     listed = []
     for plan in config.feeds:
-        files = tuple((spec.fmt, file) for spec, file in zip(plan.specs, plan.files)
+        files = tuple((spec.fmt, file) for spec, file in zip(plan.specs, plan.files, strict=False)
                       if (config.out_dir / file).is_file())
         if files:
             listed.append(Listed(plan.name, plan.title, plan.html_url, files))

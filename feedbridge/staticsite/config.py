@@ -215,7 +215,8 @@ class _Checker:
             try:
                 specs.append(parse_feed_request(Settings(forums=(forum,)), f"{forum.key}/{path}.{fmt}", args))
             except RequestError as exc:
-                raise self.fail(f"feed {name!r}: {exc.message}", "feeds", index, self.culprit(exc.message, args))
+                raise self.fail(f"feed {name!r}: {exc.message}", "feeds", index,
+                                self.culprit(exc.message, args)) from None
         return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
 
     def local_list(self, file: Path, item: dict[str, Any], forum: Forum, index: int) -> tuple[str, Forum, str]:

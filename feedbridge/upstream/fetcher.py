@@ -321,7 +321,8 @@ class Fetcher:
         except (httpx.HTTPError, h11.ProtocolError) as exc:  # h11's, should one escape httpcore unmapped
             raise UpstreamError(f"upstream connection failed for {url}: {type(exc).__name__}") from None
         except _FETCH_FAILURES as exc:
-            raise UpstreamError(f"upstream sent an answer that cannot be read for {url}: {type(exc).__name__}") from None
+            raise UpstreamError(f"upstream sent an answer that cannot be read for {url}: "
+                                f"{type(exc).__name__}") from None
 
     def _answer(self, response: httpx.Response, url: str, deadline: float, hop: int) -> tuple[Fetched | None, str]:
         status = response.status_code

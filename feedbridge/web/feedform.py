@@ -56,7 +56,8 @@ class FeedForm:
     def args(self) -> dict[str, str]:
         """The front page's own query string for these values (defaults left out)."""
         default = FeedForm()
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
 
     def feed_request(self, fmt: str | None = None) -> tuple[str, dict[str, list[str]]]:
         """The feed's path (no leading slash) and query parameters, in the shape `parse_feed_request` takes."""
