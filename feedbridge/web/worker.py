@@ -7,8 +7,8 @@ header byte a second (slowloris) holds that thread for as long as it likes: with
 included (RELIABILITY.md has the figures). This worker buffers each request's bytes in the worker's own
 selector until the blank line that ends the headers, and only then gives the connection to a thread,
 with the bytes already in gunicorn's parser. A slow client therefore costs a buffer of at most
-`MAX_HEADER_BYTES`, never a thread, and is closed `HEADER_TIMEOUT` seconds after it started a request it has not finished. The
-number of such connections per worker is bounded by gunicorn's `worker_connections`.
+`MAX_HEADER_BYTES`, never a thread, and is closed `HEADER_TIMEOUT` seconds after it started a request it
+has not finished. The number of such connections per worker is bounded by gunicorn's `worker_connections`.
 
 Feedbridge serves plain HTTP behind a PaaS router that terminates TLS; this worker does not wrap sockets
 in TLS itself (gunicorn's `certfile` is not supported with it). Bodies are not buffered: the service
