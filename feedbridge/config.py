@@ -160,4 +160,4 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
         raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, not {raw!r}") from None
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
-    return value
+    return float(value)

@@ -37,7 +37,7 @@ def parse_categories(text: str) -> tuple[Category, ...]:
             finish()
             current, description = None, []
             path = urlsplit(heading["url"]).path if heading else ""
-            if match := _CATEGORY_PATH.search(path):
+            if heading and (match := _CATEGORY_PATH.search(path)):
                 name = _clean(unescape(heading["name"])) or match["slugs"]
                 current = Category(name, match["slugs"], int(match["id"]))
         elif current is not None and stripped and not stripped.startswith("<"):

@@ -179,7 +179,8 @@ def _unfold(line: str) -> list[str]:
     for match in found:
         pieces += [squeezed[start : match.start()].rstrip(), match.group()]
         start = match.end()
-        start += len(_INLINE_META_CLOSE.match(squeezed, start)[0])
+        close = _INLINE_META_CLOSE.match(squeezed, start)
+        start = close.end() if close else start
     return pieces + [squeezed[start:].lstrip()]
 
 

@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 from urllib.parse import quote, urlencode
 
 from feedbridge.config import Forum, Settings
@@ -203,6 +203,10 @@ def _one(values: Mapping[str, list[str]], key: str) -> str | None:
     return items[0].strip() if items else None
 
 
+@overload
+def _int_arg(values: Mapping[str, list[str]], key: str, default: int, low: int, high: int) -> int: ...
+@overload
+def _int_arg(values: Mapping[str, list[str]], key: str, default: None, low: int, high: int) -> int | None: ...
 def _int_arg(values: Mapping[str, list[str]], key: str, default: int | None, low: int, high: int) -> int | None:
     raw = _one(values, key)
     if raw is None or raw == "":

@@ -17,8 +17,6 @@ the time of rendering when none was set.
 
 from __future__ import annotations
 
-from typing import Any
-
 from feedgen.ext.base import BaseEntryExtension, BaseExtension
 from lxml import etree
 
@@ -40,9 +38,9 @@ class _OneElement(BaseEntryExtension):
     tag: str
 
     def __init__(self) -> None:
-        self._value: Any = None
+        self._value: int | str | None = None
 
-    def _set(self, value: Any) -> Any:
+    def _set(self, value: int | str | None) -> int | str | None:
         if value is not None:
             self._value = value
         return self._value
@@ -83,7 +81,7 @@ class SlashExtension(_Namespace):
 class SlashEntryExtension(_OneElement):
     tag = f"{{{SLASH_NS}}}comments"
 
-    def comments(self, count: int | None = None) -> int | None:
+    def comments(self, count: int | None = None) -> int | str | None:
         return self._set(count)
 
 
@@ -94,5 +92,5 @@ class CreatorExtension(_Namespace):
 class CreatorEntryExtension(_OneElement):
     tag = f"{{{DC_NS}}}creator"
 
-    def creator(self, name: str | None = None) -> str | None:
+    def creator(self, name: str | None = None) -> int | str | None:
         return self._set(name)

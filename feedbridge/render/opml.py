@@ -49,4 +49,5 @@ def opml_document(title: str, subscriptions: Sequence[Subscription], folder: str
         ET.SubElement(parent, "outline", type="rss", text=feed.title, title=feed.title,
                       xmlUrl=iri_to_uri(feed.xml_url), htmlUrl=iri_to_uri(feed.html_url))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"

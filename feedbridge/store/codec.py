@@ -86,15 +86,15 @@ def decode(data: bytes) -> Any:
             categories = tuple(Category(**c) for c in head.pop("categories"))
             return DirectoryEntry(categories=categories, **head)
         if kind == "source":
-            entry = SourceEntry(**head)
-            if isinstance(entry.source, str) and isinstance(entry.stored_at, float | int):
-                return entry
+            source = SourceEntry(**head)
+            if isinstance(source.source, str) and isinstance(source.stored_at, float | int):
+                return source
             raise DecodeError("malformed source entry")
         if kind == "failure":
-            entry = FailureEntry(**head)
-            if isinstance(entry.kind, str) and isinstance(entry.message, str) \
-                    and isinstance(entry.stored_at, float | int):
-                return entry
+            failure = FailureEntry(**head)
+            if isinstance(failure.kind, str) and isinstance(failure.message, str) \
+                    and isinstance(failure.stored_at, float | int):
+                return failure
             raise DecodeError("malformed failure entry")
         if kind == "number":
             value = head["v"]

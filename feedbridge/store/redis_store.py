@@ -105,7 +105,11 @@ class RedisStore:
         name = redis_key(key)
 
         def read(client: redis.Redis) -> list[Any]:
-            return client.pipeline(transaction=False).get(name).pttl(name).execute()
+            pipe = client.pipeline(transaction=False)
+            pipe.get(name)
+            pipe.pttl(name)
+            answer: list[Any] = pipe.execute()
+            return answer
 
         answer = self.link.run(read)
         if answer is None:
@@ -149,8 +153,10 @@ class RedisStore:
         name = redis_key(key)
 
         def count(client: redis.Redis) -> int:
-            _, value = client.pipeline(transaction=False).set(name, 0, nx=True, px=max(int(ttl * 1000), 1)) \
-                .incr(name).execute()
+            pipe = client.pipeline(transaction=False)
+            pipe.set(name, 0, nx=True, px=max(int(ttl * 1000), 1))
+            pipe.incr(name)
+            _, value = pipe.execute()
             return int(value)
 
         return self.link.run(count)

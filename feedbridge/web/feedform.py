@@ -7,9 +7,11 @@ service's one validation boundary) decides whether they name a feed.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from feedbridge.config import Settings
@@ -53,13 +55,13 @@ class FeedForm:
             period=form.period if form.period in TOP_PERIODS else "all",
         )
 
-    def args(self) -> dict[str, str]:
+    def args(self) -> dict[str, Any]:
         """The front page's own query string for these values (defaults left out)."""
         default = FeedForm()
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) != getattr(default, f.name)}
 
-    def feed_request(self, fmt: str | None = None) -> tuple[str, dict[str, list[str]]]:
+    def feed_request(self, fmt: str | None = None) -> tuple[str, dict[str, builtins.list[str]]]:
         """The feed's path (no leading slash) and query parameters, in the shape `parse_feed_request` takes."""
         fmt = fmt or self.format
         args: dict[str, list[str]] = {}

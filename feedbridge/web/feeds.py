@@ -18,7 +18,7 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
 from feedbridge.web import pages
-from feedbridge.web.callers import caller
+from feedbridge.web.context import caller, service
 from feedbridge.web.hits import Resolved, ResolvedUrls
 from feedbridge.web.responses import feed_headers
 
@@ -28,9 +28,6 @@ bp = Blueprint("feeds", __name__)
 # the cache key of a feed built for it, so it is refused rather than stored.
 _HOST = re.compile(r"(?:[A-Za-z0-9-]{1,63}\.?){1,127}(?::\d{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](?::\d{1,5})?")
 
-
-def service() -> FeedService:
-    return current_app.extensions["feedbridge"]
 
 
 @bp.get("/healthz")

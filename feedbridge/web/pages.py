@@ -18,7 +18,6 @@ from urllib.parse import urlencode, urlsplit
 from flask import (
     Blueprint,
     Response,
-    current_app,
     jsonify,
     render_template,
     request,
@@ -46,7 +45,7 @@ from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import Subscription
 from feedbridge.render.opml import opml_document as opml_list
-from feedbridge.web.callers import caller
+from feedbridge.web.context import caller, service
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 
 log = logging.getLogger(__name__)
@@ -113,9 +112,6 @@ class Built:
         return [(fmt, self.alternates[fmt]) for fmt in order if fmt in self.alternates]
 
 
-def service() -> FeedService:
-    return current_app.extensions["feedbridge"]
-
 
 @bp.after_app_request
 def _security_headers(response: Response) -> Response:
@@ -126,7 +122,7 @@ def _security_headers(response: Response) -> Response:
 
 
 @bp.app_context_processor
-def _template_globals() -> dict:
+def _template_globals() -> dict[str, object]:
     return {"media_types": {name: f.mime for name, f in FORMATS.items()},
             "version": __version__, "project_url": PROJECT_URL}
 
@@ -214,7 +210,8 @@ def feed_page(spec: FeedSpec, path: str) -> Response:
     response.cache_control.public = True
     response.cache_control.max_age = svc.settings.cache_ttl
     response.add_etag()  # from the bytes, so a reload of an unchanged page is a 304
-    return response.make_conditional(request)
+    response.make_conditional(request)  # turns this response into a 304 in place where the validators match
+    return response
 
 
 def error_page(status: int, message: str) -> Response:

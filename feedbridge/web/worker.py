@@ -22,8 +22,8 @@ import time
 from functools import partial
 from socket import socket
 
-from gunicorn import http  # type: ignore[import-untyped]
-from gunicorn.workers.gthread import TConn, ThreadWorker  # type: ignore[import-untyped]
+from gunicorn import http
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 HEADER_TIMEOUT = 10.0
 """Seconds from a request's first byte (or the connection's accept) to the end of its headers."""
