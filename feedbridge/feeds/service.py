@@ -355,8 +355,6 @@ class FeedService:
             listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
         except NotAListError as exc:
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
-        if listing.skipped:
-            log.warning("%s: skipped %d malformed topic block(s)", url, listing.skipped)
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text))
 
     @staticmethod

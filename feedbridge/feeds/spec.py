@@ -97,10 +97,11 @@ class FeedSpec:
             params.append(("content", self.content))
         return sorted(set(params))
 
-    def cache_key(self, namespace: str = "feed") -> str:
+    def cache_key(self) -> str:
+        """What names this feed's content: equal specs give equal keys (the query is canonical)."""
         name = (f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|"
                 f"{self.canonical_query()}" + (f"|{self.user}" if self.user is not None else ""))
-        return f"{namespace}:{hashlib.sha256(name.encode()).hexdigest()[:32]}"
+        return hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
