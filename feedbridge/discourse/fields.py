@@ -46,12 +46,9 @@ _MAGIC = {
 _ROUTE_START = re.compile(r"/(?:c|tag|tags|latest|top|hot|new|unread|categories|u|t)(?:[/.?]|$)")
 
 
-def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: str) -> str:
-    """The text without leading blanks, or `error` saying what came instead of Discourse Markdown.
-
-    Forums answer with login pages, JSON errors and binary as readily as with Markdown; both parsers
-    refuse them the same way, with a message naming what was seen. Line ends come back as `\\n`.
-    """
+def leading_text(text: str | bytes, max_chars: int, error: type[ValueError], expected: str) -> str:
+    """The text (bytes decoded as UTF-8) without leading blanks, or `error`: binary data, not UTF-8, over
+    `max_chars`, or empty. What every Discourse reader, Markdown or JSON, refuses first."""
     if isinstance(text, bytes):
         if kind := _magic(text[:16].decode("latin-1")):
             raise error(f"{expected}, got binary data ({kind})")
@@ -64,6 +61,21 @@ def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: 
     head = text.lstrip("\ufeff \t\r\n")
     if not head:
         raise error(f"{expected}, got an empty body")
+    return head
+
+
+MAX_PAGE_LINKS = 4
+"""A list or topic page ends with at most a Previous and a Next link; reading a few more, never a run of
+them, keeps a line made of thousands of page links linear-time."""
+
+
+def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: str) -> str:
+    """The text without leading blanks, or `error` saying what came instead of Discourse Markdown.
+
+    Forums answer with login pages, JSON errors and binary as readily as with Markdown; both parsers
+    refuse them the same way, with a message naming what was seen. Line ends come back as `\\n`.
+    """
+    head = leading_text(text, max_chars, error, expected)
     if kind := _magic(head[:16]):
         raise error(f"{expected}, got binary data ({kind})")
     window = min(len(head), _SNIFF_CHARS)

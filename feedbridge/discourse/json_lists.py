@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from feedbridge.discourse.fields import utc
+from feedbridge.discourse.fields import leading_text, utc
 from feedbridge.discourse.listing import MAX_TEXT_CHARS
 from feedbridge.errors import NotAListError, NotATopicError
 from feedbridge.models import Category, Listing, Topic
@@ -59,16 +59,7 @@ def load_json(text: str | bytes, max_chars: int, error: type[ValueError], expect
     than the interpreter's recursion limit raises RecursionError, which is refused here like any other
     broken text rather than escaping as a crash.
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise error(f"{expected}, got bytes that are not UTF-8 text ({exc.reason} at {exc.start})") from None
-    if len(text) > max_chars:
-        raise error(f"{expected}, got {len(text)} characters (limit {max_chars})")
-    head = text.lstrip("\ufeff \t\r\n")
-    if not head:
-        raise error(f"{expected}, got an empty body")
+    head = leading_text(text, max_chars, error, expected)
     lowered = head[:256].lower()
     if lowered.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")) or "<html" in lowered:
         raise error(f"{expected}, got an HTML document (a login page or an error page?)")

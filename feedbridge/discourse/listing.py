@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
-from feedbridge.discourse.fields import DATED_LINK, USER_LINK, absolute, derive_base, sniff, unescape, utc
+from feedbridge.discourse.fields import (
+    DATED_LINK,
+    MAX_PAGE_LINKS,
+    USER_LINK,
+    absolute,
+    derive_base,
+    sniff,
+    unescape,
+    utc,
+)
 from feedbridge.errors import NotAListError
 from feedbridge.models import Listing, Topic
 
@@ -55,9 +64,6 @@ _C4_TOPIC = re.compile(
     r"(?:(?:\n|</div>\n)*(?:(?P<excerpt>[^\n]+)\n)?\n*---\n?\Z(?P<ended>))?"
 )
 _TAG = re.compile(r"<[^<>]*>")
-# A list ends with at most a Previous and a Next link; stopping after a few keeps a line made of
-# thousands of page links linear-time (each search scans the line).
-_MAX_PAGE_LINKS = 4
 
 
 @dataclass(slots=True)
@@ -346,7 +352,7 @@ def _excerpt(lines: list[str], plugin: bool) -> str | None:
 
 
 def _strip_page_links(line: str) -> str:
-    for _ in range(_MAX_PAGE_LINKS):
+    for _ in range(MAX_PAGE_LINKS):
         if (match := _PAGE_LINK.search(line)) is None:
             break
         line = line[: match.start()].rstrip()
@@ -357,7 +363,7 @@ def _pagination(trailer: list[str], page: int, base: str) -> tuple[str | None, s
     """Next/previous by the page number in the link, since the labels are localized."""
     next_url = previous_url = None
     for line in trailer[-12:]:
-        for _ in range(_MAX_PAGE_LINKS):
+        for _ in range(MAX_PAGE_LINKS):
             if (match := _PAGE_LINK.search(line)) is None:
                 break
             target = int(match["n"])

@@ -20,7 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from feedbridge.discourse.fields import DATED_LINK, USER_LINK, absolute, derive_base, sniff, unescape, utc
+from feedbridge.discourse.fields import (
+    DATED_LINK,
+    MAX_PAGE_LINKS,
+    USER_LINK,
+    absolute,
+    derive_base,
+    sniff,
+    unescape,
+    utc,
+)
 from feedbridge.errors import NotATopicError
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
@@ -61,12 +70,9 @@ _INLINE_META = re.compile(
 _INLINE_META_OPEN = re.compile(rf"\s*{_META_DIV}\s*")
 _INLINE_META_CLOSE = re.compile(r"(?:\s*</div>)?")
 _SEPARATOR_AT_END = re.compile(r"(?:\A|\s)---\Z")
-# A page ends with at most a Previous and a Next link (a few, to be lenient): unbounded, the run of links
-# would be matched again from each link of a reply made of thousands of them (quadratic).
-_MAX_PAGE_LINKS = 4
 _PAGE_LINKS_AT_END = re.compile(
     r"(?:\s*(?:·\s*)?(?<!\\)\[[^\[\]\n]{1,80}\]\((?=[^()\s]*\))[^()\s]*\.md(?:\?[^()\s]*)?\))"
-    rf"{{1,{_MAX_PAGE_LINKS}}}\s*\Z"
+    rf"{{1,{MAX_PAGE_LINKS}}}\s*\Z"
 )
 _PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*\.md(?:\?[^()\s]*)?)\)")
 _META_MAX_LINES = 12
