@@ -14,10 +14,14 @@ idempotent.
 from __future__ import annotations
 
 import re
+import string
 from urllib.parse import quote
 
 _PCHAR = r"A-Za-z0-9\-._~!$&'()*+,;=:@%"  # RFC 3986 pchar (with % for escapes), the base of every part
-_FAST = re.compile(rf"[^{_PCHAR}/?#]|%(?![0-9A-Fa-f]{{2}})")
+# What a URI may hold anywhere, as bytes for `bytes.translate`, which finds anything else several times faster
+# than a regex scan (`is_uri` runs over every URL of every feed).
+_URI_BYTES = (string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@%/?#").encode("ascii")
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _PATH = re.compile(rf"[^{_PCHAR}/?]|%(?![0-9A-Fa-f]{{2}})")  # path and query; also the fragment
 _USERINFO = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:%]|%(?![0-9A-Fa-f]{2})")
 _HOST = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=%]|%(?![0-9A-Fa-f]{2})")
@@ -28,7 +32,8 @@ _REFERENCE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*:)?(?://(?P<authori
 
 def is_uri(text: str) -> bool:
     """True when `iri_to_uri` would return `text` unchanged: the cheap test for the common case."""
-    return _FAST.search(text) is None and text.count("#") <= 1
+    return (text.isascii() and not text.encode("ascii").translate(None, _URI_BYTES)
+            and ("%" not in text or _LONE_PERCENT.search(text) is None) and text.count("#") <= 1)
 
 
 def iri_to_uri(iri: str) -> str:

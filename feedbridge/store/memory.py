@@ -66,18 +66,20 @@ class MemoryStore:
 
     def get(self, key: str) -> Any | None:
         now = time.monotonic()
-        with self._lock:
-            for name, segment in (("protected", self._protected), ("probation", self._probation)):
+        with self._lock:  # the hot path of every hit: two dict lookups at most, no loop
+            segment, name = self._protected, "protected"
+            item = segment.get(key)
+            if item is None:
+                segment, name = self._probation, "probation"
                 item = segment.get(key)
                 if item is None:
-                    continue
-                if item.expires <= now:
-                    del segment[key]
-                    self._bytes[name] -= item.size
                     return None
-                segment.move_to_end(key)
-                return item.value
-        return None
+            if item.expires <= now:
+                del segment[key]
+                self._bytes[name] -= item.size
+                return None
+            segment.move_to_end(key)
+            return item.value
 
     def set(self, key: str, value: Any, ttl: float) -> None:
         if ttl <= 0:
