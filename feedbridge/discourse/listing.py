@@ -242,7 +242,7 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     )
 
 
-def _c4_topic(match: re.Match, base: str) -> Topic | None:
+def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
     """The fast path's topic, or None where the general path must decide (it may still refuse the block)."""
     title, url, topic_id, name, profile, replies, iso, excerpt, ended = match.groups()
     moment = utc(iso)

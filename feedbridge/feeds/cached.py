@@ -243,7 +243,8 @@ class CachePolicy:
             self.store.set(key, entry, keep_for)
             return entry
 
-        return self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
+        got: E = self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
+        return got
 
 
 def _is_fresh(entry: Any, fresh_for: float) -> bool:

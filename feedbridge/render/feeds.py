@@ -39,6 +39,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from feedgen.feed import FeedGenerator
@@ -134,7 +135,7 @@ def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 
 def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    feed: dict = {"version": JSON_FEED_VERSION, "title": meta.title, "home_page_url": meta.html_url}
+    feed: dict[str, object] = {"version": JSON_FEED_VERSION, "title": meta.title, "home_page_url": meta.html_url}
     if meta.self_url:
         feed["feed_url"] = meta.self_url
     feed["description"] = _description(meta)
@@ -143,8 +144,8 @@ def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     return json.dumps(feed, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _json_item(topic: Topic, forum_url: str) -> dict:
-    item: dict = {"id": entry_id(forum_url, topic.id), "url": topic.url, "title": topic.title}
+def _json_item(topic: Topic, forum_url: str) -> dict[str, object]:
+    item: dict[str, object] = {"id": entry_id(forum_url, topic.id), "url": topic.url, "title": topic.title}
     # JSON Feed requires content_html or content_text on every item.
     if topic.content_html:
         item["content_html"] = topic.content_html
@@ -187,7 +188,7 @@ def _feed_generator(meta: FeedMeta, self_type: str) -> FeedGenerator:
     return fg
 
 
-def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic):
+def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic) -> Any:
     # order="append": feedgen prepends by default, which would reverse the caller's order.
     entry = fg.add_entry(order="append")
     entry.id(entry_id(forum_url, topic.id))

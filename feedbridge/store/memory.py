@@ -200,10 +200,11 @@ class SingleFlight:
                 raise UpstreamTimeout(f"waited {wait:g}s for another request to fetch the same page")
             if call.error is not None:
                 raise call.error
-            return call.result
+            shared: T = call.result
+            return shared
         try:
-            call.result = fn()
-            return call.result
+            result = call.result = fn()
+            return result
         except BaseException as exc:
             call.error = exc
             raise

@@ -14,7 +14,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
@@ -97,15 +100,15 @@ class ResolvedUrls:
 class HitPath:
     """WSGI middleware in front of the Flask app, and so the one place that adds `nosniff` to every response."""
 
-    def __init__(self, app: Callable, service: FeedService, urls: ResolvedUrls):
+    def __init__(self, app: WSGIApplication, service: FeedService, urls: ResolvedUrls):
         self.app = app
         self.service = service
         self.urls = urls
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
 
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
             headers.append(NOSNIFF)
             return start_response(status, headers, exc_info)
 

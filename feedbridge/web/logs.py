@@ -60,7 +60,7 @@ class _Formatter(logging.Formatter):
         cached = self._second
         if cached[0] != second:
             cached = self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
-        return self.default_msec_format % (cached[1], record.msecs)
+        return f"{cached[1]},{int(record.msecs):03d}"  # logging's default_msec_format, '%s,%03d'
 
 
 def configure_logging(level: str) -> None:
