@@ -210,12 +210,16 @@ def test_readme_screenshot_is_the_demo_building_a_feed(browser):
         page.fill("#q", "inductor OR dynamo")
         wait_for_url(page, f"/{key}/c/compiler/5.atom?q=inductor")
         titles = page.locator("#result .entry-title").all_inner_texts()
-        assert len(titles) >= 3 and all(t.strip() for t in titles)
+        assert len(titles) >= 5 and all(t.strip() for t in titles), titles
         assert page.locator("#preview-unavailable").count() == 0
         page.locator("#q").blur()
-        fifth = page.locator("#result .entry").nth(4).bounding_box()  # the picture ends with the fourth entry
+        page.wait_for_load_state("networkidle")  # leaving the field may refresh the preview once more
+        fifth = page.locator("#result .entry").nth(4)
+        fifth.wait_for(state="visible")
+        box = fifth.bounding_box()  # the picture ends with the fourth entry
+        assert box is not None
         README_SCREENSHOT.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(README_SCREENSHOT), full_page=True,
-                        clip={"x": 0, "y": 0, "width": 1100, "height": fifth["y"]})
+                        clip={"x": 0, "y": 0, "width": 1100, "height": box["y"]})
         context.close()
     assert README_SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
