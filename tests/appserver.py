@@ -88,10 +88,15 @@ def procfile_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str
             time.sleep(0.1)
         yield url, process
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, grace=10)
         log.close()
+
+
+def stop(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace` seconds."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

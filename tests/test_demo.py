@@ -27,7 +27,7 @@ from lxml import html
 from feedbridge.config import Settings, parse_forum
 from feedbridge.demo import FORUM_NAME, DemoForum
 from feedbridge.web.app import create_app
-from tests.appserver import free_port, procfile_web
+from tests.appserver import free_port, procfile_web, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
@@ -66,12 +66,7 @@ def serve(*args: str, env: dict[str, str] | None = None) -> Iterator[Running]:
             first = [line for line in lines if not line.startswith("[")][: len(urls) + 2]
             yield Running(process, first, urls or {"front page": bridge[0]})
         finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process, grace=20)
 
 
 def _answers(url: str) -> bool:
