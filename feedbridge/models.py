@@ -6,9 +6,17 @@ downstream may mutate it; enrichment (full content) makes new copies with `datac
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+"""What XML 1.0 cannot carry: C0 controls but tab, newline and carriage return, U+FFFE, U+FFFF and lone
+surrogates. The parsers drop them from what they read and the renderers from what they write."""
+# Every byte of UTF-8 except the C0 controls XML refuses: `bytes.translate` deleting these leaves exactly the
+# refused controls (their bytes appear in UTF-8 only as themselves), several times faster than the regex scan.
+_XML_VALID_BYTES = bytes(b for b in range(256) if not (b <= 0x08 or b in (0x0B, 0x0C) or 0x0E <= b <= 0x1F))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,15 @@ class Category:
     def value(self) -> str:
         """How the front page's form names the category: the path of its feed, `slugs/id`."""
         return f"{self.slugs}/{self.id}"
+
+
+def has_xml_invalid(text: str) -> bool:
+    """`XML_INVALID.search(text)`, for long texts (a whole page, a whole feed): a lone surrogate has no UTF-8."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return bool(data.translate(None, _XML_VALID_BYTES)) or "\ufffe" in text or "\uffff" in text
 
 
 def iso_utc(moment: datetime | None) -> str | None:

@@ -16,6 +16,8 @@ import re
 from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit
 
+from feedbridge.models import XML_INVALID, has_xml_invalid
+
 # `[@name](profile)`: the author link of list rows and of a post's `###` line.
 USER_LINK = re.compile(r"(?<!\\)\[@(?P<name>(?:\\.|[^\[\]\\\n])+)\]\((?P<url>[^()\s]+)\)")
 # `[LABEL](url "ISO")`: the last-activity row of a list, a topic's Created row and each post's `####` line.
@@ -26,8 +28,6 @@ _escaped_char = operator.itemgetter(1)
 # Control characters that binary data is full of and text has at most a stray one of; U+FFFD is what a
 # lossy decode left of bytes that were not text.
 _NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
-# What XML 1.0 cannot carry: dropped from the text before any field is read, as the README promises.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SNIFF_CHARS = 4096
 _BINARY_SHARE = 20
 """Binary when more than one sniffed character in this many is a control character (text has a stray few)."""
@@ -81,8 +81,10 @@ def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: 
     window = min(len(head), _SNIFF_CHARS)
     if len(_NOT_TEXT.findall(head, 0, window)) * _BINARY_SHARE > window:
         raise error(f"{expected}, got binary data")
-    if _NOT_XML.search(head):  # a stray NUL or ESC in a title: the list is fine, the character goes
-        head = _NOT_XML.sub("", head).lstrip("\ufeff \t\r\n")
+    # What XML cannot carry is dropped before any field is read, as the README promises: a stray NUL or ESC
+    # in a title leaves the list fine and the character goes.
+    if has_xml_invalid(head):
+        head = XML_INVALID.sub("", head).lstrip("\ufeff \t\r\n")
         if not head:
             raise error(f"{expected}, got only control characters")
     lowered = head[:256].lower()

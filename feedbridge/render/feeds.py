@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,7 +44,7 @@ from urllib.parse import urlsplit
 from feedgen.feed import FeedGenerator
 
 from feedbridge import PROJECT_URL, __version__
-from feedbridge.models import Topic, iso_utc
+from feedbridge.models import XML_INVALID, Topic, has_xml_invalid, iso_utc
 from feedbridge.render.feedgen_ext import (
     ChannelExtension,
     CreatorEntryExtension,
@@ -60,10 +59,6 @@ RSS_TYPE = "application/rss+xml; charset=utf-8"
 JSON_TYPE = "application/feed+json; charset=utf-8"
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 
-_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
-# Every byte of UTF-8 except the C0 controls XML refuses: `bytes.translate` deleting these leaves exactly the
-# refused controls (their bytes appear in UTF-8 only as themselves), several times faster than the regex scan.
-_XML_VALID_BYTES = bytes(b for b in range(256) if not (b <= 0x08 or b in (0x0B, 0x0C) or 0x0E <= b <= 0x1F))
 _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
 
@@ -231,17 +226,8 @@ def _with_prolog(body: bytes, stylesheet_url: str | None) -> bytes:
     return _XML_DECLARATION + f'<?xml-stylesheet type="text/xsl" href="{href}"?>\n'.encode() + body
 
 
-def _has_xml_invalid(text: str) -> bool:
-    """`_XML_INVALID.search(text)`, for the long joined text of a whole feed: a lone surrogate has no UTF-8."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return bool(data.translate(None, _XML_VALID_BYTES)) or "\ufffe" in text or "\uffff" in text
-
-
 def _clean(text: str) -> str:
-    return _XML_INVALID.sub("", text)
+    return XML_INVALID.sub("", text)
 
 
 def _clean_optional(text: str | None) -> str | None:
@@ -261,7 +247,7 @@ def _cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, Sequenc
     # Joined with "/", which a URI may hold anywhere: a `#` or any character a URI cannot carry sends
     # the topics through `_clean_topic`, which looks at each URL alone.
     urls = "/".join([url for topic in topics for url in (topic.url, topic.author_url) if url])
-    if (not _has_xml_invalid(text) and "#" not in urls and is_uri(urls)
+    if (not has_xml_invalid(text) and "#" not in urls and is_uri(urls)
             and all(t.title.strip() and t.url for t in topics)):
         return meta, topics
     return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]
@@ -291,7 +277,7 @@ def _clean_topic(topic: Topic, forum_url: str) -> Topic:
     """Also fills what Atom and RSS cannot do without: a title and a link; and makes its URLs URIs."""
     if (topic.title.strip() and topic.url and is_uri(topic.url)
             and (topic.author_url is None or is_uri(topic.author_url))
-            and all(t and not _XML_INVALID.search(t) or t is None for t in _texts(topic))):
+            and all(t and not XML_INVALID.search(t) or t is None for t in _texts(topic))):
         return topic  # the common case: nothing to remove, no copy to make
     return dataclasses.replace(
         topic,
