@@ -7,10 +7,17 @@ layout, then the header, each `## [title](url)` block and the trailing paginatio
 this runs on every cold request, and a regex-and-lines pass costs a fraction of a millisecond per page.
 Blocks in the current core layout are read by one regex match each (`_C4_TOPIC`); every other block goes
 through the general line loop, which reads the current layout identically (tests compare the two).
+
+A topic's block is read once: the same block text always gives the same `Topic`, and a list fetched again
+(its cached copy expired, the forum sends no validators) differs from the last copy by the few topics that
+were active since, or not at all; the latest list and the category lists hold the same blocks too. So
+`_block_topic` remembers the last `BLOCK_MEMO` blocks (bounded in size, each at most `BLOCK_MEMO_CHARS`),
+and a page of known blocks costs its split and one dictionary lookup per topic.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 import re
@@ -36,6 +43,11 @@ log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 8 * 1024 * 1024
 """Lists are ~20 KB; anything this large is not a list, and refusing it bounds the work."""
 
+
+BLOCK_MEMO = 1024
+"""Topic blocks whose reading is remembered: a few dozen pages' worth, a couple of MiB at most."""
+BLOCK_MEMO_CHARS = 2048
+"""Longer blocks (a list's blocks are under 1,000 characters) are read every time, so the memo stays small."""
 
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
 
@@ -113,10 +125,9 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
     topics: list[Topic] = []
     skipped = 0
     for block in blocks:
-        try:
-            topic = _topic(block, base, plugin)
-        except ValueError:  # one topic with an unparsable URL is a malformed block, not a broken list
-            topic = None
+        chunk = block.chunk
+        topic = _block_topic(chunk, base, plugin) if len(chunk) <= BLOCK_MEMO_CHARS else \
+            _block_topic.__wrapped__(chunk, base, plugin)
         if topic is None:
             skipped += 1
         else:
@@ -205,6 +216,16 @@ def _dialect(plugin: bool, counted: bool, blocks: list[_Block], text: str) -> st
     ):
         return "c4"
     return "c3" if any(USER_LINK.search(line) for b in blocks for line in b.lines[:6]) else "c2"
+
+
+@functools.lru_cache(maxsize=BLOCK_MEMO)
+def _block_topic(chunk: str, base: str, plugin: bool) -> Topic | None:
+    """The topic of one block's text, or None for a malformed block (remembered too: a block that was
+    malformed stays so)."""
+    try:
+        return _topic(_Block(chunk), base, plugin)
+    except ValueError:  # one topic with an unparsable URL is a malformed block, not a broken list
+        return None
 
 
 def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
