@@ -21,9 +21,11 @@ class CountingStream(io.StringIO):
         super().__init__()
         self.writes = 0
         self.flushes = 0
+        self.attempted: list[str] = []
 
     def write(self, text: str) -> int:
         self.writes += 1
+        self.attempted.append(text)
         return super().write(text)
 
     def flush(self) -> None:
@@ -131,3 +133,16 @@ def test_lines_queued_before_a_fork_are_written_once(tmp_path):
         handler.flush()
     text = path.read_text()
     assert text.count("GET /before-fork 200") == 1 and text.count("GET /in-child 200") == 1
+
+
+def test_a_closed_stdout_costs_the_lines_not_the_writer_thread():
+    stream = CountingStream()
+    with sole_handler(stream) as handler:
+        log_request("GET", "/first", 200, time.perf_counter(), "hit")
+        stream.close()
+        handler.flush()  # what the writer thread does: no exception escapes it
+        log_request("GET", "/second", 200, time.perf_counter(), "hit")
+        handler.flush()
+    # Each line was offered once, refused by the closed stream, and dropped rather than queued again.
+    assert [" /first " in text for text in stream.attempted] == [True, False]
+    assert [" /second " in text for text in stream.attempted] == [False, True]

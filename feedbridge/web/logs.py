@@ -119,10 +119,13 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
             self._write()
 
     def _write(self) -> None:
-        if self._queued:
-            lines, self._queued = self._queued, []
-            self.stream.write("".join(lines))
-        self.stream.flush()
+        lines, self._queued = self._queued, []
+        try:
+            if lines:
+                self.stream.write("".join(lines))
+            self.stream.flush()
+        except (OSError, ValueError):  # stdout closed or gone (ValueError: a closed file): nowhere to write
+            pass
 
     def _drop_queued(self) -> None:
         self._queued = []
