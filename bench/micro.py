@@ -7,6 +7,7 @@ import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from feedbridge.discourse import listing
 from feedbridge.discourse.listing import parse_listing
@@ -30,12 +31,17 @@ SPEEDUP_TARGET = 15.0
 FLAT = 1.5  # per-unit cost at the large size may exceed the small size's by at most this factor
 
 
+def without_block_memo() -> Any:
+    """The parser's block reader with nothing remembered: every block is read on every call."""
+    return functools.lru_cache(maxsize=0)(listing._block_topic.__wrapped__)
+
+
 @contextmanager
 def every_block_read() -> Iterator[None]:
     """Section 3 times reading a page. With the block memo on, every round after the first would find all
     of the page's blocks known (that case is a cold row of section 2), so it is off here."""
     memo = listing._block_topic
-    listing._block_topic = functools.lru_cache(maxsize=0)(memo.__wrapped__)
+    listing._block_topic = without_block_memo()
     try:
         yield
     finally:

@@ -5,10 +5,9 @@ known to the memo (`feedbridge.discourse.listing`), as it is when a forum's list
 topic changed. This app gives the other end: a list none of whose blocks was seen before.
 """
 
-import functools
-
+from bench.micro import without_block_memo
 from feedbridge.discourse import listing
 from feedbridge.web.app import create_app
 
-listing._block_topic = functools.lru_cache(maxsize=0)(listing._block_topic.__wrapped__)
+listing._block_topic = without_block_memo()
 app = create_app()

@@ -146,3 +146,15 @@ def test_a_closed_stdout_costs_the_lines_not_the_writer_thread():
     # Each line was offered once, refused by the closed stream, and dropped rather than queued again.
     assert [" /first " in text for text in stream.attempted] == [True, False]
     assert [" /second " in text for text in stream.attempted] == [False, True]
+
+
+def test_a_disabled_logger_writes_no_request_line():
+    stream = CountingStream()
+    with sole_handler(stream) as handler:
+        logging.getLogger("feedbridge.web.app").disabled = True  # what `logging.config` does to old loggers
+        try:
+            log_request("GET", "/forum/latest.atom", 200, time.perf_counter(), "hit")
+        finally:
+            logging.getLogger("feedbridge.web.app").disabled = False
+        handler.flush()
+    assert stream.getvalue() == ""

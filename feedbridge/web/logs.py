@@ -109,7 +109,8 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
         """Queue a request line, formatted as `emit` would format its record (`message` is escaped here)."""
         created = time.time()
         stamp = self.own_formatter.stamp(created, int((created - int(created)) * 1000))  # as `LogRecord` does
-        line = f"{stamp} INFO {log.name} {escape_controls(message)}{self.terminator}"
+        fields = {"asctime": stamp, "levelname": "INFO", "name": log.name, "message": escape_controls(message)}
+        line = FORMAT % fields + self.terminator
         with self.lock:  # type: ignore[union-attr]  # createLock() always sets it
             self._queued.append(line)
             self._ensure_writer()
@@ -168,7 +169,7 @@ def log_request(method: str, path: str, status: int, started: float, cache: str)
 def _sole_handler() -> StdoutHandler | None:
     """Our stdout handler, when it is the only handler a request line would reach and nothing on the way
     (a logger's or the handler's own filter, a level) would treat the record differently; else None."""
-    if log.filters:
+    if log.disabled or log.filters:  # `logging.config` may disable the logger: then no line at all
         return None
     found: StdoutHandler | None = None
     logger: logging.Logger | None = log
