@@ -12,6 +12,7 @@ from typing import Any
 from feedbridge.discourse import listing
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.models import Topic
+from feedbridge.render import feeds
 from feedbridge.render.feeds import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
@@ -31,25 +32,26 @@ SPEEDUP_TARGET = 15.0
 FLAT = 1.5  # per-unit cost at the large size may exceed the small size's by at most this factor
 
 
-def without_block_memo() -> Any:
-    """The parser's block reader with nothing remembered: every block is read on every call."""
-    return functools.lru_cache(maxsize=0)(listing._block_topic.__wrapped__)
+def forgetful(memo: Any) -> Any:
+    """`memo` (a `functools.lru_cache`) with nothing remembered: its function runs on every call."""
+    return functools.lru_cache(maxsize=0)(memo.__wrapped__)
 
 
 @contextmanager
-def every_block_read() -> Iterator[None]:
-    """Section 3 times reading a page. With the block memo on, every round after the first would find all
-    of the page's blocks known (that case is a cold row of section 2), so it is off here."""
-    memo = listing._block_topic
-    listing._block_topic = without_block_memo()
+def nothing_remembered() -> Iterator[None]:
+    """Sections 3 and 4 time reading a page and rendering topics. With the parser's block memo and the
+    renderer's entry memo on, every round after the first would find all of its blocks and entries known
+    (that case is a cold row of section 2), so both are off here."""
+    memos = listing._block_topic, feeds._remembered_entry
+    listing._block_topic, feeds._remembered_entry = map(forgetful, memos)
     try:
         yield
     finally:
-        listing._block_topic = memo
+        listing._block_topic, feeds._remembered_entry = memos
 
 
 def parser_section(ctx: Context) -> list[Row]:
-    with every_block_read():
+    with nothing_remembered():
         return _parser_rows(ctx)
 
 
@@ -102,7 +104,7 @@ def parse_scaling(ctx: Context) -> dict[int, float]:
         parsed = parse_listing(big, base_url=BASE)
         assert len(parsed.topics) == 30 * count, (count, len(parsed.topics))
         calls[count] = ((lambda text=big: parse_listing(text, base_url=BASE)), max(1, 30 // count))
-    with every_block_read():
+    with nothing_remembered():
         timed = median_seconds_rounds(calls, ctx.loops(15, 3))
     result = {count: seconds / count for count, seconds in timed.items()}
     ctx.data["parse_per_page"] = result
@@ -131,7 +133,8 @@ def render_scaling(ctx: Context) -> dict[str, dict[int, float]]:
     counts = ENTRY_COUNTS if not ctx.quick else (ENTRY_COUNTS[0], ENTRY_COUNTS[-1])
     calls = {(fmt, count): ((lambda fmt=fmt, chunk=topics[:count]: render(fmt, meta, chunk)), max(1, 300 // count))
              for fmt in FORMATS for count in counts}
-    times = median_seconds_rounds(calls, ctx.loops(15, 3))
+    with nothing_remembered():
+        times = median_seconds_rounds(calls, ctx.loops(15, 3))
     result: dict[str, dict[int, float]] = {fmt: {} for fmt in FORMATS}
     for (fmt, count), seconds in times.items():
         result[fmt][count] = seconds / count

@@ -149,9 +149,10 @@ def cold_section(ctx: Context) -> list[Row]:
     ctx.notes.append(f"2: cold = {requests} sequential requests per side in {rounds} rounds of {per_round} (order "
                      "rotated), client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 and "
                      "FEEDBRIDGE_STALE_TTL=0 (no feed or page is stored). The page is the same on every request, so "
-                     "from the second one on every topic block is in feedbridge's block memo: the cost of a list "
-                     "fetched again with no topic changed. The 'every block read' row is the same server with the "
-                     "memo off (`bench/unread.py`): a list none of whose topics was seen before. RSS-Bridge "
+                     "from the second one every topic block is in feedbridge's block memo and every entry in its entry "
+                     "memo: the cost of a list fetched again with no topic changed. The 'every block read' row is the "
+                     "same server with both memos off (`bench/unread.py`): a list none of whose topics was seen "
+                     "before. RSS-Bridge "
                      "(Debian 2022-01-20, XPath bridge, Atom) "
                      "with `_cache_timeout=0`; the fake forum serves both pages from memory, never answers 304 and "
                      "logged exactly one page fetch per cold request on each side. RSS-Bridge runs under `php -S` "
@@ -178,7 +179,7 @@ def cold_section(ctx: Context) -> list[Row]:
     return hub_rows + [
         Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
             ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
-        Row("2", "cold feed, every topic block read (a list not seen before: block memo off) vs RSS-Bridge, "
+        Row("2", "cold feed, every topic block read and entry built (a list not seen before: memos off) vs RSS-Bridge, "
             "median latency", unread_ms, peer, "ms", unread_ms / peer, "(reference)", None),
         Row("2", "library floor of a cold feed (gunicorn + Flask + httpx + feedgen, no feedbridge code) vs "
             "RSS-Bridge, median latency", base, peer, "ms", base / peer, "(reference)", None),
