@@ -34,6 +34,10 @@ _CONTINUATION = "\n  | "
 WRITE_EVERY = 0.1
 """Seconds between the writer thread's writes of queued lines."""
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# A request line as FORMAT writes it, cut around its two variable parts: the text before the time stamp,
+# between the time stamp's milliseconds and the message, and after the message.
+_before, _rest = (FORMAT % {"asctime": "\0", "levelname": "INFO", "name": log.name, "message": "\1"}).split("\0")
+_REQUEST_LINE = (_before, *_rest.split("\1"))
 
 
 def escape_controls(text: str) -> str:
@@ -89,7 +93,8 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
         self.own_formatter = _Formatter(FORMAT)
         self.setFormatter(self.own_formatter)
         self._queued: list[str] = []
-        self._writer_pid = 0  # the process whose writer thread is running, so a forked child starts its own
+        self._writing = False  # whether this process's writer thread runs (a forked child starts its own)
+        self._line_start: tuple[int, str] = (-1, "")
         # Written before a fork; a line queued in the instant between is the parent's alone to write.
         os.register_at_fork(before=self.flush, after_in_child=self._drop_queued)
 
@@ -102,18 +107,24 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
         self._queued.append(line)
         if record.levelno >= logging.WARNING:
             self._write()
-        else:
-            self._ensure_writer()
+        elif not self._writing:
+            self._start_writer()
 
     def request_line(self, message: str) -> None:
         """Queue a request line, formatted as `emit` would format its record (`message` is escaped here)."""
         created = time.time()
-        stamp = self.own_formatter.stamp(created, int((created - int(created)) * 1000))  # as `LogRecord` does
-        fields = {"asctime": stamp, "levelname": "INFO", "name": log.name, "message": escape_controls(message)}
-        line = FORMAT % fields + self.terminator
+        second = int(created)
+        cached = self._line_start
+        if cached[0] != second:  # FORMAT's text up to the milliseconds, made once a second
+            stamp = self.own_formatter.stamp(created, 0)[:-3]
+            cached = self._line_start = (second, _REQUEST_LINE[0] + stamp)
+        # `int(msecs)` as `LogRecord` computes it
+        line = f"{cached[1]}{int((created - second) * 1000):03d}{_REQUEST_LINE[1]}{escape_controls(message)}" \
+               f"{_REQUEST_LINE[2]}{self.terminator}"
         with self.lock:  # type: ignore[union-attr]  # createLock() always sets it
             self._queued.append(line)
-            self._ensure_writer()
+            if not self._writing:
+                self._start_writer()
 
     def flush(self) -> None:
         with self.lock:  # type: ignore[union-attr]
@@ -130,11 +141,11 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
 
     def _drop_queued(self) -> None:
         self._queued = []
+        self._writing = False  # the thread was the parent's
 
-    def _ensure_writer(self) -> None:
-        if self._writer_pid != os.getpid():
-            self._writer_pid = os.getpid()
-            threading.Thread(target=self._write_every, name="feedbridge-log-writer", daemon=True).start()
+    def _start_writer(self) -> None:
+        self._writing = True
+        threading.Thread(target=self._write_every, name="feedbridge-log-writer", daemon=True).start()
 
     def _write_every(self) -> None:
         while True:
