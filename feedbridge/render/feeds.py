@@ -67,7 +67,8 @@ ENTRY_MEMO = 2048
 """Atom and RSS entries remembered, by format, forum and `Topic`: a topic's entry is built once. An entry is
 a pure function of its topic, the same topics recur from one reading of a list to the next (most have had
 no new reply) and across lists, and every feed filtered from one list (by author, keyword, tag) holds
-entries of the same topics; building them was a third of a render. A few MiB at most."""
+entries of the same topics; building them was a third of a render. Full, it holds about 4 MiB (entries of
+list topics, tracemalloc)."""
 ENTRY_MEMO_CHARS = 4096
 """Topics with more content than this (full-content feeds) are not remembered, so the memo stays small."""
 
