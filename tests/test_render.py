@@ -10,6 +10,7 @@ import html
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -485,6 +486,20 @@ def test_remembered_entries_give_the_bytes_built_ones_do(fmt):
             render(each, META, topics)
     assert [render(fmt, meta, topics) for meta in (META, other)] == built
     assert b"other.example/t/20" in built[1] and b"other.example" not in built[0]
+
+
+def test_threads_rendering_the_same_remembered_entries_all_get_the_same_bytes():
+    """Entries are shared between threads once remembered: rendering may only read them."""
+    topics = [topic(i, content_html=f"<p>{i}</p>", tags=("gpu",)) for i in range(1, 31)]
+    want = {fmt: render(fmt, META, topics) for fmt in XML_FORMATS}
+    feeds._remembered_entry.cache_clear()
+
+    def renders(n: int) -> list[bool]:
+        return [render(fmt, META, topics) == want[fmt] for fmt in (XML_FORMATS * 20)[n % 2:][:20]]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = [ok for done in pool.map(renders, range(8)) for ok in done]
+    assert len(results) == 160 and all(results)
 
 
 def test_an_undated_entry_takes_each_feeds_own_date():
