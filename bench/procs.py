@@ -6,6 +6,7 @@ Every process is started in its own session and registered on an ExitStack, so l
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -123,6 +124,8 @@ def rss_bytes(pid: int) -> int:
 class WrkRun:
     rps: float
     p99_ms: float
+    requests: int = 0
+    cpu_ms: float | None = None  # the server's CPU per request, where its process was given
 
 
 def wrk(url: str, seconds: int, connections: int = WRK_CONNECTIONS) -> WrkRun:
@@ -134,20 +137,31 @@ def wrk(url: str, seconds: int, connections: int = WRK_CONNECTIONS) -> WrkRun:
         raise RuntimeError(f"wrk saw errors on {url}:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
     value, unit = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
-    return WrkRun(rps, float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit])
+    requests = int(re.search(r"(\d+) requests in ", out)[1])
+    return WrkRun(rps, float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit], requests)
 
 
-def wrk_compare(urls: dict[str, str], runs: int, seconds: int) -> dict[str, WrkRun]:
-    """Warm every URL up, then alternate runs (rotating the order) and return per-URL medians."""
+def wrk_compare(urls: dict[str, str], runs: int, seconds: int,
+                servers: dict[str, int] | None = None) -> dict[str, WrkRun]:
+    """Warm every URL up, then alternate runs (rotating the order) and return per-URL medians; for the URLs
+    whose server process is in `servers`, also its CPU per request (user + system, /proc)."""
     for url in urls.values():
         wrk(url, 1)
     results: dict[str, list[WrkRun]] = {name: [] for name in urls}
     names = list(urls)
+    servers = servers or {}
     for i in range(runs):
         for name in names[i % len(names):] + names[: i % len(names)]:
-            results[name].append(wrk(urls[name], seconds))
-    return {name: WrkRun(statistics.median(r.rps for r in runs_),
-                         statistics.median(r.p99_ms for r in runs_)) for name, runs_ in results.items()}
+            before = cpu_seconds(servers[name]) if name in servers else 0.0
+            run = wrk(urls[name], seconds)
+            if name in servers:
+                run = dataclasses.replace(run, cpu_ms=(cpu_seconds(servers[name]) - before) / run.requests * 1e3)
+            results[name].append(run)
+    return {name: WrkRun(statistics.median(r.rps for r in runs_), statistics.median(r.p99_ms for r in runs_),
+                         sum(r.requests for r in runs_),
+                         statistics.median(r.cpu_ms for r in runs_ if r.cpu_ms is not None) if name in servers
+                         else None)
+            for name, runs_ in results.items()}
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -40,13 +40,17 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     by_section: dict[str, list[list[str]]] = {}
     for cells in rows:
         by_section.setdefault(cells[0], []).append(cells)
-    assert {s: len(r) for s, r in by_section.items()} == {"1": 4, "2": 9, "5": 3, "6": 1}
+    assert {s: len(r) for s, r in by_section.items()} == {"1": 6, "2": 9, "5": 3, "6": 1}
     for cells in rows:
-        assert re.fullmatch(r"[\d.,]+ (ms|req/s|fetches|MiB)", cells[2]), cells
+        assert re.fullmatch(r"[\d.,]+ (ms|µs|req/s|fetches|MiB)", cells[2]), cells
         assert cells[6] in ("yes", "**MISSED**", "-"), cells
     hit = {cells[1]: cells for cells in by_section["1"]}
-    limit = hit["cached Atom hit vs the limit (bare WSGI callable, same gunicorn), requests/s"]
+    limit = hit["cached Atom hit vs the limit (bare WSGI callable, same gunicorn, the hit's bytes and headers), "
+                "requests/s"]
     assert re.fullmatch(r"[\d.,]+ req/s", limit[3]) and limit[5] == "≥ 0.9×", limit
+    assert "X-Feedbridge-Cache" in out.read_text()  # the limit answers with the hit's own headers
+    cpu = next(cells for name, cells in hit.items() if name.startswith("server CPU per cached hit"))
+    assert re.fullmatch(r"[\d.,]+ µs", cpu[3]) and float(cpu[4].rstrip("×")) > 0, cpu  # both servers measured
     names = [cells[1] for cells in by_section["2"]]
     assert any(name.startswith("library floor") for name in names)
     assert any(name.startswith("cold feed, every topic block read") for name in names)  # the memo off
