@@ -34,10 +34,17 @@ _CONTINUATION = "\n  | "
 WRITE_EVERY = 0.1
 """Seconds between the writer thread's writes of queued lines."""
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-# A request line as FORMAT writes it, cut around its two variable parts: the text before the time stamp,
-# between the time stamp's milliseconds and the message, and after the message.
-_before, _rest = (FORMAT % {"asctime": "\0", "levelname": "INFO", "name": log.name, "message": "\1"}).split("\0")
-_REQUEST_LINE = (_before, *_rest.split("\1"))
+
+
+def _cut(fmt: str) -> tuple[str, str, str]:
+    """A request line as `fmt` writes it, cut around its two variable parts: the text before the time stamp,
+    between the time stamp's milliseconds and the message, and after the message."""
+    before, rest = (fmt % {"asctime": "\0", "levelname": "INFO", "name": log.name, "message": "\1"}).split("\0")
+    between, after = rest.split("\1")
+    return before, between, after
+
+
+_REQUEST_LINE = _cut(FORMAT)
 
 
 def escape_controls(text: str) -> str:
