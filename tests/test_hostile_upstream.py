@@ -294,6 +294,21 @@ def test_a_cookie_the_forum_sets_is_never_sent_back(upstream):
         fetcher.close()
 
 
+def test_proxy_variables_in_the_environment_are_not_followed(upstream, monkeypatch):
+    """A platform may set HTTP_PROXY for its own tools: forum fetches still go straight to the forum (a
+    closed port here), never through whatever the environment names."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    fetcher = Fetcher(replace(Settings(), **FAST))
+    try:
+        assert fetcher.get(Forum(upstream.url), upstream.url + LIST).status == 200
+        assert upstream.count(LIST) == 1
+    finally:
+        fetcher.close()
+
+
 # --- Retry-After ------------------------------------------------------------------------------------------
 
 
