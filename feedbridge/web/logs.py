@@ -85,11 +85,14 @@ class _Formatter(logging.Formatter):
         return self.stamp(record.created, int(record.msecs))
 
     def stamp(self, created: float, msecs: int) -> str:
-        second = int(created)
+        return f"{self.second(int(created))},{msecs:03d}"  # logging's default_msec_format, '%s,%03d'
+
+    def second(self, second: int) -> str:
+        """The time stamp's text up to the milliseconds, formatted once per second."""
         cached = self._second
         if cached[0] != second:
             cached = self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
-        return f"{cached[1]},{msecs:03d}"  # logging's default_msec_format, '%s,%03d'
+        return cached[1]
 
 
 class StdoutHandler(logging.StreamHandler[TextIO]):
@@ -101,7 +104,6 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
         self.setFormatter(self.own_formatter)
         self._queued: list[str] = []
         self._writing = False  # whether this process's writer thread runs (a forked child starts its own)
-        self._line_start: tuple[int, str] = (-1, "")
         # Written before a fork; a line queued in the instant between is the parent's alone to write.
         os.register_at_fork(before=self.flush, after_in_child=self._drop_queued)
 
@@ -121,13 +123,10 @@ class StdoutHandler(logging.StreamHandler[TextIO]):
         """Queue a request line, formatted as `emit` would format its record (`message` is escaped here)."""
         created = time.time()
         second = int(created)
-        cached = self._line_start
-        if cached[0] != second:  # FORMAT's text up to the milliseconds, made once a second
-            stamp = self.own_formatter.stamp(created, 0)[:-3]
-            cached = self._line_start = (second, _REQUEST_LINE[0] + stamp)
-        # `int(msecs)` as `LogRecord` computes it
-        line = f"{cached[1]}{int((created - second) * 1000):03d}{_REQUEST_LINE[1]}{escape_controls(message)}" \
-               f"{_REQUEST_LINE[2]}{self.terminator}"
+        before, between, after = _REQUEST_LINE
+        # the stamp as `stamp` writes it, with `int(msecs)` as `LogRecord` computes it
+        line = f"{before}{self.own_formatter.second(second)},{int((created - second) * 1000):03d}{between}" \
+               f"{escape_controls(message)}{after}{self.terminator}"
         with self.lock:  # type: ignore[union-attr]  # createLock() always sets it
             self._queued.append(line)
             if not self._writing:
