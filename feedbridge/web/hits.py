@@ -107,19 +107,14 @@ class HitPath:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
-
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
-            headers.append(NOSNIFF)
-            return start_response(status, headers, exc_info)
-
         if (environ.get("REQUEST_METHOD") != "GET" or _PASS_HEADERS[0] in environ or _PASS_HEADERS[1] in environ
                 or _PASS_HEADERS[2] in environ or "text/html" in environ.get("HTTP_ACCEPT", "")):
-            return self.app(environ, start)
+            return self._to_flask(environ, start_response)
         known = self.urls.known(environ)
         entry = self.service.fresh(known.resolved.key) if known is not None and known.resolved.spec.fmt != "html" \
             else None
         if known is None or entry is None:
-            return self.app(environ, start)
+            return self._to_flask(environ, start_response)
         served = known.served
         if served is None or served[0] != entry.etag or served[1] != entry.last_modified \
                 or served[2] != len(entry.body):
@@ -127,6 +122,15 @@ class HitPath:
         start_response("200 OK", list(served[3]))
         log_request("GET", known.path, 200, started, "hit")
         return [entry.body]
+
+    def _to_flask(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """Anything but a hit: the Flask app answers, with `nosniff` added to its headers."""
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
+            headers.append(NOSNIFF)
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, start)
 
     def _served(self, resolved: Resolved, entry: FeedEntry) -> tuple[str, float | None, int,
                                                                       tuple[tuple[str, str], ...]]:
