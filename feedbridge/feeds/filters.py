@@ -125,7 +125,7 @@ class FeedFilter:
         for topic in topics:
             unique.setdefault(topic.id, topic)
         ordered = sorted(unique.values(), key=lambda t: t.last_posted_at or _OLDEST, reverse=True)
-        kept = [t for t in ordered if self.keeps(t)] if self.authors or self.tags or self.query else ordered
+        kept = [t for t in ordered if self.keeps(t)] if self.authors or self.tags or self.query is not None else ordered
         return kept if self.limit is None else kept[: self.limit]
 
     def describe(self) -> str:
