@@ -63,8 +63,7 @@ def hit_section(ctx: Context) -> list[Row]:
         for _ in range(8):
             hit = _get(feed)
         (ctx.workdir / "body.atom").write_bytes(hit.content)
-        headers = [(name.decode(), value.decode()) for name, value in hit.headers.raw
-                   if name.lower() not in GUNICORN_HEADERS]
+        headers = _app_headers(hit)
         (ctx.workdir / "headers.json").write_text(json.dumps(headers))
         body_env = {"BENCH_BODY_FILE": str(ctx.workdir / "body.atom")}
         trivial, _ = procs.gunicorn("trivial", body_env, app="bench.trivial:app", ready_path="/feed")
@@ -73,15 +72,16 @@ def hit_section(ctx: Context) -> list[Row]:
                                              app="bench.limit:app", ready_path="/feed")
         bare_limit, _ = procs.gunicorn("limit-two-headers", body_env, app="bench.limit:app", ready_path="/feed")
         answered = _get(limit + "/feed")
-        if answered.content != hit.content or [(n.decode(), v.decode()) for n, v in answered.headers.raw
-                                               if n.lower() not in GUNICORN_HEADERS] != headers:
+        if answered.content != hit.content or _app_headers(answered) != headers:
             raise RuntimeError("the limit does not answer with the hit's bytes and headers")
         result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed", "limit": limit + "/feed",
                               "two headers": bare_limit + "/feed"}, runs, seconds,
                              {"feedbridge": app_server.pid, "limit": limit_server.pid})
         upstream = forum.control.count()
     ours, base, bare, two = result["feedbridge"], result["trivial"], result["limit"], result["two headers"]
-    ours_cpu, bare_cpu = ours.cpu_ms or 0.0, bare.cpu_ms or 1.0  # both measured: their servers were given
+    ours_cpu, bare_cpu = ours.cpu_ms, bare.cpu_ms
+    if ours_cpu is None or bare_cpu is None:  # both servers were handed to wrk_compare
+        raise RuntimeError("no CPU figure for feedbridge or the limit")
     ctx.notes.append(f"1: gunicorn with `feedbridge.web.gunicorn_conf` ({WORKERS} gthread workers × 8 threads, "
                      f"bound to 127.0.0.1), wrk -t2 -c16, 1 s warm-up each, then {runs} alternating runs of "
                      f"{seconds} s, medians; body {len(hit.content):,} bytes of Atom (30 entries); the forum saw "
@@ -434,6 +434,12 @@ def memory_section(ctx: Context) -> list[Row]:
                 before / MIB, "MiB", None,
                 f"≤ before + {MEMORY_CACHE_BYTES // MIB} + {MEMORY_OVERHEAD_BYTES // MIB} MiB = {limit / MIB:.0f} MiB",
                 after <= limit and done == total)]
+
+
+def _app_headers(response: httpx.Response) -> list[tuple[str, str]]:
+    """The response's headers as the application sent them, in order: without the ones gunicorn adds."""
+    return [(name.decode(), value.decode()) for name, value in response.headers.raw
+            if name.lower() not in GUNICORN_HEADERS]
 
 
 def _get(url: str, expect_cache: str | None = None) -> httpx.Response:
