@@ -25,8 +25,28 @@ from feedbridge.web.responses import feed_headers
 bp = Blueprint("feeds", __name__)
 
 # What a Host header may be: a name or address and a port. Anything else would go into the self link and
-# the cache key of a feed built for it, so it is refused rather than stored.
-_HOST = re.compile(r"(?:[A-Za-z0-9-]{1,63}\.?){1,127}(?::\d{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](?::\d{1,5})?")
+# the cache key of a feed built for it, so it is refused rather than stored. Checked piece by piece after a
+# length cap: one regex over the whole header backtracked exponentially on labels of mixed lengths.
+MAX_HOST_CHARS = 260  # a 253-character name, a colon and a 5-digit port
+_LABEL = re.compile(r"[A-Za-z0-9-]{1,63}")
+_PORT = re.compile(r"\d{1,5}")
+_IPV6 = re.compile(r"[0-9A-Fa-f:.]{2,45}")
+
+
+def valid_host(host: str) -> bool:
+    """A host name (labels of letters, digits and hyphens, an optional final dot) or a bracketed IPv6
+    address, with an optional port."""
+    if len(host) > MAX_HOST_CHARS:
+        return False
+    if host.startswith("["):
+        address, bracket, port = host[1:].partition("]")
+        return bool(bracket) and bool(_IPV6.fullmatch(address)) and (
+            port == "" or (port[:1] == ":" and bool(_PORT.fullmatch(port[1:]))))
+    name, colon, port = host.partition(":")
+    if colon and not _PORT.fullmatch(port):
+        return False
+    labels = name.removesuffix(".").split(".")
+    return len(labels) <= 127 and all(_LABEL.fullmatch(label) for label in labels)
 
 
 
@@ -65,7 +85,7 @@ def _resolved(svc: FeedService, path: str) -> Resolved:
     if found is not None:
         return found
     spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
-    if not _HOST.fullmatch(request.host):
+    if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
     query = urlencode(spec.canonical_query())
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
