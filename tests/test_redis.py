@@ -11,7 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -23,8 +23,9 @@ from werkzeug.test import TestResponse
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, UpstreamTimeout
+from feedbridge.models import Category, Listing, Topic
 from feedbridge.store import codec, redis_store
-from feedbridge.store.entries import FeedEntry, PageEntry
+from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
 from feedbridge.store.redis_flight import RedisFlight
 from feedbridge.store.redis_store import PREFIX, RedisLink, RedisStore, redis_key
 from feedbridge.web.app import create_app
@@ -95,15 +96,40 @@ def test_feed_entry_keeps_its_bytes_raw() -> None:
     body = b'<?xml version="1.0"?>\n<feed>\xff\x00 caf\xc3\xa9\n</feed>\n'
     entry = FeedEntry(body, "etag", None, 1_800_000_000.0)
     data = codec.encode(entry)
-    assert data.endswith(body)  # no base64 inflation
+    assert body in data and len(data) < len(body) + 64  # raw: no base64 inflation
     assert codec.decode(data) == entry
     assert codec.decode(codec.encode(1_800_000_123.25)) == 1_800_000_123.25
 
 
 @pytest.mark.parametrize("data", [b"", b"garbage", b"\x80\x04pickle\n", b'{"t":"feed"}\n',
                                   b'{"t":"page","listing":{}}\n', b'{"t":"number","v":"1"}\n',
-                                  b'{"t":"number","v":1}\nextra', b'{"t":"exec"}\n'])
+                                  b'{"t":"number","v":1}\nextra', b'{"t":"exec"}\n', b"page\n", b"page\n\xc1",
+                                  b"number\n\xa11", b"number\n\x01\x01", b"number\n\xc3", b"Topic\n\x80"])
 def test_malformed_values_are_decode_errors(data: bytes) -> None:
+    with pytest.raises(codec.DecodeError):
+        codec.decode(data)
+
+
+def _topic(**fields: object) -> Topic:
+    return Topic(**{"id": 7, "title": "t", "url": "https://f.example/t/t/7", **fields})
+
+
+@pytest.mark.parametrize("value", [
+    PageEntry(Listing("L", "https://f.example", "c4", (_topic(), _topic(id="not-an-int", title=123))), None, None,
+              1.0, 1),
+    PageEntry(Listing("L", "https://f.example", "c4", (_topic(tags=["a", 5]),)), None, None, 1.0, 1),
+    TopicEntry(_topic(last_posted_at=datetime(2026, 1, 2)), 1.0, 1),  # no offset: sorting it with UTC dates raises
+    TopicEntry(_topic(created_at="yesterday"), 1.0, 1),
+    FeedEntry("<feed/>", "etag", None, 1.0),
+    FeedEntry(b"<feed/>", 123, None, 1.0),
+    DirectoryEntry((Category("GPU", "hardware/gpu", "12"),), 1.0),
+    SourceEntry("json", "soon", 2.0),
+    FailureEntry("timeout", None, True),
+], ids=["topic-id-and-title", "tag", "naive-date", "date", "feed-body", "etag", "category-id", "source", "failure"])
+def test_ill_typed_values_are_refused(value: object) -> None:
+    """What a writer to the shared store puts there is used only when it has the declared types: the old
+    codec built `Topic(id='not-an-int', title=123)` against its own docstring."""
+    data = codec.encode(value)  # encoding does not check types: this is what a forged entry looks like
     with pytest.raises(codec.DecodeError):
         codec.decode(data)
 
@@ -184,6 +210,26 @@ def test_unreadable_entries_are_misses(upstream: fake.FakeForum, redis_server: R
         client.set(name, b"\x80\x04not a value we wrote\n", keepttl=True)
     response = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
     assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
+    assert upstream.count() == 2
+
+
+def test_ill_typed_entries_are_misses(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    """A stored page whose topics have the wrong types, and a feed whose validator is a number, are read as
+    misses by a fresh instance: the forum is asked again and the forged feed body is never served."""
+    assert get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url).status_code == 200
+    client = redis_server.client()
+    forge = {
+        "page": lambda page: replace(page, listing=replace(page.listing, topics=(_topic(id="1", title=123),))),
+        "feed": lambda feed: replace(feed, etag=123, body=b"<feed>forged</feed>"),
+    }
+    for kind, forged in forge.items():
+        names = client.keys(f"{PREFIX}{kind}:*")
+        assert names
+        for name in names:
+            client.set(name, codec.encode(forged(codec.decode(client.get(name)))), keepttl=True)
+    response = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
+    assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
+    assert b"forged" not in response.data
     assert upstream.count() == 2
 
 

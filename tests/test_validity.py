@@ -166,6 +166,11 @@ def test_usernames_and_slugs_are_percent_encoded_in_each_format():
     ("http://[::1]:80/ä", "http://[::1]:80/%C3%A4"),
     ("/u/Zoë", "/u/Zo%C3%AB"),
     ("https://h/\ud800", "https://h/%3F"),
+    # Hosts Werkzeug copies as they are or refuses (raising): the URI is still valid, and nothing raises.
+    ("https://a b<c>/ä", "https://a%20b%3Cc%3E/%C3%A4"),
+    ("https://h:99999/ä?x=[1]", "https://h:99999/%C3%A4?x=%5B1%5D"),
+    ("https://[::1/ä", "https://%5B::1/%C3%A4"),
+    ("https://a..ü/ä", "https://a..%C3%BC/%C3%A4"),
 ])
 def test_iri_to_uri(iri, uri):
     from feedbridge.render.uris import iri_to_uri

@@ -3,12 +3,19 @@
 A forum's links, the profile URLs built from usernames (`/u/Zoë`, `/u/用户42`), category slugs and the
 bridge's own request paths can hold non-ASCII characters or spaces. Atom accepts IRIs, but RSS and JSON
 Feed say URL, and strict consumers check `authors[].url` or `<link>` against RFC 3986: so each one is
-mapped to the URI that names the same resource before it is written. Non-ASCII characters become the
-percent-encoded UTF-8 bytes, an internationalised host becomes its punycode form (IDNA), and characters
-RFC 3986 does not allow where they stand (space, `"<>\\^`{|}`, a lone `%`, `[`/`]` outside an IP literal, a
-second `#`) are percent-encoded too. Existing `%XX` escapes and the reserved characters that give a URI
-its structure (`:/?#@!$&'()*+,;=`) are left alone, so a URI goes through unchanged and the function is
-idempotent.
+mapped to the URI that names the same resource before it is written.
+
+Werkzeug's `iri_to_uri` does the conversion (IDNA for the host, percent-encoded UTF-8 elsewhere, each part
+with its own safe set). What it leaves undone for this use is done around it, because a feed must carry a
+valid URI whatever a forum (or a hostile upstream) put in its links:
+- a `%` not followed by two hex digits is taken as already quoted and stays, and a second `#` stays in the
+  fragment; both make an invalid URI, so they become `%25` and `%23` first;
+- a lone surrogate (from a JSON `\\ud800`) has no UTF-8 form and makes it raise: it becomes `%3F`;
+- an ASCII host is copied as it is, so a space or `<` in one stays: the result is percent-encoded outside
+  the URI characters;
+- a port that is no number, a broken `[`, or a host label IDNA refuses makes it raise: such a URL is then
+  converted by RFC 3987's own rule: every character a URI cannot hold percent-encoded, the host included.
+`is_uri` is the cheap test that skips all of it for a string that already is a URI (most of them).
 """
 
 from __future__ import annotations
@@ -17,17 +24,14 @@ import re
 import string
 from urllib.parse import quote
 
-_PCHAR = r"A-Za-z0-9\-._~!$&'()*+,;=:@%"  # RFC 3986 pchar (with % for escapes), the base of every part
+from werkzeug.urls import iri_to_uri as _werkzeug_iri_to_uri
+
 # What a URI may hold anywhere, as bytes for `bytes.translate`, which finds anything else several times faster
 # than a regex scan (`is_uri` runs over every URL of every feed).
 _URI_BYTES = (string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@%/?#").encode("ascii")
+_URI_SAFE = _URI_BYTES.decode("ascii")
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_PATH = re.compile(rf"[^{_PCHAR}/?]|%(?![0-9A-Fa-f]{{2}})")  # path and query; also the fragment
-_USERINFO = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:%]|%(?![0-9A-Fa-f]{2})")
-_HOST = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=%]|%(?![0-9A-Fa-f]{2})")
-# RFC 3986 appendix B, without its whitespace handling: every string matches.
-_REFERENCE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*:)?(?://(?P<authority>[^/?#]*))?(?P<rest>[^#]*)"
-                        r"(?:#(?P<fragment>.*))?", re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def is_uri(text: str) -> bool:
@@ -40,40 +44,10 @@ def iri_to_uri(iri: str) -> str:
     """The URI for `iri` (absolute or relative); a string that already is one comes back as it is."""
     if is_uri(iri):
         return iri
-    parts = _REFERENCE.fullmatch(iri.strip(" \t\n\r\f"))
-    assert parts is not None  # every group is optional
-    uri = parts["scheme"] or ""
-    if parts["authority"] is not None:
-        uri += "//" + _authority(parts["authority"])
-    uri += _PATH.sub(_escape, parts["rest"])
-    if parts["fragment"] is not None:
-        uri += "#" + _PATH.sub(_escape, parts["fragment"])
-    return uri
-
-
-def _authority(authority: str) -> str:
-    userinfo, at, hostport = authority.rpartition("@")
-    if hostport.startswith("["):  # an IP literal: ASCII by definition, kept with its brackets and port
-        host, port = hostport, ""
-    else:
-        host, colon, port = hostport.rpartition(":")
-        if not colon or not (port.isascii() and port.isdigit() or not port):
-            host, colon, port = hostport, "", ""
-        host = _HOST.sub(_escape, _idna(host)) + colon
-    return (_USERINFO.sub(_escape, userinfo) + at if at else "") + host + port
-
-
-def _idna(host: str) -> str:
-    """An internationalised host name in its ASCII (punycode) form; unchanged when it has none (a label
-    too long, or empty). What is left non-ASCII is then percent-encoded, which RFC 3986 allows in a host."""
-    if host.isascii():
-        return host
+    text = _SURROGATE.sub("%3F", _LONE_PERCENT.sub("%25", iri.strip(" \t\n\r\f")))
+    before, hash_mark, fragment = text.partition("#")
+    text = before + hash_mark + fragment.replace("#", "%23")
     try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return host
-
-
-def _escape(match: re.Match[str]) -> str:
-    # errors="replace": a lone surrogate has no UTF-8 form and becomes %3F rather than an exception.
-    return quote(match.group(), safe="", errors="replace")
+        return quote(_werkzeug_iri_to_uri(text), safe=_URI_SAFE + "[]")  # the brackets of an IP literal
+    except (ValueError, UnicodeError):  # urlsplit's port and `[` checks, the IDNA codec's label rules
+        return quote(text, safe=_URI_SAFE)

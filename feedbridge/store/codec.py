@@ -1,9 +1,13 @@
 """Cache values as bytes for a store shared between processes (Redis), and back.
 
 No pickle: whoever can write to the shared store must not be able to run code in the service, so only
-plain data crosses (JSON). A value is one line of JSON, then, for a rendered feed, its body as raw bytes
-(no base64: feeds are the bulk of the cache). Anything that does not decode to exactly the expected
-shape is a miss, never an error.
+plain data crosses: MessagePack, through `msgspec`, decoded against the entry's own dataclass types. A
+value is used only when every field, nested topics included, has its declared type (`Topic(id='not-an-int',
+title=123)` is refused); anything else is a miss, never an error. MessagePack carries bytes as bytes, so a
+rendered feed's body is stored as it is (no base64: feeds are the bulk of the cache).
+
+A value is its kind, a newline, then the entry. A kind is one line of `KINDS`: a new entry dataclass is
+shared by adding it there, and a field added to one needs nothing (its type is read from the dataclass).
 
 `SCHEMA` changes when the encoding or the fields of the cached dataclasses change, and the Redis keys
 carry it: after a deploy that changes the format, old entries are simply never read again.
@@ -11,27 +15,46 @@ carry it: after a deploy that changes the format, old entries are simply never r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from dataclasses import fields
+import typing
+from dataclasses import fields, is_dataclass
 from datetime import datetime
 from typing import Any
 
-from feedbridge.models import Category, Listing, Topic
+import msgspec
+
 from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
 
-VERSION = 1
-_MODELS = (Topic, Listing, PageEntry, FeedEntry, TopicEntry, Category, DirectoryEntry, SourceEntry,
-           FailureEntry)
+VERSION = 2
+KINDS: dict[str, type] = {
+    "page": PageEntry,
+    "feed": FeedEntry,
+    "topic": TopicEntry,
+    "categories": DirectoryEntry,
+    "source": SourceEntry,
+    "failure": FailureEntry,
+    "number": float,  # an int is stored as one too, and comes back a float
+}
 
 
 def _fingerprint() -> str:
-    """Field names and types of everything encoded: a field added to `Topic` changes the schema by itself."""
-    shape = ";".join(f"{m.__name__}:" + ",".join(f"{f.name}={f.type}" for f in fields(m)) for m in _MODELS)
-    return hashlib.sha256(shape.encode()).hexdigest()[:8]
+    """Field names, types and defaults of every kind and the dataclasses inside them, from msgspec's own
+    schema of them (without the docstrings it copies in): a field added to `Topic` changes it by itself."""
+    _, components = msgspec.json.schema_components(list(KINDS.values()))
+    shape = {name: {k: v for k, v in part.items() if k not in ("title", "description")}
+             for name, part in components.items()}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:8]
 
 
 SCHEMA = f"v{VERSION}.{_fingerprint()}"
+
+_KIND_OF: dict[type, bytes] = {model: kind.encode() for kind, model in KINDS.items()} | {int: b"number"}
+_DECODERS: dict[bytes, msgspec.msgpack.Decoder[Any]] = {
+    kind.encode(): msgspec.msgpack.Decoder(model) for kind, model in KINDS.items()
+}
+_ENCODER = msgspec.msgpack.Encoder()
 
 
 class DecodeError(ValueError):
@@ -40,95 +63,48 @@ class DecodeError(ValueError):
 
 def encode(value: Any) -> bytes:
     """Raises TypeError for a value this codec does not know (the caller then keeps it local only)."""
-    if isinstance(value, FeedEntry):
-        head = {"t": "feed", "etag": value.etag, "last_modified": value.last_modified, "stored_at": value.stored_at}
-        return _line(head) + value.body
-    if isinstance(value, PageEntry):
-        head = {"t": "page", "listing": _plain(value.listing), "etag": value.etag,
-                "last_modified": value.last_modified, "stored_at": value.stored_at, "size": value.size}
-        return _line(head)
-    if isinstance(value, TopicEntry):
-        topic = None if value.topic is None else _plain(value.topic)
-        return _line({"t": "topic", "topic": topic, "stored_at": value.stored_at, "size": value.size})
-    if isinstance(value, DirectoryEntry):
-        categories = [{f.name: getattr(c, f.name) for f in fields(c)} for c in value.categories]
-        return _line({"t": "categories", "categories": categories, "stored_at": value.stored_at})
-    if isinstance(value, SourceEntry):
-        head = {"t": "source", "source": value.source, "stored_at": value.stored_at, "reason": value.reason,
-                "status": value.status}
-        return _line(head)
-    if isinstance(value, FailureEntry):
-        return _line({"t": "failure", "kind": value.kind, "message": value.message, "stored_at": value.stored_at})
-    if isinstance(value, float | int) and not isinstance(value, bool):
-        return _line({"t": "number", "v": value})
-    raise TypeError(f"no cache encoding for {type(value).__name__}")
+    kind = _KIND_OF.get(type(value))
+    if kind is None:
+        raise TypeError(f"no cache encoding for {type(value).__name__}")
+    return kind + b"\n" + _ENCODER.encode(value)
 
 
 def decode(data: bytes) -> Any:
-    head_bytes, newline, body = data.partition(b"\n")
-    if not newline:
-        raise DecodeError("no header line")
+    kind, newline, payload = data.partition(b"\n")
+    decoder = _DECODERS.get(kind) if newline else None
+    if decoder is None:
+        raise DecodeError(f"unknown cached value kind {kind[:32]!r}")
     try:
-        head = json.loads(head_bytes)
-        kind = head.pop("t")
-        if kind == "feed":
-            return FeedEntry(body=body, **head)
-        if body:
-            raise DecodeError(f"unexpected body after a {kind!r} value")
-        if kind == "page":
-            listing = head.pop("listing")
-            topics = tuple(_build(Topic, t) for t in listing.pop("topics"))
-            return PageEntry(listing=_build(Listing, {**listing, "topics": topics}), **head)
-        if kind == "topic":
-            topic = head.pop("topic")
-            return TopicEntry(topic=None if topic is None else _build(Topic, topic), **head)
-        if kind == "categories":
-            categories = tuple(Category(**c) for c in head.pop("categories"))
-            return DirectoryEntry(categories=categories, **head)
-        if kind == "source":
-            source = SourceEntry(**head)
-            if isinstance(source.source, str) and isinstance(source.stored_at, float | int):
-                return source
-            raise DecodeError("malformed source entry")
-        if kind == "failure":
-            failure = FailureEntry(**head)
-            if isinstance(failure.kind, str) and isinstance(failure.message, str) \
-                    and isinstance(failure.stored_at, float | int):
-                return failure
-            raise DecodeError("malformed failure entry")
-        if kind == "number":
-            value = head["v"]
-            if isinstance(value, float | int) and not isinstance(value, bool):
-                return float(value)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise DecodeError(f"malformed cached value: {exc}") from None
-    raise DecodeError(f"unknown cached value kind {kind!r}")
+        value = decoder.decode(payload)
+    except msgspec.DecodeError as exc:  # msgspec.ValidationError too: a field of the wrong type
+        raise DecodeError(f"malformed cached {kind.decode()} value: {exc}") from None
+    if _naive(value):
+        raise DecodeError(f"a cached {kind.decode()} value has a date without its offset")
+    return value
 
 
-def _line(head: dict[str, Any]) -> bytes:
-    # json.dumps escapes newlines inside strings, so the first b"\n" always ends the header.
-    return json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+def _naive(value: object) -> bool:
+    """msgspec reads a date without an offset as a naive datetime; the models' dates are UTC, and sorting
+    topics by an aware and a naive one would raise."""
+    if isinstance(value, datetime):
+        return value.tzinfo is None
+    if isinstance(value, tuple):
+        return any(_naive(item) for item in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return any(_naive(getattr(value, name)) for name in _dated_fields(type(value)))
+    return False
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, Listing | Topic):
-        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, tuple):
-        return [_plain(item) for item in obj]
-    if isinstance(obj, datetime):
-        return obj.isoformat()
-    return obj
+@functools.cache
+def _dated_fields(model: type) -> tuple[str, ...]:
+    """The fields of `model` whose values can hold a datetime, at any depth."""
+    hints = typing.get_type_hints(model)
+    return tuple(f.name for f in fields(model) if _holds_datetime(hints[f.name]))
 
 
-def _build(model: type, data: dict[str, Any]) -> Any:
-    """The dataclass back from `_plain`: field types (strings, under postponed annotations) say what to revive."""
-    values = dict(data)
-    for f in fields(model):
-        value = values.get(f.name)
-        if value is None:
-            continue
-        if "datetime" in str(f.type):
-            values[f.name] = datetime.fromisoformat(value)
-        elif str(f.type).startswith("tuple[str"):
-            values[f.name] = tuple(value)
-    return model(**values)
+def _holds_datetime(hint: Any) -> bool:
+    if hint is datetime:
+        return True
+    if is_dataclass(hint):
+        return bool(_dated_fields(hint))  # type: ignore[arg-type]
+    return any(_holds_datetime(arg) for arg in typing.get_args(hint))
