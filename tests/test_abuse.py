@@ -19,7 +19,6 @@ from flask import Flask
 from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.feeds.cached import WINDOW
 from feedbridge.web.app import create_app
 from tests.appserver import RunningApp, procfile_web, running_app, settings_for
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
@@ -44,13 +43,6 @@ def serving(settings: Settings) -> Iterator[tuple[RunningApp, Flask]]:
     finally:
         server.shutdown()
         app.extensions["feedbridge"].fetcher.close()
-
-
-def fresh_window() -> None:
-    """Start at the beginning of a budget window when little of the current one is left: counts are per window."""
-    left = WINDOW - time.time() % WINDOW
-    if left < 20:
-        time.sleep(left + 0.1)
 
 
 def client_from(address: str) -> httpx.Client:
@@ -82,7 +74,6 @@ def test_a_remembered_failure_is_shared_through_redis(upstream, redis_server: Re
 
 
 def test_distinct_unknown_categories_are_bounded_by_the_clients_share(upstream):
-    fresh_window()
     with running_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
         statuses = [client.get(app.feed_url(f"/c/nope-{i}/{i}.atom")).status_code for i in range(1, 201)]
     assert upstream.count() == 10  # a third of 30, the first request's `/latest.md` (source detection) included
@@ -102,7 +93,6 @@ def test_a_failed_topic_page_is_not_asked_for_again_on_the_next_rebuild(upstream
 # --- the per-forum budget -----------------------------------------------------------------------------
 
 def test_one_client_cannot_spend_the_forums_budget(upstream):
-    fresh_window()
     with running_app(settings_for(upstream.url, forum_budget=12)) as app:
         cached = app.feed_url("/latest.atom")
         with client_from("127.0.0.2") as reader:
@@ -131,7 +121,6 @@ def test_one_client_cannot_spend_the_forums_budget(upstream):
 
 
 def test_past_the_budget_a_stale_copy_is_served_instead_of_503(upstream):
-    fresh_window()
     with running_app(settings_for(upstream.url, forum_budget=3, cache_ttl=0)) as app:
         url = app.feed_url("/latest.atom")
         good = get(url)

@@ -10,23 +10,27 @@ categories directory (and so the `.html` views and previews built on them).
 
 The bounds, and why each exists (a public service reading other people's servers):
 
-- Negative caching: a failure or 404 is remembered (in the store, so through Redis for every instance),
-  and requests for the same key meanwhile cost the forum nothing. 200 requests for an unknown category
-  are one upstream request, not 200.
-- `ForumBudget`: at most FEEDBRIDGE_FORUM_BUDGET upstream requests per forum per minute (a fixed window,
-  counted in the store: shared through Redis), well under Discourse's anonymous limit (about 200 a
-  minute per IP), so the bridge is never the client that gets the forum to rate-limit it for everyone.
-  One client (its address as the WSGI server sees it, which honours `FORWARDED_ALLOW_IPS`) may spend at
-  most a third of it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = the end of the
-  window, or the stale copy. A fixed window is one INCR per request; its price is the edge, where a
-  budget spent at the end of one minute and the start of the next puts up to twice it in sixty seconds.
-- `ColdSlots`: at most FEEDBRIDGE_THREADS - 2 request threads per process fetch from upstream at once;
-  a request that would start one more gets 503 + Retry-After (or the stale copy) at once, so two threads
-  always stay free for cached feeds and `/healthz`. Requests that join a fetch already under way (the
-  same cold key) need no slot: they add no upstream load, and a cold key has nothing else to answer
-  with. When a copy is held and the slots are full, they get that copy at once instead of waiting.
+- Negative caching: a failure or 404 is remembered (in the control store, so through Redis for every
+  instance, and never pushed out by a flood of cached copies), and requests for the same key meanwhile
+  cost the forum nothing. 200 requests for an unknown category are one upstream request, not 200.
+- `ForumBudget`: at most FEEDBRIDGE_FORUM_BUDGET upstream requests per forum in any 60 seconds (a moving
+  window, `feedbridge.store.control.Windows`: shared through Redis), well under Discourse's anonymous
+  limit (about 200 a minute per IP), so the bridge is never the client that gets the forum to rate-limit
+  it for everyone. One client (its address, see `feedbridge.web.context`) may spend at most a third of
+  it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = when the window has room
+  again, or the stale copy.
+- Cold slots: at most FEEDBRIDGE_THREADS - 2 request threads per process fetch from upstream at once
+  (a `BoundedSemaphore`, never waited on); a request that would start one more gets 503 + Retry-After
+  (or the stale copy) at once, so two threads always stay free for cached feeds and `/healthz`.
+  Requests that join a fetch already under way (the same cold key) with nothing else to answer with
+  need no slot: they add no upstream load. With a copy held, joining takes a slot, and with none left
+  they get that copy at once instead of waiting.
 - `Caller.deadline`: one FEEDBRIDGE_REQUEST_DEADLINE per request bounds every wait on top of a fetch
   (further pages, topic pages, another request's fetch); the service answers with what it has by then.
+
+Which caller may take a slot is said by the caller, not by the thread it runs in: the web request's own
+`Caller` may (`admits`), and the `CallerPool` hands work it runs for that request a `pooled()` copy with
+the same client and deadline that never does (the request's slot covers it).
 
 Callers without a `Caller` (the static build, the CLI) get the cache and negative caching only: they
 pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
@@ -34,32 +38,30 @@ pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
 
 from __future__ import annotations
 
+import contextvars
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import BridgeBusy, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
+from feedbridge.errors import BridgeBusy, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
+from feedbridge.store.control import WINDOW, ControlStore, Windows
 from feedbridge.store.entries import FailureEntry
 from feedbridge.store.memory import Flight, Store
 
 log = logging.getLogger(__name__)
 E = TypeVar("E")
+T = TypeVar("T")
 Cache = Literal["hit", "miss", "stale"]
 
 CLIENT_SHARE = 3
 """One client may spend at most 1/CLIENT_SHARE of a forum's budget per window."""
-WINDOW = 60.0
 BUSY_RETRY = 5.0
-
-_KINDS: dict[str, type[UpstreamError]] = {"not_found": UpstreamNotFound, "timeout": UpstreamTimeout,
-                                           "error": UpstreamError}
-
 
 @dataclass(frozen=True, slots=True)
 class Got(Generic[E]):
@@ -72,13 +74,14 @@ class Got(Generic[E]):
 class Caller:
     """One web request: who asks (for the budget's fair share), until when, and whether it holds a slot.
 
-    Made in the request's own thread; the service's fetch pool threads get it passed along for the budget
-    and the deadline, but never take slots (the request thread holds the one that covers them).
+    `admits`: whether this is the request's own caller, which takes a cold slot before it fetches. Work
+    the request fans out (`CallerPool`) gets `pooled()`, which shares the budget and the deadline but never
+    takes a slot: the request's own slot covers it, and a page 2 must not be refused for want of one.
     """
 
     client: str
     deadline: float  # time.monotonic()
-    thread: int = field(default_factory=threading.get_ident)
+    admits: bool = True
     slot: bool = False
 
     def left(self) -> float:
@@ -87,72 +90,70 @@ class Caller:
     def wait(self, longest: float) -> float:
         return max(min(longest, self.left()), 0.0)
 
+    def pooled(self) -> Caller:
+        return Caller(self.client, self.deadline, admits=False)
 
-class ColdSlots:
-    """A counting semaphore for the request threads that fetch from upstream, never waited on.
 
-    Taken without waiting: when every slot is held the forum is being slow for this many requests
-    already, and a thread that queued for a slot would be a thread not serving hits.
-    """
+class CallerPool(ThreadPoolExecutor):
+    """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
+    a copy of the submitter's context (`contextvars`, e.g. the static build's per-feed request tally), and
+    a `Caller` among its arguments is handed over as its `pooled()` copy."""
 
-    def __init__(self, size: int):
-        self.size = size
-        self._held = 0
-        self._lock = threading.Lock()
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        handed = tuple(arg.pooled() if isinstance(arg, Caller) else arg for arg in args)
+        return super().submit(_call, contextvars.copy_context(), fn, handed, kwargs)
 
-    def acquire(self, caller: Caller) -> bool:
-        with self._lock:
-            if self._held >= self.size:
-                return False
-            self._held += 1
-        caller.slot = True
-        return True
 
-    def release(self, caller: Caller) -> None:
-        if not caller.slot:
-            return
-        caller.slot = False
-        with self._lock:
-            self._held -= 1
-
-    @property
-    def full(self) -> bool:
-        with self._lock:
-            return self._held >= self.size
+def _call(context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    return context.run(fn, *args, **kwargs)
 
 
 class ForumBudget:
-    """Upstream requests per forum per `WINDOW`, and each client's share of them, counted in the store."""
+    """Upstream requests per forum in any `WINDOW` seconds, and each client's share of them (moving windows).
 
-    def __init__(self, store: Store, per_window: int):
-        self.store = store
+    The forum's window is looked at before the client's is counted, so a client refused for the forum's
+    sake keeps its share; a client counted and then refused because another filled the forum's window
+    in between has spent one of its share without a request, which errs towards the forum.
+    """
+
+    def __init__(self, windows: Windows, per_window: int):
+        self.windows = windows
         self.per_window = per_window
         self.share = max(per_window // CLIENT_SHARE, 1)
 
     def spend(self, forum: Forum, caller: Caller) -> None:
         if self.per_window <= 0:
             return
-        now = time.time()
-        window = math.floor(now / WINDOW)
-        retry = (window + 1) * WINDOW - now
-        mine = self.store.incr(f"budget:{forum.key}|{window}|{caller.client}", WINDOW * 2)
-        if mine > self.share:
+        whole = ("forum", forum.key)
+        if not self.windows.test(self.per_window, *whole):
+            self._forum_busy(forum, whole)
+        mine = ("client", forum.key, caller.client)
+        if not self.windows.hit(self.share, *mine):
+            retry = self._retry(self.share, mine)
             raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
                              f"requests a minute the bridge makes to {forum.key}; retry in {retry:.0f}s",
                              retry_after=retry)
-        if self.store.incr(f"budget:{forum.key}|{window}", WINDOW * 2) > self.per_window:
-            raise BridgeBusy(f"the bridge has made its {self.per_window} upstream requests this minute to "
-                             f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
+        if not self.windows.hit(self.per_window, *whole):
+            self._forum_busy(forum, whole)
+
+    def _forum_busy(self, forum: Forum, whole: tuple[str, ...]) -> NoReturn:
+        retry = self._retry(self.per_window, whole)
+        raise BridgeBusy(f"the bridge has made its {self.per_window} upstream requests of the last minute to "
+                         f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
+
+    def _retry(self, limit: int, ids: tuple[str, ...]) -> float:
+        return min(max(self.windows.reset_in(limit, *ids), 1.0), float(WINDOW))
 
 
 class CachePolicy:
     """The one path from a cache key to an entry (see the module docstring)."""
 
-    def __init__(self, settings: Settings, store: Store, flight: Flight):
+    def __init__(self, settings: Settings, store: Store, flight: Flight, control: ControlStore):
         self.settings = settings
         self.store = store
         self.flight = flight
-        self.slots = ColdSlots(settings.cold_slots)
+        self.control = control
+        self.slots = threading.BoundedSemaphore(settings.cold_slots)
 
     def caller(self, client: str) -> Caller:
         return Caller(client, time.monotonic() + self.settings.request_deadline)
@@ -163,8 +164,9 @@ class CachePolicy:
         try:
             yield
         finally:
-            if caller is not None:
-                self.slots.release(caller)
+            if caller is not None and caller.slot:
+                caller.slot = False
+                self.slots.release()
 
     def fresh(self, key: str, fresh_for: float) -> Any:
         entry = self.store.get(key)
@@ -189,46 +191,46 @@ class CachePolicy:
                 return Got(held, "stale", exc.message)
             raise
 
-    def take_slot(self, caller: Caller | None) -> None:
-        """Before a request thread sends anything upstream (`FeedService.fetch`): a slot, or BridgeBusy.
+    def take_slot(self, caller: Caller | None, why: str = "") -> None:
+        """Before a request sends anything upstream (`FeedService.fetch`), or waits on another's fetch with a
+        copy to fall back on: a slot, or BridgeBusy (with `why` as its message).
 
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
-        being fetched by another request needs none. The service's fetch pool threads never take one."""
-        if caller is None or caller.slot or caller.thread != threading.get_ident():
+        being fetched by another request needs none. Pooled callers never take one."""
+        if caller is None or caller.slot or not caller.admits:
             return
-        if not self.slots.acquire(caller):
-            raise BridgeBusy(f"{self.slots.size} requests are already waiting on the forum in this process; "
-                             f"retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
+        if not self.slots.acquire(blocking=False):
+            raise BridgeBusy(why or f"{self.settings.cold_slots} requests are already waiting on the forum in "
+                             f"this process; retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
+        caller.slot = True
 
     def remembered(self, key: str) -> UpstreamError | None:
         """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""
-        failure: FailureEntry | None = self.store.get("failed:" + key)
+        failure: FailureEntry | None = self.control.get("failed:" + key)
         if failure is None:
             return None
         left = max(failure.stored_at + self.settings.negative_ttl - time.time(), 1.0)
-        return _KINDS.get(failure.kind, UpstreamError)(
-            f"{failure.message} (remembered; the forum is asked again in {left:.0f}s)", retry_after=left)
+        return upstream_error(failure.kind, f"{failure.message} (remembered; the forum is asked again in {left:.0f}s)",
+                              left, failure.status)
 
     def remember(self, key: str, exc: UpstreamError) -> None:
         """Failures of the forum only: a budget or slot refusal, or a 429 (kept per forum), is not remembered."""
         if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited):
             return
-        kind = "not_found" if isinstance(exc, UpstreamNotFound) else "timeout" if isinstance(exc, UpstreamTimeout) \
-            else "error"
-        self.store.set("failed:" + key, FailureEntry(kind, exc.message, time.time()), self.settings.negative_ttl)
+        self.control.set("failed:" + key, FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status),
+                         self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
                caller: Caller | None, what: str) -> E:
         remembered = self.remembered(key)
         if remembered is not None:
             raise remembered
-        # A copy is held and another request is fetching it already: with every slot taken, waiting would
-        # hold one more thread away from the hits, so the held copy is served at once.
-        waiter = caller is not None and caller.thread == threading.get_ident() and not caller.slot
-        if waiter and held is not None and self.slots.full and self.flight.busy(key):
-            raise BridgeBusy(f"{what or key} is being fetched already and this process's {self.slots.size} "
-                             f"slots for waiting on the forum are taken; retry in {BUSY_RETRY:.0f}s",
-                             retry_after=BUSY_RETRY)
+        # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
+        # with every slot taken it would hold one more thread away from the hits, so the copy is served.
+        if held is not None and self.flight.busy(key):
+            self.take_slot(caller, f"{what or key} is being fetched already and this process's "
+                                   f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
+                                   f"retry in {BUSY_RETRY:.0f}s")
         wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
         if wait <= 0:
             raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "

@@ -103,12 +103,12 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetche
                 progress: Progress) -> FeedOutcome:
     progress.started(plan.name)
     started = time.perf_counter()
-    before = fetcher.thread_requests()
     outcome = FeedOutcome(plan.name, "failed", "-", 0)
     try:
-        bodies = [service.feed(spec, urljoin(config.site_url, quote(file))).entry.body
-                  for spec, file in zip(plan.specs, plan.files, strict=False)]
-        outcome.requests = fetcher.thread_requests() - before
+        with fetcher.counting() as tally:
+            bodies = [service.feed(spec, urljoin(config.site_url, quote(file))).entry.body
+                      for spec, file in zip(plan.specs, plan.files, strict=False)]
+        outcome.requests = tally.requests
         outcome.fetch = "file" if plan.source else "fetched" if outcome.requests else "cached"
         written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.

@@ -1,15 +1,18 @@
-"""Choose the cache store and the single-flight for this process.
+"""Choose the cache store, the control store and the single-flight for this process.
 
-Without a cache URL, one process is the whole service: an in-process cache and single-flight. With
-one (`FEEDBRIDGE_CACHE_URL` or a PaaS add-on's `REDIS_URL`), every worker of every instance shares
-pages, feeds and rate-limit state in Redis and takes a Redis lock before fetching, so the forum sees
-one request per page per cache TTL however many workers there are.
+Without a cache URL, one process is the whole service: an in-process cache, control store and
+single-flight. With one (`FEEDBRIDGE_CACHE_URL` or a PaaS add-on's `REDIS_URL`), every worker of every
+instance shares pages, feeds, control state and budgets in Redis and takes a Redis lock before
+fetching, so the forum sees one request per page per cache TTL however many workers there are.
 
 Plain arguments rather than `Settings`: the store is a leaf of the tree and reads no configuration.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from feedbridge.store.control import ControlStore, MemoryControl, RedisControl, Windows, redis_windows
 from feedbridge.store.memory import Flight, MemoryStore, SingleFlight, Store
 from feedbridge.store.redis_flight import RedisFlight
 from feedbridge.store.redis_store import RedisLink, RedisStore, TieredStore
@@ -20,12 +23,28 @@ LOCAL_RECHECK = 5.0
 LOCK_MARGIN = 5.0
 
 
-def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float,
-                  fetch_deadline: float) -> tuple[Store, Flight]:
+@dataclass(frozen=True, slots=True)
+class Backends:
+    """`store`: cached copies (evictable); `control` and `windows`: decisions and budgets (never evicted by
+    readers' traffic, see `feedbridge.store.control`); `flight`: one fetch per cold key."""
+
+    store: Store
+    control: ControlStore
+    windows: Windows
+    flight: Flight
+
+
+def memory_backends(max_bytes: int) -> Backends:
+    """One process alone: the static build, the CLI, a server without Redis."""
+    return Backends(MemoryStore(max_bytes), MemoryControl(), Windows(), SingleFlight())
+
+
+def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float, fetch_deadline: float) -> Backends:
     """Raises ValueError for a cache URL that is not a Redis URL."""
-    memory = MemoryStore(max_bytes)
     if not cache_url:
-        return memory, SingleFlight()
+        return memory_backends(max_bytes)
     link = RedisLink(cache_url)
-    store = TieredStore(memory, RedisStore(link), fresh_for=fresh_for, recheck=min(fresh_for, LOCAL_RECHECK))
-    return store, RedisFlight(link, lock_ttl=fetch_deadline + LOCK_MARGIN)
+    store = TieredStore(MemoryStore(max_bytes), RedisStore(link), fresh_for=fresh_for,
+                        recheck=min(fresh_for, LOCAL_RECHECK))
+    return Backends(store, RedisControl(link), redis_windows(link),
+                    RedisFlight(link, lock_ttl=fetch_deadline + LOCK_MARGIN))

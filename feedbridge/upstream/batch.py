@@ -4,6 +4,10 @@ A cron job or CI build fetches many pages at once and nobody is waiting for a si
 can afford to be gentler than the web service: a few requests at a time per forum, starts spaced by a
 delay, a short `Retry-After` sat out (by every request to that forum, not just the one that got the
 429) and retried once, and a long one ends all requests to that forum for the rest of the run.
+
+What each feed cost is counted where it is spent: `counting()` opens a tally in the current context
+(`contextvars`), and every request made in that context adds to it, also from the service's pool, which
+runs the work a feed fans out (its further pages, its topic pages) in a copy of the feed's context.
 """
 
 from __future__ import annotations
@@ -12,10 +16,31 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import UpstreamRateLimited
 from feedbridge.upstream.fetcher import Fetched, Fetcher
+
+
+class Tally:
+    """Requests made within one `PoliteFetcher.counting()` block (a request that was only waited on is not)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @property
+    def requests(self) -> int:
+        with self._lock:
+            return self._count
+
+    def add(self) -> None:
+        with self._lock:
+            self._count += 1
+
+
+_TALLY: ContextVar[Tally | None] = ContextVar("feedbridge_tally", default=None)
 
 
 class _ForumGate:
@@ -30,8 +55,8 @@ class PoliteFetcher(Fetcher):
     """`Fetcher` with per-forum politeness. `local_pages` maps upstream URLs to Markdown served instead.
 
     `on_wait(forum, seconds)` is called before sitting out a Retry-After, so the run can say why it is
-    quiet. Requests made by the current thread are counted in `thread_requests()`, which is how a feed
-    tells whether its pages were fetched for it or already fetched in this run.
+    quiet. `requests` counts every request of the run; `counting()` those made for one feed, which is how
+    a feed tells whether its pages were fetched for it or already fetched in this run.
     """
 
     def __init__(self, settings: Settings, *, concurrency: int = 2, delay: float = 0.5, max_wait: float = 30.0,
@@ -45,7 +70,6 @@ class PoliteFetcher(Fetcher):
         self.on_wait = on_wait
         self._gates: dict[str, _ForumGate] = {}
         self._gates_lock = threading.Lock()
-        self._local = threading.local()
         self._count_lock = threading.Lock()
         self.requests = 0
 
@@ -71,8 +95,15 @@ class PoliteFetcher(Fetcher):
                     self.on_wait(forum, wait)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def thread_requests(self) -> int:
-        return getattr(self._local, "requests", 0)
+    @staticmethod
+    @contextmanager
+    def counting() -> Iterator[Tally]:
+        tally = Tally()
+        token = _TALLY.set(tally)
+        try:
+            yield tally
+        finally:
+            _TALLY.reset(token)
 
     def _gate(self, forum: Forum) -> _ForumGate:
         with self._gates_lock:
@@ -88,7 +119,9 @@ class PoliteFetcher(Fetcher):
             time.sleep(max(start - time.monotonic(), 0.0))
             if gate.gave_up:  # decided while this request waited for its turn
                 raise UpstreamRateLimited(gate.gave_up)
-            self._local.requests = self.thread_requests() + 1
+            tally = _TALLY.get()
+            if tally is not None:
+                tally.add()
             with self._count_lock:
                 self.requests += 1
             yield

@@ -1,12 +1,33 @@
 """The request's resources, one accessor each: the app's `FeedService`, and this request's `Caller` (its
-deadline, its share of the forum's budget and its slot)."""
+deadline, its share of the forum's budget and its slot).
+
+Who the client is, for its share of a forum's budget: the address that reached the first proxy we trust.
+`FEEDBRIDGE_TRUSTED_HOPS` says how many proxies stand in front (a PaaS router is one), and Werkzeug's
+`ProxyFix` (`client_addresses`) replaces `REMOTE_ADDR` with the `X-Forwarded-For` entry that many places
+from the right: the one the outermost trusted proxy appended, from the peer it saw. Whatever the client
+wrote further left is never read, so rotating a made-up leftmost value buys no new share. gunicorn
+itself never replaces `REMOTE_ADDR` (its `FORWARDED_ALLOW_IPS` only decides whose `X-Forwarded-Proto`
+it believes).
+
+The default is 0, the peer's own address: with no proxy in front, trusting one hop would let every
+client name itself by sending the header, and so spend the whole forum budget alone; behind a router,
+0 only makes all clients one client, which spends less of the forum, never more. Set it to the number
+of proxies that append to the header (1 on Heroku, Render, Fly.io and the like), and no higher: one
+hop too many takes a value the client wrote.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flask import current_app, g, request
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from feedbridge.feeds.cached import Caller
 from feedbridge.feeds.service import FeedService
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
 
 
 def service() -> FeedService:
@@ -16,12 +37,16 @@ def service() -> FeedService:
 
 
 def caller() -> Caller:
-    """This request's caller, made once however many service calls the request makes.
-
-    The client is `REMOTE_ADDR` as the WSGI server sets it: gunicorn replaces it from `X-Forwarded-For`
-    only for peers in `FORWARDED_ALLOW_IPS`, so a client cannot pick its own share by sending headers.
-    """
+    """This request's caller, made once however many service calls the request makes."""
     if "caller" not in g:
         g.caller = service().caller(request.environ.get("REMOTE_ADDR") or "-")
     made: Caller = g.caller
     return made
+
+
+def client_addresses(app: WSGIApplication, trusted_hops: int) -> WSGIApplication:
+    """`app` with `REMOTE_ADDR` taken from the trusted hop of `X-Forwarded-For` (see the module docstring);
+    `app` itself when no proxy is trusted. Only the address: scheme, host and prefix stay the server's."""
+    if trusted_hops <= 0:
+        return app
+    return ProxyFix(app, x_for=trusted_hops, x_proto=0, x_host=0, x_port=0, x_prefix=0)

@@ -1,0 +1,191 @@
+"""Control state: what the service decides about forums and clients, kept apart from the cached copies.
+
+A forum's remembered `Retry-After`, remembered failures (`failed:` keys), source decisions and the
+budget counters steer what reaches a forum. In the page and feed LRU they could be pushed out by a flood
+of cheap distinct URLs, and then the next cold request went straight back to a forum that asked us to
+wait. Here nothing a reader asks for is stored: every entry follows an upstream request (a failure, a
+429, a probe), and those are budgeted, so the bounds below are never reached by readers' traffic.
+
+- `MemoryControl`: one bounded map per kind (the key's prefix before `:`), so even a kind with many
+  entries (failures, one per failed URL) can never evict another (a forum's `Retry-After`, its source).
+- `RedisControl`: the same state in Redis, shared by every worker and instance; while Redis is
+  unreachable the process carries on with its own `MemoryControl` (written through, so it holds what
+  this process decided).
+- `Windows`: moving-window rate limits (`limits`), over memory or the same Redis. A moving window
+  counts the requests of the last `seconds`, so no span of that length ever holds more than the limit
+  (a fixed window lets twice the limit through across its edge).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import redis
+from cachetools import TLRUCache, TTLCache
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.storage import MemoryStorage, RedisStorage, Storage
+from limits.strategies import MovingWindowRateLimiter
+
+from feedbridge.store.redis_store import PREFIX, RedisLink, RedisStore
+
+T = TypeVar("T")
+
+WINDOW = 60
+"""Seconds of the budgets' moving window."""
+ENTRIES_PER_KIND = 4096
+"""At most this many entries of one kind in a process (a failure costs a budgeted upstream request)."""
+WINDOWS_HELD = 65536
+"""In-process windows with hits in the last `seconds` that are tracked for clearing (see `_Idle`)."""
+
+
+class ControlStore(Protocol):
+    """`Store`'s get/set/delete, for state that must outlive any flood of readers' requests."""
+
+    def get(self, key: str) -> Any | None: ...
+    def set(self, key: str, value: Any, ttl: float) -> None: ...
+    def delete(self, key: str) -> None: ...
+
+
+class MemoryControl:
+    """Thread-safe per-item TTLs, bounded per kind; an entry leaves when its TTL ends or its kind is full."""
+
+    def __init__(self, per_kind: int = ENTRIES_PER_KIND):
+        self.per_kind = per_kind
+        self._kinds: dict[str, TLRUCache[str, tuple[Any, float]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            found = self._kind(key).get(key)
+        return None if found is None else found[0]
+
+    def set(self, key: str, value: Any, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        with self._lock:
+            self._kind(key)[key] = (value, time.monotonic() + ttl)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._kind(key).pop(key, None)
+
+    def _kind(self, key: str) -> TLRUCache[str, tuple[Any, float]]:
+        kind = key.partition(":")[0]
+        cache = self._kinds.get(kind)
+        if cache is None:
+            cache = self._kinds[kind] = TLRUCache(self.per_kind, _expires, timer=time.monotonic)
+        return cache
+
+
+def _expires(_key: str, value: tuple[Any, float], _now: float) -> float:
+    return value[1]
+
+
+class RedisControl:
+    """Control state in Redis (keys like the cache's, `feedbridge:<schema>:<kind>:<hash>`), read from there
+    first so that every worker sees one decision, and kept in-process too for when Redis is unreachable."""
+
+    def __init__(self, link: RedisLink, local: MemoryControl | None = None):
+        self.shared = RedisStore(link)
+        self.local = local or MemoryControl()
+
+    def get(self, key: str) -> Any | None:
+        found = self.shared.lookup(key)
+        return self.local.get(key) if found is None else found[0]
+
+    def set(self, key: str, value: Any, ttl: float) -> None:
+        self.local.set(key, value, ttl)
+        self.shared.set(key, value, ttl)
+
+    def delete(self, key: str) -> None:
+        self.local.delete(key)
+        self.shared.delete(key)
+
+
+class Windows:
+    """Moving-window limits, `limit` hits per `seconds` for each tuple of identifiers.
+
+    Identifiers are hashed, so no client address or forum name reaches Redis as text. With Redis, the
+    shared window decides, and every hit is counted in-process too: when a call fails (the link's breaker
+    open), the process goes on limiting from what it has itself spent, never from a fresh window.
+    """
+
+    def __init__(self, seconds: int = WINDOW, storage: Storage | None = None, link: RedisLink | None = None):
+        self.seconds = seconds
+        self._local = MovingWindowRateLimiter(MemoryStorage())
+        self._shared = None if storage is None or link is None else (MovingWindowRateLimiter(storage), link)
+        self._idle = _Idle(self._local, self._item, seconds)
+        self._lock = threading.Lock()
+
+    def hit(self, limit: int, *ids: str) -> bool:
+        """Count one hit unless the window is full; whether it was counted."""
+        item, names = self._item(limit), _hashed(ids)
+        mine = self._local.hit(item, *names)
+        with self._lock:
+            self._idle[(limit, *names)] = None
+        shared = self._ask(lambda limiter: limiter.hit(item, *names))
+        return mine if shared is None else shared
+
+    def test(self, limit: int, *ids: str) -> bool:
+        """Whether one more hit would be counted (nothing is counted)."""
+        item, names = self._item(limit), _hashed(ids)
+        shared = self._ask(lambda limiter: limiter.test(item, *names))
+        return self._local.test(item, *names) if shared is None else shared
+
+    def reset_in(self, limit: int, *ids: str) -> float:
+        """Seconds until the window has room again (0 when it has room now)."""
+        item, names = self._item(limit), _hashed(ids)
+        shared = self._ask(lambda limiter: limiter.get_window_stats(item, *names).reset_time)
+        reset = self._local.get_window_stats(item, *names).reset_time if shared is None else shared
+        return max(reset - time.time(), 0.0)
+
+    def _item(self, limit: int) -> RateLimitItem:
+        return RateLimitItemPerSecond(limit, self.seconds, namespace="window")
+
+    def _ask(self, op: Callable[[MovingWindowRateLimiter], T]) -> T | None:
+        """`op` on the shared windows; None without Redis or when it could not be asked."""
+        if self._shared is None:
+            return None
+        limiter, link = self._shared
+        return link.run(lambda _client: op(limiter))
+
+
+class _Idle(TTLCache[tuple[Any, ...], None]):
+    """The in-process windows hit within the last `seconds`; one that leaves is cleared from the storage.
+
+    `limits`' memory storage empties a moving window's list of hits as they age but keeps the key, one
+    per client ever seen; clearing it once nothing was hit for a whole window frees it and changes no
+    count. Leaving by the size bound clears too: that window loses its count, the process keeps its bound.
+    """
+
+    def __init__(self, limiter: MovingWindowRateLimiter, item: Callable[[int], RateLimitItem], seconds: int):
+        super().__init__(WINDOWS_HELD, seconds, timer=time.monotonic)
+        self.limiter = limiter
+        self.item = item
+
+    def expire(self, time: float | None = None) -> list[tuple[tuple[Any, ...], None]]:
+        gone: list[tuple[tuple[Any, ...], None]] = list(super().expire(time))
+        for (limit, *names), _ in gone:
+            self.limiter.clear(self.item(limit), *names)
+        return gone
+
+    def popitem(self) -> tuple[tuple[Any, ...], None]:
+        key, value = super().popitem()
+        limit, *names = key
+        self.limiter.clear(self.item(limit), *names)
+        return key, value
+
+
+def _hashed(ids: tuple[str, ...]) -> list[str]:
+    return [hashlib.sha256(part.encode()).hexdigest()[:32] for part in ids]
+
+
+def redis_windows(link: RedisLink, seconds: int = WINDOW) -> Windows:
+    """`Windows` over the link's own connection pool, so its calls share the link's short timeouts; keys are
+    `feedbridge:<schema>:budget:window/<hash>/.../<limit>/<seconds>/second`."""
+    pool: redis.ConnectionPool = link.client.connection_pool
+    return Windows(seconds, RedisStorage("redis://", connection_pool=pool, key_prefix=PREFIX + "budget"), link)

@@ -1,0 +1,220 @@
+"""Control state (budgets, shares, a forum's Retry-After, remembered failures) against floods and routers.
+
+Over real sockets: the app (a thread, or the Procfile's gunicorn) in front of the fake forum, in memory
+and with a real redis-server. Settings come from environment variables, as a deployment gives them.
+Each test counts what reached the forum.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from feedbridge.cli import main
+from feedbridge.config import Settings
+from feedbridge.store.control import MemoryControl
+from feedbridge.store.entries import FailureEntry
+from tests.appserver import RunningApp, procfile_web, running_app
+from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
+from tests.upstream import FakeForum
+
+COMPILER = "/c/compiler/5"
+POLLED = "/latest.json?pages=5"
+SHARE = 40  # a third of the default FEEDBRIDGE_FORUM_BUDGET (120)
+
+
+def settings(forum: str, cache_url: str | None = None, **env: str) -> Settings:
+    environ = {"FEEDBRIDGE_FORUMS": forum, "FEEDBRIDGE_LOG_LEVEL": "WARNING", **env}
+    if cache_url:
+        environ["FEEDBRIDGE_CACHE_URL"] = cache_url
+    return Settings.from_env(environ)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def cache_url(request: pytest.FixtureRequest) -> str | None:
+    if request.param == "memory":
+        return None
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return server.url
+
+
+@dataclass
+class Backend:
+    """Where the state lives, and what happens to it once the client has started (`started()`)."""
+
+    cache_url: str | None
+    redis: RedisServer | None = None
+
+    def started(self) -> None:
+        if self.redis is not None:
+            self.redis.kill()  # Redis gone: each process carries on with what it holds itself
+
+
+@pytest.fixture(params=["memory", "redis", "redis, then gone"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "memory":
+        return Backend(None)
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return Backend(server.url, server if request.param.endswith("gone") else None)
+
+
+def client_from(address: str) -> httpx.Client:
+    """Connections from another loopback address: another REMOTE_ADDR for the bridge."""
+    return httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=address))
+
+
+def flood(app: RunningApp, count: int, tag: str, address: str = "127.0.0.2") -> None:
+    """`count` cheap variants of the polled feed (its pages are cached; each variant is one more feed copy)."""
+    local = threading.local()
+
+    def one(i: int) -> int:
+        if not hasattr(local, "client"):
+            local.client = client_from(address)
+        return local.client.get(app.feed_url(f"{POLLED}&limit=1&q=-zz{tag}x{i}")).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(one, range(count)))
+    assert statuses.count(200) > count // 2  # the flood was served (and so stored), not refused
+
+
+def in_one_minute(forum: FakeForum) -> int:
+    """The most upstream requests in any 60 seconds of the forum's log."""
+    times = sorted(r.time for r in forum.requests)
+    return max((sum(1 for t in times[i:] if t - start < 60) for i, start in enumerate(times)), default=0)
+
+
+# --- control state is not evicted by cache floods -----------------------------------------------------
+
+def test_after_a_flood_one_client_causes_at_most_its_share_plus_5_list_requests(upstream: FakeForum,
+                                                                                 backend: Backend):
+    config = settings(upstream.url, backend.cache_url, FEEDBRIDGE_CACHE_MAX_BYTES=str(1 << 20))
+    with running_app(config) as app, client_from("127.0.0.2") as me:
+        assert me.get(app.feed_url(POLLED)).status_code == 200  # five list pages
+        backend.started()
+        statuses: list[int] = []
+        for round_ in range(2):
+            flood(app, 1100, str(round_))
+            statuses += [me.get(app.feed_url(f"/c/gone-{round_}-{i}/{i + 1}.atom")).status_code for i in range(SHARE)]
+    assert in_one_minute(upstream) <= SHARE + 5
+    assert statuses.count(503) >= SHARE - 5
+
+
+def test_a_remembered_retry_after_still_stops_every_cold_fetch_after_a_flood(upstream: FakeForum,
+                                                                              backend: Backend):
+    upstream.rate_limit("/top.md", retry_after=3600, prefix=True)
+    config = settings(upstream.url, backend.cache_url, FEEDBRIDGE_CACHE_MAX_BYTES=str(1 << 20))
+    with running_app(config) as app, client_from("127.0.0.2") as me:
+        assert me.get(app.feed_url(POLLED)).status_code == 200
+        limited = me.get(app.feed_url("/top.atom"))
+        assert limited.status_code == 503 and int(limited.headers["retry-after"]) > 3500
+        backend.started()
+        flood(app, 1100, "r")
+        asked = upstream.count()
+        with client_from("127.0.0.3") as other:
+            cold = [other.get(app.feed_url(path)) for path in
+                    ("/top.atom", "/hot.atom", f"{COMPILER}.atom", "/c/never-seen/77.atom")]
+    assert upstream.count() == asked
+    assert all(r.status_code == 503 and int(r.headers["retry-after"]) > 3500 for r in cold), \
+        [(r.status_code, r.text[:80]) for r in cold]
+
+
+def test_a_flood_of_remembered_failures_cannot_push_out_a_forums_retry_after():
+    control = MemoryControl(per_kind=100)
+    control.set("ratelimit:forum.example", time.time() + 3600, 3600)
+    for i in range(1000):
+        control.set(f"failed:page:{i:032x}", FailureEntry("not_found", "answered 404", time.time()), 30)
+    assert control.get("ratelimit:forum.example") is not None
+    assert control.get(f"failed:page:{999:032x}") is not None and control.get(f"failed:page:{0:032x}") is None
+
+
+# --- the client's address behind a router -------------------------------------------------------------
+
+def forwarded(client: str, spoofed: str | None = None) -> dict[str, str]:
+    """What a router sends on: whatever the client wrote, then the address it saw, appended."""
+    return {"X-Forwarded-For": f"{spoofed}, {client}" if spoofed else client}
+
+
+def spend_and_check(urls: list[str], forum: FakeForum) -> None:
+    """Client A, rotating a spoofed leftmost value, across `urls` (instances); then client B's cold feed."""
+    with httpx.Client(timeout=30) as router:
+        a = [router.get(f"{urls[i % len(urls)]}/{forum.url.split('//', 1)[1]}/c/a-{i}/{i + 1}.atom",
+                        headers=forwarded("203.0.113.7", f"198.51.100.{i % 250}")) for i in range(SHARE + 20)]
+        asked = forum.count()
+        b = router.get(f"{urls[-1]}/{forum.url.split('//', 1)[1]}{COMPILER}.atom", headers=forwarded("203.0.113.8"))
+    assert asked <= SHARE  # A's spoofed values bought it nothing
+    assert [r.status_code for r in a].count(503) >= 20 and "used its share (40)" in a[-1].text
+    assert b.status_code == 200 and b.headers["x-feedbridge-cache"] == "miss"
+
+
+def test_behind_a_trusted_router_one_client_spending_its_share_leaves_another_alone(upstream: FakeForum, cache_url):
+    config = settings(upstream.url, cache_url, FEEDBRIDGE_TRUSTED_HOPS="1")
+    with ExitStack() as stack:
+        # With Redis, A spreads its requests over two instances: they spend one share.
+        apps = [stack.enter_context(running_app(config)) for _ in range(2 if cache_url else 1)]
+        spend_and_check([app.url for app in apps], upstream)
+
+
+@pytest.mark.timeout(120)
+def test_behind_a_trusted_router_under_the_procfiles_gunicorn(upstream: FakeForum, redis_server: RedisServer):  # noqa: F811
+    env = {"FEEDBRIDGE_FORUMS": upstream.url, "FEEDBRIDGE_CACHE_URL": redis_server.url, "WEB_CONCURRENCY": "2",
+           "FEEDBRIDGE_TRUSTED_HOPS": "1", "FORWARDED_ALLOW_IPS": "127.0.0.1", "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
+    with procfile_web(env) as (url, _):
+        spend_and_check([url], upstream)
+
+
+# --- a moving window ----------------------------------------------------------------------------------
+
+def wait_for_second(low: float, high: float) -> None:
+    """Until the wall clock's second within its minute is in [low, high) (a fixed window's edge is at 0)."""
+    while not low <= time.time() % 60 < high:
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(150)
+def test_the_budget_never_lets_twice_itself_land_in_60_seconds(redis_server: RedisServer):  # noqa: F811
+    budget = 6  # a share of 2: three clients spend it
+    with FakeForum() as memory_forum, FakeForum() as redis_forum, \
+            running_app(settings(memory_forum.url, FEEDBRIDGE_FORUM_BUDGET=str(budget))) as memory_app, \
+            running_app(settings(redis_forum.url, redis_server.url, FEEDBRIDGE_FORUM_BUDGET=str(budget))) as redis_app:
+        apps = [memory_app, redis_app]
+        wait_for_second(50, 53)
+
+        def spend(addresses: range, tag: str) -> list[httpx.Response]:
+            answers = []
+            for n in addresses:
+                with client_from(f"127.0.0.{n}") as client:
+                    answers += [client.get(app.feed_url(f"/c/{tag}-{n}-{i}/{i + 1}.atom")) for app in apps
+                                for i in range(3)]
+            return answers
+
+        spend(range(2, 5), "before")
+        assert time.time() % 60 >= 50, "spent across the minute's edge: the test needs the edge after it"
+        wait_for_second(0.3, 5)
+        after = spend(range(5, 8), "after")
+    assert memory_forum.count() <= budget and redis_forum.count() <= budget
+    assert {r.status_code for r in after} == {503}
+    assert all(40 <= int(r.headers["retry-after"]) <= 60 for r in after)
+
+
+# --- what a static build's feed cost ------------------------------------------------------------------
+
+def test_a_static_builds_three_page_feed_counts_its_three_page_requests(tmp_path: Path, upstream: FakeForum):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "https://feeds.example.net/"\n[fetch]\ndelay = 0\n[defaults]\n'
+                      f'forum = "{upstream.url}"\n[[feeds]]\nname = "compiler"\npath = "c/compiler/5"\npages = 3\n')
+    result = CliRunner().invoke(main, ["build", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    pages = [r.target for r in upstream.requests if r.path == f"{COMPILER}.md"]
+    assert len(pages) == 3  # the feed's own list, three pages of it (and the source probe, /latest.md)
+    assert summary["feeds"][0]["requests"] == summary["requests"] == upstream.count() == 4
+
