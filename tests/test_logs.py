@@ -1,162 +1,188 @@
-"""The stdout handler: request lines are queued and written in batches, read exactly as the formatter
-writes a record, and no line is lost, reordered, delayed past a warning or doubled across a fork."""
+"""Request lines are standard `logging` records: on stdout as the standard formatter writes them, seen by
+any handler attached, escaped, written before `log_request` returns, and safe across a fork."""
 
 from __future__ import annotations
 
 import io
 import logging
-import os
+import re
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
 
-from feedbridge.web.logs import StdoutHandler, configure_logging, log_request
+import httpx
+import pytest
+
+from feedbridge.config import Settings
+from feedbridge.errors import ConfigError
+from feedbridge.web.logs import configure_logging, log_request
+from tests.appserver import running_app, settings_for
+
+COMPILER = "/c/compiler/5"
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
 
 
-class CountingStream(io.StringIO):
-    """A stream that counts its writes and flushes: the system calls a real stdout would make."""
+def run_python(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` in a fresh interpreter whose root logger has no handler, as in a gunicorn worker. Warnings
+    are shown, not raised: Python reports a fork with threads running through a warning it then clears."""
+    return subprocess.run([sys.executable, "-W", "always", "-c", textwrap.dedent(script)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_request_line_is_on_stdout_as_the_standard_formatter_writes_it_before_the_call_returns():
+    # `os._exit` skips `logging.shutdown`: a worker killed outright keeps every line it had logged.
+    done = run_python("""
+        import os, time
+        from feedbridge.web.logs import configure_logging, log_request
+        configure_logging("INFO")
+        log_request("GET", "/x\\n2026-01-01 00:00:00,000 WARNING forged\\x1b[2J", 404, time.perf_counter(), "-")
+        os._exit(0)
+    """)
+    assert done.returncode == 0 and done.stderr == ""
+    assert re.fullmatch(
+        STAMP + r" INFO feedbridge\.access GET /x\\x0a2026-01-01 00:00:00,000 WARNING forged\\x1b\[2J 404 "
+        r"\d+\.\dms cache=-\n", done.stdout), done.stdout
+
+
+def test_lines_are_written_once_across_a_fork_and_no_logging_thread_is_forked():
+    done = run_python("""
+        import os, threading, time
+        from feedbridge.web.logs import configure_logging, log_request
+        configure_logging("INFO")
+        log_request("GET", "/before-fork", 200, time.perf_counter(), "hit")
+        assert threading.active_count() == 1, threading.enumerate()
+        pid = os.fork()
+        if pid == 0:
+            log_request("GET", "/in-child", 200, time.perf_counter(), "hit")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        log_request("GET", "/after-fork", 200, time.perf_counter(), "hit")
+        os._exit(0)
+    """)
+    assert done.returncode == 0 and done.stderr == ""  # no "multi-threaded, use of fork() may lead to deadlocks"
+    assert [line.split(" ")[5] for line in done.stdout.splitlines()] == ["/before-fork", "/in-child", "/after-fork"]
+
+
+class Records(logging.Handler):
+    """Each record's logger, level, arguments and message as this handler received them (the escaping
+    filter on the root's handlers merges the arguments into the message later, in the same record)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.writes = 0
-        self.flushes = 0
-        self.attempted: list[str] = []
+        self.records: list[tuple[str, int, tuple[object, ...], str]] = []
 
-    def write(self, text: str) -> int:
-        self.writes += 1
-        self.attempted.append(text)
-        return super().write(text)
-
-    def flush(self) -> None:
-        self.flushes += 1
+    def emit(self, record: logging.LogRecord) -> None:
+        assert isinstance(record.args, tuple)
+        self.records.append((record.name, record.levelno, record.args, record.getMessage()))
 
 
 @contextmanager
-def sole_handler(stream: TextIO) -> Iterator[StdoutHandler]:
-    """Our handler as the root logger's only one, as in a gunicorn worker. Entered in the test's body:
-    pytest adds its capture handler to the root logger for each phase, after the fixtures ran."""
+def attached(logger_name: str) -> Iterator[Records]:
+    handler = Records()
+    logger = logging.getLogger(logger_name)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_handler_attached_sees_a_record_for_hits_and_for_requests_flask_answers(upstream):
+    with running_app(settings_for(upstream.url)) as app, attached("feedbridge") as seen:
+        feed = app.feed_url(f"{COMPILER}.atom")
+        statuses = [httpx.get(url, timeout=15).status_code
+                    for url in (feed, feed + "?limit=5", feed, app.feed_url("/nothing.atom"))]
+    assert statuses == [200, 200, 200, 404]
+    lines = [(level, args, message) for name, level, args, message in seen.records if name == "feedbridge.access"]
+    assert [level for level, _, _ in lines] == [logging.INFO] * 4
+    path = f"/{app.forum_key}{COMPILER}.atom"
+    assert [args[:3] for _, args, _ in lines] == [
+        ("GET", path, 200), ("GET", path + "?limit=5", 200), ("GET", path, 200),
+        ("GET", f"/{app.forum_key}/nothing.atom", 404)]
+    assert [args[4] for _, args, _ in lines] == ["miss", "miss", "hit", "-"]
+    assert re.fullmatch(rf"GET {path} 200 \d+\.\dms cache=hit", lines[2][2])
+
+
+def test_with_the_access_log_off_requests_make_no_record_and_other_lines_stay(upstream):
+    settings = settings_for(upstream.url, access_log=False)
+    try:
+        with running_app(settings) as app, attached("feedbridge") as seen:
+            feed = app.feed_url(f"{COMPILER}.atom")
+            assert [httpx.get(feed, timeout=15).status_code for _ in range(2)] == [200, 200]  # a miss, a hit
+    finally:
+        logging.getLogger("feedbridge.access").setLevel(logging.NOTSET)
+    names = [name for name, _, _, _ in seen.records]
+    assert "feedbridge.access" not in names and "feedbridge.upstream.fetcher" in names
+    assert Settings.from_env({"FEEDBRIDGE_ACCESS_LOG": "off"}).access_log is False
+    assert Settings.from_env({}).access_log is True
+    with pytest.raises(ConfigError, match="FEEDBRIDGE_ACCESS_LOG"):
+        Settings.from_env({"FEEDBRIDGE_ACCESS_LOG": "no"})
+
+
+@contextmanager
+def only_our_handler() -> Iterator[logging.Handler]:
+    """The root logger as `configure_logging` leaves it in a gunicorn worker (its own stdout handler and
+    nothing else), writing to a stream of the test's. Entered in the test's body: pytest adds its capture
+    handler to the root logger for each phase, after the fixtures ran."""
     root, feedbridge = logging.getLogger(), logging.getLogger("feedbridge")
     saved, level = root.handlers[:], feedbridge.level
-    handler = StdoutHandler(stream)
-    root.handlers = [handler]
-    configure_logging("INFO")
+    root.handlers = []
     try:
+        configure_logging("INFO")
+        (handler,) = root.handlers
         yield handler
     finally:
         root.handlers = saved
         feedbridge.setLevel(level)
 
 
-def test_request_lines_skip_logging_and_are_written_in_a_few_writes_not_one_each(caplog):
-    stream = CountingStream()
-    with sole_handler(stream) as handler:
-        with handler.lock:  # reentrant: the lines queue, the writer thread waits (no race with the clock)
-            for i in range(500):
-                log_request("GET", f"/forum/latest.atom?q={i}", 200, time.perf_counter(), "hit")
-            assert stream.writes == 0
-        handler.flush()
-    assert not caplog.records  # no `LogRecord` was made: the lines went straight to the queue
-    lines = stream.getvalue().splitlines()
-    assert [line.rsplit("?q=", 1)[1].split(" ", 1)[0] for line in lines] == [str(i) for i in range(500)]
-    assert all(" INFO feedbridge.web.app GET /forum/latest.atom?q=" in line for line in lines)
-    assert stream.writes <= 2  # this flush, and maybe the writer thread's turn just before it
+def test_with_only_the_stdout_handler_a_request_line_is_still_a_log_record():
+    made: list[logging.LogRecord] = []
+    factory = logging.getLogRecordFactory()
 
+    def counting(*args, **kwargs) -> logging.LogRecord:
+        made.append(factory(*args, **kwargs))
+        return made[-1]
 
-def test_the_writer_thread_writes_queued_lines_without_being_asked():
-    stream = CountingStream()
-    with sole_handler(stream):
-        log_request("GET", "/forum/latest.atom", 200, time.perf_counter(), "miss")
-        deadline = time.monotonic() + 5  # a margin: the thread writes every `WRITE_EVERY` (0.1 s)
-        while "cache=miss" not in stream.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    assert "GET /forum/latest.atom 200 " in stream.getvalue() and stream.writes == 1
-
-
-def test_a_request_line_reads_as_the_formatter_would_write_its_record(monkeypatch):
-    stream = CountingStream()
-    monkeypatch.setattr(time, "time", lambda: 1764590400.5)  # `LogRecord` reads the same clock
-    with sole_handler(stream) as handler:
-        log_request("GET", "/x\n2026-01-01 00:00:00,000 WARNING forged", 404, time.perf_counter(), "-")
-        handler.flush()
-        fast = stream.getvalue()
-        message = fast.split(" INFO feedbridge.web.app ", 1)[1].rstrip("\n").replace("\\x0a", "\n")
-        record = logging.LogRecord("feedbridge.web.app", logging.INFO, __file__, 1, message, None, None)
-        handler.filter(record)
-        assert fast == handler.format(record) + "\n"
-    assert fast.count("\n") == 1 and "/x\\x0a2026-01-01" in fast  # escaped on the fast path too
-    assert fast.startswith(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1764590400)) + ",500 INFO ")
-
-
-def test_a_warning_is_written_at_once_after_the_lines_queued_before_it():
-    stream = CountingStream()
-    with sole_handler(stream):
-        for status in (200, 304, 404):
-            log_request("GET", "/forum/latest.atom", status, time.perf_counter(), "hit")
-        logging.getLogger("feedbridge.upstream").warning("forum %s answered 503", "example.org")
-        lines = stream.getvalue().splitlines()  # no flush asked for
-    assert [line.split(" ")[6] for line in lines[:3]] == ["200", "304", "404"]
-    assert len(lines) == 4 and lines[3].endswith("WARNING feedbridge.upstream forum example.org answered 503")
-
-
-def test_with_another_handler_request_lines_go_through_logging_to_both():
-    stream, other = CountingStream(), io.StringIO()
-    extra = logging.StreamHandler(other)
-    with sole_handler(stream) as handler:
-        logging.getLogger("feedbridge").addHandler(extra)
-        try:
+    stream = io.StringIO()
+    logging.setLogRecordFactory(counting)
+    try:
+        with only_our_handler() as handler:
+            handler.setStream(stream)  # type: ignore[attr-defined]
             log_request("GET", "/forum/latest.atom", 200, time.perf_counter(), "hit")
-        finally:
-            logging.getLogger("feedbridge").removeHandler(extra)
-        handler.flush()
-    assert "GET /forum/latest.atom 200" in other.getvalue()
-    assert "GET /forum/latest.atom 200" in stream.getvalue()
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert [(r.name, r.getMessage().split(" ")[:3]) for r in made] == [
+        ("feedbridge.access", ["GET", "/forum/latest.atom", "200"])]
+    assert stream.getvalue() == logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s").format(made[0]) \
+        + "\n"
+
+
+def test_every_control_character_is_escaped_and_the_line_stays_one_line():
+    stream = io.StringIO()
+    with only_our_handler() as handler:
+        handler.setStream(stream)  # type: ignore[attr-defined]
+        log_request("GET", "/a\r\nb\x00c\x7fd\x85e\u2028f?q=\x1b", 400, time.perf_counter(), "-")
+    assert stream.getvalue().count("\n") == 1
+    assert " GET /a\\x0d\\x0ab\\x00c\\x7fd\\x85e\\u2028f?q=\\x1b 400 " in stream.getvalue()
 
 
 def test_no_request_line_below_the_configured_level():
-    stream = CountingStream()
-    with sole_handler(stream) as handler:
+    stream = io.StringIO()
+    with only_our_handler() as handler:
+        handler.setStream(stream)  # type: ignore[attr-defined]
         logging.getLogger("feedbridge").setLevel("WARNING")
         log_request("GET", "/forum/latest.atom", 200, time.perf_counter(), "hit")
-        handler.flush()
     assert stream.getvalue() == ""
 
 
-def test_lines_queued_before_a_fork_are_written_once(tmp_path):
-    path = tmp_path / "stdout"
-    with open(path, "a") as out, sole_handler(out) as handler:
-        log_request("GET", "/before-fork", 200, time.perf_counter(), "hit")
-        pid = os.fork()
-        if pid == 0:  # the child: a line of its own, written at its exit as logging.shutdown would
-            log_request("GET", "/in-child", 200, time.perf_counter(), "hit")
-            handler.flush()
-            os._exit(0)
-        os.waitpid(pid, 0)
-        handler.flush()
-    text = path.read_text()
-    assert text.count("GET /before-fork 200") == 1 and text.count("GET /in-child 200") == 1
-
-
-def test_a_closed_stdout_costs_the_lines_not_the_writer_thread():
-    stream = CountingStream()
-    with sole_handler(stream) as handler:
-        log_request("GET", "/first", 200, time.perf_counter(), "hit")
+def test_a_closed_stdout_never_fails_the_request(capsys):
+    stream = io.StringIO()
+    with only_our_handler() as handler:
+        handler.setStream(stream)  # type: ignore[attr-defined]
         stream.close()
-        handler.flush()  # what the writer thread does: no exception escapes it
-        log_request("GET", "/second", 200, time.perf_counter(), "hit")
-        handler.flush()
-    # Each line was offered once, refused by the closed stream, and dropped rather than queued again.
-    assert [" /first " in text for text in stream.attempted] == [True, False]
-    assert [" /second " in text for text in stream.attempted] == [False, True]
-
-
-def test_a_disabled_logger_writes_no_request_line():
-    stream = CountingStream()
-    with sole_handler(stream) as handler:
-        logging.getLogger("feedbridge.web.app").disabled = True  # what `logging.config` does to old loggers
-        try:
-            log_request("GET", "/forum/latest.atom", 200, time.perf_counter(), "hit")
-        finally:
-            logging.getLogger("feedbridge.web.app").disabled = False
-        handler.flush()
-    assert stream.getvalue() == ""
+        log_request("GET", "/forum/latest.atom", 200, time.perf_counter(), "hit")  # no exception
+    assert "Logging error" in capsys.readouterr().err  # logging's own report, on stderr

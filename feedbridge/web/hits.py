@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
-from feedbridge.store.entries import FeedEntry
 from feedbridge.web.logs import log_request
 from feedbridge.web.responses import NOSNIFF, feed_headers
 
@@ -42,20 +42,8 @@ class Resolved:
     key: str
 
 
-class _Known:
-    """A remembered URL: its `Resolved`, what the hit path logs as its path, and the headers of the last copy
-    it served (with the validators they were built from), so a hit on an unchanged copy formats nothing."""
-
-    __slots__ = ("resolved", "path", "served")
-
-    def __init__(self, resolved: Resolved, path: str):
-        self.resolved = resolved
-        self.path = path
-        self.served: tuple[str, float | None, int, tuple[tuple[str, str], ...]] | None = None
-
-
 class ResolvedUrls:
-    """URL → `Resolved`, bounded (LRU) and thread-safe.
+    """URL → `Resolved`, bounded (least recently used out) and thread-safe.
 
     Keyed by everything in the WSGI environ that goes into a `Resolved`: the scheme and host (the self
     link), the script root (`SCRIPT_NAME`, which a trusted proxy may set, in the stylesheet link), the path
@@ -64,9 +52,8 @@ class ResolvedUrls:
     """
 
     def __init__(self, size: int = RESOLVED_URLS):
-        self.size = size
-        self._cache: OrderedDict[tuple[str, ...], _Known] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LRUCache[tuple[str, ...], Resolved] = LRUCache(maxsize=size)
+        self._lock = threading.Lock()  # cachetools' caches are not thread-safe; a read reorders the LRU
 
     @staticmethod
     def key(environ: dict[str, Any]) -> tuple[str, ...]:
@@ -75,26 +62,14 @@ class ResolvedUrls:
                 environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
 
     def get(self, environ: dict[str, Any]) -> Resolved | None:
-        known = self.known(environ)
-        return None if known is None else known.resolved
-
-    def known(self, environ: dict[str, Any]) -> _Known | None:
         key = self.key(environ)
         with self._lock:
-            known = self._cache.get(key)
-            if known is not None:
-                self._cache.move_to_end(key)
-            return known
+            return self._cache.get(key)
 
     def remember(self, environ: dict[str, Any], resolved: Resolved) -> None:
-        query = environ.get("QUERY_STRING")
-        known = _Known(resolved, environ.get("PATH_INFO", "") + (f"?{query}" if query else ""))
         key = self.key(environ)
         with self._lock:
-            self._cache[key] = known
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.size:
-                self._cache.popitem(last=False)
+            self._cache[key] = resolved
 
 
 class HitPath:
@@ -110,17 +85,15 @@ class HitPath:
         if (environ.get("REQUEST_METHOD") != "GET" or _PASS_HEADERS[0] in environ or _PASS_HEADERS[1] in environ
                 or _PASS_HEADERS[2] in environ or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
-        known = self.urls.known(environ)
-        entry = self.service.fresh(known.resolved.key) if known is not None and known.resolved.spec.fmt != "html" \
-            else None
-        if known is None or entry is None:
+        resolved = self.urls.get(environ)
+        entry = self.service.fresh(resolved.key) if resolved is not None and resolved.spec.fmt != "html" else None
+        if resolved is None or entry is None:
             return self._to_flask(environ, start_response)
-        served = known.served
-        if served is None or served[0] != entry.etag or served[1] != entry.last_modified \
-                or served[2] != len(entry.body):
-            served = known.served = self._served(known.resolved, entry)
-        start_response("200 OK", list(served[3]))
-        log_request("GET", known.path, 200, started, "hit")
+        headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit")
+        headers += [("Content-Length", str(len(entry.body))), NOSNIFF]
+        start_response("200 OK", headers)
+        query = environ.get("QUERY_STRING")
+        log_request("GET", environ.get("PATH_INFO", "") + (f"?{query}" if query else ""), 200, started, "hit")
         return [entry.body]
 
     def _to_flask(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -131,10 +104,3 @@ class HitPath:
             return start_response(status, headers, exc_info)
 
         return self.app(environ, start)
-
-    def _served(self, resolved: Resolved, entry: FeedEntry) -> tuple[str, float | None, int,
-                                                                      tuple[tuple[str, str], ...]]:
-        """The hit's headers for `entry`, built once per copy: the feed view's, its length and `nosniff`."""
-        headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit")
-        headers += [("Content-Length", str(len(entry.body))), NOSNIFF]
-        return entry.etag, entry.last_modified, len(entry.body), tuple(headers)

@@ -1,8 +1,8 @@
 """What every feed response and every error response carries, built in one place.
 
 The hit path (before Flask) and the feed view (in Flask) answer the same feed with the same headers, so
-both take them from `feed_headers`. Headers are plain string pairs: Werkzeug's header objects parse and
-re-serialise on every change, a measurable share of a cached hit (bench/RESULTS.md, target 1).
+both take them from `feed_headers`, as the plain string pairs WSGI's `start_response` takes: the hit path
+has no `Response` to put them in.
 `X-Content-Type-Options: nosniff` is added to every response by the outermost WSGI layer
 (`hits.HitPath`), so no view can forget it.
 """
