@@ -18,5 +18,4 @@ imports running down this list.
 """
 
 __version__ = "0.1.0"
-PROJECT_URL = "https://github.com/feedbridge/feedbridge"
-USER_AGENT = f"feedbridge/{__version__} (+{PROJECT_URL})"
+USER_AGENT = f"feedbridge/{__version__}"

@@ -13,7 +13,7 @@ import feedparser
 import httpx
 import pytest
 
-from tests.appserver import free_port
+from tests.appserver import free_port, running_app, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "fixtures" / "dev-discuss-compiler.md"
@@ -152,3 +152,26 @@ def test_build_refuses_a_categories_directory():
     empty = run("build", str(ROOT / "fixtures" / "dialects" / "widgets-c4-empty.md"), "--format", "rss")
     assert empty.returncode == 0, empty.stderr
     assert feedparser.parse(empty.stdout).entries == [] and feedparser.parse(empty.stdout).bozo == 0
+
+
+def test_build_of_a_saved_json_list_is_the_feed_the_service_serves(upstream_json, tmp_path):
+    saved = tmp_path / "latest.json"
+    saved.write_bytes(httpx.get(f"{upstream_json.url}/latest.json", timeout=10).content)
+    with running_app(settings_for(upstream_json.url)) as app:
+        served = feedparser.parse(httpx.get(app.feed_url("/latest.atom?q=autotuning%20OR%20backward&limit=4"),
+                                            timeout=10).content)
+    self_url = next(link.href for link in served.feed.links if link.rel == "self")
+    result = run("build", str(saved), "--base-url", upstream_json.url, "--query", "autotuning OR backward",
+                 "--limit", "4", "--self-url", self_url)
+    assert result.returncode == 0, result.stderr
+    built = feedparser.parse(result.stdout)
+    assert built.bozo == 0 and len(built.entries) == 4
+    assert (built.feed.id, built.feed.title, built.feed.subtitle) == (
+        served.feed.id, served.feed.title, served.feed.subtitle)
+    assert [(e.id, e.title, e.updated, e.get("author")) for e in built.entries] == [
+        (e.id, e.title, e.updated, e.get("author")) for e in served.entries]
+
+
+def test_a_saved_json_list_needs_its_forum():
+    result = run("build", str(ROOT / "fixtures" / "site-json" / "latest.json"))
+    assert result.returncode == 2 and b"--base-url" in result.stderr

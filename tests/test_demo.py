@@ -1,8 +1,8 @@
 """A newcomer's first minutes: `feedbridge serve --demo` run as a subprocess with no network, the URLs it
 prints opened, where `serve` listens, and what the front page says when the forum cannot be read.
 
-The demo serves the package's copy of the fake forum in-process and runs the real gunicorn service
-against it; these tests read what it prints, open every URL kind it names (front page, feed, `.html`
+The demo runs the real gunicorn service configured with the real forum, its fetches answered from the
+package's copy; these tests read what it prints, open every URL kind it names (front page, feed, `.html`
 view, OPML), and read the kernel's socket table to check that nothing listens beyond 127.0.0.1.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ import pytest
 from lxml import html
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.demo import FORUM_NAME, DemoForum
+from feedbridge.demo import FORUM_NAME, LocalCopy
 from feedbridge.web.app import create_app
 from tests.appserver import free_port, procfile_web, stop
 
@@ -100,37 +101,50 @@ def demo() -> Iterator[Running]:
 
 
 def test_demo_says_where_it_listens_and_that_it_is_this_machine_only(demo: Running) -> None:
-    assert "127.0.0.1 only" in demo.output[0] and FORUM_NAME in demo.output[0]
+    assert "127.0.0.1 only" in demo.output[0] and f"{FORUM_NAME} (offline copy)" in demo.output[0]
     assert set(demo.urls) == {"front page", "Atom feed", "as a page", "OPML"}
     assert "Ctrl-C" in "\n".join(demo.output)
-    forum_port = int(re.search(r"/127\.0\.0\.1:(\d+)/" + re.escape(FORUM_NAME), demo.urls["Atom feed"])[1])
-    for port in (port_of(demo.urls["front page"]), forum_port):
-        assert listening(port) == {LOOPBACK_HEX}, port
+    assert listening(port_of(demo.urls["front page"])) == {LOOPBACK_HEX}
+
+
+def test_demo_feed_urls_are_the_real_forums_on_every_run(demo: Running) -> None:
+    bridge = demo.urls["front page"]
+    assert demo.urls["Atom feed"] == f"{bridge}{FORUM_NAME}/c/compiler/5.atom"
+    assert demo.urls["OPML"] == f"{bridge}{FORUM_NAME}/opml"
 
 
 def test_demo_front_page_lists_the_forums_categories_and_previews_it(demo: Running) -> None:
     page = httpx.get(demo.urls["front page"], timeout=10)
     assert page.status_code == 200
-    assert FORUM_NAME in page.text
+    assert f">{FORUM_NAME} (offline copy)</option>" in page.text
     categories = re.findall(r'<option value="([\w/-]+/\d+)"', page.text)
     assert {"compiler/5", "distributed/6", "hardware/gpu/12"} <= set(categories)
     assert 'class="problem"' not in page.text
     assert re.search(r"\d+ entries", page.text)
 
 
-def test_demo_feed_is_a_real_atom_feed_whose_links_stay_in_the_demo(demo: Running) -> None:
+def test_demo_feed_is_the_saved_copys_with_the_real_forums_links(demo: Running) -> None:
     response = httpx.get(demo.urls["Atom feed"], timeout=10)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/atom+xml")
     feed = feedparser.parse(response.content)
     assert feed.bozo == 0
     assert len(feed.entries) == 30
-    forum = demo.urls["Atom feed"].split("/", 3)[3].removesuffix("/c/compiler/5.atom")
-    assert all(entry.link.startswith(f"http://{forum}/t/") for entry in feed.entries)
-    topic = httpx.get(next(e.link for e in feed.entries if e.link.endswith("/3306")), timeout=10)
-    assert topic.status_code == 200 and topic.headers["content-type"].startswith("text/plain")
-    missing = httpx.get(next(e.link for e in feed.entries if e.link.endswith("/3302")), timeout=10)
-    assert missing.status_code == 404 and f"https://{FORUM_NAME}/t/" in missing.text
+    assert feed.feed.title == f"{FORUM_NAME} · compiler"
+    assert all(entry.link.startswith(f"https://{FORUM_NAME}/t/") for entry in feed.entries)
+    assert f"https://{FORUM_NAME}/t/3306" in {entry.id for entry in feed.entries}
+
+
+def test_the_demos_transport_reads_the_copy_and_nothing_else() -> None:
+    with httpx.Client(transport=LocalCopy()) as client:
+        listed = client.get(f"https://{FORUM_NAME}/c/compiler/5.md?page=1")
+        assert listed.status_code == 200 and listed.text.startswith("# ")
+        again = client.get(f"https://{FORUM_NAME}/c/compiler/5.md?page=1", headers={"If-None-Match": listed.headers["ETag"]})
+        assert again.status_code == 304
+        assert client.get(f"https://{FORUM_NAME}/t/x/3302.md").status_code == 404
+        for elsewhere in ("https://example.org/latest.md", f"http://{FORUM_NAME}/latest.md"):
+            with pytest.raises(httpx.ConnectError):
+                client.get(elsewhere)
 
 
 def test_demo_html_view_and_opml(demo: Running) -> None:
@@ -171,12 +185,13 @@ def test_serve_binds_loopback_by_default_and_the_procfile_every_interface(upstre
 
 
 def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
-    with DemoForum() as taken:
-        result = subprocess.run([sys.executable, "-m", "feedbridge", "serve", "--port", str(taken.port)], cwd=ROOT,
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "feedbridge", "serve", "--port", str(port)], cwd=ROOT,
                                 capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        f"Error: cannot listen on 127.0.0.1 port {taken.port}: Address already in use; choose another with --port")
+        f"Error: cannot listen on 127.0.0.1 port {port}: Address already in use; choose another with --port")
 
 
 def test_package_copy_of_the_forum_is_the_fixture_site() -> None:

@@ -29,7 +29,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.errors import ConfigError
 from feedbridge.feeds.service import FeedService
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.fetcher import Fetcher, is_within
+from feedbridge.upstream.fetcher import Fetcher, is_within, normalise_url
 from tests.appserver import PROJECT_ROOT, running_app, settings_for
 from tests.upstream import DEFAULT_ROOT, MARKDOWN, FakeForum, Fault, compression_bomb
 
@@ -366,8 +366,9 @@ def arm_slow_redirects(forum: FakeForum, seconds: float) -> None:
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_total_timeout_covers_every_redirect_hop(upstream, warm):
-    """Total 2 s, hops of 1.5 s each: 4.5 s and more before; now 504 (or the stale copy) at about 2 s."""
-    settings = settings_for(upstream.url, cache_ttl=0, read_timeout=10.0, total_timeout=2.0, retries=0)
+    """Total 2 s, hops of 1.5 s each: 4.5 s and more before; now 504 (or the stale copy) at about 2 s.
+    The source is fixed: a probe that times out would be followed by detection's /latest.json."""
+    settings = settings_for(f"markdown:{upstream.url}", cache_ttl=0, read_timeout=10.0, total_timeout=2.0, retries=0)
     with running_app(settings) as app:
         url = app.feed_url("/latest.atom")
         good = get(url) if warm else None
@@ -417,7 +418,8 @@ def test_a_redirect_cannot_leave_the_subfolder_through_dot_segments(upstream, lo
     upstream.set_body(SUB_LIST, sub_forum_list())
     upstream.set_body("/other/latest.md", LATEST)  # a list the escape would have served as /sub's feed
     upstream.redirect(SUB_LIST, location.format(url=upstream.url), times=1)
-    with running_app(settings_for(upstream.url + "/sub", **FAST)) as app:
+    # The source is fixed: after a refused redirect, detection would ask for /sub/latest.json next.
+    with running_app(settings_for(f"markdown:{upstream.url}/sub", **FAST)) as app:
         response = get(app.feed_url("/latest.atom"))
         assert_plain_error(response, 502, "outside")
     assert [r.target for r in upstream.requests] == [SUB_LIST]
@@ -464,3 +466,16 @@ def test_topic_urls_cannot_leave_the_subfolder(upstream, prefix):
 def test_is_within_checks_the_normalised_path(url, inside):
     """Service checks topic URLs with is_within before fetching: it must judge the path the server resolves."""
     assert is_within(Forum("http://f.example/sub"), url) is inside
+
+
+@pytest.mark.parametrize("url,normal", [
+    ("http://f.example/sub/a/./b/../c", "http://f.example/sub/a/c"),
+    ("http://f.example/sub/a/%2E%2e/b?q=%2e#top", "http://f.example/sub/b?q=%2e"),  # the query is not a path
+    ("http://f.example//sub//a/", "http://f.example/sub/a/"),
+    ("http://f.example/../", "http://f.example/"),  # RFC 3986 §5.2.4; rfc3986 2.0 alone gives no path at all
+    ("http://f.example/sub/x/../../../", "http://f.example/"),
+    ("http://f.example/t/caf%c3%a9", "http://f.example/t/caf%C3%A9"),
+    ("http://f.example", "http://f.example"),
+])
+def test_the_url_fetched_is_the_normalised_one(url, normal):
+    assert normalise_url(url) == normal

@@ -52,7 +52,6 @@ class Source:
     read_listing: Callable[..., Listing]  # (text, *, base_url, source_url) -> Listing
     read_categories: Callable[[str], tuple[Category, ...]]
     read_topic: Callable[[Topic, str, str, str], Topic]  # (list topic, page text, base URL, page URL) -> enriched
-    lists_carry_tags: bool  # tag= filters need no topic pages
 
     def list_url(self, base_url: str, path: str, params: tuple[tuple[str, str], ...] = (), page: int = 0) -> str:
         """`path` is already percent-quoted (it comes from `FeedSpec.list_path`)."""
@@ -67,15 +66,11 @@ class Source:
         return f"{base_url}/categories{self.suffix}"
 
 
-MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic, False)
-JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_topic, True)
+MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic)
+JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_topic)
 SOURCES = {source.name: source for source in (MARKDOWN, JSON)}
 
 
 def user_list_url(base_url: str, user: str, page: int = 0) -> str:
     """A user's own topics, newest first, 30 a page: JSON only, on every release and whatever the source."""
     return JSON.list_url(base_url, f"/topics/created-by/{quote(user, safe='')}", (), page)
-
-
-def is_user_list(url: str | None) -> bool:
-    return url is not None and "/topics/created-by/" in url

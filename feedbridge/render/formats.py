@@ -29,7 +29,7 @@ FormatName = Literal["atom", "rss", "json", "html"]
 class Format:
     name: FormatName
     media_type: str  # with its charset, as sent in Content-Type
-    label: str  # what a person calls it
+    label: str  # what a person calls it, as the static site's index names the files
     renderer: Callable[[FeedMeta, Sequence[Topic]], bytes] | None
 
     @property
@@ -39,9 +39,9 @@ class Format:
 
 
 FEEDS = (
-    Format("atom", ATOM_TYPE, "Atom 1.0", render_atom),
-    Format("rss", RSS_TYPE, "RSS 2.0", render_rss),
-    Format("json", JSON_TYPE, "JSON Feed 1.1", render_json),
+    Format("atom", ATOM_TYPE, "Atom", render_atom),
+    Format("rss", RSS_TYPE, "RSS", render_rss),
+    Format("json", JSON_TYPE, "JSON Feed", render_json),
 )
 HTML = Format("html", "text/html; charset=utf-8", "web page", None)
 FORMATS: dict[str, Format] = {f.name: f for f in (*FEEDS, HTML)}

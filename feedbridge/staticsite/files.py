@@ -13,11 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin
 
-from feedbridge import PROJECT_URL
 from feedbridge.render.formats import FORMATS
 from feedbridge.render.opml import Subscription, opml_document
-
-FORMAT_LABELS = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +31,12 @@ def index_html(title: str, feeds: Sequence[Listed]) -> bytes:
     esc = html.escape
     head = [
         f'<link rel="alternate" type="{esc(FORMATS[fmt].mime)}" '
-        f'title="{esc(feed.title)} ({FORMAT_LABELS[fmt]})" href="{esc(quote(path))}">'
+        f'title="{esc(feed.title)} ({FORMATS[fmt].label})" href="{esc(quote(path))}">'
         for feed in feeds for fmt, path in feed.files
     ]
     rows = [
         f'<li><a href="{esc(feed.html_url)}">{esc(feed.title)}</a>: '
-        + " · ".join(f'<a href="{esc(quote(path))}">{FORMAT_LABELS[fmt]}</a>' for fmt, path in feed.files)
+        + " · ".join(f'<a href="{esc(quote(path))}">{FORMATS[fmt].label}</a>' for fmt, path in feed.files)
         + "</li>"
         for feed in feeds
     ]
@@ -58,8 +55,7 @@ def index_html(title: str, feeds: Sequence[Listed]) -> bytes:
         "<ul>",
         *rows,
         "</ul>",
-        '<p><a href="feeds.opml">All feeds as OPML</a>, for importing into a feed reader. '
-        f'Built by <a href="{esc(PROJECT_URL)}">feedbridge</a>.</p>',
+        '<p><a href="feeds.opml">All feeds as OPML</a>, for importing into a feed reader. Built by feedbridge.</p>',
         "</body>",
         "</html>",
         "",

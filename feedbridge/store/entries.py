@@ -7,14 +7,17 @@ leaf of the tree and knows nothing of parsing or rendering.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, fields
+from typing import Any
 
+from feedbridge.errors import Reason
 from feedbridge.models import Category, Listing, Topic
 
 
 @dataclass(frozen=True, slots=True)
 class PageEntry:
-    """A parsed upstream page and the validators to revalidate it with."""
+    """A parsed upstream page and the validators to revalidate it with; `size` is `listing_bytes(listing)`."""
 
     listing: Listing
     etag: str | None
@@ -42,7 +45,8 @@ class TopicEntry:
     """A topic enriched from its own Markdown (first post as safe HTML, creation date, category, tags).
 
     Keyed by topic id and last activity: a topic is read again only when it had new activity.
-    `topic` is None for a topic whose page is missing: the entry keeps its excerpt.
+    `topic` is None for a topic whose page is missing: the entry keeps its excerpt. `size` is
+    `topic_bytes(topic)`.
     """
 
     topic: Topic | None
@@ -57,18 +61,25 @@ class DirectoryEntry:
     categories: tuple[Category, ...]
     stored_at: float
 
+    @property
+    def size(self) -> int:
+        return _held(self.categories)
+
 
 @dataclass(frozen=True, slots=True)
 class SourceEntry:
-    """Which source (`markdown` or `json`) reads an `auto` forum, and when that was last checked.
+    """The source decision of an `auto` forum (`feedbridge.feeds.detect`): control state, never evicted.
 
-    Shared through Redis so every worker detects a forum once per re-check period, not once each.
-    `reason` and `status` are why Markdown was not chosen (the probe's error message and HTTP status),
-    quoted when the JSON lists fail too.
+    `source` is `markdown`, `json`, or `undecided` (no probe has decided yet). `stored_at` is when the
+    probe last ran, `due_at` when it runs again. Shared through Redis so every worker detects a forum once
+    per re-check period, not once each. `reason` is why Markdown was not chosen (the Markdown probe's
+    answer) and `status` the error's status when that answer was a refusal, quoted when the JSON probe
+    list is refused too.
     """
 
     source: str
     stored_at: float
+    due_at: float
     reason: str | None = None
     status: int | None = None
 
@@ -76,9 +87,45 @@ class SourceEntry:
 @dataclass(frozen=True, slots=True)
 class FailureEntry:
     """A remembered upstream failure (negative caching): while it lives, the key's fetch is not repeated and
-    the same error is answered. `kind` is "not_found", "timeout" or "error" (the service maps it back to
-    its exception class); the store holds it for the negative TTL."""
+    the same error is answered, rebuilt from its reason and the forum's status (`errors.upstream_error`);
+    the store holds it for the negative TTL."""
 
-    kind: str
+    kind: Reason
     message: str
     stored_at: float
+    status: int | None = None
+
+
+# --- what an entry holds in a process ------------------------------------------------------------------
+#
+# The memory store is bounded by the bytes its entries hold, so each is counted by what its parsed objects
+# take, not by the length of the text they came from: 200,000 minimal topics are 5 MB of JSON and were
+# 56 MB of `Topic`s. The counts are CPython's object sizes (tests/test_hostile_content.py checks them
+# against tracemalloc, small pages and large, within a factor of two).
+
+def _held(value: Any) -> int:
+    """The bytes `value` holds of its own, with what its fields or items hold: `sys.getsizeof` is O(1) for
+    every kind a model holds (a str's length and character width are in its header). None, bools, the
+    small ints and the empty tuple are objects shared by everyone, and count nothing."""
+    if value is None or isinstance(value, bool) or (type(value) is int and -5 <= value <= 256):
+        return 0
+    if isinstance(value, tuple):
+        return sys.getsizeof(value) + sum(_held(item) for item in value) if value else 0
+    size = sys.getsizeof(value)
+    names = _FIELDS.get(type(value))
+    return size if names is None else size + sum(_held(getattr(value, name)) for name in names)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {
+    model: tuple(field.name for field in fields(model)) for model in (Topic, Category, Listing)
+}
+
+
+def listing_bytes(listing: Listing) -> int:
+    """The bytes a parsed list page holds: its topics, their strings, dates and tags."""
+    return _held(listing)
+
+
+def topic_bytes(topic: Topic | None) -> int:
+    """The bytes an enriched topic holds (its first post's HTML, mostly)."""
+    return _held(topic)

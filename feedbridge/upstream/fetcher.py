@@ -26,10 +26,12 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import h11
 import httpx
+import rfc3986
 
 from feedbridge import USER_AGENT
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
+    Reason,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
@@ -58,37 +60,24 @@ _ENCODED_DOT = re.compile(r"%2e", re.IGNORECASE)
 _SLASHES = re.compile(r"/{2,}")
 
 
-def remove_dot_segments(path: str) -> str:
-    """RFC 3986 §5.2.4 for an absolute path: `/a/b/../c` -> `/a/c`, `/a/..` -> `/a/`, `/..` -> `/`."""
-    segments = path.split("/")
-    if "." not in segments and ".." not in segments:
-        return path
-    kept: list[str] = []
-    for index, segment in enumerate(segments):
-        if segment in (".", ".."):
-            if segment == ".." and len(kept) > 1:
-                kept.pop()
-            if index == len(segments) - 1:
-                kept.append("")  # `/a/b/..` names the directory `/a/`
-        else:
-            kept.append(segment)
-    return "/".join(kept)
-
-
 def normalise_url(url: str) -> str:
     """The URL as a server will resolve it, so that what is checked is what is fetched.
 
-    Percent-encoded dots are decoded (RFC 3986 §6.2.2.2: `%2E` is `.`, and servers treat `%2e%2e` as
-    `..`), runs of slashes are merged (nginx does, and `/sub//../x` would otherwise leave the subfolder on
-    the server although it stays inside it by the RFC), then dot segments are removed. An encoded `/` or
-    `\\` is refused: whether it separates segments depends on the server. The fragment is dropped (it is
-    never sent). Raises `UnsafePath`, or `ValueError` for what `urlsplit` cannot read.
+    Done by hand first, as `rfc3986` does neither: percent-encoded dots are decoded (RFC 3986 §6.2.2.2
+    allows it, and servers treat `%2e%2e` as `..`), and runs of slashes are merged (nginx does, and
+    `/sub//../x` would otherwise leave the subfolder on the server although it stays inside it by the
+    RFC). `rfc3986` then normalises the path: dot segments removed (§5.2.4), escapes in upper case. An
+    encoded `/` or `\\` is refused: whether it separates segments depends on the server. The fragment
+    is dropped (it is never sent). Raises `UnsafePath`, or `ValueError` for what `urlsplit` cannot read.
     """
     parts = urlsplit(url)
     if _ENCODED_SEPARATOR.search(parts.path):
         raise UnsafePath(f"{url} has an encoded slash or backslash in its path")
-    path = remove_dot_segments(_SLASHES.sub("/", _ENCODED_DOT.sub(".", parts.path)))
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    path = _SLASHES.sub("/", _ENCODED_DOT.sub(".", parts.path))
+    # Built from its parts rather than parsed, so that no path (`a:b`) can be read as a scheme. Where the
+    # RFC's answer is `/` (`/../`, `/a/../../`), rfc3986 2.0 gives an empty path.
+    normal: str | None = rfc3986.URIReference(None, None, path, None, None).normalize().path
+    return urlunsplit((parts.scheme, parts.netloc, normal or path[:1], parts.query, ""))
 
 
 def resolve(url: str, reference: str) -> str:
@@ -210,11 +199,13 @@ class _Inflater:
             data, self.pending = self.pending, b""
         while True:
             if self.decoder.eof and (data or self.decoder.unused_data):
-                raise UpstreamError(f"upstream sent data after the end of the compressed body for {self.url}")
+                raise UpstreamError(f"upstream sent data after the end of the compressed body for {self.url}",
+                                    reason=Reason.BODY)
             try:
                 piece = self.decoder.decompress(data, INFLATE_STEP)
             except zlib.error:
-                raise UpstreamError(f"upstream sent a corrupt {self.encoding}-compressed body for {self.url}") from None
+                raise UpstreamError(f"upstream sent a corrupt {self.encoding}-compressed body for {self.url}",
+                                    reason=Reason.BODY) from None
             if piece:
                 yield piece
             data = self.decoder.unconsumed_tail
@@ -223,7 +214,8 @@ class _Inflater:
 
     def finish(self) -> None:
         if self.decoder is None or not self.decoder.eof:
-            raise UpstreamError(f"upstream's {self.encoding}-compressed body for {self.url} ended early")
+            raise UpstreamError(f"upstream's {self.encoding}-compressed body for {self.url} ended early",
+                                reason=Reason.BODY)
 
 
 def content_encoding(response: httpx.Response, url: str) -> str | None:
@@ -232,9 +224,10 @@ def content_encoding(response: httpx.Response, url: str) -> str | None:
     codings = [c.strip().lower() for c in response.headers.get("Content-Encoding", "").split(",")]
     codings = [c for c in codings if c and c != "identity"]
     if len(codings) > 1:
-        raise UpstreamError(f"upstream sent a body with stacked content encodings ({', '.join(codings)}) for {url}")
+        raise UpstreamError(f"upstream sent a body with stacked content encodings ({', '.join(codings)}) for {url}",
+                            reason=Reason.BODY)
     if codings and codings[0] not in ACCEPTED_ENCODINGS:
-        raise UpstreamError(f"upstream sent a body in an unsupported content encoding for {url}")
+        raise UpstreamError(f"upstream sent a body in an unsupported content encoding for {url}", reason=Reason.BODY)
     return codings[0] if codings else None
 
 
@@ -250,10 +243,11 @@ class Fetcher:
     client's request building, redirect and cookie steps is also a fifth of a cold fetch's time.
     """
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None):
+        """`transport` replaces the network (the offline demo answers from a saved copy)."""
         self.settings = settings
         # httpx retries only failed connection attempts, never a request that reached the server.
-        self.transport = httpx.HTTPTransport(retries=settings.retries)
+        self.transport = transport or httpx.HTTPTransport(retries=settings.retries)
 
     def close(self) -> None:
         self.transport.close()
@@ -265,7 +259,7 @@ class Fetcher:
         shared Redis) must not be able to break every revalidation of its page.
         """
         if not is_within(forum, url):
-            raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}")
+            raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
         headers = dict(_HEADERS)
@@ -286,13 +280,16 @@ class Fetcher:
                 target = resolve(url, location)
             except UnsafePath:
                 raise UpstreamError(f"upstream redirected {url} to {location}, outside {forum.base_url}: "
-                                    "an encoded slash") from None
+                                    "an encoded slash", reason=Reason.REDIRECT) from None
             except ValueError:
-                raise UpstreamError(f"upstream redirected {url} to an unreadable Location") from None
+                raise UpstreamError(f"upstream redirected {url} to an unreadable Location",
+                                    reason=Reason.REDIRECT) from None
             if not is_within(forum, target):
-                raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url}")
+                raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url}",
+                                    reason=Reason.REDIRECT)
             url = target
-        raise UpstreamError(f"upstream redirected more than {self.settings.max_redirects} times from {url}")
+        raise UpstreamError(f"upstream redirected more than {self.settings.max_redirects} times from {url}",
+                            reason=Reason.REDIRECT)
 
     def _hop_timeout(self, url: str, deadline: float, hop: int) -> dict[str, float]:
         """Each wait of this hop (connect, pool, every read) bounded by what is left of the whole fetch."""
@@ -323,17 +320,19 @@ class Fetcher:
                 raise UpstreamTimeout(self._late(url, hop)) from None
             raise UpstreamTimeout(f"upstream timed out for {url}") from None
         except (httpx.HTTPError, h11.ProtocolError) as exc:  # h11's, should one escape httpcore unmapped
-            raise UpstreamError(f"upstream connection failed for {url}: {type(exc).__name__}") from None
+            raise UpstreamError(f"upstream connection failed for {url}: {type(exc).__name__}",
+                                reason=Reason.CONNECTION) from None
         except _FETCH_FAILURES as exc:
             raise UpstreamError(f"upstream sent an answer that cannot be read for {url}: "
-                                f"{type(exc).__name__}") from None
+                                f"{type(exc).__name__}", reason=Reason.BODY) from None
 
     def _answer(self, response: httpx.Response, url: str, deadline: float, hop: int) -> tuple[Fetched | None, str]:
         status = response.status_code
         if status in (301, 302, 303, 307, 308):
             location = response.headers.get("Location")
             if not location:
-                raise UpstreamError(f"upstream answered {status} without a Location for {url}")
+                raise UpstreamError(f"upstream answered {status} without a Location for {url}", reason=Reason.REDIRECT,
+                                    upstream_status=status)
             return None, location
         if status == 304:
             return Fetched(url, 304, etag=valid_etag(response.headers.get("ETag")),
@@ -342,23 +341,24 @@ class Fetcher:
             maximum = self.settings.retry_after_max
             wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
             raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
-                                      retry_after=min(60.0, maximum) if wait is None else wait)
+                                      retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
         if status in (404, 410):
-            raise UpstreamNotFound(f"upstream answered {status} for {url}")
+            raise UpstreamNotFound(f"upstream answered {status} for {url}", upstream_status=status)
         if status in (401, 403):
-            raise UpstreamRefused(f"upstream answered {status} for {url}")
+            raise UpstreamRefused(f"upstream answered {status} for {url}", upstream_status=status)
         if status != 200:
-            raise UpstreamError(f"upstream answered {status} for {url}")
+            raise UpstreamError(f"upstream answered {status} for {url}", reason=Reason.ANSWERED, upstream_status=status)
         body = self._read_bounded(response, url, deadline, hop)
         charset = _charset(response)
         try:
             text = body.decode(charset)
         except (UnicodeError, LookupError):
             if charset.lower().replace("_", "-") in ("utf-8", "utf8"):
-                raise UpstreamError(f"upstream sent a body that is not valid UTF-8 text for {url}") from None
+                raise UpstreamError(f"upstream sent a body that is not valid UTF-8 text for {url}",
+                                    reason=Reason.BODY) from None
             raise UpstreamError(
-                f"upstream sent a body in charset {_printable(charset)!r}, which cannot be decoded, for {url}"
-            ) from None
+                f"upstream sent a body in charset {_printable(charset)!r}, which cannot be decoded, for {url}",
+                reason=Reason.BODY) from None
         return Fetched(url, 200, text, valid_etag(response.headers.get("ETag")),
                        valid_last_modified(response.headers.get("Last-Modified"))), ""
 
@@ -368,7 +368,8 @@ class Fetcher:
         limit = self.settings.max_body_bytes
         declared = response.headers.get("Content-Length", "")
         if re.fullmatch(r"[0-9]{1,19}", declared) and int(declared) > limit:
-            raise UpstreamError(f"upstream body for {url} is {int(declared)} bytes, over the {limit}-byte limit")
+            raise UpstreamError(f"upstream body for {url} is {int(declared)} bytes, over the {limit}-byte limit",
+                                reason=Reason.BODY)
         coding = content_encoding(response, url)
         inflater = _Inflater(coding, url) if coding else None
         chunks: list[bytes] = []
@@ -376,11 +377,12 @@ class Fetcher:
         for chunk in response.iter_raw():
             raw += len(chunk)
             if raw > limit:
-                raise UpstreamError(f"upstream body for {url} passed the {limit}-byte limit")
+                raise UpstreamError(f"upstream body for {url} passed the {limit}-byte limit", reason=Reason.BODY)
             for piece in inflater.feed(chunk) if inflater else (chunk,):
                 size += len(piece)
                 if size > limit:
-                    raise UpstreamError(f"upstream body for {url} passed the {limit}-byte limit once decoded")
+                    raise UpstreamError(f"upstream body for {url} passed the {limit}-byte limit once decoded",
+                                          reason=Reason.BODY)
                 chunks.append(piece)
             if time.monotonic() > deadline:
                 raise UpstreamTimeout(self._late(url, hop))

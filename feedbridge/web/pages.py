@@ -10,7 +10,6 @@ reaches a template, and links taken from upstream become hrefs only when they ar
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urlencode, urlsplit
@@ -24,17 +23,9 @@ from flask import (
     url_for,
 )
 
-from feedbridge import PROJECT_URL, __version__
+from feedbridge import __version__
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import (
-    RequestError,
-    RouteNotFound,
-    UpstreamError,
-    UpstreamNotFound,
-    UpstreamRateLimited,
-    UpstreamRefused,
-    UpstreamTimeout,
-)
+from feedbridge.errors import Reason, RequestError, RouteNotFound, UpstreamError
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import (
     TOP_PERIODS,
@@ -67,27 +58,31 @@ class Unavailable:
 
 
 def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
-    """Say what happened in words, from the error's class or, when a caller wrapped it, its message."""
-    message, name = exc.message, forum.key
-    answered = re.search(r"answered (\d{3})", message)
-    back = "feeds will appear when it is back"
-    if isinstance(exc, UpstreamRefused):
-        headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
-                    "topic list): is it login-only?")
-    elif isinstance(exc, UpstreamNotFound) or (answered and answered[1] in ("404", "410")):
-        code = answered[1] if answered else "404"
-        headline = f"{name} has no such page (it answered {code}): check the category, tag or user name"
-    elif isinstance(exc, UpstreamRateLimited) or "rate-limited" in message or "asked us to wait" in message:
-        headline = f"{name} asked feedbridge to slow down (rate limited); feeds will appear when it lets us read again"
-    elif isinstance(exc, UpstreamTimeout) or "timed out" in message or "took longer" in message:
-        headline = f"{name} could not be reached (it did not answer in time); {back}"
-    elif "connection failed" in message:
-        headline = f"{name} could not be reached (connection failed); {back}"
-    elif answered:
-        headline = f"{name} is not answering normally (it answered {answered[1]}); {back}"
-    else:
-        headline = f"{name} sent something that is not a topic list; {back}"
-    return Unavailable(headline, message)
+    """Say what happened in words, from the error's reason and the status the forum answered."""
+    name, code, back = forum.key, exc.upstream_status, "feeds will appear when it is back"
+    match exc.reason:
+        case Reason.REFUSED:
+            headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
+                        "topic list): is it login-only?")
+        case Reason.NOT_FOUND:
+            headline = (f"{name} has no such page (it answered {code or 404}): check the category, tag or "
+                        "user name")
+        case Reason.RATE_LIMITED:
+            headline = (f"{name} asked feedbridge to slow down (rate limited); feeds will appear when it lets us "
+                        "read again")
+        case Reason.BUSY:
+            headline = f"feedbridge is reading {name} as often as it allows itself right now; try again in a moment"
+        case Reason.TIMEOUT:
+            headline = f"{name} could not be reached (it did not answer in time); {back}"
+        case Reason.CONNECTION:
+            headline = f"{name} could not be reached (connection failed); {back}"
+        case Reason.REDIRECT | Reason.OFF_FORUM:
+            headline = f"{name} sent feedbridge elsewhere (a redirect it does not follow off the forum); {back}"
+        case Reason.ANSWERED if code is not None:
+            headline = f"{name} is not answering normally (it answered {code}); {back}"
+        case _:
+            headline = f"{name} sent something that is not a topic list; {back}"
+    return Unavailable(headline, exc.message)
 
 
 @dataclass
@@ -124,7 +119,7 @@ def _security_headers(response: Response) -> Response:
 @bp.app_context_processor
 def _template_globals() -> dict[str, object]:
     return {"media_types": {name: f.mime for name, f in FORMATS.items()},
-            "version": __version__, "project_url": PROJECT_URL}
+            "version": __version__}
 
 
 @bp.app_template_filter("http_url")

@@ -1,0 +1,56 @@
+"""The pure end of every feed's path: which topics a spec keeps from its lists, and the feed's bytes.
+
+The server and the static build reach it through `FeedService`, and `feedbridge build` of a saved list
+calls it directly with the list it parsed, so a feed's title, id and description are the same whichever
+way it was made. No I/O here: everything that needs the forum (pages, topic pages, category names) has
+happened before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from urllib.parse import urlencode
+
+from feedbridge.feeds.spec import FeedSpec
+from feedbridge.models import Listing, Topic
+from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.formats import render
+
+
+def listed(spec: FeedSpec, listings: Sequence[Listing]) -> list[Topic]:
+    """Every topic of the list pages read for `spec`, before its filter. A user's own list has no
+    category filter of its own, so a user feed's `category=` is applied here."""
+    everything = [t for listing in listings for t in listing.topics]
+    if spec.category_id is not None and listings and listings[0].started_by is not None:
+        everything = [t for t in everything if t.category_id == spec.category_id]
+    return everything
+
+
+def description(spec: FeedSpec, first: Listing) -> str:
+    """Says where the topics came from; for a user feed, whether it is complete."""
+    if spec.user is None:
+        return f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}"
+    if first.started_by is not None:
+        return f"{spec.title}: every topic they started, from their own topic list on {spec.forum.key}"
+    return (f"{spec.title}: only those among the latest topics of {spec.forum.key} ({spec.pages} page(s)), "
+            "because the forum refused their own topic list")
+
+
+def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url: str | None,
+              stylesheet_url: str | None, updated: datetime) -> bytes:
+    """The feed in `spec.fmt`. Without a self URL the id is the list's Markdown URL with the canonical
+    query as its fragment, so filtered feeds of one list still have ids of their own. `updated` is the
+    feed's date when no topic has one."""
+    query = urlencode(spec.canonical_query())
+    meta = FeedMeta(
+        title=spec.title,
+        forum_url=spec.forum.base_url,
+        html_url=spec.html_url,
+        feed_id=self_url or spec.page_url(0) + (f"#{query}" if query else ""),
+        self_url=self_url,
+        description=description(spec, first),
+        stylesheet_url=stylesheet_url,
+        updated=updated,
+    )
+    return render(spec.fmt, meta, topics)
