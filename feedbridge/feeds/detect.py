@@ -1,0 +1,156 @@
+"""Which source reads an `auto` forum: its Markdown lists or its JSON lists, as a small state machine.
+
+Only the probe decides: the forum's own `/latest.md`, the list every public forum has. Feed requests
+choose which other lists are read (a private category, a list that answers garbage), so what those
+answer is that feed's error and never a transition: no reader can move the decision that every other
+reader's feeds are built with.
+
+States: (none), UNDECIDED, MARKDOWN, JSON. A probe runs when the record is due; its answer moves it:
+
+        ┌───────────────────── a Markdown list ─────────────────────┐
+        │                                                           ▼
+    (none) or UNDECIDED ───────── refused ─────────▶ JSON ◀─────▶ MARKDOWN
+        │   ▲                                         ▲     a list ▶ MARKDOWN and refused ▶ JSON from
+        │   └── /latest.json no list ──┐              │     either; inconclusive keeps the decision
+        └──── inconclusive ────────────┴── /latest.json a list
+
+    probe of /latest.md   a Markdown list   refused: 404/410,     inconclusive: timeout,    429: the forum's, or
+                                            401/403, not a list   5xx, too large, ...       the bridge's budget
+    (none)                MARKDOWN          JSON                  JSON if /latest.json is   (none), the feed's error
+    UNDECIDED             MARKDOWN          JSON                  a list, else UNDECIDED    UNDECIDED, still due
+    MARKDOWN              MARKDOWN          JSON                  MARKDOWN                  MARKDOWN, still due
+    JSON                  MARKDOWN          JSON                  JSON                      JSON, still due
+
+Every record says when it is due: a conclusive probe after `FEEDBRIDGE_SOURCE_RECHECK`; an inconclusive
+one (and a JSON decision reached through `/latest.json`, while `/latest.md` itself stays inconclusive)
+a tenth of that (at most `RETRY`), so a forum that recovers is read the way it wants soon. With no
+decision, JSON is tried before Markdown is assumed: every Discourse release serves `/latest.json`, so a
+forum whose Markdown probe fails (500, an oversized or slow answer) is read from what it does serve
+rather than through `.md` URLs that fail; UNDECIDED reads Markdown, the one source left. A 429 changes
+nothing: a record made then would hold for every reader on the strength of the forum's wait or of one
+client's spent budget share.
+
+The record is control state (`SourceEntry`), shared through the store so every worker and process
+detects a forum once per period; concurrent requests that find it due share one probe, charged to the
+caller like any upstream request. The probes read through the page cache, so a `/latest` feed built just
+after reads the probe's page from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+
+from feedbridge.config import Forum, Settings
+from feedbridge.errors import UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamRefused
+from feedbridge.feeds.cached import Caller
+from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
+from feedbridge.feeds.spec import FeedSpec
+from feedbridge.models import Listing
+from feedbridge.store.control import ControlStore
+from feedbridge.store.entries import SourceEntry
+from feedbridge.store.memory import Flight
+
+log = logging.getLogger(__name__)
+
+UNDECIDED = "undecided"
+"""The record's state while no probe has decided: the lists are read as Markdown, the next probe starts over."""
+RETRY = 60.0
+"""Seconds (at most) until an inconclusive probe is asked again: a tenth of the re-check period, up to this."""
+
+ReadPage = Callable[[Forum, str, Source, Caller | None], Listing]
+"""One list page through the page cache (`FeedService.page`); raises UpstreamError."""
+
+
+class SourceDetector:
+    def __init__(self, settings: Settings, control: ControlStore, flight: Flight, read_page: ReadPage):
+        self.settings = settings
+        self.control = control
+        self.flight = flight
+        self.read_page = read_page
+
+    def source(self, forum: Forum, caller: Caller | None = None, ask: bool = True) -> Source:
+        """The configured source, else the decided one, probing first when the record is due.
+
+        `ask=False` (stale pages: the forum just failed) never probes: the record as it is, or Markdown.
+        """
+        if forum.source != "auto":
+            return SOURCES[forum.source]
+        key = self.key(forum)
+        entry: SourceEntry | None = self.control.get(key)
+        if ask and self._due(entry):
+            previous = entry
+            entry = self.flight.do(key, lambda: self._probe(forum, previous, caller),
+                                   self.settings.singleflight_wait, lambda: self._settled(key))
+        return MARKDOWN if entry is None else SOURCES.get(entry.source, MARKDOWN)
+
+    def refused(self, spec: FeedSpec, source: Source, exc: UpstreamError) -> UpstreamError:
+        """The error for a list the forum refused: that list's own, except for the JSON probe list of a forum
+        whose Markdown probe was refused too, where both answers are quoted. Nothing is changed."""
+        entry: SourceEntry | None = self.control.get(self.key(spec.forum))
+        if spec.forum.source != "auto" or source is not JSON or entry is None or entry.source != JSON.name \
+                or entry.status is None or (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
+            return exc
+        message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
+                   f"(Markdown: {entry.reason}; JSON: {exc.message})")
+        if isinstance(exc, UpstreamNotFound) and entry.status == UpstreamNotFound.status:
+            return UpstreamNotFound(message)
+        return UpstreamRefused(message)
+
+    @staticmethod
+    def key(forum: Forum) -> str:
+        return "source:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+
+    def _probe(self, forum: Forum, previous: SourceEntry | None, caller: Caller | None) -> SourceEntry:
+        """One transition of the table in the module docstring; stores and returns the new record.
+
+        A 429 (the forum's, or the bridge's own budget or slots) is no answer at all: the record is left as
+        it was, still due, so no client can postpone a re-check by being refused."""
+        try:
+            self.read_page(forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN, caller)
+            return self._store(forum, previous, MARKDOWN.name, settled=True)
+        except (UpstreamNotFound, UpstreamRefused) as exc:
+            return self._store(forum, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
+        except UpstreamRateLimited:
+            if previous is None:
+                raise
+            return previous
+        except UpstreamError as exc:
+            inconclusive = exc
+        log.warning("%s: its Markdown probe decides nothing (%s)", forum.key, inconclusive.message)
+        if previous is not None and previous.source != UNDECIDED:
+            return self._store(forum, previous, previous.source, settled=False, reason=previous.reason,
+                               status=previous.status)
+        try:
+            self.read_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON, caller)
+            state = JSON.name
+        except UpstreamRateLimited:
+            if previous is None:
+                raise
+            return previous
+        except UpstreamError as exc:
+            log.warning("%s: its JSON probe is no list either (%s)", forum.key, exc.message)
+            state = UNDECIDED
+        return self._store(forum, previous, state, settled=False, reason=inconclusive.message)
+
+    def _store(self, forum: Forum, previous: SourceEntry | None, state: str, *, settled: bool,
+               reason: str | None = None, status: int | None = None) -> SourceEntry:
+        """`settled`: the Markdown probe was conclusive, so the record holds for the whole re-check period."""
+        now = time.time()
+        wait = self.settings.source_recheck if settled else min(RETRY, self.settings.source_recheck / 10)
+        entry = SourceEntry(state, now, now + wait, reason, status)
+        if state != UNDECIDED and (previous is None or previous.source != state):
+            log.info("%s: reading its %s lists%s", forum.key, SOURCES[state].label, f" ({reason})" if reason else "")
+        keep = self.settings.source_recheck + max(self.settings.stale_ttl, self.settings.cache_ttl)
+        self.control.set(self.key(forum), entry, keep)
+        return entry
+
+    @staticmethod
+    def _due(entry: SourceEntry | None) -> bool:
+        return entry is None or time.time() >= entry.due_at
+
+    def _settled(self, key: str) -> SourceEntry | None:
+        entry: SourceEntry | None = self.control.get(key)
+        return None if self._due(entry) else entry
