@@ -37,7 +37,10 @@ class Topic:
     tags: tuple[str, ...] = ()
     # Only JSON lists carry these (the Markdown lists do not).
     category_id: int | None = None
-    pinned: bool = False
+    likes: int | None = None
+    views: int | None = None
+    # A digest's entry (feeds/digest.py) stands for a period, not a topic: its own entry id.
+    entry_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,9 @@ class Listing:
     previous_page_url: str | None = None
     # Topic blocks that were malformed and left out; a good list with a bad block is still a list.
     skipped: int = 0
+    # Set by the service on a page of a user's own list (`/topics/created-by/USER`), never by a parser: that
+    # list holds every topic they started and nothing else, and has no category filter of its own.
+    started_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,8 +96,8 @@ class SourceDetector:
         message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
                    f"(Markdown: {entry.reason}; JSON: {exc.message})")
         if isinstance(exc, UpstreamNotFound) and entry.status == UpstreamNotFound.status:
-            return UpstreamNotFound(message)
-        return UpstreamRefused(message)
+            return UpstreamNotFound(message, reason=exc.reason, upstream_status=exc.upstream_status)
+        return UpstreamRefused(message, reason=exc.reason, upstream_status=exc.upstream_status)
 
     @staticmethod
     def key(forum: Forum) -> str:

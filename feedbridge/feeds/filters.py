@@ -1,4 +1,5 @@
-"""Narrowing a listing's topics to what one feed asks for: authors, tags, a keyword query, a count.
+"""Narrowing a listing's topics to what one feed asks for: authors, tags, a keyword query, thresholds
+(replies, likes, views), excluded tags and categories, a count.
 
 Filters run on topics already parsed and cached, so they are pure and cheap; the values they hold come
 from feed URLs, so `make_filter` validates them and says exactly which one is wrong.
@@ -20,6 +21,8 @@ from feedbridge.models import Topic
 MAX_AUTHORS = 20
 MAX_TAGS = 20
 MAX_LIMIT = 500
+MAX_THRESHOLD = 10**9
+MAX_CATEGORIES = 20
 MAX_USERNAME_LENGTH = 60
 # Discourse's max_tag_length can be raised to 100; tags longer than that cannot exist on any site.
 MAX_TAG_LENGTH = 100
@@ -107,13 +110,48 @@ class FeedFilter:
     query: Query | None = None
     limit: int | None = None
     tags: frozenset[str] = frozenset()  # casefolded; empty = any. Lists carry no tags: full mode only
+    # What only JSON lists carry (a Markdown list is completed from the JSON list of the same page, see
+    # `feeds.figures`); a topic whose figure is unknown is not kept by a threshold on it.
+    tags_all: frozenset[str] = frozenset()  # every one of them
+    exclude_tags: frozenset[str] = frozenset()
+    exclude_categories: frozenset[int] = frozenset()  # as given
+    subcategories: frozenset[int] = frozenset()  # theirs, from the forum's directory
+    min_replies: int | None = None
+    min_likes: int | None = None
+    min_views: int | None = None
 
     def keeps(self, topic: Topic) -> bool:
         if self.authors and (topic.author is None or _username_key(topic.author) not in self.authors):
             return False
-        if self.tags and self.tags.isdisjoint(tag.casefold() for tag in topic.tags):
+        if self.tags or self.tags_all or self.exclude_tags:
+            tags = {tag.casefold() for tag in topic.tags}
+            if ((self.tags and self.tags.isdisjoint(tags)) or not self.tags_all <= tags
+                    or not self.exclude_tags.isdisjoint(tags)):
+                return False
+        if topic.category_id in self.exclude_categories or topic.category_id in self.subcategories:
             return False
+        for least, figure in ((self.min_replies, topic.replies), (self.min_likes, topic.likes),
+                              (self.min_views, topic.views)):
+            if least is not None and (figure is None or figure < least):
+                return False
         return self.query is None or self.query.matches(topic_text(topic))
+
+    @property
+    def narrows(self) -> bool:
+        """Whether `keeps` can refuse a topic at all: the common unfiltered feed skips the scan."""
+        return bool(self.authors or self.tags or self.tags_all or self.exclude_tags or self.exclude_categories
+                    or self.query is not None
+                    or any(v is not None for v in (self.min_replies, self.min_likes, self.min_views)))
+
+    def json_needed(self) -> str | None:
+        """The first parameter that needs what a Markdown list lacks (likes, views, tags, category ids);
+        None when the list's own figures will do. Replies are on both lists."""
+        for name, needed in (("min_likes", self.min_likes is not None), ("min_views", self.min_views is not None),
+                             ("tag", bool(self.tags_all)), ("exclude_tag", bool(self.exclude_tags)),
+                             ("exclude_category", bool(self.exclude_categories))):
+            if needed:
+                return name
+        return None
 
     def apply(self, topics: Iterable[Topic]) -> list[Topic]:
         """Unique topics, newest activity first (undated last), filtered, then cut to `limit`.
@@ -125,7 +163,7 @@ class FeedFilter:
         for topic in topics:
             unique.setdefault(topic.id, topic)
         ordered = sorted(unique.values(), key=lambda t: t.last_posted_at or _OLDEST, reverse=True)
-        kept = [t for t in ordered if self.keeps(t)] if self.authors or self.tags or self.query is not None else ordered
+        kept = [t for t in ordered if self.keeps(t)] if self.narrows else ordered
         return kept if self.limit is None else kept[: self.limit]
 
     def describe(self) -> str:
@@ -138,6 +176,16 @@ class FeedFilter:
             parts.append("author: " + ", ".join(sorted(self.authors)))
         if self.tags:
             parts.append("tag: " + ", ".join(sorted(self.tags)))
+        if self.tags_all:
+            parts.append("tags: " + " + ".join(sorted(self.tags_all)))
+        if self.exclude_tags:
+            parts.append("without tag: " + ", ".join(sorted(self.exclude_tags)))
+        if self.exclude_categories:
+            parts.append("without category: " + ", ".join(map(str, sorted(self.exclude_categories)))
+                         + " and subcategories")
+        for name, least in (("replies", self.min_replies), ("likes", self.min_likes), ("views", self.min_views)):
+            if least is not None:
+                parts.append(f"{name} ≥ {least}")
         if self.query is not None:
             parts.append(f"q: {self.query}")
         return " · ".join(parts)
@@ -148,21 +196,46 @@ def make_filter(
     query: str | None = None,
     limit: int | None = None,
     tags: Iterable[str] | str = (),
+    tags_all: Iterable[str] | str = (),
+    exclude_tags: Iterable[str] | str = (),
+    exclude_categories: Iterable[int] = (),
+    min_replies: int | None = None,
+    min_likes: int | None = None,
+    min_views: int | None = None,
 ) -> FeedFilter:
     """Validate raw feed parameters into a FeedFilter.
 
-    A blank query means no query (an empty `?q=` in a URL), not an error. Raises FilterError for
-    authors, tags and limit, QueryError (also a ValueError) for the query.
+    A blank query means no query (an empty `?q=` in a URL), not an error, and a threshold of 0 no
+    threshold. Raises FilterError for authors, tags, categories, thresholds and limit, QueryError (also a
+    ValueError) for the query.
     """
     author_keys = frozenset(map(_author, _as_names(authors)))
     if len(author_keys) > MAX_AUTHORS:
         raise FilterError(f"{len(author_keys)} authors given; at most {MAX_AUTHORS}")
-    tag_keys = frozenset(map(_tag, _as_names(tags)))
-    if len(tag_keys) > MAX_TAGS:
-        raise FilterError(f"{len(tag_keys)} tags given; at most {MAX_TAGS}")
+    tag_sets = []
+    for name, given in (("tag", tags), ("tag", tags_all), ("exclude_tag", exclude_tags)):
+        try:
+            keys = frozenset(map(_tag, _as_names(given)))
+        except FilterError as exc:
+            raise FilterError(f"{name}: {exc.message}") from None
+        if len(keys) > MAX_TAGS:
+            raise FilterError(f"{name}: {len(keys)} tags given; at most {MAX_TAGS}")
+        tag_sets.append(keys)
+    tag_keys, all_keys, excluded_tags = tag_sets
+    categories = frozenset(exclude_categories)
+    if len(categories) > MAX_CATEGORIES or not all(
+            type(c) is int and 1 <= c <= MAX_THRESHOLD for c in categories):
+        raise FilterError(f"exclude_category takes up to {MAX_CATEGORIES} category ids from 1 to {MAX_THRESHOLD}")
+    least: list[int | None] = []
+    for name, value in (("min_replies", min_replies), ("min_likes", min_likes), ("min_views", min_views)):
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_THRESHOLD):
+            raise FilterError(f"{name} {value!r} is not a whole number from 0 to {MAX_THRESHOLD}")
+        least.append(value or None)
     if limit is not None and (
         isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT
     ):
         raise FilterError(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
     parsed = parse_query(query) if query is not None and query.strip() else None
-    return FeedFilter(authors=author_keys, query=parsed, limit=limit, tags=tag_keys)
+    return FeedFilter(authors=author_keys, query=parsed, limit=limit, tags=tag_keys, tags_all=all_keys,
+                      exclude_tags=excluded_tags, exclude_categories=categories, min_replies=least[0],
+                      min_likes=least[1], min_views=least[2])

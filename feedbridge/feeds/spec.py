@@ -13,17 +13,19 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, overload
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, RouteNotFound
-from feedbridge.feeds.filters import MAX_LIMIT, FeedFilter, make_filter
-from feedbridge.feeds.sources import MARKDOWN, Source, user_list_url
+from feedbridge.feeds.filters import MAX_LIMIT, MAX_THRESHOLD, FeedFilter, make_filter
+from feedbridge.feeds.sources import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.render.formats import FORMATS
 
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
 TOP_PERIODS = ("all", "yearly", "quarterly", "monthly", "weekly", "daily")
 MAX_PARAM_CHARS = 1000
+DIGESTS = {"daily": 7, "weekly": 8}  # each digest and the periods it shows without `limit=`
+MAX_INTERSECTION = 5
 
 RouteKind = Literal["list", "category", "tag", "user", "search"]
 
@@ -34,7 +36,8 @@ CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?)/(?P<id>\d{{1,9}})"  # "slug/id
 ROUTES: dict[RouteKind, str] = {
     "list": r"(?P<list>latest|top|hot)",
     "category": f"c/{CATEGORY_VALUE}",
-    "tag": rf"tag/(?P<tag>{SLUG})(?:/(?P<id>\d{{1,9}}))?",
+    # One tag, or an intersection `a+b` (each part a SLUG, checked after the match: no nested quantifier).
+    "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
     "user": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
     "search": r"search",
 }
@@ -58,6 +61,9 @@ class FeedSpec:
     pages: int
     content: str = "excerpt"
     user: str | None = None  # the /u/USER feeds' user, as typed in the path
+    digest: str | None = None  # a key of DIGESTS: one entry per period (feeds/digest.py)
+    digest_limit: int = 0  # the periods a digest shows (its `limit=`; the filter then has no limit)
+    intersection: tuple[str, ...] = ()  # /tag/a+b: the tags, as quoted path segments, first tag first
 
     def page_url(self, page: int, source: Source = MARKDOWN) -> str:
         """Page `page` (0 first) of the list, as `source` names it. The Markdown URL is also the feed's
@@ -67,6 +73,17 @@ class FeedSpec:
     def user_list_url(self, page: int) -> str | None:
         """A user feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
         return None if self.user is None else user_list_url(self.forum.base_url, self.user, page)
+
+    def intersection_url(self, page: int) -> str:
+        """Discourse's own list of topics with every tag of a `/tag/a+b` feed: JSON only, on every release."""
+        return JSON.list_url(self.forum.base_url, "/tags/intersection/" + "/".join(self.intersection), (), page)
+
+    @property
+    def digest_id(self) -> str:
+        """What a digest's entry ids start with: the feed's id without its `limit=`, so it is the same in
+        every format, from every host the bridge answers to, however many periods are shown."""
+        query = urlencode([(k, v) for k, v in self.canonical_query() if k != "limit"])
+        return self.page_url(0) + f"#{query}"
 
     @property
     def category_id(self) -> int | None:
@@ -79,7 +96,7 @@ class FeedSpec:
 
     @property
     def title(self) -> str:
-        described = self.filter.describe()
+        described = " · ".join(filter(None, (self.filter.describe(), f"{self.digest} digest" if self.digest else "")))
         return f"{self.forum.key} · {self.label}" + (f" · {described}" if described else "")
 
     def canonical_query(self) -> list[tuple[str, str]]:
@@ -89,8 +106,18 @@ class FeedSpec:
         if self.filter.query is not None:
             params.append(("q", str(self.filter.query)))
         params += [("tag", t) for t in sorted(self.filter.tags)]
-        if self.filter.limit is not None:
-            params.append(("limit", str(self.filter.limit)))
+        if own := self.filter.tags_all - {unquote(t).casefold() for t in self.intersection}:
+            params.append(("tag", "+".join(sorted(own))))
+        params += [("exclude_tag", t) for t in sorted(self.filter.exclude_tags)]
+        params += [("exclude_category", str(c)) for c in sorted(self.filter.exclude_categories)]
+        for name in ("min_replies", "min_likes", "min_views"):
+            if (least := getattr(self.filter, name)) is not None:
+                params.append((name, str(least)))
+        if self.digest is not None:
+            params.append(("digest", self.digest))
+        limit = self.filter.limit if self.digest is None else self.digest_limit
+        if limit is not None and (self.digest is None or limit != DIGESTS[self.digest]):
+            params.append(("limit", str(limit)))
         if self.pages != 1:
             params.append(("pages", str(self.pages)))
         if self.content != "excerpt":
@@ -128,6 +155,8 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise RequestError(f"content must be 'excerpt' or 'full', not {content!r}")
     authors = [a for value in values.get("author", []) for a in value.split(",") if a.strip()]
     list_params: tuple[tuple[str, str], ...] = ()
+    intersection: tuple[str, ...] = ()
+    tags_all: list[str] = []
 
     if name == "list":
         list_path = html_path = "/" + parts["list"]
@@ -145,9 +174,18 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         list_path = html_path = f"/c/{'/'.join(slugs)}/{parts['id']}"
         label = parts["slugs"].replace("/", " / ")
     elif name == "tag":
-        tag = quote(parts["tag"])
+        names = parts["tag"].split("+")
+        if len(names) > MAX_INTERSECTION or not all(re.fullmatch(SLUG, n) for n in names) or (
+                len(names) > 1 and parts["id"]):
+            raise RouteNotFound(f"no feed route matches /{_shorten(rest)} on {forum.key}: a tag, or up to "
+                                f"{MAX_INTERSECTION} tags joined by + (tag/a+b)")
+        tag = quote(names[0])
         list_path = html_path = f"/tag/{tag}" + (f"/{parts['id']}" if parts["id"] else "")
         label = f"tag {parts['tag']}"
+        if len(names) > 1:
+            intersection = tuple(quote(n) for n in names)
+            html_path = "/tags/intersection/" + "/".join(intersection)
+            tags_all += names
     else:
         list_path = "/latest"
         if "category" in values:
@@ -162,14 +200,56 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
             html_path = "/search?" + urlencode({"q": _one(values, "q")})
             label = "search"
 
+    digest = _one(values, "digest") or None
+    if digest is not None and digest not in DIGESTS:
+        raise RequestError(f"digest must be one of {', '.join(DIGESTS)}, not {_shorten(digest)!r}")
+    limit = _int_arg(values, "limit", None, 1, MAX_LIMIT)
+    any_tags, given_all = _tag_args(values.get("tag", []))
     feed_filter = make_filter(
         authors=authors,
         query=_one(values, "q"),
-        limit=_int_arg(values, "limit", None, 1, MAX_LIMIT),
-        tags=values.get("tag", []),
+        limit=limit if digest is None else None,
+        tags=any_tags,
+        tags_all=tags_all + given_all,
+        exclude_tags=[t for value in values.get("exclude_tag", []) for t in value.split(",") if t.strip()],
+        exclude_categories=_ids(values, "exclude_category"),
+        min_replies=_int_arg(values, "min_replies", None, 0, MAX_THRESHOLD),
+        min_likes=_int_arg(values, "min_likes", None, 0, MAX_THRESHOLD),
+        min_views=_int_arg(values, "min_views", None, 0, MAX_THRESHOLD),
     )
     return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content,
-                    parts["user"] if name == "user" else None)
+                    parts["user"] if name == "user" else None, digest,
+                    (limit or DIGESTS[digest]) if digest is not None else 0, intersection)
+
+
+def _tag_args(values: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`tag=` in Discourse's `/filter` notation: `a,b` or a repeated `tag=` for any of them, `a+b` for all
+    (a `+` left literal in a query string reaches us as a space, an encoded one as `+`). The two forms do
+    not mix: "a+b,c" has no meaning Discourse gives it."""
+    any_of: list[str] = []
+    all_of: list[str] = []
+    for value in values:
+        groups = [group.strip() for group in value.split(",") if group.strip()]
+        every = [group for group in groups if "+" in group or " " in group]
+        if every and (len(groups) > 1 or len(values) > 1):
+            raise RequestError(f"tag: give either any of several tags (tag=a,b) or all of them (tag=a+b), "
+                               f"not both in {_shorten(value)!r}")
+        if every:
+            all_of = [t for t in every[0].replace(" ", "+").split("+") if t]
+        else:
+            any_of += groups
+    return any_of, all_of
+
+
+def _ids(values: Mapping[str, list[str]], key: str) -> list[int]:
+    found = []
+    for raw in (item for value in values.get(key, []) for item in value.split(",") if item.strip()):
+        item = raw.strip()
+        if not item.isascii() or not item.isdigit() or not 1 <= int(item) <= MAX_THRESHOLD:
+            raise RequestError(f"{key} must be category ids (whole numbers from 1 to {MAX_THRESHOLD}), "
+                               f"not {_shorten(raw)!r}")
+        found.append(int(item))
+    return found
 
 
 def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
@@ -181,7 +261,7 @@ def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
     return None
 
 
-_SINGLE = ("q", "limit", "pages", "period", "category", "content")
+_SINGLE = ("q", "limit", "pages", "period", "category", "content", "min_replies", "min_likes", "min_views", "digest")
 
 
 def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:

@@ -24,7 +24,10 @@ from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them.
-PARAMS = ("author", "q", "tag", "limit", "pages", "period", "category", "content")
+PARAMS = ("author", "q", "tag", "limit", "pages", "period", "category", "content", "min_replies", "min_likes",
+          "min_views", "exclude_tag", "exclude_category", "digest")
+_LISTS = ("author", "tag", "exclude_tag", "exclude_category")  # keys that may hold several values
+_WHOLE = ("limit", "pages", "category", "min_replies", "min_likes", "min_views", "exclude_category")
 DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
 _FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", *PARAMS)
 _TOP_KEYS = ("title", "site_url", "out_dir", "fetch", "defaults", "feeds")
@@ -282,13 +285,13 @@ class _Checker:
     def values(self, item: dict[str, Any], key: str, index: int) -> list[str]:
         """A feed parameter as the web service receives it: a list of strings."""
         value = item[key]
-        items = value if isinstance(value, list) and key in ("author", "tag") else [value]
-        if key in ("limit", "pages", "category"):
+        items = value if isinstance(value, list) and key in _LISTS else [value]
+        if key in _WHOLE:
             ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
-            kind = "a whole number"
+            kind = "a whole number" + (" or a list of them" if key in _LISTS else "")
         else:
             ok = all(isinstance(v, str) for v in items)
-            kind = "a string" + (" or a list of strings" if key in ("author", "tag") else "")
+            kind = "a string" + (" or a list of strings" if key in _LISTS else "")
         if not ok:
             raise self.fail(f"{key} must be {kind}, not {value!r}", "feeds", index, key)
         return [str(v) for v in items]

@@ -15,10 +15,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from feedbridge.config import Settings
-from feedbridge.feeds.spec import CATEGORY_VALUE, ROUTES, TOP_PERIODS, split_forum
+from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, split_forum
 from feedbridge.render.formats import FORMATS
 
 LISTS = ("latest", "top", "hot", "category", "tag")
+TAG_MATCHES = ("any", "all")
+THRESHOLDS = ("min_replies", "min_likes", "min_views")
 
 # The feed routes' grammar (feeds/spec.py), with what forum URLs add: a category's `/l/top` view, a
 # user's `/activity/...` pages, and `/top/PERIOD`.
@@ -28,6 +30,8 @@ _TAG = re.compile(ROUTES["tag"])
 _USER = re.compile(r"(?:topics/created-by/|u/)" + ROUTES["user"].removeprefix("u/") + r"(?:/.*)?")
 _TOP = re.compile(r"top(?:/(?P<period>\w+))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
+_TAG_SEPARATORS = re.compile(r"[\s,+]")
+_INTERSECTION = re.compile(r"tags/intersection/(?P<tags>[\w/-]{1,600})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,13 @@ class FeedForm:
     period: str = "all"  # top only
     author: str = ""  # comma-separated usernames
     q: str = ""
+    tags: str = ""  # filter tags, separated by commas, spaces or +
+    tag_match: str = "any"  # one of TAG_MATCHES
+    exclude_tag: str = ""
+    min_replies: str = ""
+    min_likes: str = ""
+    min_views: str = ""
+    digest: str = ""  # "" or a key of DIGESTS
     pages: str = ""
     format: str = "atom"
 
@@ -53,6 +64,8 @@ class FeedForm:
             list=form.list if form.list in LISTS else "latest",
             format=form.format if form.format in FORMATS else "atom",
             period=form.period if form.period in TOP_PERIODS else "all",
+            tag_match=form.tag_match if form.tag_match in TAG_MATCHES else "any",
+            digest=form.digest if form.digest in DIGESTS else "",
         )
 
     def args(self) -> dict[str, Any]:
@@ -73,9 +86,11 @@ class FeedForm:
             name = self.list
             if self.list == "top" and self.period != "all":
                 args["period"] = [self.period]
-        for key in ("author", "q", "pages"):
+        for key in ("author", "q", "exclude_tag", *THRESHOLDS, "digest", "pages"):
             if value := getattr(self, key):
                 args[key] = [value]
+        if names := [t for t in _TAG_SEPARATORS.split(self.tags) if t]:
+            args["tag"] = ["+".join(names) if self.tag_match == "all" else ",".join(names)]
         return f"{self.forum}/{name}.{fmt}", args
 
     @property
@@ -130,6 +145,9 @@ def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Reco
         return Recognised(replace(form, list="category", category=category), f"Category {match['slugs']}.")
     if match := _TAG.fullmatch(rest):
         return Recognised(replace(form, list="tag", tag=match["tag"]), f"Tag {match['tag']}.")
+    if match := _INTERSECTION.fullmatch(rest):
+        both = "+".join(match["tags"].strip("/").split("/"))
+        return Recognised(replace(form, list="tag", tag=both), f"Topics tagged {both.replace('+', ' and ')}.")
     if match := _USER.fullmatch(rest):
         return Recognised(replace(form, author=match["user"]), f"Topics by {match['user']}.")
     if rest == "search" and query.get("q"):
@@ -144,7 +162,11 @@ def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Setti
     """The form that builds the feed at `path` (a feed URL path without its leading slash)."""
     stem, _, fmt = path.rpartition(".")
     flat = {k: v[0] for k, v in args.items() if v}
-    base = FeedForm.from_args({**flat, "format": fmt})
+    # The feed's `tag=` (a filter) is the form's `tags`; the form's own `tag` is the tag list's.
+    tags = ",".join(args.get("tag", []))
+    every = "+" in tags or " " in tags.strip()
+    flat.pop("tag", None)
+    base = FeedForm.from_args({**flat, "format": fmt, "tags": tags, "tag_match": "all" if every else "any"})
     found = split_forum(settings, stem)
     if found is None:
         return base

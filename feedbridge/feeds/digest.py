@@ -1,0 +1,73 @@
+"""A digest feed (`digest=daily` or `weekly`): one entry per UTC day or ISO week that had matching topics.
+
+Pure: the entries are `Topic`s the renderers and the `.html` view already take, each a function of its
+period's topics alone. So a closed period's entry has the same bytes on every rebuild and every instance
+(its id comes from `FeedSpec.digest_id`, never from the request's host, format or `limit=`), and activity
+elsewhere, which only makes or changes the newest period's entry, leaves it as it was.
+
+A topic belongs to the period of its last activity. When the list goes on past the pages read, its oldest
+period may have lost topics off the end and would change as the list moves: it is left out, unless it
+is the only one.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+
+from feedbridge.feeds.spec import FeedSpec
+from feedbridge.models import Listing, Topic
+
+_OLDEST = datetime.min.replace(tzinfo=UTC)
+
+
+def period_of(digest: str, moment: datetime) -> tuple[str, date]:
+    """The period's label ("2026-11-30", "2026-W48") and its first day."""
+    day = moment.astimezone(UTC).date()
+    if digest == "daily":
+        return day.isoformat(), day
+    year, week, weekday = day.isocalendar()
+    return f"{year}-W{week:02d}", day - timedelta(days=weekday - 1)
+
+
+def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic]) -> list[Topic]:
+    """`topics` (the feed's, filtered) as the spec's digest entries, newest period first; unchanged
+    when the spec asks for no digest."""
+    digest = spec.digest
+    if digest is None:
+        return list(topics)
+    periods: dict[tuple[str, date], list[Topic]] = {}
+    for topic in topics:
+        if topic.last_posted_at is not None:
+            periods.setdefault(period_of(digest, topic.last_posted_at), []).append(topic)
+    listed = [t.last_posted_at for listing in listings for t in listing.topics if t.last_posted_at is not None]
+    if listings and listings[-1].next_page_url is not None and listed and len(periods) > 1:
+        periods.pop(period_of(digest, min(listed)), None)
+    newest = sorted(periods, key=lambda period: period[1], reverse=True)[: spec.digest_limit]
+    return [_entry(spec, label, start, periods[(label, start)]) for label, start in newest]
+
+
+def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Topic:
+    ordered = sorted(topics, key=lambda t: (t.replies or 0, t.last_posted_at or _OLDEST), reverse=True)
+    count = len(ordered)
+    return Topic(
+        id=start.toordinal(),
+        title=f"{label}: {count} topic{'' if count == 1 else 's'}",
+        # A link of its own: some readers take entries with one link for one entry.
+        url=f"{spec.html_url}#digest-{label}",
+        last_posted_at=max(t.last_posted_at or _OLDEST for t in ordered),
+        created_at=datetime(start.year, start.month, start.day, tzinfo=UTC),
+        content_html="<ul>" + "".join(_item(t) for t in ordered) + "</ul>",
+        entry_id=f"{spec.digest_id}/digest/{label}",
+    )
+
+
+def _item(topic: Topic) -> str:
+    figures = [f"by {html.escape(topic.author)}" if topic.author else "by a deleted user"]
+    if topic.replies is not None:
+        figures.append(f"{topic.replies} repl{'y' if topic.replies == 1 else 'ies'}")
+    if topic.likes is not None:
+        figures.append(f"{topic.likes} like{'' if topic.likes == 1 else 's'}")
+    link = f'<a href="{html.escape(topic.url)}">{html.escape(topic.title)}</a>'
+    return f"<li>{link} · {' · '.join(figures)}</li>"

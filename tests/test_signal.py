@@ -1,0 +1,426 @@
+"""Issue 26 over a real socket: thresholds, tags any/all/exclude, exclude_category, the tag intersection
+route and digests, on a Markdown forum (that also serves its JSON lists, as real ones do) and a JSON one.
+
+What each feed should hold is worked out here from the fake forum's own JSON list (`like_count`, `views`,
+`posts_count`, tags, category ids), never from the bridge's parsers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import feedparser
+import httpx
+import pytest
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.staticsite.config import BuildConfigError, load_build_config
+from tests.appserver import RunningApp, running_app, settings_for
+from tests.test_render import assert_json_feed_1_1
+from tests.upstream import JSON_ROOT, FakeForum, with_figures
+
+SOURCES = ("markdown", "json")
+Raw = dict[str, Any]
+
+
+@pytest.fixture(params=SOURCES)
+def forum(request: pytest.FixtureRequest) -> Iterator[FakeForum]:
+    with FakeForum(mode=request.param, json_lists=True) as fake:
+        yield fake
+
+
+@pytest.fixture
+def app(forum: FakeForum) -> Iterator[RunningApp]:
+    with running_app(settings_for(forum.url)) as running:
+        yield running
+
+
+def parsed(body: bytes) -> feedparser.FeedParserDict:
+    """As tests/test_validity.py checks feeds: feedparser finds nothing wrong."""
+    result = feedparser.parse(body)
+    assert result.bozo == 0, result.get("bozo_exception")
+    return result
+
+
+def get(url: str) -> httpx.Response:
+    return httpx.get(url, timeout=30)
+
+
+def raw_topics(path: str = "latest.json") -> list[Raw]:
+    return list(with_figures(json.loads((JSON_ROOT / path).read_text()))["topic_list"]["topics"])
+
+
+def tags(raw: Raw) -> set[str]:
+    return {t["name"] for t in raw["tags"]}
+
+
+def ids(app: RunningApp, path: str) -> set[int]:
+    response = get(app.feed_url(path))
+    assert response.status_code == 200, response.text
+    feed = response.json()
+    assert_json_feed_1_1(feed)
+    return {int(item["id"].rsplit("/", 1)[1]) for item in feed["items"]}
+
+
+def expected(keep: Callable[[Raw], bool], path: str = "latest.json") -> set[int]:
+    found = {t["id"] for t in raw_topics(path) if keep(t)}
+    assert found and found != {t["id"] for t in raw_topics(path)}, "a filter the fixtures cannot tell apart"
+    return found
+
+
+# --- thresholds ------------------------------------------------------------------------------------------
+
+THRESHOLDS = [
+    ("min_replies=20", lambda t: t["posts_count"] - 1 >= 20),
+    ("min_likes=12", lambda t: t["like_count"] >= 12),
+    ("min_views=900", lambda t: t["views"] >= 900),
+    ("min_replies=10&min_likes=5&min_views=600",
+     lambda t: t["posts_count"] - 1 >= 10 and t["like_count"] >= 5 and t["views"] >= 600),
+]
+
+
+@pytest.mark.parametrize(("query", "keep"), THRESHOLDS, ids=[q for q, _ in THRESHOLDS])
+def test_thresholds_keep_topics_with_at_least_that_many(app, forum, query, keep):
+    assert ids(app, f"/latest.json?{query}") == expected(keep)
+
+
+def test_replies_are_posts_count_minus_one_not_reply_count(app):
+    # reply_count is posts_count - 2 in the fixtures: a topic with exactly n replies tells them apart.
+    n = sorted(t["posts_count"] - 1 for t in raw_topics())[15]
+    assert ids(app, f"/latest.json?min_replies={n}") == expected(lambda t: t["posts_count"] - 1 >= n)
+    assert ids(app, f"/latest.json?min_replies={n}") != expected(lambda t: t["reply_count"] >= n)
+
+
+def test_markdown_list_reads_the_json_list_of_the_same_page_once():
+    with FakeForum(json_lists=True) as fake, running_app(settings_for(fake.url)) as app:
+        assert ids(app, "/latest.json?min_likes=12") == expected(lambda t: t["like_count"] >= 12)
+        assert ids(app, "/latest.json?min_views=900") == expected(lambda t: t["views"] >= 900)
+        assert ids(app, "/latest.json?min_replies=20&pages=2") == expected(lambda t: t["posts_count"] >= 21) | {
+            t["id"] for t in raw_topics("latest/page-1.json") if t["posts_count"] >= 21}
+        assert fake.count("/latest.json") == 1  # cached like any page, for every threshold after the first
+        assert fake.count("/latest.json?page=1") == 0  # replies are on the Markdown list itself
+        assert not [r for r in fake.requests if r.path.startswith("/t/")]
+
+
+def test_json_forum_filters_cost_no_request_beyond_the_list(upstream_json):
+    with running_app(settings_for(upstream_json.url)) as app:
+        assert ids(app, "/latest.json?min_likes=5&min_views=300&exclude_tag=rfc&tag=gpu+cuda&min_replies=1")
+    assert sorted(r.path for r in upstream_json.requests) == ["/categories.json", "/latest.json", "/latest.md"]
+
+
+REFUSED = ["min_likes=1", "min_views=1", "exclude_tag=gpu", "exclude_category=11", "tag=gpu+cuda"]
+
+
+@pytest.mark.parametrize("query", REFUSED)
+def test_markdown_forum_refusing_its_json_list_answers_400_naming_the_parameter(upstream, query):
+    with running_app(settings_for(upstream.url)) as app:
+        response = get(app.feed_url(f"/latest.atom?{query}"))
+    assert response.status_code == 400
+    assert query.split("=")[0] in response.text and "JSON list" in response.text
+    assert upstream.count("/latest.json") == 1
+
+
+def test_markdown_forum_without_json_lists_still_filters_on_replies(upstream):
+    with running_app(settings_for(upstream.url)) as app:
+        assert ids(app, "/latest.json?min_replies=20") == expected(lambda t: t["posts_count"] >= 21)
+    assert not [r for r in upstream.requests if r.path.endswith(".json")]
+
+
+# --- tags and categories -----------------------------------------------------------------------------------
+
+TAGS = [
+    ("tag=gpu,cuda", lambda t: bool(tags(t) & {"gpu", "cuda"})),
+    ("tag=cuda&tag=rfc", lambda t: bool(tags(t) & {"cuda", "rfc"})),
+    ("tag=gpu+cuda", lambda t: {"gpu", "cuda"} <= tags(t)),  # a literal + arrives as a space
+    ("tag=cuda%2Bgpu", lambda t: {"gpu", "cuda"} <= tags(t)),  # an encoded one as +
+    ("exclude_tag=cuda", lambda t: "cuda" not in tags(t)),
+    ("exclude_tag=cuda,rfc", lambda t: not tags(t) & {"cuda", "rfc"}),
+    ("exclude_tag=cuda&exclude_tag=rfc", lambda t: not tags(t) & {"cuda", "rfc"}),
+    ("tag=gpu&exclude_tag=cuda", lambda t: tags(t) == {"gpu"}),
+    ("exclude_category=12", lambda t: t["category_id"] != 12),
+    ("exclude_category=5&exclude_category=6", lambda t: t["category_id"] not in (5, 6)),
+    ("exclude_category=11", lambda t: t["category_id"] not in (11, 12)),  # gpu (12) is hardware's (11)
+]
+
+
+@pytest.mark.parametrize(("query", "keep"), TAGS, ids=[q for q, _ in TAGS])
+def test_tags_any_all_exclude_and_excluded_categories(app, forum, query, keep):
+    if query.startswith(("tag=cuda&", "tag=gpu,")) and forum.mode == "markdown":
+        pytest.skip("any-of tags on a Markdown list read topic pages (content=full), covered elsewhere")
+    assert ids(app, f"/latest.json?{query}") == expected(keep)
+
+
+def test_excluding_a_parent_reads_the_directory_once(app, forum):
+    assert ids(app, "/latest.json?exclude_category=11") == expected(lambda t: t["category_id"] not in (11, 12))
+    assert ids(app, "/latest.json?exclude_category=11&min_likes=1") == expected(
+        lambda t: t["category_id"] not in (11, 12) and t["like_count"] >= 1)
+    assert forum.count("/categories.md" if forum.mode == "markdown" else "/categories.json") == 1
+
+
+def test_tag_intersection_route_reads_discourses_own_list(app, forum):
+    both = expected(lambda t: {"gpu", "cuda"} <= tags(t), "tag/gpu.json")
+    assert ids(app, "/tag/gpu+cuda.json") == both
+    feed = parsed(get(app.feed_url("/tag/gpu+cuda.atom")).content)
+    assert "gpu+cuda" in feed.feed.title and feed.feed.link.endswith("/tags/intersection/gpu/cuda")
+    assert forum.count("/tags/intersection/gpu/cuda.json") == 1
+    assert forum.count("/tag/gpu.json") == forum.count("/tag/gpu.md") == 0
+
+
+def test_tag_intersection_route_filters_the_first_tags_list_where_the_forum_has_none(app, forum):
+    forum.fail("/tags/intersection/gpu/cuda.json", 404)
+    assert ids(app, "/tag/gpu+cuda.json") == expected(lambda t: {"gpu", "cuda"} <= tags(t), "tag/gpu.json")
+    assert forum.count("/tag/gpu.json") == 1
+
+
+# --- combinations -------------------------------------------------------------------------------------------
+
+def test_every_filter_at_once_and_with_author_q_category_pages(app):
+    def keep(t: Raw) -> bool:
+        return (t["posts_count"] - 1 >= 5 and t["like_count"] >= 3 and t["views"] >= 300
+                and "cuda" not in tags(t) and t["category_id"] != 6)
+    assert ids(app, "/latest.json?min_replies=5&min_likes=3&min_views=300&exclude_tag=cuda&exclude_category=6"
+                    "&pages=2") == {t["id"] for t in raw_topics() + raw_topics("latest/page-1.json") if keep(t)}
+    jansel = expected(lambda t: keep(t) and t["category_id"] == 5, "c/compiler/5.json")
+    found = ids(app, "/c/compiler/5.json?min_replies=5&min_likes=3&min_views=300&exclude_tag=cuda&content=full")
+    assert found == jansel
+    feed = get(app.feed_url("/latest.json?min_likes=3&exclude_tag=cuda&tag=gpu&author=desertfire&q=lessons"))
+    items = feed.json()["items"]
+    assert items and all("lessons" in i["title"].lower() and i["author"]["name"] == "desertfire" for i in items)
+    assert "likes ≥ 3" in feed.json()["title"] and "without tag: cuda" in feed.json()["description"]
+
+
+# --- invalid values ------------------------------------------------------------------------------------------
+
+INVALID = [
+    ("min_replies=-1", "min_replies"), ("min_replies=abc", "min_replies"), ("min_likes=1.5", "min_likes"),
+    ("min_views=1000000001", "min_views"), ("min_likes=1&min_likes=2", "min_likes"),
+    ("exclude_category=abc", "exclude_category"), ("exclude_category=0", "exclude_category"),
+    ("exclude_category=" + ",".join(map(str, range(1, 23))), "exclude_category"),
+    ("exclude_tag=a/b", "exclude_tag"), ("tag=a%2Bb,c", "tag"), ("tag=a+b&tag=c", "tag"), ("tag=a+b/c", "tag"),
+    ("digest=monthly", "digest"), ("digest=daily&digest=weekly", "digest"), ("digest=daily&limit=0", "limit"),
+]
+
+
+@pytest.mark.parametrize(("query", "name"), INVALID, ids=[q for q, _ in INVALID])
+def test_invalid_values_answer_400_naming_the_parameter(upstream, query, name):
+    with running_app(settings_for(upstream.url)) as app:
+        response = get(app.feed_url(f"/latest.atom?{query}"))
+    assert response.status_code == 400 and name in response.text
+    assert upstream.count("/latest.json") == 0
+
+
+@pytest.mark.parametrize("path", ["/tag/gpu+cuda/7.atom", "/tag/gpu++cuda.atom", "/tag/a+b+c+d+e+f.atom"])
+def test_malformed_intersections_are_not_routes(upstream, path):
+    with running_app(settings_for(upstream.url)) as app:
+        assert get(app.feed_url(path)).status_code == 404
+
+
+# --- canonical query: every parameter names its own feed ----------------------------------------------------
+
+SETTINGS = Settings(forums=(parse_forum("https://forum.example.org"),))
+
+
+def spec(query: str, path: str = "latest.atom"):  # noqa: ANN201 (a FeedSpec)
+    values: dict[str, list[str]] = {}
+    for pair in filter(None, query.split("&")):
+        key, _, value = pair.partition("=")
+        values.setdefault(key, []).append(value.replace("%2B", "+"))
+    return parse_feed_request(SETTINGS, f"forum.example.org/{path}", values)
+
+
+def test_every_new_parameter_changes_the_cache_key_and_equal_forms_share_one():
+    queries = ["", "min_replies=1", "min_likes=1", "min_views=1", "tag=a,b", "tag=a b", "exclude_tag=a",
+               "exclude_category=3", "digest=daily", "digest=weekly", "digest=daily&limit=3"]
+    keys = [spec(q).cache_key() for q in queries]
+    assert len(set(keys)) == len(keys)
+    assert spec("tag=a b").cache_key() == spec("tag=b%2Ba").cache_key()
+    assert spec("tag=a,b").cache_key() == spec("tag=b&tag=a").cache_key()
+    assert spec("exclude_tag=a,b").cache_key() == spec("exclude_tag=b&exclude_tag=a").cache_key()
+    assert spec("min_likes=0").cache_key() == spec("").cache_key()
+    assert spec("digest=daily&limit=7").cache_key() == spec("digest=daily").cache_key()
+    assert spec("tag=b a", "tag/a+b.atom").cache_key() == spec("", "tag/a+b.atom").cache_key()
+
+
+# --- digests -----------------------------------------------------------------------------------------------
+
+def label(moment: datetime, digest: str) -> tuple[str, date]:
+    day = moment.date()
+    if digest == "daily":
+        return day.isoformat(), day
+    year, week, weekday = day.isocalendar()
+    return f"{year}-W{week:02d}", day - timedelta(days=weekday - 1)
+
+
+def activity(raw: Raw) -> datetime:
+    return datetime.fromisoformat((raw["last_posted_at"] or raw["bumped_at"]).replace("Z", "+00:00"))
+
+
+def periods(topics: list[Raw], digest: str, more: bool, listed: list[Raw] | None = None,
+            ) -> list[tuple[str, date, list[Raw]]]:
+    """The periods a digest of `topics` (kept of `listed`) shows, newest first; `more`: the list goes on."""
+    found: dict[tuple[str, date], list[Raw]] = {}
+    for raw in topics:
+        found.setdefault(label(activity(raw), digest), []).append(raw)
+    if more:
+        found.pop(label(min(map(activity, listed or topics)), digest), None)
+    return [(name, start, found[(name, start)]) for name, start in sorted(found, key=lambda p: p[1], reverse=True)]
+
+
+@pytest.mark.parametrize("digest", ["daily", "weekly"])
+def test_digest_entries_ids_titles_dates_and_content(app, forum, digest):
+    expected_periods = periods(raw_topics(), digest, more=True)[: {"daily": 7, "weekly": 8}[digest]]
+    feed = get(app.feed_url(f"/latest.json?digest={digest}")).json()
+    assert_json_feed_1_1(feed)
+    base = f"{forum.url}/latest.md#digest={digest}/digest/"
+    assert [i["id"] for i in feed["items"]] == [base + name for name, _, _ in expected_periods]
+    for item, (name, start, topics) in zip(feed["items"], expected_periods):
+        assert item["title"] == f"{name}: {len(topics)} topic{'' if len(topics) == 1 else 's'}"
+        assert item["date_published"] == f"{start.isoformat()}T00:00:00Z"
+        assert item["date_modified"] == max(map(activity, topics)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        order = sorted(topics, key=lambda t: (t["posts_count"], activity(t)), reverse=True)
+        assert re.findall(r'/t/[^/"]+/(\d+)"', item["content_html"]) == [str(t["id"]) for t in order]
+        assert f"{order[0]['posts_count'] - 1} repl" in item["content_html"]
+        if forum.mode == "json":  # a Markdown list carries no likes, and this feed needs no JSON list
+            assert f"{order[0]['like_count']} like" in item["content_html"]
+        else:
+            assert " like" not in item["content_html"]
+    assert "daily digest" in feed["title"] or "weekly digest" in feed["title"]
+    if digest == "weekly":
+        assert all(re.fullmatch(r"\d{4}-W\d\d: \d+ topics?", i["title"]) for i in feed["items"])
+
+
+def test_digest_combines_with_filters_pages_and_content(app, forum):
+    listed = raw_topics() + raw_topics("latest/page-1.json")
+    kept = [t for t in listed if t["like_count"] >= 5 and t["category_id"] != 6 and "cuda" not in tags(t)]
+    want = periods(kept, "weekly", more=False)[:4]
+    query = "digest=weekly&limit=4&min_likes=5&exclude_category=6&exclude_tag=cuda&pages=2&content=full"
+    feed = get(app.feed_url(f"/latest.json?{query}")).json()
+    assert [i["title"] for i in feed["items"]] == [f"{n}: {len(t)} topic{'' if len(t) == 1 else 's'}"
+                                                    for n, _, t in want]
+    assert "likes ≥ 5" in feed["title"] and "weekly digest" in feed["title"]
+    by_jansel = get(app.feed_url("/latest.json?digest=daily&author=jansel&pages=2")).json()["items"]
+    assert by_jansel and {a for i in by_jansel for a in re.findall(r"· by ([\w.-]+)", i["content_html"])} == {"jansel"}
+
+
+def test_digest_ids_are_the_same_in_every_format_and_for_every_limit(app):
+    json_ids = [i["id"] for i in get(app.feed_url("/latest.json?digest=daily")).json()["items"]]
+    for fmt in ("atom", "rss"):
+        feed = parsed(get(app.feed_url(f"/latest.{fmt}?digest=daily")).content)
+        assert [e.id for e in feed.entries] == json_ids
+        assert len({e.link for e in feed.entries}) == len(feed.entries)
+    fewer = [i["id"] for i in get(app.feed_url("/latest.json?digest=daily&limit=3")).json()["items"]]
+    assert fewer == json_ids[:3] and len(json_ids) == 7
+
+
+def test_limit_counts_periods_and_a_list_cut_short_hides_its_oldest_period(app):
+    every = periods(raw_topics(), "weekly", more=True)
+    items = get(app.feed_url("/latest.json?digest=weekly&limit=50")).json()["items"]
+    assert [i["title"].split(":")[0] for i in items] == [name for name, _, _ in every]
+    oldest = label(min(map(activity, raw_topics())), "weekly")[0]
+    assert oldest not in {i["title"].split(":")[0] for i in items}  # page 2 may hold more of that week
+    two_pages = get(app.feed_url("/latest.json?digest=weekly&limit=50&pages=2")).json()["items"]
+    assert oldest in {i["title"].split(":")[0] for i in two_pages}
+
+
+def entries(body: bytes) -> dict[str, bytes]:
+    """Each Atom entry's bytes by its id."""
+    return {re.search(rb"<id>([^<]+)</id>", e)[1].decode(): e for e in re.findall(rb"<entry>.*?</entry>", body)}
+
+
+def test_digest_is_byte_stable_across_rebuilds_instances_and_new_activity_elsewhere(forum):
+    path = "/latest.atom?digest=daily&min_replies=1"
+    with running_app(settings_for(forum.url)) as one, running_app(settings_for(forum.url, cache_ttl=0)) as two:
+        first = get(one.feed_url(path)).content
+        assert get(one.feed_url(path)).content == first
+        before = entries(first)
+        assert entries(get(two.feed_url(path)).content) == before  # another instance, another host name
+        document = json.loads(get(f"{forum.url}/latest.json").content)
+        newest = max(map(activity, document["topic_list"]["topics"]))
+        fresh = dict(document["topic_list"]["topics"][1], id=4999, title="A new topic, the next day",
+                     last_posted_at=(newest + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z"))
+        document["topic_list"]["topics"].insert(0, fresh)
+        forum.set_body("/latest.json", json.dumps(document))
+        if forum.mode == "markdown":
+            url = f"{forum.url}/t/a-new-topic/4999"
+            block = (f"## [A new topic, the next day]({url})\n\n<div class=\"topic-metadata\">\n\n"
+                     f"**Author:** [@smth]({forum.url}/u/smth)\\\n**Replies:** 3\\\n"
+                     f"**Last updated:** [the next day]({url} \"{fresh['last_posted_at']}\")\n\n</div>\n\n"
+                     "Something new.\n\n---\n\n")
+            forum.set_body("/latest.md", (forum.root / "latest.md").read_text().replace("## ", block + "## ", 1))
+        after = entries(get(two.feed_url(path)).content)
+    new = [key for key in after if key not in before]
+    assert new == [next(iter(after))] and new[0].endswith((newest + timedelta(days=1)).date().isoformat())
+    kept = [key for key in before if key in after]
+    assert len(kept) == 6 and all(after[key] == before[key] for key in kept)
+
+
+@pytest.mark.parametrize("fmt", ["atom", "rss"])
+@pytest.mark.parametrize("query", ["digest=daily", "digest=weekly&tag=gpu+cuda", "min_likes=5&exclude_tag=gpu"])
+def test_feeds_are_valid(app, fmt, query):
+    feed = parsed(get(app.feed_url(f"/latest.{fmt}?{query}")).content)
+    assert feed.entries and ("digest" in feed.feed.title) == ("/digest/" in feed.entries[0].id)
+    assert "digest" in feed.feed.title or "likes ≥ 5" in feed.feed.title
+
+
+def test_html_view_of_a_digest_reads_as_a_digest(app):
+    page = get(app.feed_url("/latest.html?digest=weekly&limit=2"))
+    assert page.status_code == 200
+    assert "weekly digest" in page.text and re.search(r"\d{4}-W\d\d: \d+ topics", page.text)
+    assert "<ul><li><a href=" in page.text and "by a deleted user · ? replies" not in page.text
+
+
+# --- static builds --------------------------------------------------------------------------------------
+
+def test_static_build_config_accepts_every_new_parameter(tmp_path):
+    config = tmp_path / "feeds.toml"
+    config.write_text('site_url = "https://feeds.example.org/"\n[[feeds]]\nname = "latest"\npath = "latest"\nmin_replies = 2\nmin_likes = 3\nmin_views = 4\n'
+                      'tag = "gpu+cuda"\nexclude_tag = ["rfc", "meta"]\nexclude_category = [6, 7]\ndigest = "weekly"\n'
+                      '[[feeds]]\nname = "both"\npath = "tag/gpu+cuda"\n')
+    plan, intersection = load_build_config(config).feeds
+    chosen = plan.specs[0]
+    assert (chosen.filter.min_replies, chosen.filter.min_likes, chosen.filter.min_views) == (2, 3, 4)
+    assert chosen.filter.tags_all == {"gpu", "cuda"} and chosen.filter.exclude_tags == {"rfc", "meta"}
+    assert chosen.filter.exclude_categories == {6, 7} and chosen.digest == "weekly" and chosen.digest_limit == 8
+    assert intersection.specs[0].intersection == ("gpu", "cuda")
+    config.write_text('site_url = "https://feeds.example.org/"\n[[feeds]]\nname = "latest"\npath = "latest"\nmin_likes = -1\n')
+    with pytest.raises(BuildConfigError, match="min_likes"):
+        load_build_config(config)
+
+
+# --- the front page's builder ---------------------------------------------------------------------------
+
+def test_builder_offers_every_parameter_and_its_feed_url_carries_them(app, forum):
+    from lxml import html as lxml_html
+
+    chosen = {"forum": app.forum_key, "list": "latest", "tags": "gpu, cuda", "tag_match": "all",
+              "exclude_tag": "rfc", "min_replies": "2", "min_likes": "3", "min_views": "4", "digest": "weekly",
+              "format": "rss"}
+    page = lxml_html.fromstring(get(f"{app.url}/?{httpx.QueryParams(chosen)}").content)
+    for name in ("tags", "exclude_tag", "min_replies", "min_likes", "min_views"):
+        assert page.xpath(f"//form[@id='feed-form']//input[@name='{name}']/@value") == [chosen[name]]
+    assert page.xpath("//form[@id='feed-form']//input[@name='min_likes']/@type") == ["number"]
+    assert page.xpath("//select[@name='digest']/option[@selected]/@value") == ["weekly"]
+    assert page.xpath("//input[@name='tag_match'][@checked]/@value") == ["all"]
+    feed_url = page.xpath("//input[@id='feed-url']/@value")[0]
+    query = httpx.URL(feed_url).params
+    assert (query["tag"], query["exclude_tag"], query["digest"]) == ("cuda+gpu", "rfc", "weekly")
+    assert (query["min_replies"], query["min_likes"], query["min_views"]) == ("2", "3", "4")
+    feed = parsed(get(feed_url).content)  # the URL the builder gives is a feed, and the preview shows it
+    assert [e.title for e in feed.entries] == page.xpath("//section[@id='result']//h3[@class='entry-title']/a/text()")
+    assert page.xpath("//div[@class='entry-digest']")
+    edit = lxml_html.fromstring(get(feed_url.replace(".rss", ".html")).content)
+    back = dict(httpx.URL(edit.xpath("//a[starts-with(text(), 'Change this feed')]/@href")[0]).params)
+    assert (back["tags"], back["tag_match"], back["min_likes"], back["digest"]) == ("cuda+gpu", "all", "3", "weekly")
+
+
+def test_builder_recognises_a_tag_intersection_url(app, forum):
+    from lxml import html as lxml_html
+
+    pasted = f"{forum.url}/tags/intersection/gpu/cuda"
+    page = lxml_html.fromstring(get(f"{app.url}/?{httpx.QueryParams({'url': pasted})}").content)
+    assert page.xpath("//input[@id='feed-url']/@value")[0].endswith("/tag/gpu+cuda.atom")
