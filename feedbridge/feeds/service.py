@@ -13,12 +13,11 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
-from urllib.parse import urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
@@ -29,14 +28,18 @@ from feedbridge.errors import (
     UpstreamRateLimited,
     UpstreamRefused,
     UpstreamTimeout,
+    upstream_error,
 )
-from feedbridge.feeds.cached import CachePolicy, Caller, ForumBudget
-from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source, is_user_list
+from feedbridge.feeds.assemble import feed_body, listed
+from feedbridge.feeds.cached import CachePolicy, Caller, CallerPool, ForumBudget
+from feedbridge.feeds.detect import SourceDetector
+from feedbridge.feeds.digest import digested
+from feedbridge.feeds.figures import completed, excluding
+from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Category, Listing, Topic
-from feedbridge.render.feeds import FeedMeta
-from feedbridge.render.formats import render
-from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
+from feedbridge.store.control import ControlStore, MemoryControl, Windows
+from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import Flight, SingleFlight, Store
 from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
@@ -67,15 +70,21 @@ class Topics:
 
 
 class FeedService:
-    def __init__(self, settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None):
+    def __init__(self, settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
+                 control: ControlStore | None = None, windows: Windows | None = None):
+        """`store` holds cached copies; `control` what steers requests to forums (their Retry-After, remembered
+        failures, source decisions), beyond the reach of cache floods; `windows` the budgets' counters."""
         self.settings = settings
         self.store = store
+        self.control: ControlStore = control or MemoryControl()
         self.fetcher = fetcher
         self.flight = flight or SingleFlight()
-        self.policy = CachePolicy(settings, store, self.flight)
-        self.budget = ForumBudget(store, settings.forum_budget)
+        self.policy = CachePolicy(settings, store, self.flight, self.control)
+        self.budget = ForumBudget(windows or Windows(), settings.forum_budget)
         self.topic_failures = 0
-        self.pool = ThreadPoolExecutor(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
+        self.pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
+        self.detector = SourceDetector(settings, self.control, self.flight,
+                                       lambda forum, url, source, caller: self.page(forum, url, False, caller, source))
 
     def caller(self, client: str) -> Caller:
         """A web request's budget share, deadline and slot; `client` is its remote address."""
@@ -129,18 +138,36 @@ class FeedService:
         pages before the keyword and tag filters run, so those filters see the whole first post.
         """
         listings = self.listings(spec, stale_pages, caller)
-        everything = [t for listing in listings for t in listing.topics]
-        if spec.user is not None and spec.category_id is not None and is_user_list(listings[0].url):
-            everything = [t for t in everything if t.category_id == spec.category_id]  # the list has no filter
+        spec, listings = self._completed(spec, listings, stale_pages, caller)
+        everything = listed(spec, listings)
         # JSON lists carry every topic's tags: tag= then costs no topic page.
         tags_listed = all(listing.dialect == JSON.name for listing in listings)
         if spec.content != "full" and (tags_listed or not spec.filter.tags):
-            return listings[0], self._named(spec.forum, spec.filter.apply(everything), stale_pages, caller)
+            return listings[0], digested(spec, listings,
+                                         self._named(spec.forum, spec.filter.apply(everything), stale_pages, caller))
         keep_tags = spec.filter.tags if tags_listed else frozenset()
         candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)
         budget = self.settings.topic_budget
         enriched = self._enrich(spec.forum, candidates[:budget], caller, stale_pages) + candidates[budget:]
-        return listings[0], self._named(spec.forum, spec.filter.apply(enriched), stale_pages, caller)
+        return listings[0], digested(spec, listings,
+                                     self._named(spec.forum, spec.filter.apply(enriched), stale_pages, caller))
+
+    def _completed(self, spec: FeedSpec, listings: list[Listing], stale_pages: bool,
+                   caller: Caller | None) -> tuple[FeedSpec, list[Listing]]:
+        """What `feedbridge.feeds.figures` adds to the lists: the JSON list's figures for a Markdown page, the
+        subcategories of excluded categories (from the directory; only a cached one when the forum fails)."""
+        listings = completed(spec.filter, listings,
+                             lambda n: self.page(spec.forum, spec.page_url(n, JSON), stale_pages, caller, JSON))
+        if not spec.filter.exclude_categories:
+            return spec, listings
+        if stale_pages:
+            cached: DirectoryEntry | None = self.store.get(self._categories_key(spec.forum))
+            if cached is None:
+                raise UpstreamError(f"no copy of the categories of {spec.forum.key} to fall back on")
+            directory = cached.categories
+        else:
+            directory = self.categories(spec.forum, caller)
+        return replace(spec, filter=excluding(spec.filter, directory)), listings
 
     def _named(self, forum: Forum, topics: list[Topic], stale_pages: bool,
                caller: Caller | None) -> list[Topic]:
@@ -166,9 +193,10 @@ class FeedService:
         """Each topic with its first post, creation date, category and tags; the excerpt when that fails.
 
         Within the request's deadline: when it passes, the topics not read by then keep their excerpt, the
-        fetches under way finish in the background (and are cached, or remembered as failed), and the
-        forum's topic pages count as slow for the negative TTL, so the next rebuild uses what is cached
-        without asking again. `cached_only` (stale pages: the forum just failed) asks nothing either.
+        fetches under way finish in the background (and are cached, or remembered as failed), those not
+        started never start (cancelled here, or refused by `_topic_page` when a busy pool starts them late),
+        and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses what is
+        cached without asking again. `cached_only` (stale pages: the forum just failed) asks nothing either.
         """
         slow_key = "topicslow:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
         cached_only = cached_only or self.store.get(slow_key) is not None
@@ -182,14 +210,17 @@ class FeedService:
                 continue
             futures = [self.pool.submit(self._topic_page, forum, topic, caller) for topic in wave]
             for topic, future in zip(wave, futures, strict=True):
+                if cached_only:  # past the deadline: what finished is cached, what has not started never will
+                    future.cancel()
+                    results.append(self._cached_topic(forum, topic))
+                    continue
                 try:
                     results.append(_result(future, caller))
                 except FutureTimeout:
-                    if not cached_only:
-                        log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
-                                    self.settings.request_deadline, len(topics) - len(results))
-                        if self.settings.negative_ttl > 0:
-                            self.store.set(slow_key, time.time(), self.settings.negative_ttl)
+                    log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
+                                self.settings.request_deadline, len(topics) - len(results))
+                    if self.settings.negative_ttl > 0:
+                        self.store.set(slow_key, time.time(), self.settings.negative_ttl)
                     cached_only = True
                     results.append(self._cached_topic(forum, topic))
                 except (UpstreamError, NotATopicError, ValueError) as exc:
@@ -207,7 +238,7 @@ class FeedService:
         key = self._categories_key(forum)
 
         def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
-            source = self.source(forum, caller)
+            source = self.detector.source(forum, caller)
             fetched = self.fetch(forum, source.categories_url(forum.base_url), caller=caller)
             return DirectoryEntry(source.read_categories(fetched.text), time.time())
 
@@ -217,8 +248,8 @@ class FeedService:
                                       keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl),
                                       what="the categories")
             except UpstreamError as exc:
-                raise type(exc)(f"could not read the categories of {forum.key}: {exc.message}",
-                                exc.retry_after) from None
+                raise upstream_error(exc.reason, f"could not read the categories of {forum.key}: {exc.message}",
+                                     exc.retry_after, exc.upstream_status) from None
         return got.entry.categories
 
     @staticmethod
@@ -235,20 +266,24 @@ class FeedService:
         return topic if entry is None else _with_page(topic, entry)
 
     def _topic_page(self, forum: Forum, topic: Topic, caller: Caller | None = None) -> Topic:
+        """The topic enriched from its page; UpstreamTimeout, before any work, when the pool starts it after
+        the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered)."""
+        if caller is not None and caller.left() <= 0:
+            raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
         key = self._topic_key(forum, topic)
 
         def fetch(_held: TopicEntry | None) -> TopicEntry:
             if not is_within(forum, topic.url):
                 raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
-            source = self.source(forum, caller)
+            source = self.detector.source(forum, caller)
             try:
                 fetched = self.fetch(forum, source.topic_url(topic.url), caller=caller)
                 full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
                 # Remembered for a while, so a deleted topic is not asked for on every rebuild.
-                self.store.set(key, TopicEntry(None, time.time(), 0), max(self.settings.cache_ttl, 60))
+                self.store.set(key, TopicEntry(None, time.time(), topic_bytes(None)), max(self.settings.cache_ttl, 60))
                 raise
-            return TopicEntry(full, time.time(), len(fetched.text))
+            return TopicEntry(full, time.time(), topic_bytes(full))
 
         # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
         got = self.policy.get(key, fetch, fresh_for=float("inf"), keep_for=self.settings.topic_ttl,
@@ -262,21 +297,28 @@ class FeedService:
         reading a long list one page at a time. A missing or empty page ends the list. A page not read
         within the request's deadline fails the build (a shorter feed must not pass for the whole one).
 
-        The list is read through the forum's source (`source`). A user feed reads the user's own topic list
-        (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by author, only when
-        the forum refuses that.
+        The list is read through the forum's source (`feedbridge.feeds.detect`). A user feed reads the user's
+        own topic list (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by
+        author, only when the forum refuses that.
         """
-        source = self.source(spec.forum, caller)
+        source = self.detector.source(spec.forum, caller, ask=not stale_pages)
         if spec.user is not None:
             refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
             try:
-                return self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages, caller)
+                own = self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages, caller)
+                return [replace(listing, started_by=spec.user) for listing in own]
             except refusals as exc:
                 log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
+        if spec.intersection:  # /tag/a+b: Discourse's own list where it has one, else the first tag's, filtered
+            missing = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
+            try:
+                return self._pages(spec, spec.intersection_url, JSON, stale_pages, caller)
+            except missing as exc:
+                log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
             return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
         except (UpstreamNotFound, UpstreamRefused) as exc:
-            raise self._refused(spec, source, exc) from None
+            raise self.detector.refused(spec, source, exc) from None
 
     def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
                caller: Caller | None) -> list[Listing]:
@@ -328,9 +370,9 @@ class FeedService:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
         web request's fetches are charged to the forum's budget."""
         limited_key = "ratelimit:" + forum.key
-        until = self.store.get(limited_key)
+        until = self.control.get(limited_key)
         longest = self.settings.retry_after_max
-        # A wait past the maximum can only be a copy stored before the clamp existed: it is not honoured.
+        # A wait past the maximum is not honoured, whoever stored it (a Redis shared with another version).
         if until is not None and time.time() < until <= time.time() + longest:
             wait = until - time.time()
             raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
@@ -341,7 +383,7 @@ class FeedService:
             return self.fetcher.get(forum, url, etag, last_modified)
         except UpstreamRateLimited as exc:
             wait = min(60.0 if exc.retry_after is None else exc.retry_after, longest)
-            self.store.set(limited_key, time.time() + wait, wait)
+            self.control.set(limited_key, time.time() + wait, wait)
             raise
 
     def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, caller: Caller | None,
@@ -355,34 +397,13 @@ class FeedService:
             listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
         except NotAListError as exc:
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
-        return PageEntry(listing, fetched.etag, fetched.last_modified, now, len(fetched.text))
-
-    @staticmethod
-    def _description(spec: FeedSpec, first: Listing) -> str:
-        """Says where the topics came from; for a user feed, whether it is complete."""
-        if spec.user is None:
-            return f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}"
-        if is_user_list(first.url):
-            return f"{spec.title}: every topic they started, from their own topic list on {spec.forum.key}"
-        return (f"{spec.title}: only those among the latest topics of {spec.forum.key} ({spec.pages} page(s)), "
-                "because the forum refused their own topic list")
+        return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
     def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, caller: Caller | None,
                 stale_pages: bool = False) -> FeedEntry:
         first, topics = self.topics(spec, stale_pages, caller)
         built = time.time()
-        query = urlencode(spec.canonical_query())  # without a self URL, the id still tells filtered feeds apart
-        meta = FeedMeta(
-            title=spec.title,
-            forum_url=spec.forum.base_url,
-            html_url=spec.html_url,
-            feed_id=self_url or spec.page_url(0) + (f"#{query}" if query else ""),
-            self_url=self_url,
-            description=self._description(spec, first),
-            stylesheet_url=stylesheet_url,
-            updated=datetime.fromtimestamp(int(built), UTC),  # the feed's date when no topic has one
-        )
-        body = render(spec.fmt, meta, topics)
+        body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC))
         dates = [t.last_posted_at for t in topics if t.last_posted_at is not None]
         return FeedEntry(
             body=body,
@@ -390,88 +411,6 @@ class FeedService:
             last_modified=max(dates).timestamp() if dates else None,
             stored_at=built,
         )
-
-    # --- source detection: Markdown or JSON lists, per forum ----------------------------------------------
-
-    def source(self, forum: Forum, caller: Caller | None = None) -> Source:
-        """Which source reads `forum`: the configured one, else the one detected for it (`detect_source`).
-
-        The decision lives in the store (so every worker and process behind one Redis shares it) and is
-        trusted for `source_recheck` seconds; concurrent requests that find it missing or due share one
-        detection, charged to `caller` like any upstream request.
-        """
-        if forum.source != "auto":
-            return SOURCES[forum.source]
-        key = self._source_key(forum)
-        remembered: SourceEntry | None = self.store.get(key)
-        if self._source_is_due(remembered):
-            remembered = self.flight.do(key, lambda: self.detect_source(forum, remembered, caller),
-                                        self.settings.singleflight_wait, lambda: self._fresh_source(key))
-        assert remembered is not None
-        return SOURCES.get(remembered.source, MARKDOWN)
-
-    def detect_source(self, forum: Forum, previous: SourceEntry | None = None,
-                      caller: Caller | None = None) -> SourceEntry:
-        """Ask for the forum's `/latest.md` (at most one request; none while that page is cached and fresh):
-        a list means Markdown; a 404, 401/403 or a login page means JSON. Nothing else is a verdict: on a
-        timeout, a 429 or a 5xx the previous decision (Markdown when none) is kept and the forum asked again
-        in a minute, so an outage does not flip its source. A 429 with no previous decision is the feed's
-        error too: the forum asked us to wait, so no feed of it may ask for its list now.
-
-        The probe's page goes through the page cache, so a `/latest` feed built just after reads it from
-        there rather than asking again.
-        """
-        key = self._source_key(forum)
-        probe = MARKDOWN.list_url(forum.base_url, PROBE_PATH)
-        ttl = self.settings.source_recheck + max(self.settings.stale_ttl, self.settings.cache_ttl)
-        try:
-            self.page(forum, probe, caller=caller, source=MARKDOWN)
-            entry = SourceEntry(MARKDOWN.name, time.time())
-        except (UpstreamNotFound, UpstreamRefused) as exc:
-            entry = SourceEntry(JSON.name, time.time(), exc.message, exc.status)
-        except UpstreamError as exc:
-            kept = previous or SourceEntry(MARKDOWN.name, 0.0)
-            retry_in = min(60, self.settings.source_recheck)
-            entry = replace(kept, stored_at=time.time() - self.settings.source_recheck + retry_in)
-            log.warning("%s: cannot tell its source (%s); %s for now", forum.key, exc.message, entry.source)
-            self.store.set(key, entry, ttl)
-            if previous is None and isinstance(exc, UpstreamRateLimited):
-                raise
-            return entry
-        if previous is None or previous.source != entry.source:
-            log.info("%s: reading its %s lists%s", forum.key, SOURCES[entry.source].label,
-                     f" ({entry.reason})" if entry.reason else "")
-        self.store.set(key, entry, ttl)
-        return entry
-
-    def _refused(self, spec: FeedSpec, source: Source, exc: UpstreamError) -> UpstreamError:
-        """The error for a list the forum refused. When detection already found the Markdown lists refused,
-        a refused JSON list (a 401/403 or login page, or a 404 for the list every forum has) means neither
-        source is public, and the message says so instead of a bare "404". That is no decision to keep:
-        it is forgotten, so the next request asks for `/latest.md` again and a forum that opens up (or
-        recovers from a login-page outage) is read at once rather than after the re-check period."""
-        remembered: SourceEntry | None = self.store.get(self._source_key(spec.forum))
-        if spec.forum.source != "auto" or source is not JSON or remembered is None or remembered.reason is None:
-            return exc
-        if isinstance(exc, UpstreamNotFound) and (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
-            return exc  # a missing category or tag on a JSON forum: the 404 is about this list
-        self.store.delete(self._source_key(spec.forum))
-        message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
-                   f"(Markdown: {remembered.reason}; JSON: {exc.message})")
-        if isinstance(exc, UpstreamNotFound) and remembered.status == UpstreamNotFound.status:
-            return UpstreamNotFound(message)
-        return UpstreamRefused(message)
-
-    def _source_is_due(self, entry: SourceEntry | None) -> bool:
-        return entry is None or time.time() - entry.stored_at >= self.settings.source_recheck
-
-    def _fresh_source(self, key: str) -> SourceEntry | None:
-        entry: SourceEntry | None = self.store.get(key)
-        return None if self._source_is_due(entry) else entry
-
-    @staticmethod
-    def _source_key(forum: Forum) -> str:
-        return "source:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
 
 
 def _result(future: Future[Any], caller: Caller | None) -> Any:
