@@ -326,15 +326,15 @@ def test_retry_after_is_clamped_to_the_configured_maximum(upstream):
         assert upstream.count(LIST) == asked + 1
 
 
-def test_a_wait_stored_before_the_clamp_is_not_honoured(upstream):
-    """A shared store written by an older version may say 3,000 years: past the maximum, it is ignored
-    and the forum asked (a new 429 would store a clamped wait)."""
+def test_a_stored_wait_past_the_maximum_is_not_honoured(upstream):
+    """A shared control store written by another instance with a larger maximum may say 3,000 years: past
+    this instance's maximum it is ignored and the forum asked (a new 429 would store a clamped wait)."""
     settings = settings_for(upstream.url, **FAST)
     fetcher = Fetcher(settings)
     try:
         service = FeedService(settings, MemoryStore(1 << 20), fetcher)
         forum = settings.forums[0]
-        service.store.set("ratelimit:" + forum.key, time.time() + 1e11, 3600)
+        service.control.set("ratelimit:" + forum.key, time.time() + 1e11, 3600)
         assert service.fetch(forum, upstream.url + LIST).status == 200
         assert upstream.count(LIST) == 1
     finally:
