@@ -1,24 +1,43 @@
 """Gunicorn settings shared by the Procfile and `feedbridge serve`, so local runs match production.
 
-Threads rather than many processes: a feed request mostly waits on the forum, threads share one
-in-process cache and one single-flight table, and memory stays at one copy per worker. The worker is
-gunicorn's gthread with request headers read in the event loop (`feedbridge.web.worker`), so clients
-that trickle their headers cost a buffer each, not a thread.
+The worker is gunicorn's `gevent` worker with a send deadline, no request bodies and one header cap
+(`feedbridge.web.worker`, which has the figures it was chosen by): a connection costs a greenlet and its
+socket buffers, never a thread, so slow or absent clients cannot take the service's share from others.
+Processes, not threads, spread the work over the cores; one process keeps one in-process cache and one
+single-flight table for all its connections.
 """
 
 import os
 
-bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "feedbridge.web.worker.HeaderBufferingWorker"
-threads = int(os.environ.get("FEEDBRIDGE_THREADS", "8"))
-# Longer than the upstream total timeout (20 s by default), so a slow forum gives a 504, not a killed worker.
-timeout = int(os.environ.get("FEEDBRIDGE_WORKER_TIMEOUT", "40"))
+from feedbridge.config import Settings
+
+_settings = Settings.from_env()  # bad values stop the server here, with the variable's name
+
+bind = f"0.0.0.0:{_settings.port}"
+workers = _settings.web_concurrency
+worker_class = "feedbridge.web.worker.Worker"
+worker_connections = 1000
+# Longer than the request deadline (FEEDBRIDGE_REQUEST_DEADLINE, checked against it): a slow forum gives an
+# answer, not a killed worker.
+timeout = _settings.worker_timeout
 graceful_timeout = 20
+# Also the deadline for a request's headers: the gevent worker reads each request under this timeout.
 keepalive = 5
+# Per line and per request, as gunicorn checks them. Until the blank line gunicorn buffers at most fields ×
+# (size + 2) bytes (512 KiB) for at most `keepalive` seconds; the headers of a whole request are capped at
+# 32 KiB by the worker.
+limit_request_line = 4094
+limit_request_fields = 64
+limit_request_field_size = 8190
+# No header may set SCRIPT_NAME or PATH_INFO: gunicorn answers 500 to a path outside a SCRIPT_NAME, and the
+# service is mounted at the root.
+forwarder_headers = ""
 # feedbridge logs one line per request itself (with cache hit/miss); gunicorn's own lines (boot, worker
 # restarts, errors) go to stdout too ("-" would be stderr), so a PaaS log drain sees one stream.
 accesslog = None
 errorlog = "/dev/stdout"
 loglevel = os.environ.get("FEEDBRIDGE_LOG_LEVEL", "info").lower()
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# No runtime management socket: nothing may reconfigure a public instance, and instances on one machine
+# would share its default path.
+control_socket_disable = True
