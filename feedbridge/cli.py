@@ -9,30 +9,36 @@ import contextlib
 import errno
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import click
 
 from feedbridge import __version__
-from feedbridge.config import Settings, parse_forum
-from feedbridge.demo import FORUM_NAME, DemoForum
-from feedbridge.discourse.listing import parse_listing
+from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.demo import FORUM as DEMO_FORUM
+from feedbridge.demo import FORUM_NAME
+from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError
-from feedbridge.feeds.filters import make_filter
+from feedbridge.feeds.assemble import feed_body, listed
+from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.sources import JSON, MARKDOWN
+from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.models import Listing, listing_to_dict
-from feedbridge.render.feeds import FeedMeta
-from feedbridge.render.formats import FEED_FORMATS, render
+from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.atomic import write_atomic
+from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
 
 LOOPBACK = "127.0.0.1"
+T = TypeVar("T")
 
 
 class Failure(click.ClickException):
@@ -49,10 +55,17 @@ def main() -> None:
 
 @main.command()
 @click.argument("source")
-@click.option("--base-url", help="Forum root for relative URLs (default: the list's own URL or SOURCE).")
+@click.option("--base-url", help="Forum root for relative URLs (default: the list's own URL or SOURCE); "
+                                 "a saved JSON list needs it.")
 def parse(source: str, base_url: str | None) -> None:
-    """Parse a topic list (file, '-' for stdin, or an http(s) URL of a .md list) and print it as JSON."""
-    listing = _load(source, base_url)
+    """Parse a topic list (Markdown or JSON: a file, '-' for stdin, or an http(s) URL) and print it as JSON."""
+    if source.startswith(("http://", "https://")):
+        forum = _url_forum(source, base_url)
+        reader = JSON if forum.source == "json" else MARKDOWN
+        with _service(forum) as service:
+            listing = _upstream(lambda: service.page(forum, source, source=reader))
+    else:
+        listing = _read_saved(source, base_url)
     click.echo(json.dumps(listing_to_dict(listing), ensure_ascii=False, indent=2))
 
 
@@ -62,7 +75,7 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--author", "authors", multiple=True, help="Keep topics started by this user (repeatable).")
 @click.option("--query", "-q", help='Keyword query: words, "phrases", -exclusions, OR.')
 @click.option("--limit", type=int, help="At most this many entries.")
-@click.option("--base-url", help="Forum root for relative URLs.")
+@click.option("--base-url", help="Forum root for relative URLs; a saved JSON list needs it.")
 @click.option("--self-url", help="The URL the feed will be published at (rel=self).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here (atomically).")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
@@ -73,29 +86,30 @@ def parse(source: str, base_url: str | None) -> None:
 def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | None, limit: int | None,
           base_url: str | None, self_url: str | None, output: Path | None, config: Path | None,
           out_dir: Path | None, quiet: bool, as_json: bool) -> None:
-    """Build one feed from SOURCE (file, '-', or URL), or many from --config."""
+    """Build one feed from SOURCE (a Markdown or JSON list: file, '-', or URL), or many from --config.
+
+    SOURCE names the feed as a feed path does on the server (`/c/compiler/5.md` is the compiler category's
+    feed): a URL is read through the service, as the server reads it; a saved list (whose own URL, when it
+    has one, names the list; else it is taken for `latest`) goes through the same filter and renderer.
+    """
     if config is not None:
         from feedbridge.staticsite.build import run_config
 
         sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
-    try:
-        feed_filter = make_filter(authors=authors, query=query, limit=limit)
-    except RequestError as exc:
-        raise click.BadParameter(exc.message) from None
-    listing = _load(source, base_url)
-    described = feed_filter.describe()
-    title = f"{urlsplit(listing.base_url).netloc} · {listing.title}" + (f" · {described}" if described else "")
-    html_url = (listing.url or listing.base_url).removesuffix(".md").replace(".md?", "?")
-    # The filter as a query in the id's fragment, named like the service's parameters: a valid IRI (no
-    # spaces), and the same id for the same list and filter on every run. The limit does not name the feed.
-    named = [("author", a) for a in sorted(feed_filter.authors)]
-    named += [("q", str(feed_filter.query))] if feed_filter.query is not None else []
-    meta = FeedMeta(title=title, forum_url=listing.base_url, html_url=html_url,
-                    feed_id=self_url or (listing.url or listing.base_url) + (f"#{urlencode(named)}" if named else ""),
-                    self_url=self_url, updated=_read_at(source))
-    body = render(fmt, meta, feed_filter.apply(listing.topics))
+    args = {"author": list(authors), "q": [query] if query is not None else [],
+            "limit": [str(limit)] if limit is not None else []}
+    if source.startswith(("http://", "https://")):
+        spec = _spec(_settings(_url_forum(source, base_url)), source, fmt, args)
+        with _service(spec.forum) as service:
+            body = _upstream(lambda: service.feed(spec, self_url).entry.body)
+    else:
+        listing = _read_saved(source, base_url)
+        # The defaults, not the environment's: a saved list is one page, read without the forum.
+        spec = _spec(Settings(forums=(_forum(listing.base_url),)), listing.url, fmt, args)
+        topics = spec.filter.apply(listed(spec, [listing]))
+        body = feed_body(spec, listing, topics, self_url, None, _written_at(source))
     if output is None:
         sys.stdout.buffer.write(body)
     else:
@@ -105,38 +119,38 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
 @main.command()
 @click.option("--host", default=LOOPBACK, show_default=True,
               help="Address to listen on: the default is this machine only; 0.0.0.0 is every interface.")
-@click.option("--port", type=click.IntRange(0, 65535), default=lambda: int(os.environ.get("PORT", "8000")),
-              show_default="$PORT or 8000", help="Port to listen on; 0 picks a free one.")
+@click.option("--port", type=click.IntRange(0, 65535), show_default="$PORT or 8000",
+              help="Port to listen on; 0 picks a free one.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Worker processes (default: $WEB_CONCURRENCY or 2).")
 @click.option("--demo", is_flag=True,
               help=f"Serve a bundled offline copy of {FORUM_NAME}'s compiler category and make feeds of it.")
-def serve(host: str, port: int, workers: int | None, demo: bool) -> None:
+def serve(host: str, port: int | None, workers: int | None, demo: bool) -> None:
     """Run the web service under gunicorn, with the same settings as the Procfile (stop it with Ctrl-C)."""
     if demo and host != LOOPBACK:
         raise click.UsageError(f"--demo listens on {LOOPBACK} only; leave out --host")
     env = dict(os.environ)
-    forum = DemoForum() if demo else None
-    if forum is not None:
-        env["FEEDBRIDGE_FORUMS"] = forum.base_url
+    if demo:
+        env["FEEDBRIDGE_FORUMS"] = DEMO_FORUM
     try:
-        Settings.from_env(env)  # fail fast, with the variable's name, before gunicorn forks workers
+        settings = Settings.from_env(env)  # fail fast, with the variable's name, before gunicorn forks workers
     except ConfigError as exc:
         raise Failure(str(exc)) from None
-    listener = _listen(host, port)
+    listener = _listen(host, settings.port if port is None else port)
     if workers:
         env["WEB_CONCURRENCY"] = str(workers)
     # The socket is bound here and handed to gunicorn, so the address printed is the one that serves,
     # `--port 0` works, and a port in use is one clear line; --bind overrides the config's 0.0.0.0:$PORT.
     argv = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
-            "--bind", f"fd://{listener.fileno()}", "feedbridge.web.app:create_app()"]
+            "--bind", f"fd://{listener.fileno()}",
+            "feedbridge.demo.app:create_app()" if demo else "feedbridge.web.app:create_app()"]
     bridge = _url(host, listener.getsockname()[1])
-    if forum is None:
+    if demo:
+        _say_demo(bridge)
+    else:
         reach = "this machine only; --host 0.0.0.0 for every interface" if host == LOOPBACK else f"address {host}"
         click.echo(f"feedbridge on {bridge}/ (listening on {reach}); stop with Ctrl-C.")
-        os.set_inheritable(listener.fileno(), True)
-        os.execve(sys.executable, argv, env)
-    with forum:
-        sys.exit(_run_demo(forum, bridge, argv, env, listener))
+    os.set_inheritable(listener.fileno(), True)
+    os.execve(sys.executable, argv, env)
 
 
 
@@ -158,57 +172,97 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def _run_demo(forum: DemoForum, bridge: str, argv: list[str], env: dict[str, str], listener: socket.socket) -> int:
-    """gunicorn as a child, so this process keeps serving the demo forum; Ctrl-C or SIGTERM stop both."""
-    key = forum.base_url.removeprefix("http://")
-    click.echo(f"feedbridge demo: an offline copy of {FORUM_NAME}'s compiler category, listening on {LOOPBACK} "
-               "only (this machine). Open:")
-    for label, path in (("front page", ""), ("Atom feed", f"{key}/c/compiler/5.atom"),
-                        ("as a page", f"{key}/c/compiler/5.html"), ("OPML", f"{key}/opml")):
+def _say_demo(bridge: str) -> None:
+    """The demo's feed URLs are the ones a bridge on this port has for the real forum: the same every run."""
+    click.echo(f"feedbridge demo: {FORUM_NAME} ({DEMO_NOTE}), its compiler category saved in the package, "
+               f"listening on {LOOPBACK} only (this machine). Open:")
+    for label, path in (("front page", ""), ("Atom feed", f"{FORUM_NAME}/c/compiler/5.atom"),
+                        ("as a page", f"{FORUM_NAME}/c/compiler/5.html"), ("OPML", f"{FORUM_NAME}/opml")):
         click.echo(f"  {label:<11} {bridge}/{path}")
-    click.echo(f"The forum itself is served at {forum.base_url}/latest.md. Stop with Ctrl-C.")
-    child = subprocess.Popen(argv, env=env, pass_fds=(listener.fileno(),))
-    listener.close()
-    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
-    while True:
-        try:
-            return child.wait()
-        except KeyboardInterrupt:  # the terminal sent SIGINT to gunicorn too: wait for it to finish
-            continue
+    click.echo("Nothing is read from the internet. Stop with Ctrl-C.")
 
 
-def _load(source: str, base_url: str | None) -> Listing:
+def _read_saved(source: str, base_url: str | None) -> Listing:
+    """A list saved as a file or piped in: JSON when it starts with `{`, else Markdown."""
     try:
-        if source == "-":
-            return parse_listing(sys.stdin.buffer.read(), base_url=base_url)
-        if source.startswith(("http://", "https://")):
-            return _fetch(source, base_url)
-        try:
-            text = Path(source).read_bytes()
-        except OSError as exc:
-            raise Failure(f"cannot read {source}: {exc.strerror}") from None
-        return parse_listing(text, base_url=base_url)
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise Failure(f"cannot read {source}: {exc.strerror}") from None
+    is_json = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
+    if is_json and base_url is None:
+        raise click.UsageError("a JSON list names no forum: give its root with --base-url")
+    try:
+        if is_json:
+            return JSON.read_listing(data, base_url=base_url or "", source_url=None)
+        return MARKDOWN.read_listing(data, base_url=base_url)
     except NotAListError as exc:
         raise Failure(f"{source}: {exc}") from None
 
 
-def _read_at(source: str) -> datetime:
-    """When SOURCE was last written (a file; the same date on every run), else now (stdin or a URL, read
-    just now): the feed's date when no topic carries one."""
-    moment = time.time()
-    if source != "-" and not source.startswith(("http://", "https://")):
-        with contextlib.suppress(OSError):  # _load has read it; only a race could make this fail
-            moment = Path(source).stat().st_mtime
-    return datetime.fromtimestamp(int(moment), UTC)
-
-
-def _fetch(url: str, base_url: str | None) -> Listing:
-    forum = parse_forum(base_url or f"{urlsplit(url).scheme}://{urlsplit(url).netloc}")
-    fetcher = Fetcher(Settings.from_env())
+def _spec(settings: Settings, list_url: str | None, fmt: str, args: Mapping[str, list[str]]) -> FeedSpec:
+    """The spec of the feed a list URL names on the one forum of `settings`, as the server reads its feed
+    path: `{base}/c/x/5.md` is the feed `c/x/5`, with the list's own query (`period=`, `category=`, not
+    `page=`). A list without a URL on the forum is its latest list."""
+    forum = settings.forums[0]
+    parts = urlsplit(list_url or "")
+    prefix = urlsplit(forum.base_url).path
+    within = parts.netloc.lower() == urlsplit(forum.base_url).netloc and parts.path.startswith(prefix)
+    path = parts.path[len(prefix):].strip("/").removesuffix(".md").removesuffix(".json") if within else ""
+    listed_args = {k: v for k, v in parse_qs(parts.query).items() if k != "page"} if within else {}
     try:
-        fetched = fetcher.get(forum, url)
+        return parse_feed_request(settings, f"{forum.key}/{path or 'latest'}.{fmt}", {**listed_args, **args})
+    except RequestError as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def _url_forum(url: str, base_url: str | None) -> Forum:
+    """The forum a list URL is on, read through the source its suffix names (detected when it has none)."""
+    parts = urlsplit(url)
+    source = next((name for name, suffix in (("markdown", ".md"), ("json", ".json")) if parts.path.endswith(suffix)),
+                  "auto")
+    return replace(_forum(base_url or f"{parts.scheme}://{parts.netloc}"), source=source)
+
+
+def _forum(base_url: str) -> Forum:
+    try:
+        return parse_forum(base_url)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _settings(forum: Forum) -> Settings:
+    """The environment's settings (timeouts, limits, defaults), with `forum` as the one forum."""
+    try:
+        return replace(Settings.from_env(), forums=(forum,))
+    except ConfigError as exc:
+        raise Failure(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _service(forum: Forum) -> Iterator[FeedService]:
+    """A service of its own, over an empty memory store: one run reads the forum as one server request does."""
+    settings = _settings(forum)
+    fetcher = Fetcher(settings)
+    service = FeedService(settings, MemoryStore(settings.cache_max_bytes), fetcher)
+    try:
+        yield service
+    finally:
+        service.pool.shutdown(wait=False, cancel_futures=True)
+        fetcher.close()
+
+
+def _upstream(read: Callable[[], T]) -> T:
+    try:
+        return read()
     except UpstreamError as exc:
         raise Failure(exc.message) from None
-    finally:
-        fetcher.close()
-    return parse_listing(fetched.text, base_url=base_url, source_url=fetched.url)
+
+
+def _written_at(source: str) -> datetime:
+    """When the saved list was last written (the same date on every run), or now for stdin: the feed's date
+    when no topic carries one."""
+    moment = time.time()
+    if source != "-":
+        with contextlib.suppress(OSError):  # _read_saved has read it; only a race could make this fail
+            moment = Path(source).stat().st_mtime
+    return datetime.fromtimestamp(int(moment), UTC)

@@ -1,14 +1,18 @@
 """Settings from environment variables (twelve-factor: a PaaS configures the app only through them).
 
-Every size, count and timeout that protects the service or the forums it reads is bounded here, in one
-place, so the README's table of limits and the code cannot drift apart.
+Each setting is one line of `Settings`: its field, its default, the variables it is read from and, for a
+number, its bounds (`number`, `text`), so a default or a bound is written once and `Settings()` and
+`Settings.from_env({})` cannot disagree. Every size, count and timeout that protects the service or the
+forums it reads is bounded here, in one place, so the README's table of limits and the code cannot
+drift apart.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from feedbridge.errors import ConfigError
@@ -54,43 +58,104 @@ def parse_forum(url: str) -> Forum:
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
 
+T = TypeVar("T")
+N = TypeVar("N", int, float)
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """Where a setting is read from: its variables (the first one set and not empty wins), how its text
+    becomes a value (a ValueError says why it cannot), and for a number the bounds it must lie within."""
+
+    names: tuple[str, ...]
+    read: Callable[[str], Any]
+    low: float | None = None
+    high: float | None = None
+
+    def value(self, environ: Mapping[str, str]) -> Any | None:
+        """The setting's value from `environ`, or None when none of its variables is set."""
+        raw = next((text for name in self.names if (text := environ.get(name))), None)
+        if raw is None:
+            return None
+        try:
+            value = self.read(raw)
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            what = "an integer" if self.read is int else "a number" if self.read is float else str(exc)
+            raise ConfigError(f"{self.names[0]} must be {what}, not {raw!r}", self.names[0]) from None
+        if self.low is not None and self.high is not None and not self.low <= value <= self.high:
+            raise ConfigError(f"{self.names[0]} must be between {self.low} and {self.high}, not {value}",
+                              self.names[0])
+        return value
+
+
+def number(default: N, name: str, low: N, high: N) -> N:
+    """A field read from the variable `name` as an int or a float (as `default` is), within [low, high]."""
+    return field(default=default, metadata={"env": Env((name,), type(default), low, high)})
+
+
+def text(default: T, *names: str, read: Callable[[str], T]) -> T:
+    """A field read from the first of `names` that is set, through `read`."""
+    return field(default=default, metadata={"env": Env(names, read)})
+
+
+def _forums(raw: str) -> tuple[Forum, ...]:
+    return tuple(parse_forum(url) for url in raw.split()) or DEFAULT_FORUMS
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def read(raw: str) -> str:
+        if raw not in choices:
+            raise ValueError(" or ".join(repr(choice) for choice in choices))
+        return raw
+    return read
+
+
+def _on_off(raw: str) -> bool:
+    return _one_of("on", "off")(raw) == "on"
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    forums: tuple[Forum, ...] = DEFAULT_FORUMS
-    cache_ttl: int = 300
-    stale_ttl: int = 24 * 3600
-    cache_max_bytes: int = 64 * 1024 * 1024
-    cache_url: str | None = None
-    pages_default: int = 1
-    pages_max: int = 5
-    fetch_concurrency: int = 3
-    connect_timeout: float = 5.0
-    read_timeout: float = 10.0
-    total_timeout: float = 20.0
-    max_body_bytes: int = 5 * 1024 * 1024
-    retries: int = 2
+    forums: tuple[Forum, ...] = text(DEFAULT_FORUMS, "FEEDBRIDGE_FORUMS", read=_forums)
+    cache_ttl: int = number(300, "FEEDBRIDGE_CACHE_TTL", 0, 7 * 24 * 3600)
+    stale_ttl: int = number(24 * 3600, "FEEDBRIDGE_STALE_TTL", 0, 30 * 24 * 3600)
+    cache_max_bytes: int = number(64 * 1024 * 1024, "FEEDBRIDGE_CACHE_MAX_BYTES", 1024 * 1024, 1 << 34)
+    cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=str)
+    # At most pages_max: checked in from_env.
+    pages_default: int = number(1, "FEEDBRIDGE_PAGES_DEFAULT", 1, 20)
+    pages_max: int = number(5, "FEEDBRIDGE_PAGES_MAX", 1, 20)
+    fetch_concurrency: int = number(3, "FEEDBRIDGE_FETCH_CONCURRENCY", 1, 8)
+    connect_timeout: float = number(5.0, "FEEDBRIDGE_CONNECT_TIMEOUT", 0.1, 60)
+    read_timeout: float = number(10.0, "FEEDBRIDGE_READ_TIMEOUT", 0.1, 120)
+    total_timeout: float = number(20.0, "FEEDBRIDGE_TOTAL_TIMEOUT", 0.2, 300)
+    max_body_bytes: int = number(5 * 1024 * 1024, "FEEDBRIDGE_MAX_BODY_BYTES", 1024, 64 * 1024 * 1024)
+    retries: int = number(2, "FEEDBRIDGE_RETRIES", 0, 5)
     max_redirects: int = 3
-    retry_after_max: int = 3600
-    singleflight_wait: float = 25.0
-    content_default: str = "excerpt"
-    topic_budget: int = 30
-    topic_ttl: int = 7 * 24 * 3600
+    retry_after_max: int = number(3600, "FEEDBRIDGE_RETRY_AFTER_MAX", 1, 24 * 3600)
+    singleflight_wait: float = number(25.0, "FEEDBRIDGE_SINGLEFLIGHT_WAIT", 0.05, 300)
+    content_default: str = text("excerpt", "FEEDBRIDGE_CONTENT", read=_one_of("excerpt", "full"))
+    topic_budget: int = number(30, "FEEDBRIDGE_TOPIC_BUDGET", 0, 200)
+    topic_ttl: int = number(7 * 24 * 3600, "FEEDBRIDGE_TOPIC_TTL", 60, 90 * 24 * 3600)
     # How long an `auto` forum's detected source (Markdown or JSON) is trusted before it is checked again.
-    source_recheck: int = 3600
-    log_level: str = "INFO"
+    source_recheck: int = number(3600, "FEEDBRIDGE_SOURCE_RECHECK", 60, 7 * 24 * 3600)
+    log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL", read=str.upper)
+    access_log: bool = text(True, "FEEDBRIDGE_ACCESS_LOG", read=_on_off)
     # Abuse bounds (feedbridge.feeds.cached): remembered failures, the per-forum budget of upstream requests,
-    # one deadline per request, and the threads that may wait on upstream (FEEDBRIDGE_THREADS - 2).
-    negative_ttl: int = 30
-    forum_budget: int = 120
-    request_deadline: float = 25.0
-    worker_timeout: int = 40
-    threads: int = 8
-
-    @property
-    def cold_slots(self) -> int:
-        """Requests per process that may wait on upstream at once: two threads always stay free for hits."""
-        return max(self.threads - 2, 1)
+    # one deadline per request, and the requests per process that may wait on upstream at once.
+    negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)
+    forum_budget: int = number(120, "FEEDBRIDGE_FORUM_BUDGET", 0, 100_000)
+    # Below worker_timeout: checked in from_env.
+    request_deadline: float = number(25.0, "FEEDBRIDGE_REQUEST_DEADLINE", 1.0, 3600)
+    worker_timeout: int = number(40, "FEEDBRIDGE_WORKER_TIMEOUT", 2, 3600)
+    # Each waits on the forum with its pages and topics in memory; past it, 503 + Retry-After or the stale copy.
+    cold_slots: int = number(6, "FEEDBRIDGE_COLD_SLOTS", 1, 256)
+    # The server (feedbridge.web.gunicorn_conf): its port and worker processes, as a PaaS sets them.
+    port: int = number(8000, "PORT", 0, 65535)
+    web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64)
+    # Proxies in front whose X-Forwarded-For hop is trusted for the client's address (feedbridge.web.context).
+    trusted_hops: int = number(0, "FEEDBRIDGE_TRUSTED_HOPS", 0, 5)
 
     def forum_for_key(self, key: str) -> Forum | None:
         for forum in self.forums:
@@ -101,63 +166,14 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        forums_raw = env.get("FEEDBRIDGE_FORUMS", "").split()
-        forums = tuple(parse_forum(url) for url in forums_raw) or DEFAULT_FORUMS
-        content = env.get("FEEDBRIDGE_CONTENT", "excerpt")
-        if content not in ("excerpt", "full"):
-            raise ConfigError(f"FEEDBRIDGE_CONTENT must be 'excerpt' or 'full', not {content!r}")
-        pages_max = _int(env, "FEEDBRIDGE_PAGES_MAX", 5, 1, 20)
-        worker_timeout = _int(env, "FEEDBRIDGE_WORKER_TIMEOUT", 40, 2, 3600)
-        deadline = _float(env, "FEEDBRIDGE_REQUEST_DEADLINE", 25.0, 1.0, 3600)
-        if deadline >= worker_timeout:
+        values = {f.name: f.metadata["env"].value(env) for f in fields(cls) if "env" in f.metadata}
+        settings = cls(**{name: value for name, value in values.items() if value is not None})
+        if settings.pages_default > settings.pages_max:
+            raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({settings.pages_default}) must be at most "
+                              f"FEEDBRIDGE_PAGES_MAX ({settings.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
+        if settings.request_deadline >= settings.worker_timeout:
             # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
-            raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({deadline:g}) must be below FEEDBRIDGE_WORKER_TIMEOUT "
-                              f"({worker_timeout}), so a slow forum gives an answer, not a killed worker")
-        return cls(
-            forums=forums,
-            cache_ttl=_int(env, "FEEDBRIDGE_CACHE_TTL", 300, 0, 7 * 24 * 3600),
-            stale_ttl=_int(env, "FEEDBRIDGE_STALE_TTL", 24 * 3600, 0, 30 * 24 * 3600),
-            cache_max_bytes=_int(env, "FEEDBRIDGE_CACHE_MAX_BYTES", 64 * 1024 * 1024, 1024 * 1024, 1 << 34),
-            cache_url=env.get("FEEDBRIDGE_CACHE_URL") or env.get("REDIS_URL") or None,
-            pages_default=_int(env, "FEEDBRIDGE_PAGES_DEFAULT", 1, 1, pages_max),
-            pages_max=pages_max,
-            fetch_concurrency=_int(env, "FEEDBRIDGE_FETCH_CONCURRENCY", 3, 1, 8),
-            connect_timeout=_float(env, "FEEDBRIDGE_CONNECT_TIMEOUT", 5.0, 0.1, 60),
-            read_timeout=_float(env, "FEEDBRIDGE_READ_TIMEOUT", 10.0, 0.1, 120),
-            total_timeout=_float(env, "FEEDBRIDGE_TOTAL_TIMEOUT", 20.0, 0.2, 300),
-            max_body_bytes=_int(env, "FEEDBRIDGE_MAX_BODY_BYTES", 5 * 1024 * 1024, 1024, 64 * 1024 * 1024),
-            retries=_int(env, "FEEDBRIDGE_RETRIES", 2, 0, 5),
-            retry_after_max=_int(env, "FEEDBRIDGE_RETRY_AFTER_MAX", 3600, 1, 24 * 3600),
-            content_default=content,
-            topic_budget=_int(env, "FEEDBRIDGE_TOPIC_BUDGET", 30, 0, 200),
-            topic_ttl=_int(env, "FEEDBRIDGE_TOPIC_TTL", 7 * 24 * 3600, 60, 90 * 24 * 3600),
-            source_recheck=_int(env, "FEEDBRIDGE_SOURCE_RECHECK", 3600, 60, 7 * 24 * 3600),
-            log_level=env.get("FEEDBRIDGE_LOG_LEVEL", "INFO").upper(),
-            singleflight_wait=_float(env, "FEEDBRIDGE_SINGLEFLIGHT_WAIT", 25.0, 0.05, 300),
-            negative_ttl=_int(env, "FEEDBRIDGE_NEGATIVE_TTL", 30, 0, 3600),
-            forum_budget=_int(env, "FEEDBRIDGE_FORUM_BUDGET", 120, 0, 100_000),
-            request_deadline=deadline,
-            worker_timeout=worker_timeout,
-            threads=_int(env, "FEEDBRIDGE_THREADS", 8, 1, 256),
-        )
-
-
-def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    return int(_number(env, name, default, low, high, int))
-
-
-def _float(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
-    return _number(env, name, default, low, high, float)
-
-
-def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float, kind: type) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, not {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
-    return float(value)
+            raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({settings.request_deadline:g}) must be below "
+                              f"FEEDBRIDGE_WORKER_TIMEOUT ({settings.worker_timeout}), so a slow forum gives an "
+                              "answer, not a killed worker", "FEEDBRIDGE_REQUEST_DEADLINE")
+        return settings

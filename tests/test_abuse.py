@@ -188,7 +188,7 @@ def test_the_deadline_must_be_below_the_worker_timeout():
         Settings.from_env({"FEEDBRIDGE_REQUEST_DEADLINE": "40", "FEEDBRIDGE_WORKER_TIMEOUT": "40"})
     settings = Settings.from_env({"FEEDBRIDGE_REQUEST_DEADLINE": "10", "FEEDBRIDGE_NEGATIVE_TTL": "0",
                                   "FEEDBRIDGE_FORUM_BUDGET": "50", "FEEDBRIDGE_SINGLEFLIGHT_WAIT": "2",
-                                  "FEEDBRIDGE_THREADS": "4"})
+                                  "FEEDBRIDGE_COLD_SLOTS": "2"})
     assert (settings.request_deadline, settings.negative_ttl, settings.forum_budget) == (10.0, 0, 50)
     assert (settings.singleflight_wait, settings.cold_slots) == (2.0, 2)
 
@@ -222,7 +222,7 @@ def test_html_view_and_front_page_answer_504_when_a_shared_fetch_is_too_slow(ups
 def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_forum():
     with spawn() as forum:
         key = forum.url.split("//", 1)[1]
-        env = {"FEEDBRIDGE_FORUMS": forum.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_THREADS": "8",
+        env = {"FEEDBRIDGE_FORUMS": forum.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_COLD_SLOTS": "6",
                "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
         with procfile_web(env) as (url, _):
             cached = f"{url}/{key}/latest.atom"

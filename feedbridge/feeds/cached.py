@@ -19,9 +19,9 @@ The bounds, and why each exists (a public service reading other people's servers
   it for everyone. One client (its address, see `feedbridge.web.context`) may spend at most a third of
   it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = when the window has room
   again, or the stale copy.
-- Cold slots: at most FEEDBRIDGE_THREADS - 2 request threads per process fetch from upstream at once
-  (a `BoundedSemaphore`, never waited on); a request that would start one more gets 503 + Retry-After
-  (or the stale copy) at once, so two threads always stay free for cached feeds and `/healthz`.
+- Cold slots: at most FEEDBRIDGE_COLD_SLOTS requests per process fetch from upstream at once (a
+  `BoundedSemaphore`, never waited on); a request that would start one more gets 503 + Retry-After (or
+  the stale copy) at once, so a slow forum holds a bounded number of builds and their pages in memory.
   Requests that join a fetch already under way (the same cold key) with nothing else to answer with
   need no slot: they add no upstream load. With a copy held, joining takes a slot, and with none left
   they get that copy at once instead of waiting.
