@@ -91,13 +91,13 @@ class SourceDetector:
         whose Markdown probe was refused too, where both answers are quoted. Nothing is changed."""
         entry: SourceEntry | None = self.control.get(self.key(spec.forum))
         if spec.forum.source != "auto" or source is not JSON or entry is None or entry.source != JSON.name \
-                or entry.status is None or (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
+                or entry.reason is None or (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
             return exc
         message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
                    f"(Markdown: {entry.reason}; JSON: {exc.message})")
         if isinstance(exc, UpstreamNotFound) and entry.status == UpstreamNotFound.status:
             return UpstreamNotFound(message, reason=exc.reason, upstream_status=exc.upstream_status)
-        return UpstreamRefused(message, reason=exc.reason, upstream_status=exc.upstream_status)
+        return UpstreamRefused(message, upstream_status=exc.upstream_status)  # refused, whatever JSON said
 
     @staticmethod
     def key(forum: Forum) -> str:
