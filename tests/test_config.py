@@ -1,5 +1,7 @@
 """Settings from the environment: defaults, bounds, and errors that name the variable."""
 
+from dataclasses import fields
+
 import pytest
 
 from feedbridge.config import Settings, parse_forum
@@ -43,3 +45,17 @@ def test_errors_name_the_variable(env, words):
 def test_forum_key_keeps_the_subfolder():
     forum = parse_forum("https://Forum.example.org/community/")
     assert (forum.base_url, forum.key) == ("https://forum.example.org/community", "forum.example.org/community")
+
+
+def test_every_number_is_bounded_where_it_is_declared():
+    """Each numeric setting carries its variable and bounds on its own field: past either bound is an
+    error naming that variable, and the default the dataclass has is the one the environment gives."""
+    numbers = [f for f in fields(Settings) if f.type in ("int", "float")]
+    spec = {f.name: f.metadata.get("env") for f in numbers}
+    assert [name for name, env in spec.items() if env is None] == ["max_redirects"]  # not configurable
+    for env in filter(None, spec.values()):
+        for outside in (env.low - 1, env.high + 1):
+            with pytest.raises(ConfigError, match=f"{env.names[0]} must be between") as raised:
+                Settings.from_env({env.names[0]: str(outside)})
+            assert raised.value.setting == env.names[0]
+    assert Settings() == Settings.from_env({})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
+import httpx
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
@@ -20,6 +21,7 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.store.backends import make_backends
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web import feeds, pages
+from feedbridge.web.context import client_addresses
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import configure_logging, log_request
 from feedbridge.web.responses import plain_error
@@ -27,18 +29,22 @@ from feedbridge.web.responses import plain_error
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> Flask:
+def create_app(settings: Settings | None = None, transport: httpx.BaseTransport | None = None) -> Flask:
+    """`transport`, when given, is what the fetcher sends requests through instead of the network."""
     settings = settings or Settings.from_env()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, access_log=settings.access_log)
     app = Flask(__name__)
     try:
-        store, flight = make_backends(settings.cache_url, max_bytes=settings.cache_max_bytes,
-                                      fresh_for=settings.cache_ttl, fetch_deadline=settings.total_timeout)
+        backends = make_backends(settings.cache_url, max_bytes=settings.cache_max_bytes,
+                                 fresh_for=settings.cache_ttl, fetch_deadline=settings.total_timeout)
     except ValueError as exc:
         raise ConfigError(f"FEEDBRIDGE_CACHE_URL / REDIS_URL: {exc}", "FEEDBRIDGE_CACHE_URL") from None
-    app.extensions["feedbridge"] = service = FeedService(settings, store, Fetcher(settings), flight)
+    app.extensions["feedbridge"] = service = FeedService(settings, backends.store, Fetcher(settings, transport),
+                                                         backends.flight, control=backends.control,
+                                                         windows=backends.windows)
     app.extensions["feedbridge.resolved"] = urls = ResolvedUrls()
-    app.wsgi_app = HitPath(app.wsgi_app, service, urls)  # type: ignore[method-assign]
+    app.wsgi_app = client_addresses(HitPath(app.wsgi_app, service, urls),  # type: ignore[method-assign,assignment]
+                                    settings.trusted_hops)
     app.register_blueprint(pages.bp)
     app.register_blueprint(feeds.bp)
     app.before_request(_start_timer)
