@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .harness import Context, Row, report, table
+from .hostile_memory import hostile_section
 from .micro import parser_section, render_section
 from .plot import plot_section
 from .serving import cold_section, hit_section, memory_section, upstream_section
@@ -24,6 +25,7 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "upstream": upstream_section,
     "memory": memory_section,
     "slowforum": slow_forum_section,
+    "hostile": hostile_section,
     "plot": lambda ctx: plot_section(ctx, ctx.data["plot_path"]),
 }
 

@@ -37,33 +37,32 @@ ABOUT = "about-the-compiler-category/14.md"
 ESCAPED = "rfc-my-op-t/4001.md"
 ORPHAN = "old-build-question/998.md"
 
-# path: (id, title, category, tags, created_at, author, posts_on_page, page, next page, post 1 start, post 1 end)
+# path: (id, title, category, tags, created_at, author, posts_on_page, post 1 start, post 1 end)
 GOLDEN = {
     POLYHEDRAL: (3341, "RFC: Polyhedral Optimization Pass for PyTorch Inductor", "compiler",
-                 ("inductor", "rfc", "loop-fusion"), "2026-05-28T14:03:11Z", "morrison-turnansky", 3, 1, None,
+                 ("inductor", "rfc", "loop-fusion"), "2026-05-28T14:03:11Z", "morrison-turnansky", 3,
                  "## RFC: Polyhedral Optimization Pass", "especially on **compile-time cost** and *dynamic shapes*."),
     ARENA: (3441, "[RFC-0036] Zero-GC 64-Byte Cache-Aligned Flat Arena for Speculative Decoding Verification",
-            "compiler", ("rfc", "speculative-decoding"), "2026-07-15T16:30:45Z", "markbgilbert", 1, 1, None,
+            "compiler", ("rfc", "speculative-decoding"), "2026-07-15T16:30:45Z", "markbgilbert", 1,
             "We have submitted RFC-0036:", "---\n\n_Edit: fixed the table units._"),
     HOSTILE: (3411, "Review request: custom-kernel attribution benchmarks vs torch.compile for decode workloads",
-              "compiler", ("benchmarks",), "2026-07-01T05:54:04Z", "MilkClouds", 1, 1, None,
+              "compiler", ("benchmarks",), "2026-07-01T05:54:04Z", "MilkClouds", 1,
               "Hi PyTorch compiler folks,", f"![results chart]({HOST}/uploads/default/original/2X/f/f00d.png)"),
     MINCUT: (467, "Min-cut optimal(*) recomputation (i.e. activation checkpointing) with AOTAutograd", "compiler",
-             ("aotautograd", "memory"), "2022-02-02T20:07:05Z", "Chillee", 6, 1,
-             f"{HOST}/t/min-cut-optimal-recomputation-i-e-activation-checkpointing-with-aotautograd/467.md?page=2",
+             ("aotautograd", "memory"), "2022-02-02T20:07:05Z", "Chillee", 6,
              "**Intro**: In this note", "/notebooks/aot_autograd_optimizations.html)."),
     MINCUT_2: (467, "Min-cut optimal(*) recomputation (i.e. activation checkpointing) with AOTAutograd", "compiler",
-               ("aotautograd", "memory"), "2022-02-02T20:07:05Z", None, 6, 2, None, None, None),
+               ("aotautograd", "memory"), "2022-02-02T20:07:05Z", None, 6, None, None),
     TOOLKIT: (3306, "Torch.compile as a toolkit / manipulating dynamo outputs", "compiler", ("dynamo", "fx"),
-              "2026-04-03T09:15:02Z", "tom", 5, 1, None,
+              "2026-04-03T09:15:02Z", "tom", 5,
               "Ich möchte `torch.compile` als Werkzeugkasten", "```\n\nGeht das ohne private APIs?"),
-    ABOUT: (14, "About the compiler category", "compiler", (), "2021-01-22T19:19:40Z", "smth", 1, 1, None,
+    ABOUT: (14, "About the compiler category", "compiler", (), "2021-01-22T19:19:40Z", "smth", 1,
             "Discussion of the PyTorch compiler stack", "[contribution guide](/t/how-to-contribute/7) before posting."),
     ESCAPED: (4001, "[RFC] my_op <T> for C:\\temp *fast* path with `backticks`", "compiler <internals>",
-              ("my_op", "rfc", "c__api"), "2026-08-03T09:00:00Z", "l_user", 1, 1, None,
+              ("my_op", "rfc", "c__api"), "2026-08-03T09:00:00Z", "l_user", 1,
               "Proposal: add `my_op<T>`", "such as \\*literal asterisks\\* stays Markdown for the converter."),
     ORPHAN: (998, "#include <cuda.h> not found when building from source", None, (), "2023-03-03T15:03:03Z", None,
-             2, 1, None, "My build stops with:\n\n    fatal error:", "What am I missing?"),
+             2, "My build stops with:\n\n    fatal error:", "What am I missing?"),
 }
 
 
@@ -91,7 +90,7 @@ def without_divs(text: str) -> str:
 
 def summary(page: TopicPage) -> tuple:
     return (page.id, page.title, page.url, page.category, page.tags, iso(page.created_at), page.first_post_author,
-            page.posts_on_page, page.page, page.next_page_url)
+            page.posts_on_page)
 
 
 class Tags(HTMLParser):
@@ -123,7 +122,7 @@ def assert_safe(html: str) -> None:
 
 @pytest.mark.parametrize("path", GOLDEN)
 def test_golden_values(path: str) -> None:
-    topic_id, title, category, tags, created, author, posts, page_no, next_url, start, end = GOLDEN[path]
+    topic_id, title, category, tags, created, author, posts, start, end = GOLDEN[path]
     page = parse_topic(read(path))
     assert page.id == topic_id
     assert page.title == title
@@ -131,7 +130,7 @@ def test_golden_values(path: str) -> None:
     assert (page.category, page.tags) == (category, tags)
     assert iso(page.created_at) == created and page.created_at.tzinfo is UTC
     assert page.first_post_author == author
-    assert (page.posts_on_page, page.page, page.next_page_url) == (posts, page_no, next_url)
+    assert page.posts_on_page == posts
     if start is None:
         assert page.first_post_markdown is None
     else:
@@ -159,7 +158,7 @@ def test_post_bodies_stay_markdown_with_their_escapes_and_indentation() -> None:
 
 def test_a_later_page_has_no_first_post_but_the_topic_header() -> None:
     page = parse_topic(read(MINCUT_2))
-    assert (page.first_post_markdown, page.first_post_author, page.page) == (None, None, 2)
+    assert (page.first_post_markdown, page.first_post_author) == (None, None)
     assert page.created_at == datetime(2022, 2, 2, 20, 7, 5, tzinfo=UTC)
 
 
@@ -168,13 +167,12 @@ def test_a_later_page_has_no_first_post_but_the_topic_header() -> None:
 def test_pagination_links_are_cut_off_the_last_post(trailer: str) -> None:
     url = f"{HOST}/t/{ARENA.removesuffix('.md')}"
     page = parse_topic(read(ARENA).rstrip("\n") + trailer.format(url=url) + "\n")
-    assert page.next_page_url == f"{url}.md?page=2"
     assert page.first_post_markdown == parse_topic(read(ARENA)).first_post_markdown
 
 
-def test_a_garbled_page_row_falls_back_to_the_default() -> None:
-    garbled = read(MINCUT).replace("**Posts on this page:** 6", "**Posts on this page:** 6\n\n**Page:** 1x")
-    assert parse_topic(garbled).page == 1
+def test_a_garbled_page_row_is_not_read_as_the_category() -> None:
+    garbled = read(MINCUT).replace("**Category:** compiler\n", "**Page:** 1x\n")
+    assert parse_topic(garbled).category is None
 
 
 @pytest.mark.parametrize("path", GOLDEN)
@@ -213,7 +211,7 @@ def test_without_url_row_the_topic_url_comes_from_the_links_or_the_source() -> N
     bare = re.sub(r"\*\*(URL|Created):\*\*.*\n", "", read(MINCUT_2))
     assert parse_topic(bare).url == f"{HOST}/t/{MINCUT.removesuffix('.md')}"
     page = parse_topic("# Only a title\n\nand some text", source_url="https://forum.example.org/t/slug/9.md?page=3")
-    assert (page.id, page.url, page.page) == (9, "https://forum.example.org/t/slug/9", 3)
+    assert (page.id, page.url) == (9, "https://forum.example.org/t/slug/9")
     assert page.first_post_markdown is None
 
 
@@ -221,14 +219,12 @@ def test_relative_urls_are_resolved_against_the_base() -> None:
     text = read(MINCUT).replace(f"{HOST}/t/", "/t/")
     page = parse_topic(text, base_url="https://forum.example.org")
     assert page.url == f"https://forum.example.org/t/{MINCUT.removesuffix('.md')}"
-    assert page.next_page_url == page.url + ".md?page=2"
     assert page.first_post_author == "Chillee" and page.first_post_markdown.startswith("**Intro**")
 
 
 def test_a_paged_link_to_another_topic_at_the_end_of_a_post_is_content() -> None:
     text = read(ABOUT).rstrip("\n") + " [see page 2](https://dev-discuss.pytorch.org/t/other/77.md?page=2)\n"
     page = parse_topic(text)
-    assert page.next_page_url is None
     assert page.first_post_markdown.endswith("[see page 2](https://dev-discuss.pytorch.org/t/other/77.md?page=2)")
 
 
@@ -281,7 +277,7 @@ def test_any_text_gives_a_page_or_not_a_topic_error(parts: list[str]) -> None:
         page = parse_topic("# " + "".join(parts), source_url="https://h.org/t/s/1.md")
     except NotATopicError:
         return
-    assert page.id > 0 and page.page >= 1
+    assert page.id > 0
     assert page.created_at is None or page.created_at.tzinfo is UTC
 
 
@@ -436,4 +432,4 @@ def test_topics_of_the_compiler_list_are_served_parsed_and_enriched_or_404(upstr
             assert_safe(enriched.content_html)
     assert found == {14: 200, 3441: 200, 3411: 200, 3341: 200, 3392: 404, 2742: 404, 3351: 404, 3306: 200}
     second = httpx.get(f"{upstream.url}/t/{MINCUT.removesuffix('.md')}.md?page=2", timeout=5)
-    assert parse_topic(second.text).page == 2
+    assert parse_topic(second.text).first_post_markdown is None

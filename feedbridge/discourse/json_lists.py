@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from feedbridge.discourse.fields import leading_text, utc
-from feedbridge.discourse.listing import MAX_TEXT_CHARS
+from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError, NotATopicError
 from feedbridge.models import Category, Listing, Topic
 
@@ -106,9 +106,12 @@ def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | No
         raise NotAListError(f"{_EXPECTED}, got a topic_list whose topics are a JSON {type(raw_topics).__name__}")
     users = _usernames(data.get("users"))
 
+    if len(raw_topics) > MAX_TOPICS:  # see MAX_TOPICS: the first ones are kept
+        log.warning("%s holds %d topics; reading the first %d", source_url or "a list page", len(raw_topics),
+                    MAX_TOPICS)
     topics: list[Topic] = []
     skipped = 0
-    for raw in raw_topics:
+    for raw in raw_topics[:MAX_TOPICS]:
         try:
             topic = _topic(raw, base, users)
         except _Malformed:
@@ -179,8 +182,13 @@ def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
         created_at=_moment(raw.get("created_at")),
         tags=_tags(raw.get("tags")),
         category_id=category_id if type(category_id) is int else None,
-        pinned=raw.get("pinned") is True,
+        likes=_count(raw.get("like_count")),
+        views=_count(raw.get("views")),
     )
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and 0 <= value < MAX_ID else None
 
 
 def _original_poster(posters: object, users: dict[int, str]) -> str | None:

@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 8 * 1024 * 1024
 """Lists are ~20 KB; anything this large is not a list, and refusing it bounds the work."""
+MAX_TOPICS = 1000
+"""Topics read from one list page; the rest are left out, with a log line. Discourse sends 30 a page (at
+most 100 with `per_page`); a hostile page packs 200,000 minimal topics into 5 MB, which parsed and cached
+would hold ~400 MB and make a feed of 30 MB. Keeping the first ones, rather than refusing the page, still
+serves the newest topics of a forum that pads its list, and a list is never refused for its length."""
 
 
 BLOCK_MEMO = 1024
@@ -184,9 +189,12 @@ def _split(text: str) -> tuple[list[str], list[_Block], list[str]]:
 
     Every topic heading starts a line with `## [`: splitting on that (in C) beats a loop over lines.
     """
-    chunks = ("\n" + text).split("\n## [")
+    chunks = ("\n" + text).split("\n## [", MAX_TOPICS + 1)
     header = chunks[0][1:].split("\n")
-    blocks = [_Block(chunk) for chunk in chunks[1:]]
+    blocks = [_Block(chunk) for chunk in chunks[1 : MAX_TOPICS + 1]]
+    if len(chunks) > MAX_TOPICS + 1:  # the blocks past the cap, with the page links at their end
+        log.warning("a list page holds more than %d topics; reading the first %d", MAX_TOPICS, MAX_TOPICS)
+        return header, blocks, chunks[-1].rsplit("\n", 12)[1:]
     trailer = blocks[-1].lines if blocks else header
     return header, blocks, trailer
 

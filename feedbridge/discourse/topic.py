@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from feedbridge.discourse.fields import (
     DATED_LINK,
@@ -34,11 +34,17 @@ from feedbridge.errors import NotATopicError
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 """A page holds at most a few dozen posts of at most ~32k characters each; more is not a topic page."""
+MAX_POSTS = 1000
+"""Posts told apart on one page: a page has 20 or so, and only the first post and the page links at the
+end are read. Past the cap, the last post read runs to the end of the page (where the page links are), so
+a page of 100,000 tiny posts costs one split of its text, not 100,000 post records."""
 
 
 @dataclass(frozen=True, slots=True)
 class TopicPage:
-    """What one page of a topic says; `first_post_*` are None on pages that do not contain post #1."""
+    """What one page of a topic says; `first_post_*` are None on pages that do not contain post #1. Full
+    entries read the first post and the header; the title, author and post count are what
+    `fixtures/json/make_site_json.py` writes the fake forum's JSON topics from."""
 
     id: int
     title: str
@@ -49,8 +55,6 @@ class TopicPage:
     first_post_markdown: str | None
     first_post_author: str | None
     posts_on_page: int | None
-    page: int
-    next_page_url: str | None
 
 
 _EXPECTED = "expected a Discourse topic in Markdown ('# Title', then '**URL:** https://host/t/slug/id')"
@@ -75,6 +79,9 @@ _PAGE_LINKS_AT_END = re.compile(
     rf"{{1,{MAX_PAGE_LINKS}}}\s*\Z"
 )
 _PAGE_LINK = re.compile(r"\]\((?P<url>[^()\s]*\.md(?:\?[^()\s]*)?)\)")
+_PAGE_LINKS_CHARS = MAX_PAGE_LINKS * 1024
+"""Page links are looked for in this much of the page's end only: a search from every position of a 4 MB
+last post (a page of thousands of tiny posts leaves one) took 2 s."""
 _META_MAX_LINES = 12
 
 
@@ -112,8 +119,8 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
         raise NotATopicError(f"{_EXPECTED}, got a page whose URL is {url_raw!r}, not a topic URL")
     url, topic_id = topic
 
-    page = _page(header.page, header.url, source_url)
-    next_page_url = _strip_pagination(posts[-1].body, topic_id, page, base) if posts else None
+    if posts:
+        _strip_pagination(posts[-1].body, topic_id)
     first = next((post for post in posts if _post_number(post, topic_id) == 1), None)
     created_at = header.created_at
     if created_at is None and first is not None:
@@ -129,8 +136,6 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
         first_post_markdown=_body(first.body) if first else None,
         first_post_author=_author(first.meta) if first else None,
         posts_on_page=header.posts_on_page,
-        page=page,
-        next_page_url=next_page_url,
     )
 
 
@@ -146,7 +151,7 @@ def _meta_spans(lines: list[str], pristine: bool) -> list[tuple[int, int]]:
     """`[start, end)` line ranges of the posts' metadata: the div blocks, or in flattened copies the lines."""
     spans: list[tuple[int, int]] = []
     i = 0
-    while i < len(lines):
+    while i < len(lines) and len(spans) < MAX_POSTS:
         if pristine:
             close = _meta_close(lines, i)
             span = (i, close + 1) if close is not None else None
@@ -221,7 +226,6 @@ class _Header:
     """The header rows. Only `URL` and `Page` are fixed English labels; the others are found by shape."""
 
     url: str | None = None
-    page: str | None = None
     category: str | None = None
     tags: tuple[str, ...] = ()
     created_at: datetime | None = None
@@ -240,7 +244,7 @@ def _header(text: str) -> _Header:
         if label == "URL":
             header.url = header.url or value or None
         elif label == "Page":
-            header.page = header.page or value
+            continue  # whatever it holds, never the category
         elif dated:
             header.created_at = header.created_at or utc(dated["iso"])
         elif value.isdigit():
@@ -292,38 +296,16 @@ def _author(meta: str) -> str | None:
     return unescape(user["name"]) if user else None
 
 
-def _strip_pagination(body: list[str], topic_id: int, page: int, base: str) -> str | None:
-    """Cut the trailing page links off the last post's body and return the next page's URL.
-
-    Page links are links to this topic's `.md` (no `?page=` is page 1); which is "next" comes from the
-    page number, since the labels are localized. A post that ends with a link to another topic keeps it.
-    """
+def _strip_pagination(body: list[str], topic_id: int) -> None:
+    """Cut the trailing page links (links to this topic's `.md`) off the last post's body: they are the
+    page's, not the post's. A post that ends with a link to another topic keeps it."""
     text = "\n".join(body).rstrip()
-    trailer = _PAGE_LINKS_AT_END.search(text)
-    if trailer is None:
-        return None
-    numbers = [
-        (_page(None, link["url"], None), link["url"])
-        for link in _PAGE_LINK.finditer(trailer.group())
-        if (match := _topic_path(link["url"])) and int(match["id"]) == topic_id
-    ]
-    if not numbers:
-        return None
+    trailer = _PAGE_LINKS_AT_END.search(text, max(len(text) - _PAGE_LINKS_CHARS, 0))
+    if trailer is None or not any((match := _topic_path(link["url"])) and int(match["id"]) == topic_id
+                                  for link in _PAGE_LINK.finditer(trailer.group())):
+        return
     body[:] = text[: trailer.start()].split("\n")
     _drop_separator(body)
-    later = [url for number, url in numbers if number > page]
-    return absolute(later[0], base) if later else None
-
-
-def _page(page_row: str | None, url_row: str | None, source_url: str | None) -> int:
-    """1-based: the `**Page:**` row, else `?page=` of the page's own URL or of where it was fetched."""
-    if page_row and page_row.isdigit() and int(page_row) > 0:
-        return int(page_row)
-    for url in (url_row, source_url):
-        values = parse_qs(urlsplit(url).query).get("page") if url else None
-        if values and values[0].isdigit() and int(values[0]) > 0:
-            return int(values[0])
-    return 1
 
 
 def _body(lines: list[str]) -> str:
