@@ -206,7 +206,7 @@ def cold_section(ctx: Context) -> list[Row]:
         ]
     else:
         ctx.notes.append("2: RSSHub not measured: node or its install in bench/rsshub-node/node_modules is missing "
-                         "(bench/run installs it: `python3 -m bench.rsshub`).")
+                         "(bench/run installs it: `.venv/bin/python -m bench.rsshub`).")
     return hub_rows + [
         Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
             ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
