@@ -41,6 +41,8 @@ class Topic:
     views: int | None = None
     # A digest's entry (feeds/digest.py) stands for a period, not a topic: its own entry id.
     entry_id: str | None = None
+    # A post feed's entry (feeds/posts.py) is one post of the topic: its number (the entry id ends with it).
+    post_number: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ def key(upstream):
         (f"{FORUM}/search?q=inductor+cache", {"list": "latest", "q": "inductor cache"}),
         ("HTTP://DEV-DISCUSS.PYTORCH.ORG/c/compiler/5.md", {"list": "category", "category": "compiler/5"}),
         ("http://127.0.0.1:8080/sub/c/x/3", {"forum": "127.0.0.1:8080/sub", "category": "x/3"}),
+        (f"{FORUM}/t/some-topic/123", {"list": "topic", "topic": "some-topic/123"}),
     ],
 )
 def test_recognise_forum_urls(url, expected):
@@ -74,7 +75,6 @@ def test_recognise_keeps_choices_the_url_does_not_make():
     [
         ("https://evil.example/c/compiler/5", "not a forum this bridge serves"),
         ("https://dev-discuss.pytorch.org.evil.example/latest", "not a forum this bridge serves"),
-        (f"{FORUM}/t/some-topic/123", "single topic"),
         (f"{FORUM}/admin/users", "does not recognise"),
         ("   ", "Paste"),
     ],

@@ -35,8 +35,9 @@ from feedbridge.feeds.cached import CachePolicy, Caller, CallerPool, ForumBudget
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.digest import digested
 from feedbridge.feeds.figures import completed, excluding
+from feedbridge.feeds.posts import PostFeeds
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.models import Category, Listing, Topic
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry, listing_bytes, topic_bytes
@@ -85,6 +86,7 @@ class FeedService:
         self.pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
         self.detector = SourceDetector(settings, self.control, self.flight,
                                        lambda forum, url, source, caller: self.page(forum, url, False, caller, source))
+        self.posts = PostFeeds(self)
 
     def caller(self, client: str) -> Caller:
         """A web request's budget share, deadline and slot; `client` is its remote address."""
@@ -136,7 +138,10 @@ class FeedService:
 
         With full content, the newest candidates (up to the topic budget) are enriched from their own
         pages before the keyword and tag filters run, so those filters see the whole first post.
+        A post feed's posts come from `feedbridge.feeds.posts`.
         """
+        if spec.kind in POST_KINDS:
+            return self.posts.topics(spec, stale_pages, caller)
         listings = self.listings(spec, stale_pages, caller)
         spec, listings = self._completed(spec, listings, stale_pages, caller)
         everything = listed(spec, listings)

@@ -27,7 +27,12 @@ MAX_PARAM_CHARS = 1000
 DIGESTS = {"daily": 7, "weekly": 8}  # each digest and the periods it shows without `limit=`
 MAX_INTERSECTION = 5
 
-RouteKind = Literal["list", "category", "tag", "user", "search"]
+RouteKind = Literal["list", "category", "tag", "user", "search", "topic_posts", "posts", "user_posts"]
+POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
+"""Feeds of posts rather than topics (feeds/posts.py): they take author=, q=, limit=, pages=, content= and,
+on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""
+_TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", "min_replies", "min_likes", "min_views", "digest",
+               "period")
 
 # The route grammar: each kind of forum list as a path pattern, read by the feed routes below and by the
 # front page's URL recogniser (web/feedform.py), which matches the same shapes in forum URLs.
@@ -40,6 +45,9 @@ ROUTES: dict[RouteKind, str] = {
     "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
     "user": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
     "search": r"search",
+    "topic_posts": rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})",
+    "posts": r"posts",
+    "user_posts": r"u/(?P<user>[\w.-]{1,60})/posts",
 }
 # A user name can end in what looks like a format, so the user route takes only the real ones.
 _FEED_ROUTES: tuple[tuple[RouteKind, re.Pattern[str]], ...] = tuple(
@@ -64,6 +72,8 @@ class FeedSpec:
     digest: str | None = None  # a key of DIGESTS: one entry per period (feeds/digest.py)
     digest_limit: int = 0  # the periods a digest shows (its `limit=`; the filter then has no limit)
     intersection: tuple[str, ...] = ()  # /tag/a+b: the tags, as quoted path segments, first tag first
+    topic_id: int | None = None  # the /t/ID posts feed's topic
+    poster: str | None = None  # the /u/USER/posts feed's user, as typed in the path
 
     def page_url(self, page: int, source: Source = MARKDOWN) -> str:
         """Page `page` (0 first) of the list, as `source` names it. The Markdown URL is also the feed's
@@ -102,7 +112,7 @@ class FeedSpec:
     def canonical_query(self) -> list[tuple[str, str]]:
         """The query string that names this feed: sorted and normalised, so equal feeds share one key."""
         params: list[tuple[str, str]] = [(k, v) for k, v in self.list_params if k != "category" or self.kind != "user"]
-        params += [("author", a) for a in sorted(self.filter.authors) if self.kind != "user"]
+        params += [("author", a) for a in sorted(self.filter.authors) if self.kind not in ("user", "user_posts")]
         if self.filter.query is not None:
             params.append(("q", str(self.filter.query)))
         params += [("tag", t) for t in sorted(self.filter.tags)]
@@ -186,6 +196,25 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
             intersection = tuple(quote(n) for n in names)
             html_path = "/tags/intersection/" + "/".join(intersection)
             tags_all += names
+    elif name in POST_KINDS:
+        if given := next((key for key in _TOPIC_ONLY if key in values), None):
+            raise RequestError(f"{given}= is for topic feeds; post feeds take author, q, limit, pages and content"
+                               + (" (and category on /posts)" if name == "posts" else ""))
+        if name != "posts" and "category" in values:
+            raise RequestError("category= is for /posts among post feeds: a topic's or a user's posts take none")
+        if name == "topic_posts":
+            list_path = f"/t/{parts['topic']}"
+            html_path = f"/t/{quote(parts['slug'] or 'topic')}/{parts['topic']}"
+            label = f"posts of topic {parts['topic']}"
+        elif name == "posts":
+            list_path, html_path, label = "/posts", "/latest", "latest posts"
+            if "category" in values:
+                list_params = (("category", str(_int_arg(values, "category", 0, 1, 10**9))),)
+        else:
+            authors = [parts["user"]]
+            list_path = f"/u/{quote(parts['user'])}/posts"
+            html_path = f"/u/{quote(parts['user'])}/activity"
+            label = f"posts by {parts['user']}"
     else:
         list_path = "/latest"
         if "category" in values:
@@ -219,7 +248,9 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     )
     return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content,
                     parts["user"] if name == "user" else None, digest,
-                    (limit or DIGESTS[digest]) if digest is not None else 0, intersection)
+                    (limit or DIGESTS[digest]) if digest is not None else 0, intersection,
+                    int(parts["topic"]) if name == "topic_posts" else None,
+                    parts["user"] if name == "user_posts" else None)
 
 
 def _tag_args(values: Sequence[str]) -> tuple[list[str], list[str]]:

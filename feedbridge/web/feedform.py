@@ -18,7 +18,8 @@ from feedbridge.config import Settings
 from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, split_forum
 from feedbridge.render.formats import FORMATS
 
-LISTS = ("latest", "top", "hot", "category", "tag")
+LISTS = ("latest", "top", "hot", "category", "tag", "posts", "topic", "user")
+"""The last three are post feeds (feeds/posts.py): the forum's latest posts, one topic's, one user's."""
 TAG_MATCHES = ("any", "all")
 THRESHOLDS = ("min_replies", "min_likes", "min_views")
 
@@ -28,6 +29,10 @@ _CATEGORY = re.compile(ROUTES["category"] + r"(?:/l/\w+)?")
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
 _TAG = re.compile(ROUTES["tag"])
 _USER = re.compile(r"(?:topics/created-by/|u/)" + ROUTES["user"].removeprefix("u/") + r"(?:/.*)?")
+# A topic's page, maybe at one post (`/t/slug/ID/NUMBER`), and a user's posts or replies.
+_TOPIC = re.compile(r"t/(?:(?P<slug>[\w-]{1,100})/)?(?P<topic>\d{1,9})(?:/\d{1,9})?")
+_TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?\d{1,9}")
+_USER_POSTS = re.compile(ROUTES["user_posts"].removesuffix("/posts") + r"/(?:posts|activity/replies)")
 _TOP = re.compile(r"top(?:/(?P<period>\w+))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 _TAG_SEPARATORS = re.compile(r"[\s,+]")
@@ -42,6 +47,8 @@ class FeedForm:
     list: str = "latest"  # one of LISTS
     category: str = ""  # "slug/id" or "parent/slug/id", as in the category's feed path
     tag: str = ""
+    topic: str = ""  # the topic list: "slug/id" or "id", as in a topic's URL
+    user: str = ""  # the user list: whose posts
     period: str = "all"  # top only
     author: str = ""  # comma-separated usernames
     q: str = ""
@@ -82,6 +89,10 @@ class FeedForm:
             name = f"c/{self.category.strip('/')}"
         elif self.list == "tag":
             name = f"tag/{self.tag}"
+        elif self.list == "topic":
+            name = f"t/{self.topic.strip('/')}"
+        elif self.list == "user":
+            name = f"u/{self.user.strip().removeprefix('@')}/posts"
         else:
             name = self.list
             if self.list == "top" and self.period != "all":
@@ -100,6 +111,10 @@ class FeedForm:
             return "Choose a category (or paste its URL, e.g. https://forum/c/compiler/5)."
         if self.list == "tag" and not self.tag:
             return "Type a tag name."
+        if self.list == "topic" and not _TOPIC_VALUE.fullmatch(self.topic.strip("/")):
+            return "Paste the topic's URL (e.g. https://forum/t/some-topic/123), or type its id."
+        if self.list == "user" and not self.user.strip():
+            return "Type the user's name."
         return None
 
 
@@ -131,9 +146,11 @@ def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Reco
         return Recognised(None, f"{host or text[:80]} is not a forum this bridge serves (it serves {served}).")
     forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-    form = replace(base, forum=forum.key, list="latest", category="", tag="", period="all")
+    form = replace(base, forum=forum.key, list="latest", category="", tag="", topic="", user="", period="all")
     if rest in ("", "latest", "new", "categories"):
         return Recognised(form, f"Latest topics on {forum.key}.")
+    if rest == "posts":
+        return Recognised(replace(form, list="posts"), f"Latest posts on {forum.key}.")
     if rest == "hot":
         return Recognised(replace(form, list="hot"), f"Hot topics on {forum.key}.")
     if match := _TOP.fullmatch(rest):
@@ -148,14 +165,17 @@ def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Reco
     if match := _INTERSECTION.fullmatch(rest):
         both = "+".join(match["tags"].strip("/").split("/"))
         return Recognised(replace(form, list="tag", tag=both), f"Topics tagged {both.replace('+', ' and ')}.")
+    if match := _USER_POSTS.fullmatch(rest):
+        return Recognised(replace(form, list="user", user=match["user"]), f"Posts by {match['user']}.")
     if match := _USER.fullmatch(rest):
         return Recognised(replace(form, author=match["user"]), f"Topics by {match['user']}.")
     if rest == "search" and query.get("q"):
         return Recognised(replace(form, q=query["q"]), "Latest topics matching the search.")
-    if rest.startswith("t/"):
-        return Recognised(None, "That is a single topic; feeds follow lists. Paste its category's URL instead.")
+    if match := _TOPIC.fullmatch(rest):
+        topic = f"{match['slug']}/{match['topic']}" if match["slug"] else match["topic"]
+        return Recognised(replace(form, list="topic", topic=topic), f"The posts of topic {match['topic']}.")
     return Recognised(None, f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, "
-                            "tag, latest, top or user URL.")
+                            "tag, latest, top, topic or user URL.")
 
 
 def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Settings) -> FeedForm:

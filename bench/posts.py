@@ -1,0 +1,67 @@
+"""`python -m bench.posts`: a cold topic-posts feed against a cold list feed, and what polling costs the forum.
+
+Both feeds are served by the app on a real socket from the fake forum (tests/upstream.py, JSON mode, with
+the posts of tests/fake_posts.py): `/t/9446.atom` (the newest 30 of a 446-post topic: its head and one
+batch) against `/latest.atom` (one list page). Each cold sample is a new app, so nothing is cached; the
+figures are medians in milliseconds, and the request counts are the fake forum's log. Polling runs with
+a cache TTL of 0, so every poll rebuilds: a quiet topic costs its head's revalidation, a busy one that and
+a batch of its new posts.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import httpx
+
+from tests.appserver import running_app, settings_for
+from tests.fake_posts import PostSite
+from tests.upstream import FakeForum
+
+ROUNDS = 7
+
+
+def cold(path: str, rounds: int = ROUNDS) -> tuple[float, int]:
+    """Median ms of a cold request for `path`, and the upstream requests it cost."""
+    times, counts = [], []
+    with FakeForum(mode="json", posts=PostSite.standard().answer) as forum:
+        for _ in range(rounds):
+            with running_app(settings_for(forum.url)) as app:
+                forum.reset()
+                started = time.perf_counter()
+                response = httpx.get(app.feed_url(path), timeout=30)
+                times.append((time.perf_counter() - started) * 1e3)
+                assert response.status_code == 200, response.text[:200]
+                counts.append(forum.count())
+    return statistics.median(times), max(counts)
+
+
+def polling() -> dict[str, int]:
+    """Upstream requests of the first read, a quiet poll and a busy poll of one topic's feed."""
+    site = PostSite.standard()
+    found: dict[str, int] = {}
+    with FakeForum(mode="json", posts=site.answer) as forum, \
+            running_app(settings_for(forum.url, cache_ttl=0)) as app:
+        for name in ("first read", "quiet poll", "busy poll (1 new post)"):
+            if name.startswith("busy"):
+                site.reply(9446, "carol")
+            forum.reset()
+            assert httpx.get(app.feed_url("/t/9446.atom"), timeout=30).status_code == 200
+            found[name] = forum.count()
+    return found
+
+
+def main() -> None:
+    posts_ms, posts_requests = cold("/t/9446.atom")
+    list_ms, list_requests = cold("/latest.atom")
+    print(f"cold feeds (median of {ROUNDS}, a new app each):")
+    print(f"  /t/9446.atom  (30 newest of 446 posts)  {posts_ms:7.1f} ms  {posts_requests} upstream requests")
+    print(f"  /latest.atom  (one 30-topic list page)  {list_ms:7.1f} ms  {list_requests} upstream requests")
+    print("polling /t/9446.atom with a cache TTL of 0:")
+    for name, count in polling().items():
+        print(f"  {name:24} {count} upstream requests")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,395 @@
+"""Post feeds: one topic's posts (`/t/ID`), a forum's latest posts (`/posts`), one user's posts (`/u/USER/posts`).
+
+Each post becomes a `Topic` the renderers already know (`shown`): its own entry id
+(`https://forum/t/TOPIC/NUMBER`, stable forever, since post numbers are never reused), its permalink, the
+topic's title (or "Re: title #N" for a reply, so a reader tells replies from new topics), its author, its
+`created_at` as published and `updated_at` as updated, and its cooked HTML through the same nh3 sanitizer as
+full-content topic feeds, links made absolute against the post's URL. So formats, filters (author=, q= over
+the post's text and its topic's title, limit= after filtering), `.html` views and previews work as for
+topic feeds. Every forum serves these JSON documents, so Markdown forums are read the same way.
+
+What each costs the forum (every request goes through `FeedService.fetch`: budget, slots, Retry-After):
+
+- A topic: its head, `/t/ID.json` (the first 20 posts and every post id), cached for the cache TTL and then
+  revalidated with its ETag; then only the newest ids not read before, `BATCH` to a
+  `/t/ID/posts.json?post_ids[]=…` request. Posts read are kept per topic (`PostsEntry`, by post id, for the
+  topic TTL), so a quiet topic costs the head's revalidation and nothing else, and a busy one the head and
+  a batch of its new posts. The newest 20 of a 446-post topic cost two requests; a topic of 100,000 posts
+  costs what one of 100 does (only the end of its stream is read).
+- `/posts`: `pages=` pages of `/posts.json` (50 posts each; `before=` the oldest id read, which the forum
+  repeats: it is dropped), `/u/USER/posts`: `pages=` pages of `/user_actions.json?filter=4,5` (30 rows each,
+  by `offset=`). Each collection is cached for the cache TTL and shared by every format and filter. User
+  actions carry excerpts only; `content=full` reads the newest posts' bodies (up to the topic budget, within
+  the request's deadline) from the same batches and heads, and the rest keep their excerpt.
+
+A page that repeats what was read, or goes on past `pages=`, ends the paging: loops cost at most `pages=`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote, urlencode
+
+from feedbridge.config import Forum, Settings
+from feedbridge.discourse.posts import (
+    NotPostsError,
+    Post,
+    TopicHead,
+    parse_latest_posts,
+    parse_post_batch,
+    parse_topic_head,
+    parse_user_actions,
+)
+from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
+from feedbridge.feeds.cached import Caller
+from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
+from feedbridge.feeds.filters import FeedFilter
+from feedbridge.feeds.spec import FeedSpec
+from feedbridge.models import Listing, Topic
+from feedbridge.store.entries import topic_bytes
+
+if TYPE_CHECKING:
+    from feedbridge.feeds.service import FeedService
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_LIMIT = 30
+BATCH = 50
+"""Post ids per `/t/ID/posts.json` request (core takes any number; 50 keeps URLs near 1 KB)."""
+LATEST_PAGE = 50
+ACTIONS_PAGE = 30
+FILTERED_WINDOW = 50
+"""With author= or q=, a topic feed looks at this many newest posts per `pages=`: the limit counts matches."""
+KEPT_PER_TOPIC = 1000
+"""Posts of one topic kept read (`PostsEntry`): the newest (post ids grow with time)."""
+_OLDEST = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A post as its feed entry, with when it was read (for the topic TTL) and its id (for content=full)."""
+
+    topic: Topic
+    read_at: float
+    post_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeadEntry:
+    head: TopicHead
+    etag: str | None
+    last_modified: str | None
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return 8 * len(self.head.stream) + sum(len(p.cooked or "") + 400 for p in self.head.posts)
+
+
+@dataclass(frozen=True, slots=True)
+class PostsEntry:
+    """Posts of one topic already read: post id -> its entry, or None for an id that is no readable post."""
+
+    posts: tuple[tuple[int, Shown | None], ...]
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return sum(64 + (topic_bytes(s.topic) if s else 0) for _, s in self.posts)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedEntry:
+    """The posts of `/posts` or of a user's actions, as read for one `pages=`, newest first."""
+
+    posts: tuple[Shown, ...]
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return sum(64 + topic_bytes(s.topic) for s in self.posts)
+
+
+def shown(post: Post, base: str, read_at: float) -> Shown:
+    """The post as a feed entry (see the module docstring)."""
+    title = post.topic_title or f"Topic {post.topic_id}"
+    slug = quote(post.topic_slug or "topic", safe="-._~%", errors="replace")
+    url = f"{base}/t/{slug}/{post.topic_id}/{post.post_number}"
+    content = None
+    if post.cooked is not None:
+        cooked = post.cooked if len(post.cooked) <= MAX_COOKED_CHARS else post.cooked[:MAX_COOKED_CHARS] + "…"
+        content = sanitize_html(cooked, url) or None
+    author = post.username
+    return Shown(Topic(
+        id=post.topic_id,
+        title=title if post.post_number == 1 else f"Re: {title} #{post.post_number}",
+        url=url,
+        author=author,
+        author_url=f"{base}/u/{quote(author, safe='', errors='replace')}" if author else None,
+        last_posted_at=post.updated_at or post.created_at,
+        excerpt=post.excerpt if content is None else None,
+        created_at=post.created_at,
+        content_html=content,
+        category_id=post.category_id,
+        entry_id=f"{base}/t/{post.topic_id}/{post.post_number}",
+        post_number=post.post_number,
+    ), read_at, post.post_id)
+
+
+def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None = None,
+         limit: int | None = DEFAULT_LIMIT) -> list[Topic]:
+    """Unique posts, newest first by creation then post number, filtered, then cut to the limit."""
+    unique: dict[str, Shown] = {}
+    for post in posts:
+        unique.setdefault(post.topic.entry_id or "", post)
+    ordered = sorted(unique.values(), key=lambda s: (s.topic.created_at or _OLDEST, s.topic.post_number or 0),
+                     reverse=True)
+    topics = [s.topic for s in ordered if category is None or s.topic.category_id == category]
+    if feed_filter.narrows:
+        topics = [t for t in topics if feed_filter.keeps(t)]
+    return topics if limit is None else topics[:limit]
+
+
+class PostFeeds:
+    """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route."""
+
+    def __init__(self, service: FeedService):
+        self.service = service
+
+    @property
+    def settings(self) -> Settings:
+        return self.service.settings
+
+    def topics(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> tuple[Listing, list[Topic]]:
+        base = spec.forum.base_url
+        limit = spec.filter.limit or DEFAULT_LIMIT
+        if spec.kind == "topic_posts" and spec.topic_id is not None:
+            head, posts = self._topic(spec, stale_pages, caller)
+            first = Listing(title=head.title, base_url=base, dialect="json", topics=())
+            return first, kept(spec.filter, posts, limit=limit)
+        if spec.kind == "posts":
+            posts = self._collected(spec, stale_pages, caller, self._latest_pages)
+            first = Listing(title="latest posts", base_url=base, dialect="json", topics=())
+            return first, kept(spec.filter, posts, spec.category_id, limit)
+        posts = self._collected(spec, stale_pages, caller, self._action_pages)
+        first = Listing(title=f"posts by {spec.poster}", base_url=base, dialect="json", topics=())
+        if spec.content != "full":
+            return first, kept(spec.filter, posts, limit=limit)
+        by_id = {s.topic.entry_id: s for s in posts}
+        candidates = [by_id[t.entry_id] for t in kept(replace(spec.filter, query=None), posts, limit=None)]
+        full = self._full(spec.forum, candidates[: self.settings.topic_budget], stale_pages, caller)
+        return first, kept(spec.filter, (replace(s, topic=full.get(s.topic.entry_id or "", s.topic))
+                                         for s in candidates), limit=limit)
+
+    # --- one topic ---------------------------------------------------------------------------------------
+
+    def _topic(self, spec: FeedSpec, stale: bool, caller: Caller | None) -> tuple[TopicHead, list[Shown]]:
+        assert spec.topic_id is not None
+        forum = spec.forum
+        head = self._head(forum, spec.topic_id, stale, caller)
+        window = spec.filter.limit or DEFAULT_LIMIT
+        if spec.filter.narrows:
+            window = max(window, FILTERED_WINDOW * spec.pages)
+        wanted = head.stream[-window:]
+        known = self._read(forum, head, wanted, stale, caller)
+        return head, [s for i in wanted if (s := known.get(i)) is not None]
+
+    def _read(self, forum: Forum, head: TopicHead, wanted: Sequence[int], stale: bool,
+              caller: Caller | None, inline: bool = False) -> dict[int, Shown | None]:
+        """The posts of `wanted` ids: those read before (within the topic TTL), those on the head, and the
+        rest in batches, newest first. A post read before is not asked for again within the topic TTL, so an
+        edit to one shows when that has passed (to one of the first 20, when the head changes). A batch not
+        read within the request's deadline fails the build, and so does, from stale copies, a post never
+        read: a feed with a gap must not pass for the whole one."""
+        base, now = forum.base_url, time.time()
+        key = _key("postsof", forum, str(head.id))
+        held: PostsEntry | None = self.service.store.get(key)
+        ttl = self.settings.topic_ttl
+        known: dict[int, Shown | None] = {i: s for i, s in held.posts
+                                          if s is None or now - s.read_at < ttl} if held else {}
+        want, changed = set(wanted), held is None
+        for post_id, post in head.read:
+            if post_id in want and (post_id not in known or _edited(known[post_id], post)):
+                known[post_id] = None if post is None else shown(post, base, now)
+                changed = True
+        missing = [i for i in reversed(wanted) if i not in known]
+        if missing and stale:
+            raise UpstreamError(f"no copy of {len(missing)} posts of topic {head.id} to fall back on")
+        if missing:
+            batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
+            def run(ids: list[int]) -> tuple[tuple[int, Post | None], ...]:
+                return self._batch(forum, head, ids, caller)
+
+            done = [run(b) for b in batches] if inline else self._waves(batches, run, caller, partial=False)
+            for batch, got in zip(batches, done, strict=False):
+                for post_id in batch:
+                    known[post_id] = None
+                known.update({i: None if p is None else shown(p, base, now) for i, p in got})
+        if missing or changed:
+            newest = sorted(known.items(), reverse=True)[:KEPT_PER_TOPIC]
+            self.service.store.set(key, PostsEntry(tuple(newest), now), ttl)
+        return known
+
+    def _head(self, forum: Forum, topic_id: int, stale: bool, caller: Caller | None) -> TopicHead:
+        url = f"{forum.base_url}/t/{topic_id}.json"
+        key = _key("posthead", forum, url)
+        if stale:
+            cached: HeadEntry | None = self.service.store.get(key)
+            if cached is None:
+                raise UpstreamError(f"no copy of {url} to fall back on")
+            return cached.head
+
+        def fetch(held: HeadEntry | None) -> HeadEntry:
+            fetched = self.service.fetch(forum, url, held.etag if held else None,
+                                         held.last_modified if held else None, caller=caller)
+            if fetched.status == 304 and held is not None:
+                return replace(held, stored_at=time.time())
+            head = _parsed(parse_topic_head, fetched.text, url)
+            if head.id != topic_id:
+                raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
+            return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
+
+        got = self.service.policy.get(key, fetch, fresh_for=self.settings.cache_ttl, caller=caller, stale=False,
+                                      keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl), what=url)
+        head: TopicHead = got.entry.head
+        return head
+
+    def _batch(self, forum: Forum, head: TopicHead, ids: Sequence[int],
+               caller: Caller | None) -> tuple[tuple[int, Post | None], ...]:
+        query = urlencode([("post_ids[]", str(i)) for i in ids])
+        url = f"{forum.base_url}/t/{head.id}/posts.json?{query}"
+        fetched = self.service.fetch(forum, url, caller=caller)
+        return _parsed(lambda text: parse_post_batch(text, head), fetched.text, url)
+
+    def _waves(self, jobs: Sequence[T], run: Callable[[T], Any], caller: Caller | None,
+               partial: bool = True) -> list[Any]:
+        """`run(job)` for each job, `fetch_concurrency` at a time, results in order. When the request's
+        deadline passes: the results before it (`partial`), or UpstreamTimeout."""
+        results: list[Any] = []
+        wave = self.settings.fetch_concurrency
+        for start in range(0, len(jobs), wave):
+            futures = [self.service.pool.submit(run, job) for job in jobs[start : start + wave]]
+            for future in futures:
+                try:
+                    results.append(_result(future, caller))
+                except FutureTimeout:
+                    for rest in futures:
+                        rest.cancel()
+                    if not partial:
+                        raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while "
+                                              f"reading {len(jobs)} batches of posts") from None
+                    log.warning("post feed: the %gs deadline passed; %d of %d requests done",
+                                self.settings.request_deadline, len(results), len(jobs))
+                    return results
+        return results
+
+    # --- the forum's latest posts, a user's posts ---------------------------------------------------------
+
+    def _collected(self, spec: FeedSpec, stale: bool, caller: Caller | None,
+                   pages: Callable[[FeedSpec, Caller | None], list[Shown]]) -> list[Shown]:
+        key = _key("postlist", spec.forum, f"{spec.kind}|{spec.poster}|{spec.pages}")
+        if stale:
+            cached: CollectedEntry | None = self.service.store.get(key)
+            if cached is None:
+                raise UpstreamError(f"no copy of the {spec.label} of {spec.forum.key} to fall back on")
+            return list(cached.posts)
+        got = self.service.policy.get(key, lambda _held: CollectedEntry(tuple(pages(spec, caller)), time.time()),
+                                      fresh_for=self.settings.cache_ttl, caller=caller, stale=False,
+                                      keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl),
+                                      what=spec.label)
+        return list(got.entry.posts)
+
+    def _latest_pages(self, spec: FeedSpec, caller: Caller | None) -> list[Shown]:
+        base = spec.forum.base_url
+        read: dict[int, Shown | None] = {}
+        url = f"{base}/posts.json"
+        for _ in range(spec.pages):
+            rows = _parsed(parse_latest_posts, self.service.fetch(spec.forum, url, caller=caller).text, url)
+            new = [(i, p) for i, p in rows if i not in read]
+            now = time.time()
+            read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
+            if not new or len(rows) < LATEST_PAGE:
+                break
+            url = f"{base}/posts.json?before={min(i for i, _ in rows)}"
+        return [s for s in read.values() if s is not None]
+
+    def _action_pages(self, spec: FeedSpec, caller: Caller | None) -> list[Shown]:
+        base = spec.forum.base_url
+        read: dict[int, Shown | None] = {}
+        for page in range(spec.pages):
+            query = urlencode([("offset", str(page * ACTIONS_PAGE)), ("username", spec.poster or ""),
+                               ("filter", "4,5")])
+            url = f"{base}/user_actions.json?{query}"
+            rows = _parsed(parse_user_actions, self.service.fetch(spec.forum, url, caller=caller).text, url)
+            new = [(i, p) for i, p in rows if i not in read]
+            now = time.time()
+            read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
+            if not new or len(rows) < ACTIONS_PAGE:
+                break
+        return [s for s in read.values() if s is not None]
+
+    def _full(self, forum: Forum, posts: list[Shown], stale: bool, caller: Caller | None) -> dict[str, Topic]:
+        """The bodies of user-action posts (which carry excerpts), by entry id: per topic its head (which holds
+        the first post) and batches of the replies' ids, read and cached as a topic feed's are. A post whose
+        topic fails, or is not reached within the deadline, keeps its excerpt."""
+        groups: dict[int, list[Shown]] = {}
+        for post in posts:
+            groups.setdefault(post.topic.id, []).append(post)
+
+        def bodies(topic_id: int) -> dict[str, Topic]:
+            head = self._head(forum, topic_id, stale, caller)
+            ids = [s.post_id for s in groups[topic_id] if s.post_id is not None]
+            if any(s.post_id is None for s in groups[topic_id]):
+                ids += [i for i, p in head.read if p is not None and p.post_number == 1]
+            known = self._read(forum, head, ids, stale, caller, inline=True)
+            return {s.topic.entry_id or "": s.topic for s in known.values() if s is not None}
+
+        found: dict[str, Topic] = {}
+        order = list(groups)
+        for topic_id, got in zip(order, self._waves(order, lambda tid: _or_none(bodies, tid), caller),
+                                 strict=False):
+            if got is None:
+                log.warning("content=full: the posts of topic %d keep their excerpt", topic_id)
+                continue
+            found.update(got)
+        return found
+
+
+def _edited(held: Shown | None, post: Post | None) -> bool:
+    """Whether the head holds a newer edit of a post than the one read before."""
+    if held is None or post is None or post.updated_at is None:
+        return False
+    return held.topic.last_posted_at is None or post.updated_at > held.topic.last_posted_at
+
+
+def _or_none(run: Callable[[int], T], value: int) -> T | None:
+    try:
+        return run(value)
+    except UpstreamError as exc:
+        log.info("content=full: %s", exc.message)
+        return None
+
+
+def _parsed(parse: Callable[[str], T], text: str, url: str) -> T:
+    try:
+        return parse(text)
+    except NotPostsError as exc:
+        raise UpstreamRefused(f"upstream sent something that is not what {url} names: {exc}") from None
+
+
+def _result(future: Future[T], caller: Caller | None) -> T:
+    return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
+
+
+def _key(kind: str, forum: Forum, name: str) -> str:
+    return f"{kind}:" + hashlib.sha256(f"{forum.base_url}|{name}".encode()).hexdigest()[:32]
+

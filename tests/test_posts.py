@@ -1,0 +1,356 @@
+"""Post feeds (issue 25) over a real socket: `/t/ID`, `/t/SLUG/ID`, `/posts`, `/u/USER/posts`, in every format,
+from a Markdown forum and a JSON one (both serve Discourse's JSON posts, built by tests/fake_posts.py).
+
+What is counted is upstream requests (the fake forum's log), never speed: the newest 20 posts of a
+446-post topic, a quiet topic polled again, a busy one, paging loops, the forum budget.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import feedparser
+import httpx
+import pytest
+
+from feedbridge.web.feedform import FeedForm, recognise
+from tests.appserver import RunningApp, running_app, settings_for
+from tests.fake_posts import HIDDEN_PLACEHOLDER, PostSite
+from tests.test_static import run as run_static
+from tests.test_static import write_config
+from tests.test_validity import feed_urls, is_uri, parsed
+from tests.upstream import MODES, FakeForum
+
+ROUTES = ["/t/9446", "/t/dynamic-shapes-the-long-thread/9446", "/posts", "/u/alice/posts"]
+FORMATS = ["atom", "rss", "json", "html"]
+
+
+@pytest.fixture(scope="module", params=MODES)
+def served(request: pytest.FixtureRequest) -> Iterator[tuple[FakeForum, RunningApp]]:
+    """One forum of each source (never changed by a test) and an app reading it."""
+    with FakeForum(mode=request.param, posts=PostSite.standard().answer) as forum, \
+            running_app(settings_for(forum.url)) as app:
+        yield forum, app
+
+
+@pytest.fixture
+def fresh() -> Iterator[tuple[PostSite, FakeForum, RunningApp]]:
+    """A forum a test may change, and an app of its own (no cache shared with other tests)."""
+    site = PostSite.standard()
+    with FakeForum(mode="json", posts=site.answer) as forum, running_app(settings_for(forum.url)) as app:
+        yield site, forum, app
+
+
+def get(app: RunningApp, path: str) -> httpx.Response:
+    return httpx.get(app.feed_url(path), timeout=30)
+
+
+def entries(body: bytes, fmt: str) -> list[dict[str, str]]:
+    """id, link, title, author, content of each entry, read back by feedparser (Atom, RSS) or as JSON."""
+    if fmt == "json":
+        return [{"id": i["id"], "link": i["url"], "title": i["title"], "author": i.get("authors", [{}])[0].get("name"),
+                 "content": i.get("content_html") or i.get("content_text", ""), "published": i.get("date_published"),
+                 "updated": i.get("date_modified")} for i in json.loads(body)["items"]]
+    return [{"id": e.id, "link": e.link, "title": e.title, "author": e.get("author"),
+             "content": e.content[0].value if "content" in e else e.get("summary", ""),
+             "published": e.get("published"), "updated": e.get("updated")} for e in parsed(body).entries]
+
+
+def post_of(entry_id: str) -> tuple[int, int]:
+    topic, number = entry_id.rsplit("/", 2)[-2:]
+    return int(topic), int(number)
+
+
+# --- every route × format × source ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_post_route_in_every_format_from_either_source(served, route, fmt):
+    forum, app = served
+    response = get(app, f"{route}.{fmt}")
+    assert response.status_code == 200, response.text[:300]
+    if fmt == "html":
+        assert "post #" in response.text and "Re: " in response.text
+        assert 'class="entry-post"' in response.text or 'class="entry-excerpt"' in response.text
+        assert "<script>alert" not in response.text
+        return
+    found = entries(response.content, fmt)
+    assert found
+    assert b'isPermaLink="false"' not in response.content  # a post's id is its page (`/t/ID/NUMBER`)
+    assert all(is_uri(url) for url in feed_urls(fmt, response.content))
+    for entry in found:
+        topic, number = post_of(entry["id"])
+        assert entry["id"] == f"{forum.url}/t/{topic}/{number}"
+        assert re.fullmatch(rf"{re.escape(forum.url)}/t/[\w-]+/{topic}/{number}", entry["link"])
+        assert entry["title"].startswith("Re: ") == (number != 1), entry["title"]
+        assert entry["author"]
+    if route == "/u/alice/posts":
+        assert {e["author"] for e in found} == {"alice"}
+
+
+# --- what an entry is ----------------------------------------------------------------------------------
+
+def test_a_topic_feed_holds_only_readable_posts_newest_first_with_their_dates(served):
+    forum, app = served
+    found = entries(get(app, "/t/9446.json?limit=300").content, "json")
+    numbers = [post_of(e["id"])[1] for e in found]
+    # Small action (200), whisper (300), hidden (440), withdrawn (441), deleted (442): never an entry.
+    assert not {200, 300, 440, 441, 442} & set(numbers)
+    assert not any(HIDDEN_PLACEHOLDER in e["content"] or "withdrawn" in e["content"] for e in found)
+    assert numbers[0] == 446 and numbers.index(445) == len(numbers) - 1  # 445 was moved in: it keeps its old time
+    published = [e["published"] for e in found]
+    assert published == sorted(published, reverse=True)
+    last = found[0]
+    assert last["updated"] > last["published"]  # an edit moves `updated`, not `published`
+    assert f'href="{forum.url}/t/other/1"' in last["content"] and f'src="{forum.url}/uploads/x.png"' in last["content"]
+    assert "<script" not in last["content"]
+
+
+def test_a_first_post_has_the_topic_title_replies_say_they_are_replies(served):
+    _, app = served
+    found = entries(get(app, "/t/9003.atom").content, "atom")
+    titles = {post_of(e["id"])[1]: e["title"] for e in found}
+    assert titles[1] == "Inductor: small question ☃"
+    assert titles[3] == "Re: Inductor: small question ☃ #3"
+
+
+def test_filters_apply_to_posts_and_limit_counts_matches(served):
+    _, app = served
+    found = entries(get(app, "/t/9446.json?author=bob&limit=5").content, "json")
+    assert len(found) == 5 and {e["author"] for e in found} == {"bob"}
+    found = entries(get(app, '/t/9446.json?q="symint number 430"').content, "json")
+    assert [post_of(e["id"])[1] for e in found] == [430]
+    found = entries(get(app, "/posts.json?category=6").content, "json")
+    assert found and {post_of(e["id"])[0] for e in found} == {9003}
+
+
+def test_topic_only_parameters_are_refused_with_a_400_naming_them(served):
+    _, app = served
+    for query, name in (("min_likes=3", "min_likes"), ("digest=daily", "digest"), ("tag=gpu", "tag")):
+        response = get(app, f"/t/9446.atom?{query}")
+        assert response.status_code == 400 and name in response.text
+    assert get(app, "/t/9446.atom?category=5").status_code == 400
+    assert get(app, "/t/not-a-number.atom").status_code == 404
+
+
+# --- costs ---------------------------------------------------------------------------------------------
+
+def test_newest_20_posts_of_a_446_post_topic_cost_two_requests(fresh):
+    _, forum, app = fresh
+    response = get(app, "/t/9446.atom?limit=20")
+    assert response.status_code == 200
+    targets = [r.target for r in forum.requests]
+    assert len(targets) <= 3 and targets[0] == "/t/9446.json"
+    batches = [parse_qs(urlsplit(t).query)["post_ids[]"] for t in targets[1:]]
+    assert len(batches) == 1 and len(batches[0]) == 20  # one batch, only the newest 20 ids
+
+
+def test_polling_a_quiet_topic_costs_nothing_in_any_format_or_filter(fresh):
+    _, forum, app = fresh
+    assert get(app, "/t/9446.atom").status_code == 200
+    first = forum.count()
+    for path in ("/t/9446.rss", "/t/9446.json", "/t/9446.html", "/t/some-slug/9446.atom?limit=10"):
+        assert get(app, path).status_code == 200
+    assert forum.count() == first
+    assert get(app, "/t/9446.json?author=bob").status_code == 200  # a filter looks further back, once
+    widened = forum.count()
+    for path in ("/t/9446.rss?author=bob", "/t/9446.json?q=symint", "/t/9446.atom?author=bob&q=symint"):
+        assert get(app, path).status_code == 200
+    assert forum.count() == widened
+
+
+def test_after_the_ttl_a_quiet_topic_costs_one_revalidation_and_a_busy_one_only_its_new_posts():
+    site = PostSite.standard()
+    with FakeForum(mode="json", posts=site.answer) as forum, \
+            running_app(settings_for(forum.url, cache_ttl=0)) as app:
+        assert get(app, "/t/9446.atom").status_code == 200
+        forum.reset()
+        assert get(app, "/t/9446.atom").status_code == 200
+        assert [r.target for r in forum.requests] == ["/t/9446.json"]
+        assert "if-none-match" in forum.requests[0].headers  # a 304 from a forum that sends ETags
+        new = site.reply(9446, "carol", "<p>Brand new reply.</p>")
+        forum.reset()
+        found = entries(get(app, "/t/9446.json").content, "json")
+        targets = [r.target for r in forum.requests]
+        assert targets[0] == "/t/9446.json" and len(targets) == 2
+        assert parse_qs(urlsplit(targets[1]).query)["post_ids[]"] == [str(new.id)]
+        assert post_of(found[0]["id"]) == (9446, 447) and "Brand new reply" in found[0]["content"]
+
+
+def test_an_edit_on_the_head_moves_updated_and_replaces_the_content():
+    site = PostSite.standard()
+    with FakeForum(mode="json", posts=site.answer) as forum, \
+            running_app(settings_for(forum.url, cache_ttl=0)) as app:
+        before = {post_of(e["id"]): e for e in entries(get(app, "/t/9003.json").content, "json")}
+        post = site.topics[9003].posts[2]
+        post.cooked, post.updated_at = "<p>Edited: the answer is 42.</p>", post.created_at + timedelta(days=1)
+        after = {post_of(e["id"]): e for e in entries(get(app, "/t/9003.json").content, "json")}
+    assert "Edited: the answer is 42." in after[(9003, 3)]["content"]
+    assert after[(9003, 3)]["updated"] > before[(9003, 3)]["updated"]
+    assert after[(9003, 3)]["published"] == before[(9003, 3)]["published"]
+
+
+def test_every_post_request_counts_against_the_forum_budget():
+    with FakeForum(mode="json", posts=PostSite.standard().answer) as forum, \
+            running_app(settings_for(forum.url, forum_budget=15)) as app:
+        response = get(app, "/t/9446.atom?limit=500")  # the head and 9 batches: past a client's share of 5
+        assert response.status_code == 503 and "Retry-After" in response.headers
+        assert forum.count() == 5
+        # Nor does the stale fallback pass the first page (posts 1-20, cached with the head) off as the newest.
+        assert get(app, "/t/9446.atom?limit=500").status_code == 503
+        assert forum.count() == 5
+
+
+# --- the forum's latest posts, a user's posts -----------------------------------------------------------
+
+def test_latest_posts_page_back_with_before_and_drop_the_repeated_post(fresh):
+    site, forum, app = fresh
+    found = entries(get(app, "/posts.json?pages=2&limit=500").content, "json")
+    targets = [r.target for r in forum.requests]
+    assert targets[0] == "/posts.json" and re.fullmatch(r"/posts\.json\?before=\d+", targets[1])
+    ids = [e["id"] for e in found]
+    repeated = next(p for p in site.topics[9446].posts if str(p.id) == targets[1].rsplit("=", 1)[1])
+    assert ids.count(f"{forum.url}/t/9446/{repeated.post_number}") == 1
+    assert len(ids) == len(set(ids)) == 50 + 50 - 1 - 1  # less the repeated post and the withdrawn one
+
+
+@pytest.mark.parametrize(("page", "route"), [("/posts.json", "/posts.atom"),
+                                             ("/user_actions.json?username=alice&offset=0", "/u/alice/posts.atom")])
+def test_a_paging_loop_costs_two_requests_and_gives_the_feed(fresh, page, route):
+    site, forum, app = fresh
+    forum.set_body(page.partition("?")[0], site.answer(page) or b"")  # every later page answers page 1 again
+    response = get(app, f"{route}?pages=5")
+    assert response.status_code == 200 and len(parsed(response.content).entries) == 30
+    assert forum.count() == 2
+
+
+def test_a_topic_of_100000_posts_costs_what_one_of_100_does(fresh):
+    site, forum, app = fresh
+    head = site.topic_view(site.topics[9446])
+    head["post_stream"]["stream"] = list(range(10**6, 10**6 + 100_000 - 446)) + head["post_stream"]["stream"]
+    forum.set_body("/t/9446.json", json.dumps(head))
+    started = time.process_time()
+    found = entries(get(app, "/t/9446.json").content, "json")
+    assert forum.count() == 2 and post_of(found[0]["id"]) == (9446, 446)
+    assert time.process_time() - started < 10
+
+
+def test_user_posts_count_a_new_topic_row_as_its_first_post_and_carry_excerpts(served):
+    forum, app = served
+    found = entries(get(app, "/u/bob/posts.json").content, "json")
+    first = next(e for e in found if e["id"] == f"{forum.url}/t/9003/1")
+    assert first["title"] == "Inductor: small question ☃" and first["content"] == "Small thread post 1 on inductor."
+    assert all(e["author"] == "bob" for e in found)
+
+
+def test_user_posts_with_full_content_read_bodies_from_batches_within_the_budget(fresh):
+    _, forum, app = fresh
+    body = get(app, "/u/bob/posts.json?content=full&limit=5").content
+    items = json.loads(body)["items"]
+    assert all(i["content_html"].startswith("<p>") for i in items)
+    assert forum.count() <= 1 + 2 * 2  # the actions page, and per topic its head and one batch
+
+
+# --- hostile answers -------------------------------------------------------------------------------------
+
+HOSTILE_HEADS = {
+    "not an object": "[1, 2, 3]",
+    "wrong id type": json.dumps({"id": "9446", "post_stream": {"posts": [], "stream": []}}),
+    "stream of strings": json.dumps({"id": 9446, "post_stream": {"posts": [], "stream": ["a", "b"]}}),
+    "stream not a list": json.dumps({"id": 9446, "post_stream": {"posts": [], "stream": {"a": 1}}}),
+    "posts all malformed": json.dumps({"id": 9446, "post_stream": {"posts": [1, "x", None], "stream": [1]}}),
+    "deep nesting": '{"id": 9446, "post_stream": ' + "[" * 200_000 + "]" * 200_000 + "}",
+    "another topic": json.dumps({"id": 1, "post_stream": {"posts": [], "stream": []}}),
+    "login page": "<!DOCTYPE html><html><body>Log in</body></html>",
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_HEADS)
+def test_a_hostile_topic_head_is_a_clear_502(fresh, name):
+    _, forum, app = fresh
+    forum.set_body("/t/9446.json", HOSTILE_HEADS[name])
+    started = time.process_time()
+    response = get(app, "/t/9446.atom")
+    assert response.status_code == 502, response.text[:200]
+    assert response.text.startswith("502 upstream sent") and "/t/9446.json" in response.text
+    assert time.process_time() - started < 10
+
+
+@pytest.mark.parametrize("body", [
+    json.dumps({"post_stream": {"posts": "no"}}),
+    json.dumps({"latest_posts": []}),
+    json.dumps({"post_stream": {"posts": [{"id": "1"}]}}),
+])
+def test_a_hostile_post_batch_is_a_clear_502(fresh, body):
+    _, forum, app = fresh
+    forum.set_body("/t/9446/posts.json", body)
+    assert get(app, "/t/9446.atom").status_code == 502
+
+
+def test_posts_of_another_topic_in_a_batch_are_left_out(fresh):
+    site, forum, app = fresh
+    forum.set_body("/t/9446/posts.json", site.answer("/t/9003/posts.json?" + "&".join(
+        f"post_ids[]={p.id}" for p in site.topics[9003].posts)) or b"")
+    found = entries(get(app, "/t/9446.json").content, "json")
+    assert found == []
+
+
+@pytest.mark.parametrize(("cooked", "most"), [("<p>" + "huge " * 1_000_000 + "</p>", 300_000),
+                                              ("<div>" * 100_000, 1000)])
+def test_huge_or_deep_cooked_html_gives_a_bounded_feed(fresh, cooked, most):
+    site, forum, app = fresh
+    site.topics[9003].posts[4].cooked = cooked
+    started = time.process_time()
+    response = get(app, "/t/9003.json")
+    assert response.status_code == 200
+    newest = json.loads(response.content)["items"][0]
+    assert post_of(newest["id"]) == (9003, 5) and len(newest.get("content_html", "")) < most
+    assert time.process_time() - started < 10
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/posts.json", json.dumps({"latest_posts": {"a": 1}})),
+    ("/posts.json", json.dumps({"topic_list": {"topics": []}})),
+    ("/user_actions.json", json.dumps({"user_actions": "x"})),
+    ("/user_actions.json", json.dumps({"user_actions": [{"action_type": 5, "topic_id": "1"}]})),
+])
+def test_hostile_lists_of_posts_are_a_clear_502(fresh, path, body):
+    _, forum, app = fresh
+    forum.set_body(path, body)
+    route = "/posts.atom" if path == "/posts.json" else "/u/alice/posts.atom"
+    assert get(app, route).status_code == 502
+
+
+# --- the builder, the static build -----------------------------------------------------------------------
+
+def test_a_pasted_topic_url_builds_its_posts_feed(served):
+    forum, app = served
+    settings = settings_for(forum.url)
+    found = recognise(settings, f"{forum.url}/t/dynamic-shapes-the-long-thread/9446/17")
+    assert found.form is not None and found.form.list == "topic"
+    assert found.form.feed_request()[0] == f"{app.forum_key}/t/dynamic-shapes-the-long-thread/9446.atom"
+    assert recognise(settings, f"{forum.url}/u/alice/activity/replies").form == FeedForm(
+        forum=app.forum_key, list="user", user="alice")
+    page = httpx.get(f"{app.url}/", params={"url": f"{forum.url}/t/dynamic-shapes-the-long-thread/9446"},
+                     timeout=30)
+    assert page.status_code == 200
+    assert f"/{app.forum_key}/t/dynamic-shapes-the-long-thread/9446.atom" in page.text
+    assert "Post 446 of the long thread" in page.text or "Re: Dynamic shapes" in page.text
+
+
+def test_a_static_build_writes_post_feeds(tmp_path):
+    feeds = "".join(f'\n[[feeds]]\nname = "{name}"\npath = "{path}"\n'
+                    for name, path in (("topic", "t/9446"), ("latest-posts", "posts"), ("alice", "u/alice/posts")))
+    with FakeForum(mode="json", posts=PostSite.standard().answer) as forum:
+        config = write_config(tmp_path, forum.url, feeds)
+        code, _, err = run_static(config, "--out-dir", str(tmp_path / "out"))
+    assert code == 0, err
+    for name in ("topic", "latest-posts", "alice"):
+        found = parsed((tmp_path / "out" / f"{name}.atom").read_bytes()).entries
+        assert found and all(re.search(r"/t/\d+/\d+$", e.id) for e in found)
+    assert feedparser.parse((tmp_path / "out" / "topic.rss").read_bytes()).bozo == 0
