@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-from feedbridge.discourse import listing
-from feedbridge.discourse.listing import parse_listing
+from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.models import Topic
-from feedbridge.render import feeds
 from feedbridge.render.feeds import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
@@ -26,36 +20,13 @@ PAGES = {  # the two 30-topic pages of the fake forum: the real (flattened) one 
     "real page (flattened, 30 topics)": FIXTURES / "c" / "compiler" / "5.md",
     "pristine C4 page (30 topics)": FIXTURES / "c" / "compiler" / "5" / "page-1.md",
 }
-PAGE_COUNTS = (1, 3, 10, 30, 100)
+PAGE_COUNTS = (1, 3, 10, MAX_TOPICS // 30)  # a list page is read up to MAX_TOPICS topics
 ENTRY_COUNTS = (30, 100, 300, 1000)
 SPEEDUP_TARGET = 15.0
 FLAT = 1.5  # per-unit cost at the large size may exceed the small size's by at most this factor
 
 
-def forgetful(memo: Any) -> Any:
-    """`memo` (a `functools.lru_cache`) with nothing remembered: its function runs on every call."""
-    return functools.lru_cache(maxsize=0)(memo.__wrapped__)
-
-
-@contextmanager
-def nothing_remembered() -> Iterator[None]:
-    """Sections 3 and 4 time reading a page and rendering topics. With the parser's block memo and the
-    renderer's entry memo on, every round after the first would find all of its blocks and entries known
-    (that case is a cold row of section 2), so both are off here."""
-    memos = listing._block_topic, feeds._remembered_entry
-    listing._block_topic, feeds._remembered_entry = map(forgetful, memos)
-    try:
-        yield
-    finally:
-        listing._block_topic, feeds._remembered_entry = memos
-
-
 def parser_section(ctx: Context) -> list[Row]:
-    with nothing_remembered():
-        return _parser_rows(ctx)
-
-
-def _parser_rows(ctx: Context) -> list[Row]:
     from markdown_it import MarkdownIt  # bench extra: the peer we are measured against
 
     markdown = MarkdownIt("commonmark")
@@ -70,8 +41,7 @@ def _parser_rows(ctx: Context) -> list[Row]:
         rows.append(Row("3", f"parse {label}, ms/page", ours * 1e3, peer * 1e3, "ms", speedup,
                         f"≥ {SPEEDUP_TARGET:g}× faster than markdown-it-py", speedup >= SPEEDUP_TARGET))
     ctx.notes.append("3: markdown-it-py runs `MarkdownIt('commonmark').parse(text)` (tokens only, no HTML), "
-                     "feedbridge runs `parse_listing` (a full `Listing`, the block memo off: every block is "
-                     "read); same text, same process; "
+                     "feedbridge runs `parse_listing` (a full `Listing`); same text, same process; "
                      "ratio = markdown-it-py time / feedbridge time.")
 
     json_times = json_parse_times(rounds=repeat, number=ctx.loops(200, 10))
@@ -83,7 +53,7 @@ def _parser_rows(ctx: Context) -> list[Row]:
 
     per_page = parse_scaling(ctx)
     one = per_page[1]
-    for count in (10, 100):
+    for count in (10, PAGE_COUNTS[-1]):
         ratio = per_page[count] / one
         rows.append(Row("3", f"parse {count} pages in one list vs 1, ms/page", per_page[count] * 1e3, one * 1e3,
                         "ms", ratio, f"linear: ≤ {FLAT:g}× the 1-page cost per page", ratio <= FLAT))
@@ -99,13 +69,12 @@ def parse_scaling(ctx: Context) -> dict[int, float]:
     last = text.index("\n[Previous page]")
     header, blocks, trailer = text[:first], text[first:last].rstrip() + "\n\n---\n", text[last:]
     calls = {}
-    for count in PAGE_COUNTS if not ctx.quick else (1, 10, 100):
+    for count in PAGE_COUNTS if not ctx.quick else (1, 10, PAGE_COUNTS[-1]):
         big = header + blocks * count + trailer
         parsed = parse_listing(big, base_url=BASE)
         assert len(parsed.topics) == 30 * count, (count, len(parsed.topics))
         calls[count] = ((lambda text=big: parse_listing(text, base_url=BASE)), max(1, 30 // count))
-    with nothing_remembered():
-        timed = median_seconds_rounds(calls, ctx.loops(15, 3))
+    timed = median_seconds_rounds(calls, ctx.loops(15, 3))
     result = {count: seconds / count for count, seconds in timed.items()}
     ctx.data["parse_per_page"] = result
     return result
@@ -133,8 +102,7 @@ def render_scaling(ctx: Context) -> dict[str, dict[int, float]]:
     counts = ENTRY_COUNTS if not ctx.quick else (ENTRY_COUNTS[0], ENTRY_COUNTS[-1])
     calls = {(fmt, count): ((lambda fmt=fmt, chunk=topics[:count]: render(fmt, meta, chunk)), max(1, 300 // count))
              for fmt in FORMATS for count in counts}
-    with nothing_remembered():
-        times = median_seconds_rounds(calls, ctx.loops(15, 3))
+    times = median_seconds_rounds(calls, ctx.loops(15, 3))
     result: dict[str, dict[int, float]] = {fmt: {} for fmt in FORMATS}
     for (fmt, count), seconds in times.items():
         result[fmt][count] = seconds / count

@@ -131,19 +131,15 @@ def cold_section(ctx: Context) -> list[Row]:
         forums = {"FEEDBRIDGE_FORUMS": forum.url}
         cold, cold_server = procs.gunicorn("feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
                                                                 "FEEDBRIDGE_STALE_TTL": "0"})
-        unread, unread_server = procs.gunicorn("feedbridge-unread", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
-                                                                    "FEEDBRIDGE_STALE_TTL": "0"},
-                                               app="bench.unread:app")
         warm, _ = procs.gunicorn("feedbridge-warm", forums)
         floor, floor_server = procs.gunicorn("floor", {"BENCH_PAGE_URL": page}, app="bench.floor:app",
                                              ready_path="/feed")
         bridge, bridge_server = rssbridge.start(procs)
         hub = _start_rsshub(procs, forum, listing) if rsshub.available() else None
         path = _feed_path(forum.url, "c/compiler/5.atom")
-        urls = {"feedbridge": cold + path, "floor": floor + "/feed", "unread": unread + path,
+        urls = {"feedbridge": cold + path, "floor": floor + "/feed",
                 "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", True)}
-        servers = {"feedbridge": cold_server.pid, "floor": floor_server.pid, "unread": unread_server.pid,
-                   "rss-bridge": bridge_server.pid}
+        servers = {"feedbridge": cold_server.pid, "floor": floor_server.pid, "rss-bridge": bridge_server.pid}
         for name, url in {**urls, **(hub.urls() if hub else {})}.items():  # the same 30 entries, in valid feeds
             _check_feed(name, url, len(listing.topics))
         forum.control.reset()
@@ -160,7 +156,7 @@ def cold_section(ctx: Context) -> list[Row]:
                         latencies[name].append(time.perf_counter() - start)
                     cpu[name] += cpu_seconds(servers[name]) - before
         requests = per_round * rounds
-        fetched = {"feedbridge, floor and unread": (forum.control.count("/c/compiler/5.md"), 3 * requests),
+        fetched = {"feedbridge and floor": (forum.control.count("/c/compiler/5.md"), 2 * requests),
                    "rss-bridge": (forum.control.count("/c/compiler/5.html"), requests)}
         for name, (count, expected) in fetched.items():
             if count != expected:
@@ -174,16 +170,14 @@ def cold_section(ctx: Context) -> list[Row]:
         for url in cached.values():
             _get(url)
         throughput = wrk_compare(cached, runs, seconds)
-    ours, base, unread_ms, peer = (statistics.median(latencies[n]) * 1e3 for n in urls)
-    ours_cpu, base_cpu, unread_cpu, peer_cpu = (cpu[n] / requests * 1e3 for n in urls)
+    ours, base, peer = (statistics.median(latencies[n]) * 1e3 for n in urls)
+    ours_cpu, base_cpu, peer_cpu = (cpu[n] / requests * 1e3 for n in urls)
     ours_rps, peer_rps = throughput["feedbridge"].rps, throughput["rss-bridge"].rps
     ctx.notes.append(f"2: cold = {requests} sequential requests per side in {rounds} rounds of {per_round} (order "
                      "rotated), client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 and "
-                     "FEEDBRIDGE_STALE_TTL=0 (no feed or page is stored). The page is the same on every request, so "
-                     "from the second one every topic block is in feedbridge's block memo and every entry in its entry "
-                     "memo: the cost of a list fetched again with no topic changed. The 'every block read' row is the "
-                     "same server with both memos off (`bench/unread.py`): a list none of whose topics was seen "
-                     "before. RSS-Bridge "
+                     "FEEDBRIDGE_STALE_TTL=0 (no feed or page is stored), so every request reads every topic block of "
+                     "the page and builds every entry: feedbridge remembers no parsed block or built entry. "
+                     "RSS-Bridge "
                      "(Debian 2022-01-20, XPath bridge, Atom) "
                      "with `_cache_timeout=0`; the fake forum serves both pages from memory, never answers 304 and "
                      "logged exactly one page fetch per cold request on each side. RSS-Bridge runs under `php -S` "
@@ -192,8 +186,7 @@ def cold_section(ctx: Context) -> list[Row]:
     ctx.notes.append(f"2: library floor = `bench/floor.py` under the same gunicorn settings: per request an httpx "
                      "fetch of the same page and a feedgen Atom render of the same 30 topics (parsed once at start), "
                      "nothing else. Server CPU = user + system time of the server's processes (/proc) over the "
-                     f"cold requests, per request: feedbridge {ours_cpu:.2f} ms ({unread_cpu:.2f} ms with every "
-                     f"block read), floor {base_cpu:.2f} ms, "
+                     f"cold requests, per request: feedbridge {ours_cpu:.2f} ms, floor {base_cpu:.2f} ms, "
                      f"RSS-Bridge {peer_cpu:.2f} ms.")
     if hub:
         hub_rps, hub_p99 = throughput["rsshub"].rps, throughput["rsshub"].p99_ms
@@ -210,8 +203,6 @@ def cold_section(ctx: Context) -> list[Row]:
     return hub_rows + [
         Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
             ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
-        Row("2", "cold feed, every topic block read and entry built (a list not seen before: memos off) vs RSS-Bridge, "
-            "median latency", unread_ms, peer, "ms", unread_ms / peer, "(reference)", None),
         Row("2", "library floor of a cold feed (gunicorn + Flask + httpx + feedgen, no feedbridge code) vs "
             "RSS-Bridge, median latency", base, peer, "ms", base / peer, "(reference)", None),
         Row("2", "server CPU per cold request vs RSS-Bridge", ours_cpu, peer_cpu, "ms",

@@ -29,7 +29,6 @@ from feedbridge.discourse import nesting
 from feedbridge.discourse import topic as topic_module
 from feedbridge.discourse.json_lists import parse_json_categories, parse_json_listing, parse_json_topic
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
-from feedbridge.discourse.listing import _block_topic as listing_memo
 from feedbridge.discourse.nesting import MAX_DEPTH, HostileMarkup, check_nesting
 from feedbridge.discourse.topic import MAX_POSTS, parse_topic
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
@@ -199,7 +198,6 @@ def retained(build: Callable[[], T]) -> tuple[T, int]:
     tracemalloc.start()
     try:
         value = build()
-        listing_memo.cache_clear()  # the Markdown parser's memo of blocks is bounded on its own
         gc.collect()
         used = tracemalloc.get_traced_memory()[0]
     finally:

@@ -192,7 +192,6 @@ def parse_both_ways(text: str, base_url: str | None):
         return topic
 
     def outcome():
-        parser._block_topic.cache_clear()  # each way reads every block itself, not the other's memo
         try:
             return parse_listing(text, base_url=base_url)
         except NotAListError as exc:
@@ -300,53 +299,3 @@ def test_a_heading_that_links_outside_t_is_not_a_topic() -> None:
     text = C4.replace("/t/about-the-widgets-category/11)", "/c/widgets/11)", 1)
     listing = parse_listing(text)
     assert 11 not in [t.id for t in listing.topics] and listing.skipped == 1
-
-
-# --- the block memo (issue 18) ----------------------------------------------------------------------------
-
-@pytest.fixture
-def blocks_read(monkeypatch):
-    """The blocks `_topic` actually reads (the memo's misses), from an empty memo."""
-    from feedbridge.discourse import listing as parser
-
-    parser._block_topic.cache_clear()
-    read: list[str] = []
-    real = parser._topic
-
-    def counting(block, base, plugin):
-        read.append(block.chunk)
-        return real(block, base, plugin)
-
-    monkeypatch.setattr(parser, "_topic", counting)
-    yield read
-    parser._block_topic.cache_clear()
-
-
-def test_a_page_read_again_reads_only_the_blocks_that_changed(blocks_read):
-    text = (FIXTURES / "dev-discuss-compiler.md").read_text()
-    first = parse_listing(text)
-    assert len(blocks_read) == 30
-    assert parse_listing(text) == first and len(blocks_read) == 30  # every block remembered
-    title = first.topics[5].title
-    changed = text.replace(title, title + " (edited)", 1)
-    again = parse_listing(changed)
-    assert len(blocks_read) == 31 and again.topics[5].title == title + " (edited)"
-    assert again.topics[:5] == first.topics[:5] and again.topics[6:] == first.topics[6:]
-
-
-def test_the_memo_keys_on_the_base_and_stays_bounded(blocks_read):
-    from feedbridge.discourse import listing as parser
-
-    plugin = "# w\n\n**URL:** /c/w/9.md\n**Topics on this page:** 1\n\n## [A](/t/a/1)\n\n**Author:** @x\n" \
-             "**Last posted:** 2024-03-01T09:00:00Z\n\nexcerpt\n"
-    urls = [parse_listing(plugin, base_url=base).topics[0].url for base in ("https://a.example", "https://b.example")]
-    assert urls == ["https://a.example/t/a/1", "https://b.example/t/a/1"]
-    long = f"# T\n\n**URL:** https://f.org/latest.md\n\n---\n\n## [T](https://f.org/t/t/7)\n\n" \
-           f"**Author:** [@a](https://f.org/u/a)\\\n**Replies:** 5\\\n**Last updated:** " \
-           f"[x](https://f.org/t/t/7/9 \"2024-01-01T00:00:00Z\")\n\n{'word ' * parser.BLOCK_MEMO_CHARS}\n\n---\n"
-    for _ in range(2):
-        assert parse_listing(long).topics[0].excerpt.startswith("word word")
-    assert len(blocks_read) == 4  # the long block was read both times, never stored
-    for i in range(parser.BLOCK_MEMO + 50):
-        parse_listing(long.replace("word " * parser.BLOCK_MEMO_CHARS, f"topic {i}"))
-    assert parser._block_topic.cache_info().currsize == parser.BLOCK_MEMO

@@ -21,11 +21,8 @@ from lxml import etree
 
 from feedbridge import __version__
 from feedbridge.models import Topic
-from feedbridge.render import feeds
 from feedbridge.render.feedgen_ext import SLASH_NS
 from feedbridge.render.feeds import (
-    ENTRY_MEMO,
-    ENTRY_MEMO_CHARS,
     JSON_FEED_VERSION,
     FeedMeta,
     entry_id,
@@ -52,12 +49,6 @@ META = FeedMeta(
     self_url="https://feeds.example/forum.example/c/5.atom",
     updated=datetime(2026, 3, 28, 8, 0, tzinfo=UTC),  # when the list was read
 )
-
-
-@pytest.fixture(autouse=True)
-def _no_entry_remembered():
-    """Each test builds its own entries: none is found in the memo from an earlier test's topics."""
-    feeds._remembered_entry.cache_clear()
 
 
 def at(day: int, hour: int = 12) -> datetime:
@@ -441,58 +432,12 @@ def test_cost_per_entry_stays_flat(fmt):
     assert large < 10 * small * 1.1
 
 
-# --- the entry memo ----------------------------------------------------------------------------------
+# --- renders share nothing -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def entries_built(monkeypatch) -> list[int]:
-    """The topic ids of the entries actually built, in order."""
-    built: list[int] = []
-    build = feeds._new_entry
-
-    def counted(forum_url: str, topic: Topic):
-        built.append(topic.id)
-        return build(forum_url, topic)
-
-    monkeypatch.setattr(feeds, "_new_entry", counted)
-    return built
-
-
-def test_an_entry_is_built_once_per_topic_and_format(entries_built):
-    """Only Atom's undated topic (13), which takes the feed's date, is built on every render."""
-    for _ in range(3):
-        render("atom", META, TOPICS)
-    assert entries_built == [20, 7, 13, 13, 13]
-    entries_built.clear()
-    for _ in range(3):
-        render("rss", META, TOPICS)
-    assert entries_built == [20, 7, 13]
-    entries_built.clear()
-    render("rss", META, [*TOPICS, replace(TOPICS[0], replies=5)])  # a new reply: a new entry
-    assert entries_built == [20]
-
-
-@pytest.mark.parametrize("fmt", XML_FORMATS)
-def test_remembered_entries_give_the_bytes_built_ones_do(fmt):
-    """Also after the other format's entries for the same topics were remembered (RSS entries carry an
-    extension Atom's do not), and for another forum's feed of the same topics."""
-    topics = [*TOPICS, topic(30, content_html="<p>full</p>", created_at=at(2), category="compiler",
-                             tags=("gpu",))]
-    other = replace(META, forum_url="https://other.example/")
-    built = [render(fmt, meta, topics) for meta in (META, other)]
-    feeds._remembered_entry.cache_clear()
-    for _ in range(2):
-        for each in XML_FORMATS:
-            render(each, META, topics)
-    assert [render(fmt, meta, topics) for meta in (META, other)] == built
-    assert b"other.example/t/20" in built[1] and b"other.example" not in built[0]
-
-
-def test_threads_rendering_the_same_remembered_entries_all_get_the_same_bytes():
-    """Entries are shared between threads once remembered: rendering may only read them."""
+def test_threads_rendering_the_same_topics_all_get_the_same_bytes():
     topics = [topic(i, content_html=f"<p>{i}</p>", tags=("gpu",)) for i in range(1, 31)]
     want = {fmt: render(fmt, META, topics) for fmt in XML_FORMATS}
-    feeds._remembered_entry.cache_clear()
 
     def renders(n: int) -> list[bool]:
         return [render(fmt, META, topics) == want[fmt] for fmt in (XML_FORMATS * 20)[n % 2:][:20]]
@@ -509,26 +454,16 @@ def test_an_undated_entry_takes_each_feeds_own_date():
         assert feed.entries[0].updated_parsed == at(day).utctimetuple()
 
 
-def test_equal_times_in_any_zone_give_the_same_entry():
-    """Topics that compare equal share an entry, so their text must be equal too: dates are written in UTC."""
+def test_equal_times_in_any_zone_give_the_same_bytes():
+    """Topics that compare equal give equal feeds (and ETags): dates are written in UTC."""
     plus_two = timezone(timedelta(hours=2))
     zoned = [topic(1, last_posted_at=at(5).astimezone(plus_two), created_at=at(4).astimezone(plus_two))]
     utc = [topic(1, last_posted_at=at(5), created_at=at(4))]
     assert zoned == utc
     for fmt in XML_FORMATS:
         first = render(fmt, META, zoned)
-        feeds._remembered_entry.cache_clear()
         assert render(fmt, META, utc) == first
         assert b"+02:00" not in first and b"+0200" not in first
-
-
-def test_the_entry_memo_is_bounded(entries_built):
-    long = topic(1, content_html="x" * (ENTRY_MEMO_CHARS + 1))
-    for _ in range(2):
-        render("atom", META, [long])
-    assert entries_built == [1, 1] and feeds._remembered_entry.cache_info().currsize == 0
-    render("rss", META, [topic(i) for i in range(ENTRY_MEMO + 10)])
-    assert feeds._remembered_entry.cache_info().currsize == ENTRY_MEMO
 
 
 # --- real data ---------------------------------------------------------------------------------------

@@ -7,17 +7,10 @@ layout, then the header, each `## [title](url)` block and the trailing paginatio
 this runs on every cold request, and a regex-and-lines pass costs a fraction of a millisecond per page.
 Blocks in the current core layout are read by one regex match each (`_C4_TOPIC`); every other block goes
 through the general line loop, which reads the current layout identically (tests compare the two).
-
-A topic's block is read once: the same block text always gives the same `Topic`, and a list fetched again
-(its cached copy expired, the forum sends no validators) differs from the last copy by the few topics that
-were active since, or not at all; the latest list and the category lists hold the same blocks too. So
-`_block_topic` remembers the last `BLOCK_MEMO` blocks (bounded in size, each at most `BLOCK_MEMO_CHARS`),
-and a page of known blocks costs its split and one dictionary lookup per topic.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import logging
 import re
@@ -49,11 +42,6 @@ would hold ~400 MB and make a feed of 30 MB. Keeping the first ones, rather than
 serves the newest topics of a forum that pads its list, and a list is never refused for its length."""
 
 
-BLOCK_MEMO = 1024
-"""Topic blocks whose reading is remembered: a few dozen pages' worth, a couple of MiB at most."""
-BLOCK_MEMO_CHARS = 2048
-"""Longer blocks (a list's blocks are under 1,000 characters) are read every time, so the memo stays small."""
-
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
 
 _URL_BREAK = re.compile(r"[()\s]")
@@ -70,6 +58,7 @@ _PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?=[^()\s]*\)
 # in `_row_fields` costs a regex call and a dozen string operations per line. Any other shape (a deleted
 # author, a relative or query-carrying URL, older dialects, odd spacing) falls back to the general path,
 # which reads these blocks the same way: tests/test_parser.py parses every fixture both ways and compares.
+# Kept for bench row 3 "parse real page (flattened, 30 topics)": ≥ 15× markdown-it-py needs it.
 _C4_TOPIC = re.compile(
     r"(?P<title>[^\[\]\\\n]*(?:\\.[^\[\]\\\n]*)*)\]\((?P<url>https?://[^()\s?#]*/(?P<id>[0-9]{1,18})/*)\)[ \t]*\n"
     r'(?:\n|<div class="topic-metadata">\n)*'
@@ -130,9 +119,10 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
     topics: list[Topic] = []
     skipped = 0
     for block in blocks:
-        chunk = block.chunk
-        topic = _block_topic(chunk, base, plugin) if len(chunk) <= BLOCK_MEMO_CHARS else \
-            _block_topic.__wrapped__(chunk, base, plugin)
+        try:
+            topic = _topic(block, base, plugin)
+        except ValueError:  # one topic with an unparsable URL is a malformed block, not a broken list
+            topic = None
         if topic is None:
             skipped += 1
         else:
@@ -224,16 +214,6 @@ def _dialect(plugin: bool, counted: bool, blocks: list[_Block], text: str) -> st
     ):
         return "c4"
     return "c3" if any(USER_LINK.search(line) for b in blocks for line in b.lines[:6]) else "c2"
-
-
-@functools.lru_cache(maxsize=BLOCK_MEMO)
-def _block_topic(chunk: str, base: str, plugin: bool) -> Topic | None:
-    """The topic of one block's text, or None for a malformed block (remembered too: a block that was
-    malformed stays so)."""
-    try:
-        return _topic(_Block(chunk), base, plugin)
-    except ValueError:  # one topic with an unparsable URL is a malformed block, not a broken list
-        return None
 
 
 def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:

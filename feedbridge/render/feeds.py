@@ -33,7 +33,6 @@ forum post must not make the whole feed unparsable, or make lxml raise.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import html
 import json
 from collections.abc import Sequence
@@ -42,10 +41,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from feedgen.entry import FeedEntry
 from feedgen.feed import FeedGenerator
 
-from feedbridge import PROJECT_URL, __version__
+from feedbridge import __version__
 from feedbridge.models import XML_INVALID, Topic, has_xml_invalid, iso_utc
 from feedbridge.render.feedgen_ext import (
     ChannelExtension,
@@ -62,15 +60,6 @@ JSON_TYPE = "application/feed+json; charset=utf-8"
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 
 _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
-
-ENTRY_MEMO = 2048
-"""Atom and RSS entries remembered, by format, forum and `Topic`: a topic's entry is built once. An entry is
-a pure function of its topic, the same topics recur from one reading of a list to the next (most have had
-no new reply) and across lists, and every feed filtered from one list (by author, keyword, tag) holds
-entries of the same topics; building them was a third of a render. Full, it holds about 4 MiB (entries of
-list topics, tracemalloc)."""
-ENTRY_MEMO_CHARS = 4096
-"""Topics with more content than this (full-content feeds) are not remembered, so the memo stays small."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,17 +90,14 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
     fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
-    fg.generator("feedbridge", version=__version__, uri=PROJECT_URL)
+    fg.generator("feedbridge", version=__version__)
     for topic in topics:
-        # An undated entry takes the feed's date, so only a dated one is the topic's alone to remember.
-        entry = _entry("atom", meta.forum_url, topic) if _updated(topic) else _atom_entry(meta.forum_url, topic,
-                                                                                              feed_date)
-        fg.add_entry(entry, order="append")
+        _add_atom_entry(fg, meta.forum_url, topic, feed_date)
     return _with_prolog(fg.atom_str(xml_declaration=False), meta.stylesheet_url)
 
 
-def _atom_entry(forum_url: str, topic: Topic, feed_date: datetime | None = None) -> Any:
-    entry = _new_entry(forum_url, topic)
+def _add_atom_entry(fg: FeedGenerator, forum_url: str, topic: Topic, feed_date: datetime | None) -> None:
+    entry = _add_entry(fg, forum_url, topic)
     entry.updated(_utc(_updated(topic) or feed_date))  # required by Atom, optional (absent) elsewhere
     if topic.author:
         entry.author(name=topic.author, uri=topic.author_url)  # feedgen skips a None uri
@@ -119,7 +105,6 @@ def _atom_entry(forum_url: str, topic: Topic, feed_date: datetime | None = None)
         entry.summary(topic.excerpt)  # type text: the excerpt is plain text
     if topic.created_at:
         entry.published(_utc(topic.created_at))
-    return entry
 
 
 def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
@@ -131,18 +116,18 @@ def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
         fg.lastBuildDate(_utc(last_build))
     fg.register_extension("rss_channel", ChannelExtension, atom=False)
     fg.rss_channel.set(link=meta.html_url, has_last_build_date=last_build is not None)
-    fg.generator(f"feedbridge {__version__} ({PROJECT_URL})")
+    fg.generator(f"feedbridge {__version__}")
     for topic in topics:
-        fg.add_entry(_entry("rss", meta.forum_url, topic), order="append")
+        _add_rss_entry(fg, meta.forum_url, topic)
     return _with_prolog(fg.rss_str(xml_declaration=False), meta.stylesheet_url)
 
 
-def _rss_entry(forum_url: str, topic: Topic) -> Any:
-    entry = _new_entry(forum_url, topic)
-    entry.register_extension("dc", CreatorEntryExtension, atom=False)
+def _add_rss_entry(fg: FeedGenerator, forum_url: str, topic: Topic) -> None:
+    entry = _add_entry(fg, forum_url, topic)
     # guid isPermaLink="true": the id URL resolves (Discourse redirects /t/ID to the topic), so
-    # readers that link the guid still land on the topic.
-    entry.guid(entry.id(), permalink=True)
+    # readers that link the guid still land on the topic. A digest's id names a period, no page; a post's
+    # (`/t/ID/NUMBER`) is its page.
+    entry.guid(entry.id(), permalink=topic.entry_id is None or topic.post_number is not None)
     if topic.author:
         entry.dc.creator(topic.author)
     if topic.excerpt:
@@ -150,7 +135,6 @@ def _rss_entry(forum_url: str, topic: Topic) -> Any:
         entry.summary(html.escape(topic.excerpt, quote=False))
     if published := topic.created_at or topic.last_posted_at:
         entry.pubDate(_utc(published))
-    return entry
 
 
 def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
@@ -159,13 +143,14 @@ def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     if meta.self_url:
         feed["feed_url"] = meta.self_url
     feed["description"] = _description(meta)
-    feed["_feedbridge"] = {"about": PROJECT_URL, "version": __version__}
+    feed["_feedbridge"] = {"version": __version__}
     feed["items"] = [_json_item(topic, meta.forum_url) for topic in topics]
     return json.dumps(feed, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _json_item(topic: Topic, forum_url: str) -> dict[str, object]:
-    item: dict[str, object] = {"id": entry_id(forum_url, topic.id), "url": topic.url, "title": topic.title}
+    item: dict[str, object] = {"id": topic.entry_id or entry_id(forum_url, topic.id), "url": topic.url,
+                               "title": topic.title}
     # JSON Feed requires content_html or content_text on every item.
     if topic.content_html:
         item["content_html"] = topic.content_html
@@ -208,25 +193,10 @@ def _feed_generator(meta: FeedMeta, self_type: str) -> FeedGenerator:
     return fg
 
 
-def _entry(kind: str, forum_url: str, topic: Topic) -> Any:
-    """The topic's entry, built once: see `ENTRY_MEMO`. A topic with long content is built every time."""
-    if topic.content_html and len(topic.content_html) > ENTRY_MEMO_CHARS:
-        return _remembered_entry.__wrapped__(kind, forum_url, topic)
-    return _remembered_entry(kind, forum_url, topic)
-
-
-@functools.lru_cache(maxsize=ENTRY_MEMO)
-def _remembered_entry(kind: str, forum_url: str, topic: Topic) -> Any:
-    # Built whole before it is stored: from then on it is only read (feedgen's `add_entry` finds its
-    # extensions already loaded, and rendering builds new elements from it), by any number of threads.
-    return _atom_entry(forum_url, topic) if kind == "atom" else _rss_entry(forum_url, topic)
-
-
-def _new_entry(forum_url: str, topic: Topic) -> Any:
-    """The part Atom and RSS share, with the extensions `_feed_generator` registers on the feed."""
-    entry = FeedEntry()
-    entry.register_extension("slash", SlashEntryExtension)
-    entry.id(entry_id(forum_url, topic.id))
+def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic) -> Any:
+    """The part Atom and RSS share; feedgen gives the entry the extensions registered on the feed."""
+    entry = fg.add_entry(order="append")  # feedgen prepends by default, which would reverse the caller's order
+    entry.id(topic.entry_id or entry_id(forum_url, topic.id))
     entry.title(topic.title)
     # Exactly one link: feedgen 1.0 drops rel attributes on entry links, so a second one would
     # turn into a duplicate rel=alternate that validators reject.
@@ -242,8 +212,8 @@ def _new_entry(forum_url: str, topic: Topic) -> Any:
 
 
 def _utc(moment: datetime | None) -> datetime | None:
-    """Equal times give equal text (`Topic`s that compare equal share an entry): written in UTC, as JSON
-    Feed's are; the parsers give UTC already."""
+    """Equal times give equal text (`Topic`s that compare equal give equal feeds, and ETags): written in
+    UTC, as JSON Feed's are; the parsers give UTC already."""
     return moment.astimezone(UTC) if moment is not None else None
 
 
