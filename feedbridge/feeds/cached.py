@@ -50,6 +50,7 @@ from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import BridgeBusy, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
+from feedbridge.store import keys
 from feedbridge.store.control import WINDOW, ControlStore, Windows
 from feedbridge.store.entries import FailureEntry
 from feedbridge.store.memory import Flight, Store
@@ -206,7 +207,7 @@ class CachePolicy:
 
     def remembered(self, key: str) -> UpstreamError | None:
         """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""
-        failure: FailureEntry | None = self.control.get("failed:" + key)
+        failure: FailureEntry | None = self.control.get(keys.key("failed", key))
         if failure is None:
             return None
         left = max(failure.stored_at + self.settings.negative_ttl - time.time(), 1.0)
@@ -217,8 +218,8 @@ class CachePolicy:
         """Failures of the forum only: a budget or slot refusal, or a 429 (kept per forum), is not remembered."""
         if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited):
             return
-        self.control.set("failed:" + key, FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status),
-                         self.settings.negative_ttl)
+        failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
+        self.control.set(keys.key("failed", key), failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
                caller: Caller | None, what: str) -> E:

@@ -38,7 +38,6 @@ after reads the probe's page from there.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -49,6 +48,7 @@ from feedbridge.feeds.cached import Caller
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing
+from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import SourceEntry
 from feedbridge.store.memory import Flight
@@ -101,7 +101,7 @@ class SourceDetector:
 
     @staticmethod
     def key(forum: Forum) -> str:
-        return "source:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+        return keys.key("source", forum.base_url)
 
     def _probe(self, forum: Forum, previous: SourceEntry | None, caller: Caller | None) -> SourceEntry:
         """One transition of the table in the module docstring; stores and returns the new record.

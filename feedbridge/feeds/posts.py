@@ -27,7 +27,6 @@ A page that repeats what was read, or goes on past `pages=`, ends the paging: lo
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -54,6 +53,7 @@ from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing, Topic
+from feedbridge.store import keys
 from feedbridge.store.entries import topic_bytes
 
 if TYPE_CHECKING:
@@ -391,5 +391,5 @@ def _result(future: Future[T], caller: Caller | None) -> T:
 
 
 def _key(kind: str, forum: Forum, name: str) -> str:
-    return f"{kind}:" + hashlib.sha256(f"{forum.base_url}|{name}".encode()).hexdigest()[:32]
+    return keys.key(kind, forum.base_url, name)
 

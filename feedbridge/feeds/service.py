@@ -39,6 +39,7 @@ from feedbridge.feeds.posts import PostFeeds
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.models import Category, Listing, Topic
+from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import Flight, SingleFlight, Store
@@ -97,8 +98,7 @@ class FeedService:
         """Everything the body depends on: the spec and the links built from the request (its own URL, the
         stylesheet's), so a copy built for one Host or script root is never served to another. Bounded:
         the web layer accepts only host names as Host, and gunicorn bounds the request line."""
-        key = spec.cache_key() + (f"|{self_url}|{stylesheet_url}" if self_url or stylesheet_url else "")
-        return "feed:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+        return keys.key("feed", spec.cache_key(), *((self_url, stylesheet_url) if self_url or stylesheet_url else ()))
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
              key: str | None = None, caller: Caller | None = None) -> FeedResult:
@@ -194,17 +194,17 @@ class FeedService:
         return [replace(t, category=names[t.category_id]) if t.category is None and t.category_id in names else t
                 for t in topics]
 
-    def _enrich(self, forum: Forum, topics: list[Topic], caller: Caller | None, cached_only: bool) -> list[Topic]:
+    def _enrich(self, forum: Forum, topics: list[Topic], caller: Caller | None, stale_pages: bool) -> list[Topic]:
         """Each topic with its first post, creation date, category and tags; the excerpt when that fails.
 
         Within the request's deadline: when it passes, the topics not read by then keep their excerpt, the
         fetches under way finish in the background (and are cached, or remembered as failed), those not
         started never start (cancelled here, or refused by `_topic_page` when a busy pool starts them late),
         and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses what is
-        cached without asking again. `cached_only` (stale pages: the forum just failed) asks nothing either.
+        cached without asking again. With `stale_pages` (the forum just failed) it asks nothing either.
         """
-        slow_key = "topicslow:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
-        cached_only = cached_only or self.store.get(slow_key) is not None
+        slow_key = keys.key("topicslow", forum.base_url)
+        cached_only = stale_pages or self.control.get(slow_key) is not None
         results: list[Topic] = []
         failures = 0
         bound = self.settings.fetch_concurrency
@@ -225,7 +225,7 @@ class FeedService:
                     log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
                                 self.settings.request_deadline, len(topics) - len(results))
                     if self.settings.negative_ttl > 0:
-                        self.store.set(slow_key, time.time(), self.settings.negative_ttl)
+                        self.control.set(slow_key, time.time(), self.settings.negative_ttl)
                     cached_only = True
                     results.append(self._cached_topic(forum, topic))
                 except (UpstreamError, NotATopicError, ValueError) as exc:
@@ -259,12 +259,12 @@ class FeedService:
 
     @staticmethod
     def _categories_key(forum: Forum) -> str:
-        return "categories:" + hashlib.sha256(forum.base_url.encode()).hexdigest()[:32]
+        return keys.key("categories", forum.base_url)
 
     @staticmethod
     def _topic_key(forum: Forum, topic: Topic) -> str:
         stamp = topic.last_posted_at.isoformat() if topic.last_posted_at else "-"
-        return "topic:" + hashlib.sha256(f"{forum.base_url}|{topic.id}|{stamp}".encode()).hexdigest()[:32]
+        return keys.key("topic", forum.base_url, topic.id, stamp)
 
     def _cached_topic(self, forum: Forum, topic: Topic) -> Topic:
         entry: TopicEntry | None = self.store.get(self._topic_key(forum, topic))
@@ -350,12 +350,12 @@ class FeedService:
             next_page = numbers.stop
         return listings
 
-    def page(self, forum: Forum, url: str, stale_only: bool = False, caller: Caller | None = None,
+    def page(self, forum: Forum, url: str, stale_pages: bool = False, caller: Caller | None = None,
              source: Source = MARKDOWN) -> Listing:
-        """One parsed list page: from cache while fresh, else fetched; with `stale_only`, any cached copy
+        """One parsed list page: from cache while fresh, else fetched; with `stale_pages`, any cached copy
         or nothing (the forum just failed: asking it again would only double the load)."""
-        key = "page:" + hashlib.sha256(url.encode()).hexdigest()[:32]
-        if stale_only:
+        key = keys.key("page", url)
+        if stale_pages:
             cached: PageEntry | None = self.store.get(key)
             if cached is None:
                 raise UpstreamError(f"no copy of {url} to fall back on")
@@ -370,11 +370,16 @@ class FeedService:
         """The stored entry if it is within the cache TTL, else None."""
         return self.policy.fresh(key, self.settings.cache_ttl)
 
+    @staticmethod
+    def rate_limit_key(forum: Forum) -> str:
+        """Where a forum's `Retry-After` is remembered (the control store: no flood of readers evicts it)."""
+        return keys.key("ratelimit", forum.base_url)
+
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
               caller: Caller | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
         web request's fetches are charged to the forum's budget."""
-        limited_key = "ratelimit:" + forum.key
+        limited_key = self.rate_limit_key(forum)
         until = self.control.get(limited_key)
         longest = self.settings.retry_after_max
         # A wait past the maximum is not honoured, whoever stored it (a Redis shared with another version).

@@ -8,7 +8,6 @@ from the request. No request text can change which host is fetched, or reach `..
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -138,7 +137,7 @@ class FeedSpec:
         """What names this feed's content: equal specs give equal keys (the query is canonical)."""
         name = (f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|"
                 f"{self.canonical_query()}" + (f"|{self.user}" if self.user is not None else ""))
-        return hashlib.sha256(name.encode()).hexdigest()[:32]
+        return name
 
 
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
