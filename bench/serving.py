@@ -27,8 +27,10 @@ from .procs import Procs, cpu_seconds, rss_bytes, worker_pids, wrk_compare
 if TYPE_CHECKING:
     from tests.upstream import ForumProcess
 
-HIT_RPS_TARGET, HIT_P99_TARGET = 0.9, 1.5
-COLD_TARGET, CACHED_RPS_TARGET = 0.8, 2.0
+# Issue 27: within 10% of the 0.91x of the last run before request lines went through standard logging.
+HIT_RPS_TARGET, HIT_P99_TARGET = 0.85, 1.5
+# The cold row reads every block and builds every entry on each request (nothing is remembered between calls).
+COLD_TARGET, CACHED_RPS_TARGET = 0.9, 2.0
 WORKERS = 2  # gunicorn_conf's default WEB_CONCURRENCY, which these runs keep
 MEMORY_CACHE_BYTES = 8 * 2**20
 MEMORY_OVERHEAD_BYTES = 16 * 2**20  # the fixed allowance we claim on top of the cache bound
