@@ -204,7 +204,7 @@ def test_readme_screenshot_is_the_demo_building_a_feed(browser):
         page = context.new_page()
         page.goto(demo.urls["front page"])
         key = demo.urls["Atom feed"].split("/", 3)[3].removesuffix("/c/compiler/5.atom")
-        assert key.endswith("/dev-discuss.pytorch.org")
+        assert key == "dev-discuss.pytorch.org"  # the demo serves the real forum's feed URLs from its offline copy
         page.get_by_label("category", exact=True).check()
         page.select_option("#category", "compiler/5")
         page.fill("#q", "inductor OR dynamo")
