@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from feedbridge.discourse.json_lists import parse_json_listing
+from feedbridge.discourse.json_pages import parse_json_listing
 
 from .harness import PROJECT_ROOT, median_seconds_rounds
 

@@ -7,7 +7,7 @@ import re
 
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.models import Topic
-from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
 

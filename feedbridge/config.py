@@ -142,8 +142,8 @@ class Settings:
     source_recheck: int = number(3600, "FEEDBRIDGE_SOURCE_RECHECK", 60, 7 * 24 * 3600)
     log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL", read=str.upper)
     access_log: bool = text(True, "FEEDBRIDGE_ACCESS_LOG", read=_on_off)
-    # Abuse bounds (feedbridge.feeds.cached): remembered failures, the per-forum budget of upstream requests,
-    # one deadline per request, and the requests per process that may wait on upstream at once.
+    # Abuse bounds (feedbridge.feeds.policy and .callers): remembered failures, the per-forum budget of
+    # upstream requests, one deadline per request, and the requests per process that may wait on upstream.
     negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)
     forum_budget: int = number(120, "FEEDBRIDGE_FORUM_BUDGET", 0, 100_000)
     # Below worker_timeout: checked in from_env.

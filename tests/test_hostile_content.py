@@ -27,7 +27,7 @@ import pytest
 from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.discourse import nesting
 from feedbridge.discourse import topic as topic_module
-from feedbridge.discourse.json_lists import parse_json_categories, parse_json_listing, parse_json_topic
+from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing, parse_json_topic
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.discourse.nesting import MAX_DEPTH, HostileMarkup, check_nesting
 from feedbridge.discourse.topic import MAX_POSTS, parse_topic

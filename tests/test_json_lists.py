@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from feedbridge.discourse.json_lists import (
+from feedbridge.discourse.json_pages import (
     parse_json_categories,
     parse_json_listing,
     parse_json_topic,

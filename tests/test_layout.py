@@ -94,7 +94,7 @@ def test_imports_run_down_the_data_path(path: Path) -> None:
 def test_the_checker_sees_a_wrong_import(tmp_path: Path) -> None:
     """The rule above is only as good as its parser: an upward import must be found."""
     probe = PACKAGE / "store" / "_probe_for_test.py"
-    probe.write_text("def f():\n    from feedbridge.render.feeds import FeedMeta\n    from ..feeds import spec\n")
+    probe.write_text("def f():\n    from feedbridge.render.documents import FeedMeta\n    from ..feeds import spec\n")
     try:
         assert [t for _, t in imported_units(probe)] == ["render", "feeds"]
     finally:

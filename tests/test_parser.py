@@ -13,7 +13,7 @@ import pytest
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
-from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 import feedbridge
-from feedbridge.web.feeds import MAX_HOST_CHARS, valid_host
+from feedbridge.web.routes import MAX_HOST_CHARS, valid_host
 from tests.appserver import running_app, settings_for
 from tests.upstream import FakeForum
 
@@ -87,7 +87,7 @@ PATTERNS = sorted(package_patterns(), key=lambda item: item[0])
 
 def test_the_package_patterns_are_found() -> None:
     names = {name for name, _, _ in PATTERNS}
-    assert "feedbridge.web.feeds._LABEL" in names
+    assert "feedbridge.web.routes._LABEL" in names
     assert any(name.startswith("feedbridge.feeds.spec._FEED_ROUTES[") for name in names)
     assert len(PATTERNS) >= 20
 

@@ -21,8 +21,7 @@ from lxml import etree
 
 from feedbridge import __version__
 from feedbridge.models import Topic
-from feedbridge.render.feedgen_ext import SLASH_NS
-from feedbridge.render.feeds import (
+from feedbridge.render.documents import (
     JSON_FEED_VERSION,
     FeedMeta,
     entry_id,
@@ -30,6 +29,7 @@ from feedbridge.render.feeds import (
     render_json,
     render_rss,
 )
+from feedbridge.render.feedgen_ext import SLASH_NS
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import FORMATS as REGISTRY
 from feedbridge.render.formats import render

@@ -19,7 +19,7 @@ import pytest
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.feeds.spec import parse_feed_request
-from feedbridge.staticsite.config import BuildConfigError, load_build_config
+from feedbridge.staticsite.plan import BuildConfigError, load_build_config
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_render import assert_json_feed_1_1
 from tests.upstream import JSON_ROOT, FakeForum, with_figures

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from lxml import etree, html
 
 from feedbridge.cli import main
-from feedbridge.staticsite.config import load_build_config
+from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from lxml import etree
 from feedbridge.config import parse_forum
 from feedbridge.feeds.enrich import markdown_to_safe_html
 from feedbridge.models import Category
-from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.files import Listed, feeds_opml
 from feedbridge.web.pages import opml_document as web_opml

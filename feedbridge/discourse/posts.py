@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any, TypeGuard
 
 from feedbridge.discourse.fields import utc
-from feedbridge.discourse.json_lists import MAX_TOPIC_CHARS, load_json
+from feedbridge.discourse.json_pages import MAX_TOPIC_CHARS, load_json
 from feedbridge.errors import UnreadableError
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing, Topic
-from feedbridge.render.feeds import FeedMeta
+from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import render
 
 

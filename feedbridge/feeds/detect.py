@@ -44,14 +44,14 @@ from collections.abc import Callable
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamRefused
-from feedbridge.feeds.cached import Caller
+from feedbridge.feeds.callers import Caller
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import SourceEntry
-from feedbridge.store.memory import Flight
+from feedbridge.store.protocols import Flight
 
 log = logging.getLogger(__name__)
 

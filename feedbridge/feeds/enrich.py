@@ -40,7 +40,7 @@ from urllib.parse import urljoin, urlsplit
 import nh3
 from markdown_it import MarkdownIt
 
-from feedbridge.discourse.json_lists import JsonTopic
+from feedbridge.discourse.json_pages import JsonTopic
 from feedbridge.discourse.nesting import HostileMarkup, check_nesting
 from feedbridge.discourse.topic import TopicPage
 from feedbridge.models import Topic

@@ -48,7 +48,7 @@ from feedbridge.discourse.posts import (
     parse_user_actions,
 )
 from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
-from feedbridge.feeds.cached import Caller
+from feedbridge.feeds.callers import Caller
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
 from feedbridge.feeds.spec import FeedSpec

@@ -1,6 +1,6 @@
 """Feed spec → pages (cache, single-flight, rate limits, revalidation) → parse → filter → render.
 
-Failure policy, in one place (`feedbridge.feeds.cached.CachePolicy`, used for feeds, pages, topic pages
+Failure policy, in one place (`feedbridge.feeds.policy.CachePolicy`, used for feeds, pages, topic pages
 and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
 and if the forum fails while rebuilding, the last good copy (up to the stale TTL) is served and marked
 stale; only with nothing cached does the error reach the reader. Failures are remembered briefly, upstream
@@ -31,10 +31,11 @@ from feedbridge.errors import (
     upstream_error,
 )
 from feedbridge.feeds.assemble import feed_body, listed
-from feedbridge.feeds.cached import CachePolicy, Caller, CallerPool, ForumBudget
+from feedbridge.feeds.callers import Caller, CallerPool, ForumBudget
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.digest import digested
 from feedbridge.feeds.figures import completed, excluding
+from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.posts import PostFeeds
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
@@ -42,7 +43,8 @@ from feedbridge.models import Category, Listing, Topic
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry, listing_bytes, topic_bytes
-from feedbridge.store.memory import Flight, SingleFlight, Store
+from feedbridge.store.memory import SingleFlight
+from feedbridge.store.protocols import Flight, Store
 from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from feedbridge.discourse.categories import parse_categories
-from feedbridge.discourse.json_lists import parse_json_categories, parse_json_listing, parse_json_topic
+from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing, parse_json_topic
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.discourse.topic import parse_topic
 from feedbridge.feeds.enrich import enrich, enrich_json

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from feedbridge.models import Topic
-from feedbridge.render.feeds import (
+from feedbridge.render.documents import (
     ATOM_TYPE,
     JSON_TYPE,
     RSS_TYPE,

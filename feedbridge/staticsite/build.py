@@ -24,13 +24,13 @@ import click
 from feedbridge.errors import UpstreamError
 from feedbridge.feeds.service import FeedService
 from feedbridge.staticsite.atomic import write_atomic
-from feedbridge.staticsite.config import (
+from feedbridge.staticsite.files import Listed, feeds_opml, index_html
+from feedbridge.staticsite.plan import (
     BuildConfig,
     BuildConfigError,
     FeedPlan,
     load_build_config,
 )
-from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import PoliteFetcher

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedbridge.store.control import ControlStore, MemoryControl, RedisControl, Windows, redis_windows
-from feedbridge.store.memory import Flight, MemoryStore, SingleFlight, Store
+from feedbridge.store.memory import MemoryStore, SingleFlight
+from feedbridge.store.protocols import Flight, Store
 from feedbridge.store.redis_flight import RedisFlight
 from feedbridge.store.redis_store import RedisLink, RedisStore, TieredStore
 

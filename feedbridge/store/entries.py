@@ -1,5 +1,5 @@
 """What the store holds: each cached value carries the moment it was stored, so every reader can tell
-fresh from stale with one rule (`feedbridge.feeds.cached`).
+fresh from stale with one rule (`feedbridge.feeds.policy`).
 
 These are plain frozen data (see `feedbridge.store.codec` for how they cross to Redis): the store is a
 leaf of the tree and knows nothing of parsing or rendering.

@@ -1,4 +1,5 @@
-"""The in-process store and single-flight: what a single process needs to cache and to fetch once.
+"""The in-process store and single-flight (`feedbridge.store.protocols`): what one process needs to cache and
+to fetch once.
 
 The store keeps entries (`feedbridge.store.entries`) until their stale TTL runs out; the caller decides
 what "fresh" means. Its memory is segmented so that one-off URLs cannot evict the copies readers poll.
@@ -12,18 +13,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from feedbridge.errors import UpstreamTimeout
 
 T = TypeVar("T")
-
-
-class Store(Protocol):
-    def get(self, key: str) -> Any | None: ...
-    def set(self, key: str, value: Any, ttl: float) -> None: ...
-    def delete(self, key: str) -> None: ...
-    def incr(self, key: str, ttl: float) -> int: ...
 
 
 PROBATION_SHARE = 0.25
@@ -46,7 +40,7 @@ class MemoryStore:
     evict them. So an entry starts in the *probation* segment and moves to the *protected* one only when it
     is stored again, as a newer version (a later `stored_at`), while still held: a feed rebuilt or a page
     revalidated after its cache TTL, which is what polled URLs do and one-off URLs never do. Values without
-    a `stored_at` (counters, deadlines) never move up.
+    a `stored_at` never move up.
 
     Eviction takes the least recently used probation entry first, and touches the protected segment only
     while probation holds at most `PROBATION_SHARE` of the bound (then protected's least recently used entry
@@ -93,16 +87,6 @@ class MemoryStore:
             promote = old is not None and (was == "protected" or _newer(value, old.value))
             self._put("protected" if promote else "probation", key, _Item(value, now + ttl, size))
             self._evict(now)
-
-    def incr(self, key: str, ttl: float) -> int:
-        """Add one to a counter that lives `ttl` seconds from its first increment; returns the new count."""
-        now = time.monotonic()
-        with self._lock:
-            old, _ = self._pop(key, now)
-            count = (old.value if old is not None else 0) + 1
-            self._put("probation", key, _Item(count, old.expires if old is not None else now + ttl, 64 + 512))
-            self._evict(now)
-        return count
 
     def delete(self, key: str) -> None:
         with self._lock:
@@ -164,17 +148,6 @@ class _Call:
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
-
-
-class Flight(Protocol):
-    """Runs `fn` for a key once among concurrent callers; the others get its result.
-
-    `reread` returns the result from the shared store when another process produced it (the Redis
-    flight's waiters use it; the in-process flight hands results over directly).
-    """
-
-    def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T: ...
-    def busy(self, key: str) -> bool: ...
 
 
 class SingleFlight:

@@ -145,21 +145,6 @@ class RedisStore:
         name = redis_key(key)
         self.link.run(lambda client: client.delete(name))
 
-    def incr(self, key: str, ttl: float) -> int | None:
-        """INCR on a counter that expires `ttl` seconds after its creation; None when Redis could not be asked.
-
-        `SET NX PX` then `INCR` in one round trip: the first caller of a window creates it with its expiry,
-        so a counter can never be left without one (INCR alone would create a key that never expires)."""
-        name = redis_key(key)
-
-        def count(client: redis.Redis) -> int:
-            pipe = client.pipeline(transaction=False)
-            pipe.set(name, 0, nx=True, px=max(int(ttl * 1000), 1))
-            pipe.incr(name)
-            _, value = pipe.execute()
-            return int(value)
-
-        return self.link.run(count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,11 +204,6 @@ class TieredStore:
     def delete(self, key: str) -> None:
         self.local.delete(key)
         self.shared.delete(key)
-
-    def incr(self, key: str, ttl: float) -> int:
-        """Counted in Redis, so every worker and instance spends one budget; in-process while Redis is away."""
-        shared = self.shared.incr(key, ttl)
-        return self.local.incr(key, ttl) if shared is None else shared
 
     def _fresh(self, value: Any) -> bool:
         stored_at = getattr(value, "stored_at", None)

@@ -15,12 +15,14 @@ import httpx
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
+from feedbridge import __version__
 from feedbridge.config import Settings
 from feedbridge.errors import ConfigError, FeedbridgeError, UpstreamError
 from feedbridge.feeds.service import FeedService
+from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.upstream.fetcher import Fetcher
-from feedbridge.web import feeds, pages
+from feedbridge.web import pages, routes
 from feedbridge.web.context import client_addresses
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import configure_logging, log_request
@@ -46,7 +48,9 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.wsgi_app = client_addresses(HitPath(app.wsgi_app, service, urls),  # type: ignore[method-assign,assignment]
                                     settings.trusted_hops)
     app.register_blueprint(pages.bp)
-    app.register_blueprint(feeds.bp)
+    app.register_blueprint(routes.bp)
+    app.after_request(_security_headers)
+    app.context_processor(_template_globals)
     app.before_request(_start_timer)
     app.after_request(_log_request)
     app.register_error_handler(Exception, _error)
@@ -77,3 +81,19 @@ def _log_request(response: Response) -> Response:
     started = g.get("started", time.perf_counter())
     log_request(request.method, request.full_path.rstrip("?"), response.status_code, started, g.get("cache", "-"))
     return response
+
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+"""Every HTML answer (pages, `.html` views, error pages): scripts and styles from this origin only."""
+
+
+def _security_headers(response: Response) -> Response:
+    if response.mimetype == "text/html":
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+    return response
+
+
+def _template_globals() -> dict[str, object]:
+    return {"media_types": {name: f.mime for name, f in FORMATS.items()}, "version": __version__}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from flask import current_app, g, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from feedbridge.feeds.cached import Caller
+from feedbridge.feeds.callers import Caller
 from feedbridge.feeds.service import FeedService
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ from flask import (
     url_for,
 )
 
-from feedbridge import __version__
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import Reason, RequestError, RouteNotFound, UpstreamError
 from feedbridge.feeds.service import FeedService
@@ -44,8 +43,6 @@ bp = Blueprint("pages", __name__)
 
 PREVIEW_SIZE = 15
 # No inline script or style anywhere: everything the pages need is served from /static.
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 OPML_TYPE = "text/x-opml; charset=utf-8"
 
 
@@ -106,20 +103,6 @@ class Built:
         order = sorted(FEED_FORMATS, key=lambda fmt: fmt != chosen)
         return [(fmt, self.alternates[fmt]) for fmt in order if fmt in self.alternates]
 
-
-
-@bp.after_app_request
-def _security_headers(response: Response) -> Response:
-    if response.mimetype == "text/html":
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
-    return response
-
-
-@bp.app_context_processor
-def _template_globals() -> dict[str, object]:
-    return {"media_types": {name: f.mime for name, f in FORMATS.items()},
-            "version": __version__}
 
 
 @bp.app_template_filter("http_url")

@@ -4,146 +4,56 @@ categories directory (and so the `.html` views and previews built on them).
     fresh copy?            → served as is ("hit"), nothing else is asked
     failure remembered?    → the same error, or the stale copy, without asking the forum
     one fetch (single-flight, within the request's deadline, charged to the forum's budget, in one of
-               a few slots: else 503 + Retry-After or the stale copy, so hits keep their threads)
+               a few slots: else 503 + Retry-After or the stale copy)
         ok                 → stored, served ("miss")
         upstream failed    → remembered for FEEDBRIDGE_NEGATIVE_TTL, then: the stale copy, or the error
 
-The bounds, and why each exists (a public service reading other people's servers):
+The bounds, and why each exists (a public service reading other people's servers); the request's own
+(its deadline, the forum's budget and the client's share) are in `feedbridge.feeds.callers`:
 
 - Negative caching: a failure or 404 is remembered (in the control store, so through Redis for every
   instance, and never pushed out by a flood of cached copies), and requests for the same key meanwhile
   cost the forum nothing. 200 requests for an unknown category are one upstream request, not 200.
-- `ForumBudget`: at most FEEDBRIDGE_FORUM_BUDGET upstream requests per forum in any 60 seconds (a moving
-  window, `feedbridge.store.control.Windows`: shared through Redis), well under Discourse's anonymous
-  limit (about 200 a minute per IP), so the bridge is never the client that gets the forum to rate-limit
-  it for everyone. One client (its address, see `feedbridge.web.context`) may spend at most a third of
-  it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = when the window has room
-  again, or the stale copy.
 - Cold slots: at most FEEDBRIDGE_COLD_SLOTS requests per process fetch from upstream at once (a
   `BoundedSemaphore`, never waited on); a request that would start one more gets 503 + Retry-After (or
   the stale copy) at once, so a slow forum holds a bounded number of builds and their pages in memory.
   Requests that join a fetch already under way (the same cold key) with nothing else to answer with
   need no slot: they add no upstream load. With a copy held, joining takes a slot, and with none left
   they get that copy at once instead of waiting.
-- `Caller.deadline`: one FEEDBRIDGE_REQUEST_DEADLINE per request bounds every wait on top of a fetch
-  (further pages, topic pages, another request's fetch); the service answers with what it has by then.
-
-Which caller may take a slot is said by the caller, not by the thread it runs in: the web request's own
-`Caller` may (`admits`), and the `CallerPool` hands work it runs for that request a `pooled()` copy with
-the same client and deadline that never does (the request's slot covers it).
-
-Callers without a `Caller` (the static build, the CLI) get the cache and negative caching only: they
-pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
 """
+
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, NoReturn, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
-from feedbridge.config import Forum, Settings
+from feedbridge.config import Settings
 from feedbridge.errors import BridgeBusy, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
+from feedbridge.feeds.callers import Caller
 from feedbridge.store import keys
-from feedbridge.store.control import WINDOW, ControlStore, Windows
+from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry
-from feedbridge.store.memory import Flight, Store
+from feedbridge.store.protocols import Flight, Store
 
 log = logging.getLogger(__name__)
 E = TypeVar("E")
 T = TypeVar("T")
 Cache = Literal["hit", "miss", "stale"]
 
-CLIENT_SHARE = 3
-"""One client may spend at most 1/CLIENT_SHARE of a forum's budget per window."""
 BUSY_RETRY = 5.0
+
 
 @dataclass(frozen=True, slots=True)
 class Got(Generic[E]):
     entry: E
     cache: Cache
     stale_reason: str | None = None
-
-
-@dataclass
-class Caller:
-    """One web request: who asks (for the budget's fair share), until when, and whether it holds a slot.
-
-    `admits`: whether this is the request's own caller, which takes a cold slot before it fetches. Work
-    the request fans out (`CallerPool`) gets `pooled()`, which shares the budget and the deadline but never
-    takes a slot: the request's own slot covers it, and a page 2 must not be refused for want of one.
-    """
-
-    client: str
-    deadline: float  # time.monotonic()
-    admits: bool = True
-    slot: bool = False
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def wait(self, longest: float) -> float:
-        return max(min(longest, self.left()), 0.0)
-
-    def pooled(self) -> Caller:
-        return Caller(self.client, self.deadline, admits=False)
-
-
-class CallerPool(ThreadPoolExecutor):
-    """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
-    a copy of the submitter's context (`contextvars`, e.g. the static build's per-feed request tally), and
-    a `Caller` among its arguments is handed over as its `pooled()` copy."""
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        handed = tuple(arg.pooled() if isinstance(arg, Caller) else arg for arg in args)
-        return super().submit(_call, contextvars.copy_context(), fn, handed, kwargs)
-
-
-def _call(context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    return context.run(fn, *args, **kwargs)
-
-
-class ForumBudget:
-    """Upstream requests per forum in any `WINDOW` seconds, and each client's share of them (moving windows).
-
-    The forum's window is looked at before the client's is counted, so a client refused for the forum's
-    sake keeps its share; a client counted and then refused because another filled the forum's window
-    in between has spent one of its share without a request, which errs towards the forum.
-    """
-
-    def __init__(self, windows: Windows, per_window: int):
-        self.windows = windows
-        self.per_window = per_window
-        self.share = max(per_window // CLIENT_SHARE, 1)
-
-    def spend(self, forum: Forum, caller: Caller) -> None:
-        if self.per_window <= 0:
-            return
-        whole = ("forum", forum.key)
-        if not self.windows.test(self.per_window, *whole):
-            self._forum_busy(forum, whole)
-        mine = ("client", forum.key, caller.client)
-        if not self.windows.hit(self.share, *mine):
-            retry = self._retry(self.share, mine)
-            raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
-                             f"requests a minute the bridge makes to {forum.key}; retry in {retry:.0f}s",
-                             retry_after=retry)
-        if not self.windows.hit(self.per_window, *whole):
-            self._forum_busy(forum, whole)
-
-    def _forum_busy(self, forum: Forum, whole: tuple[str, ...]) -> NoReturn:
-        retry = self._retry(self.per_window, whole)
-        raise BridgeBusy(f"the bridge has made its {self.per_window} upstream requests of the last minute to "
-                         f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
-
-    def _retry(self, limit: int, ids: tuple[str, ...]) -> float:
-        return min(max(self.windows.reset_in(limit, *ids), 1.0), float(WINDOW))
 
 
 class CachePolicy:
