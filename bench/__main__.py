@@ -13,6 +13,7 @@ from .harness import Context, Row, report, table
 from .hostile_memory import hostile_section
 from .micro import parser_section, render_section
 from .plot import plot_section
+from .posts import posts_section
 from .serving import cold_section, hit_section, memory_section, upstream_section
 from .slowforum import slow_forum_section
 
@@ -26,6 +27,7 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "memory": memory_section,
     "slowforum": slow_forum_section,
     "hostile": hostile_section,
+    "posts": posts_section,
     "plot": lambda ctx: plot_section(ctx, ctx.data["plot_path"]),
 }
 

@@ -15,6 +15,7 @@ import time
 
 import httpx
 
+from bench.harness import Context, Row
 from tests.appserver import running_app, settings_for
 from tests.fake_posts import PostSite
 from tests.upstream import FakeForum
@@ -50,6 +51,25 @@ def polling() -> dict[str, int]:
             assert httpx.get(app.feed_url("/t/9446.atom"), timeout=30).status_code == 200
             found[name] = forum.count()
     return found
+
+
+def posts_section(ctx: Context) -> list[Row]:
+    """Section 8: a topic's posts feed against the list feed, cold, and the requests polling costs the forum."""
+    rounds = ctx.loops(ROUNDS, 3)
+    posts_ms, posts_requests = cold("/t/9446.atom", rounds)
+    list_ms, list_requests = cold("/latest.atom", rounds)
+    polls = polling()
+    ctx.notes.append(f"8: the app on a real socket over the fake forum's JSON mode, a new app per cold sample "
+                     f"(median of {rounds}); /t/9446.atom is the newest 30 of a 446-post topic (its head and one "
+                     f"post_ids[] batch: {posts_requests} upstream requests with detection), /latest.atom one "
+                     f"30-topic list page ({list_requests}); polling with a cache TTL of 0.")
+    return [
+        Row("8", "cold topic-posts feed (30 newest of 446) vs the list feed, median latency", posts_ms, list_ms, "ms",
+            posts_ms / list_ms, "(reference)", None),
+        *(Row("8", f"upstream requests polling a topic's posts feed: {name}", float(count), None, "fetches", None,
+              "≤ 2" if name != "quiet poll" else "≤ 1", count <= (1 if name == "quiet poll" else 2))
+          for name, count in polls.items()),
+    ]
 
 
 def main() -> None:

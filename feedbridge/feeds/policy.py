@@ -38,7 +38,7 @@ from feedbridge.errors import BridgeBusy, UpstreamError, UpstreamRateLimited, Up
 from feedbridge.feeds.callers import Caller
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
-from feedbridge.store.entries import FailureEntry
+from feedbridge.store.entries import FailureEntry, is_fresh
 from feedbridge.store.protocols import Flight, Store
 
 log = logging.getLogger(__name__)
@@ -79,19 +79,33 @@ class CachePolicy:
                 caller.slot = False
                 self.slots.release()
 
-    def fresh(self, key: str, fresh_for: float) -> Any:
+    def fresh(self, key: str, fresh_for: float | None = None) -> Any:
         entry = self.store.get(key)
-        return entry if _is_fresh(entry, fresh_for) else None
+        return entry if is_fresh(entry, self.fresh_for if fresh_for is None else fresh_for) else None
 
-    def get(self, key: str, build: Callable[[E | None], E], *, fresh_for: float, keep_for: float,
-            caller: Caller | None, stale: bool = True, what: str = "") -> Got[E]:
+    @property
+    def fresh_for(self) -> float:
+        """How long a copy is served without asking the forum (FEEDBRIDGE_CACHE_TTL)."""
+        return float(self.settings.cache_ttl)
+
+    @property
+    def keep_for(self) -> float:
+        """How long a copy is kept to fall back on (FEEDBRIDGE_STALE_TTL, at least the cache TTL)."""
+        return float(max(self.settings.stale_ttl, self.settings.cache_ttl))
+
+    def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
+            what: str = "", fresh_for: float | None = None, keep_for: float | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
 
         `build` fetches and parses; the policy stores what it returns for `keep_for` seconds. Without
         `stale` the error is raised even when a copy is held (the feed decides about stale pages itself).
+        `fresh_for` and `keep_for` default to the policy's own; only entries keyed by their content's own
+        version (a topic page, keyed by its last activity) say otherwise.
         """
+        fresh_for = self.fresh_for if fresh_for is None else fresh_for
+        keep_for = self.keep_for if keep_for is None else keep_for
         held: E | None = self.store.get(key)
-        if _is_fresh(held, fresh_for):
+        if is_fresh(held, fresh_for):
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
             return Got(self._build(key, build, held, fresh_for, keep_for, caller, what), "miss")
@@ -159,6 +173,3 @@ class CachePolicy:
         got: E = self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
         return got
 
-
-def _is_fresh(entry: Any, fresh_for: float) -> bool:
-    return entry is not None and time.time() - entry.stored_at < fresh_for

@@ -258,8 +258,8 @@ class PostFeeds:
                 raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
             return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
 
-        got = self.service.policy.get(key, fetch, fresh_for=self.settings.cache_ttl, caller=caller, stale=False,
-                                      keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl), what=url)
+        got = self.service.policy.get(key, fetch, caller=caller, stale=False,
+                                      what=url)
         head: TopicHead = got.entry.head
         return head
 
@@ -303,8 +303,7 @@ class PostFeeds:
                 raise UpstreamError(f"no copy of the {spec.label} of {spec.forum.key} to fall back on")
             return list(cached.posts)
         got = self.service.policy.get(key, lambda _held: CollectedEntry(tuple(pages(spec, caller)), time.time()),
-                                      fresh_for=self.settings.cache_ttl, caller=caller, stale=False,
-                                      keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl),
+                                      caller=caller, stale=False,
                                       what=spec.label)
         return list(got.entry.posts)
 

@@ -106,11 +106,10 @@ class FeedService:
              key: str | None = None, caller: Caller | None = None) -> FeedResult:
         """`key` is `feed_key(...)` when the caller already has it (the web layer memoizes it per URL)."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
-        keep = max(self.settings.stale_ttl, self.settings.cache_ttl)
         with self.policy.request(caller):
             try:
                 got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, caller),
-                                      fresh_for=self.settings.cache_ttl, keep_for=keep, caller=caller, what="the feed")
+                                      caller=caller, what="the feed")
             except UpstreamError as exc:
                 try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
                     entry = self._render(spec, self_url, stylesheet_url, None, stale_pages=True)
@@ -251,8 +250,7 @@ class FeedService:
 
         with self.policy.request(caller):
             try:
-                got = self.policy.get(key, fetch, fresh_for=self.settings.cache_ttl, caller=caller,
-                                      keep_for=max(self.settings.stale_ttl, self.settings.cache_ttl),
+                got = self.policy.get(key, fetch, caller=caller,
                                       what="the categories")
             except UpstreamError as exc:
                 raise upstream_error(exc.reason, f"could not read the categories of {forum.key}: {exc.message}",
@@ -362,15 +360,14 @@ class FeedService:
             if cached is None:
                 raise UpstreamError(f"no copy of {url} to fall back on")
             return cached.listing
-        ttl = max(self.settings.stale_ttl, self.settings.cache_ttl)
         got = self.policy.get(key, lambda held: self._fetch_page(forum, url, held, caller, source),
-                              fresh_for=self.settings.cache_ttl, keep_for=ttl, caller=caller, stale=False,
+                              caller=caller, stale=False,
                               what=url)
         return got.entry.listing
 
     def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
-        return self.policy.fresh(key, self.settings.cache_ttl)
+        return self.policy.fresh(key)
 
     @staticmethod
     def rate_limit_key(forum: Forum) -> str:

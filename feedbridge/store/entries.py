@@ -8,11 +8,19 @@ leaf of the tree and knows nothing of parsing or rendering.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, fields
 from typing import Any
 
 from feedbridge.errors import Reason
 from feedbridge.models import Category, Listing, Topic
+
+
+def is_fresh(entry: Any, fresh_for: float) -> bool:
+    """The one rule for "fresh", for the cache policy, the hit path and Redis's first level alike: an entry
+    stored less than `fresh_for` seconds ago."""
+    stored_at = getattr(entry, "stored_at", None)
+    return stored_at is not None and time.time() - stored_at < fresh_for
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from feedbridge.store import codec
+from feedbridge.store.entries import is_fresh
 from feedbridge.store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ class TieredStore:
     def get(self, key: str) -> Any | None:
         mine: _Local | None = self.local.get(key)
         now = time.monotonic()
-        if mine is not None and now - mine.checked < self.recheck and self._fresh(mine.value):
+        if mine is not None and now - mine.checked < self.recheck and is_fresh(mine.value, self.fresh_for):
             return mine.value
         found = self.shared.lookup(key)
         if found is None:  # Redis unavailable: the local copy is all there is
@@ -204,10 +205,6 @@ class TieredStore:
     def delete(self, key: str) -> None:
         self.local.delete(key)
         self.shared.delete(key)
-
-    def _fresh(self, value: Any) -> bool:
-        stored_at = getattr(value, "stored_at", None)
-        return stored_at is None or time.time() - stored_at < self.fresh_for
 
 
 def _stored_at(value: Any) -> float:
