@@ -141,7 +141,7 @@ class Settings:
     # How long an `auto` forum's detected source (Markdown or JSON) is trusted before it is checked again.
     source_recheck: int = number(3600, "FEEDBRIDGE_SOURCE_RECHECK", 60, 7 * 24 * 3600)
     log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL", read=str.upper)
-    access_log: bool = text(True, "FEEDBRIDGE_ACCESS_LOG", read=_on_off)
+    access_log: bool = text(False, "FEEDBRIDGE_ACCESS_LOG", read=_on_off)
     # Abuse bounds (feedbridge.feeds.policy and .callers): remembered failures, the per-forum budget of
     # upstream requests, one deadline per request, and the requests per process that may wait on upstream.
     negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)

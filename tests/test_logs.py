@@ -91,7 +91,7 @@ def attached(logger_name: str) -> Iterator[Records]:
 
 
 def test_a_handler_attached_sees_a_record_for_hits_and_for_requests_flask_answers(upstream):
-    with running_app(settings_for(upstream.url)) as app, attached("feedbridge") as seen:
+    with running_app(settings_for(upstream.url, access_log=True)) as app, attached("feedbridge") as seen:
         feed = app.feed_url(f"{COMPILER}.atom")
         statuses = [httpx.get(url, timeout=15).status_code
                     for url in (feed, feed + "?limit=5", feed, app.feed_url("/nothing.atom"))]
@@ -116,8 +116,8 @@ def test_with_the_access_log_off_requests_make_no_record_and_other_lines_stay(up
         logging.getLogger("feedbridge.access").setLevel(logging.NOTSET)
     names = [name for name, _, _, _ in seen.records]
     assert "feedbridge.access" not in names and "feedbridge.upstream.fetcher" in names
-    assert Settings.from_env({"FEEDBRIDGE_ACCESS_LOG": "off"}).access_log is False
-    assert Settings.from_env({}).access_log is True
+    assert Settings.from_env({"FEEDBRIDGE_ACCESS_LOG": "on"}).access_log is True
+    assert Settings.from_env({}).access_log is False  # as gunicorn's own access log: a router logs requests
     with pytest.raises(ConfigError, match="FEEDBRIDGE_ACCESS_LOG"):
         Settings.from_env({"FEEDBRIDGE_ACCESS_LOG": "no"})
 

@@ -19,7 +19,7 @@ COMPILER = "/c/compiler/5"
 
 @pytest.fixture
 def app(upstream):
-    with running_app(settings_for(upstream.url)) as running:
+    with running_app(settings_for(upstream.url, access_log=True)) as running:  # the request lines are tested here
         yield running
 
 
@@ -361,7 +361,7 @@ def test_one_log_line_per_request_and_fetch(app, capsys, caplog):
 
 
 def test_procfile_serves_a_feed_through_gunicorn(upstream, tmp_path):
-    env = {"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "2"}
+    env = {"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "2", "FEEDBRIDGE_ACCESS_LOG": "on"}
     # Append mode, as a pipe would behave: gunicorn reopens /dev/stdout, and two offsets must not overwrite.
     with open(tmp_path / "out", "a+") as out, open(tmp_path / "err", "a+") as err:
         with procfile_web(env, stdout=out, stderr=err) as (url, _process):

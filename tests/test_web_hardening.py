@@ -144,7 +144,8 @@ def one_worker(upstream, tmp_path):
     cache (with two, a leak could hide behind the other worker); its stdout is returned by `log()`."""
     path = tmp_path / "stdout"
     with open(path, "a+") as out:
-        with procfile_web({"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "1"}, stdout=out) as (url, _):
+        with procfile_web({"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_ACCESS_LOG": "on"},
+                          stdout=out) as (url, _):
             yield url, f"{url}/{upstream.url.split('//', 1)[1]}", path.read_text
 
 
