@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from bench import rsshub
 from bench.__main__ import main
 from bench.serving import HIT_RPS_TARGET
@@ -28,6 +30,7 @@ def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, 
     assert "| 3 |" in capsys.readouterr().out
 
 
+@pytest.mark.timeout(360)  # five real servers, RSSHub and wrk: about 90 s on an idle 2-core machine
 def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: Path) -> None:
     """gunicorn, the fake forum, RSS-Bridge under php, RSSHub under node, Redis and wrk, each for a second or
     so: the harness that the numbers in bench/RESULTS.md come from must keep working, not only the in-process
@@ -67,6 +70,7 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     assert "RSSHub 1.0.0-master." in notes and "5 (RSSHub):" in notes
 
 
+@pytest.mark.timeout(360)
 def test_quick_slow_forum_section_measures_hits_while_cold_requests_wait(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     assert main(["--quick", "--only", "slowforum", "--out", str(out), "--plot", str(tmp_path / "p.png")]) == 0
