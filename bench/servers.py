@@ -122,7 +122,7 @@ def _connect(url: str, clients: int, small_buffer: bool = False) -> list[socket.
 
 
 @contextmanager
-def _attack(url: str, clients: int, first: Callable[[int], bytes], step: Callable[[socket.socket], None],
+def attack(url: str, clients: int, first: Callable[[int], bytes], step: Callable[[socket.socket], None],
             every: float, small_buffer: bool = False) -> Iterator[list[socket.socket]]:
     """`clients` connections that each send `first(i)`, then run `step` on each every `every` seconds until
     the `with` ends; every socket is closed on exit."""
@@ -173,14 +173,14 @@ def slowloris(bench: Bench, name: str) -> str:
         sock.send(header[index:index + 1])
         sent[sock.fileno()] = index + 1
 
-    with bench.server(name) as (url, _), _attack(url, 200, lambda i: b"G", step, 1.0):
+    with bench.server(name) as (url, _), attack(url, 200, lambda i: b"G", step, 1.0):
         time.sleep(2)
         return bench.probes(url)
 
 
 def slow_bodies(bench: Bench, name: str) -> str:
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
-    with bench.server(name) as (url, _), _attack(url, 80, lambda i: request, lambda s: s.send(b"x"), 3.0) as socks:
+    with bench.server(name) as (url, _), attack(url, 80, lambda i: request, lambda s: s.send(b"x"), 3.0) as socks:
         time.sleep(PROBE_TIMEOUT)
         early = _answered(socks)
         return f"{bench.probes(url)}; {early}/80 body senders answered within 3 s"
@@ -190,7 +190,7 @@ def pipelines(bench: Bench, name: str) -> str:
     def burst(i: int) -> bytes:
         return f"GET /{bench.key}/{COMPILER} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * 300
 
-    with bench.server(name) as (url, _), _attack(url, 40, burst, lambda s: None, 1.0, small_buffer=True):
+    with bench.server(name) as (url, _), attack(url, 40, burst, lambda s: None, 1.0, small_buffer=True):
         time.sleep(2)
         return bench.probes(url)
 
@@ -204,7 +204,7 @@ def slow_readers(bench: Bench, name: str) -> str:
 
     with bench.server(name) as (url, _):
         size = len(httpx.get(f"{url}/{bench.key}/{LARGE}", timeout=30).content)
-        with _attack(url, 40, request, read_a_little, 1.0, small_buffer=True):
+        with attack(url, 40, request, read_a_little, 1.0, small_buffer=True):
             time.sleep(2)
             return f"{bench.probes(url)} (feed of {size:,} bytes)"
 

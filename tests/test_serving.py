@@ -5,14 +5,13 @@ answers other clients get."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from bench.servers import attack
 from feedbridge.web.worker import MAX_HEADER_BYTES, SEND_TIMEOUT
 from tests.appserver import procfile_web
 
@@ -42,39 +41,6 @@ def _connect(url: str, small_buffer: bool = False) -> socket.socket:
     sock.settimeout(5)
     sock.connect((host, int(port)))
     return sock
-
-
-@contextmanager
-def attack(url: str, clients: int, first: bytes, then: Callable[[socket.socket], None] | None = None,
-           every: float = 1.0, small_buffer: bool = False) -> Iterator[list[socket.socket]]:
-    """`clients` connections that send as much of `first` as the server takes without blocking, then run
-    `then` on each every `every` seconds until the `with` ends. Bounded: every socket is closed on exit."""
-    sockets = [_connect(url, small_buffer) for _ in range(clients)]
-    for sock in sockets:
-        sock.setblocking(False)
-        try:
-            sock.send(first)
-        except OSError:
-            pass
-    stop = threading.Event()
-
-    def loop() -> None:
-        while then is not None and not stop.wait(every):
-            for sock in sockets:
-                try:
-                    then(sock)
-                except OSError:  # the server closed it, or its window is full: both fine
-                    pass
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield sockets
-    finally:
-        stop.set()
-        thread.join(10)
-        for sock in sockets:
-            sock.close()
 
 
 def probes(url: str, feed: str) -> list[str]:
@@ -116,7 +82,7 @@ def test_cached_feeds_answer_while_40_connections_pipeline_300_requests_and_read
     path = feed.removeprefix(url)
     burst = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * 300
     started = time.monotonic()
-    with attack(url, 40, burst, small_buffer=True) as pipelining:
+    with attack(url, 40, lambda _: burst, lambda _: None, 1.0, small_buffer=True) as pipelining:
         time.sleep(1)
         outcomes = probes(url, feed)
         assert outcomes.count("200") >= ANSWERED, outcomes
@@ -131,7 +97,7 @@ def test_cached_feeds_answer_while_40_connections_pipeline_300_requests_and_read
 def test_cached_feeds_answer_while_80_connections_trickle_a_body(server):
     url, feed = server
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
-    with attack(url, 80, request, lambda sock: sock.send(b"x"), every=3.0):
+    with attack(url, 80, lambda _: request, lambda sock: sock.send(b"x"), 3.0):
         time.sleep(1)
         outcomes = probes(url, feed)
     assert outcomes.count("200") >= ANSWERED, outcomes
