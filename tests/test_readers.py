@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(shutil.which("newsboat") is None or shutil.which
 @pytest.fixture
 def app(upstream):
     # No cache TTL: every reload reaches the forum, so an upstream change shows on the next reload.
-    with running_app(settings_for(upstream.url, cache_ttl=0)) as running:
+    with running_app(settings_for(upstream.url, cache_ttl=0, access_log=True)) as running:
         yield running
 
 
