@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import re
 import signal
 import socket
@@ -74,9 +75,18 @@ class Procs(ExitStack):
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port that is free now, below the kernel's ephemeral range (32768 and up on Linux): a port the
+    kernel picked could be handed to another process's outgoing connection before the server that was
+    meant to have it binds it, and then the server cannot start (seen with two suites running at once)."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32000")
 
 
 def wait_ready(url: str, process: subprocess.Popen, timeout: float, log: Path) -> None:

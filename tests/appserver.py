@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from typing import IO
 import httpx
 from werkzeug.serving import make_server
 
+from bench.procs import free_port
 from feedbridge.config import Settings, parse_forum
 from feedbridge.web.app import create_app
 
@@ -51,10 +51,6 @@ def running_app(settings: Settings) -> Iterator[RunningApp]:
         app.extensions["feedbridge"].fetcher.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager
