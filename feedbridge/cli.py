@@ -1,4 +1,4 @@
-"""The `feedbridge` command: parse a list, build one feed, or serve feeds over HTTP.
+"""The `feedbridge` command: parse a list, build one feed, serve feeds over HTTP, or sign a private feed's URL.
 
 Exit codes: 0 success, 1 fetch or parse failure, 2 usage error (click's own convention).
 """
@@ -27,11 +27,13 @@ from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError
+from feedbridge.feeds import signing
 from feedbridge.feeds.assemble import feed_body, listed
+from feedbridge.feeds.digest import digested
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
-from feedbridge.models import Listing, listing_to_dict
+from feedbridge.feeds.spec import DIGESTS, FeedSpec, parse_feed_request
+from feedbridge.models import Listing, Topic, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.store.memory import MemoryStore
@@ -45,6 +47,12 @@ class Failure(click.ClickException):
     """A fetch or parse failure: one line on stderr, exit status 1."""
 
     exit_code = 1
+
+
+class Refused(click.ClickException):
+    """A request that cannot be carried out as given: one line on stderr, exit status 2."""
+
+    exit_code = 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,7 +82,15 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(FEED_FORMATS), default="atom", show_default=True)
 @click.option("--author", "authors", multiple=True, help="Keep topics started by this user (repeatable).")
 @click.option("--query", "-q", help='Keyword query: words, "phrases", -exclusions, OR.')
-@click.option("--limit", type=int, help="At most this many entries.")
+@click.option("--limit", type=int, help="At most this many entries (with --digest: periods).")
+@click.option("--tag", "tags", multiple=True, help="Keep topics with any of these tags (repeatable); a+b: with all.")
+@click.option("--exclude-tag", "exclude_tags", multiple=True, help="Drop topics with this tag (repeatable).")
+@click.option("--exclude-category", "exclude_categories", type=int, multiple=True,
+              help="Drop topics of this category id and its subcategories (repeatable; not for a saved list).")
+@click.option("--min-replies", type=int, help="Keep topics with at least this many replies.")
+@click.option("--min-likes", type=int, help="Keep topics with at least this many likes (a saved list: JSON only).")
+@click.option("--min-views", type=int, help="Keep topics with at least this many views (a saved list: JSON only).")
+@click.option("--digest", type=click.Choice(DIGESTS), help="One entry per UTC day or ISO week.")
 @click.option("--base-url", help="Forum root for relative URLs; a saved JSON list needs it.")
 @click.option("--self-url", help="The URL the feed will be published at (rel=self).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here (atomically).")
@@ -84,13 +100,16 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--quiet", is_flag=True, help="With --config: print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="With --config: print a JSON summary.")
 def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | None, limit: int | None,
+          tags: tuple[str, ...], exclude_tags: tuple[str, ...], exclude_categories: tuple[int, ...],
+          min_replies: int | None, min_likes: int | None, min_views: int | None, digest: str | None,
           base_url: str | None, self_url: str | None, output: Path | None, config: Path | None,
           out_dir: Path | None, quiet: bool, as_json: bool) -> None:
     """Build one feed from SOURCE (a Markdown or JSON list: file, '-', or URL), or many from --config.
 
     SOURCE names the feed as a feed path does on the server (`/c/compiler/5.md` is the compiler category's
     feed): a URL is read through the service, as the server reads it; a saved list (whose own URL, when it
-    has one, names the list; else it is taken for `latest`) goes through the same filter and renderer.
+    has one, names the list; else it is taken for `latest`) goes through the same filter, digest and
+    renderer, and a parameter that needs what the file does not carry is refused by name (exit 2).
     """
     if config is not None:
         from feedbridge.staticsite.build import run_config
@@ -98,8 +117,11 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
         sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
-    args = {"author": list(authors), "q": [query] if query is not None else [],
-            "limit": [str(limit)] if limit is not None else []}
+    given = {"q": query, "limit": limit, "min_replies": min_replies, "min_likes": min_likes,
+             "min_views": min_views, "digest": digest}
+    args = {"author": list(authors), "tag": list(tags), "exclude_tag": list(exclude_tags),
+            "exclude_category": [str(c) for c in exclude_categories],
+            **{name: [str(value)] for name, value in given.items() if value is not None}}
     if source.startswith(("http://", "https://")):
         spec = _spec(_settings(_url_forum(source, base_url)), source, fmt, args)
         with _service(spec.forum) as service:
@@ -108,8 +130,7 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
         listing = _read_saved(source, base_url)
         # The defaults, not the environment's: a saved list is one page, read without the forum.
         spec = _spec(Settings(forums=(_forum(listing.base_url),)), listing.url, fmt, args)
-        topics = spec.filter.apply(listed(spec, [listing]))
-        body = feed_body(spec, listing, topics, self_url, None, _written_at(source))
+        body = feed_body(spec, listing, _saved_topics(spec, listing), self_url, None, _written_at(source))
     if output is None:
         sys.stdout.buffer.write(body)
     else:
@@ -152,6 +173,17 @@ def serve(host: str, port: int | None, workers: int | None, demo: bool) -> None:
     os.set_inheritable(listener.fileno(), True)
     os.execve(sys.executable, argv, env)
 
+
+@main.command()
+@click.argument("url")
+def sign(url: str) -> None:
+    """Print URL (a feed URL on this bridge, or its path) signed for a private forum: its parameters in
+    canonical order and token= appended. Reads the service's environment (FEEDBRIDGE_FORUMS,
+    FEEDBRIDGE_CREDENTIALS, FEEDBRIDGE_SECRET)."""
+    try:
+        click.echo(signing.sign_url(Settings.from_env(), url))
+    except (ConfigError, RequestError) as exc:
+        raise Refused(exc.message) from None
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -197,6 +229,20 @@ def _read_saved(source: str, base_url: str | None) -> Listing:
         return MARKDOWN.read_listing(data, base_url=base_url)
     except NotAListError as exc:
         raise Failure(f"{source}: {exc}") from None
+
+
+def _saved_topics(spec: FeedSpec, listing: Listing) -> list[Topic]:
+    """The feed's entries from a saved list alone: nothing else is read, so what the list does not carry
+    (a Markdown list has no likes, views, tags or category ids; no list has the categories directory that
+    names a category's subcategories) is a usage error naming the parameter, never a feed filtered on
+    nothing."""
+    if listing.dialect != JSON.name and (lacking := spec.filter.json_needed() or ("tag" if spec.filter.tags else None)):
+        raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
+                               "category ids): build from a saved JSON list, or from the list's URL")
+    if spec.filter.exclude_categories:
+        raise click.UsageError("exclude_category needs the forum's categories directory to drop subcategories too, "
+                               "which a saved list does not carry: build from the list's URL")
+    return digested(spec, [listing], spec.filter.apply(listed(spec, [listing])))
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, args: Mapping[str, list[str]]) -> FeedSpec:
@@ -247,8 +293,7 @@ def _service(forum: Forum) -> Iterator[FeedService]:
     try:
         yield service
     finally:
-        service.pool.shutdown(wait=False, cancel_futures=True)
-        fetcher.close()
+        service.close()
 
 
 def _upstream(read: Callable[[], T]) -> T:

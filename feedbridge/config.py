@@ -58,6 +58,60 @@ def parse_forum(url: str) -> Forum:
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
 
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """How the bridge signs in to one forum (FEEDBRIDGE_CREDENTIALS), named by the forum's key.
+
+    A User API key (`user-api-key:KEY`, sent as `User-Api-Key`) or an admin API key and the user it acts
+    as (`api-key:USERNAME:KEY`, sent as `Api-Key` and `Api-Username`). The key is left out of the repr,
+    so no log line, error or traceback that shows the settings shows it.
+    """
+
+    host: str
+    username: str | None = None  # an admin API key's user; None for a User API key
+    key: str = field(default="", repr=False)
+
+    def headers(self) -> dict[str, str]:
+        if self.username is None:
+            return {"User-Api-Key": self.key}
+        return {"Api-Key": self.key, "Api-Username": self.username}
+
+
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+MAX_KEY_CHARS = 200
+
+
+def parse_credential(entry: str, host: str, what: str = "FEEDBRIDGE_CREDENTIALS") -> Credential:
+    """`user-api-key:KEY` or `api-key:USERNAME:KEY` for the forum `host`. A ConfigError names the entry by
+    `host` (and says what is wrong with it), never by its text: that holds the key."""
+    kind, _, rest = entry.partition(":")
+    if kind == "user-api-key":
+        username, key = None, rest
+    elif kind == "api-key":
+        username, _, key = rest.partition(":")
+        if not username or len(username) > 60 or not set(username) <= _KEY_CHARS:
+            raise ConfigError(f"{what}: the entry for {host} needs a user name, as api-key:USERNAME:KEY", what)
+    else:
+        raise ConfigError(f"{what}: the entry for {host} must start with user-api-key: or api-key:", what)
+    if not key or len(key) > MAX_KEY_CHARS or not set(key) <= _KEY_CHARS:
+        raise ConfigError(f"{what}: the key in the entry for {host} is empty, too long, or has characters "
+                          "no Discourse key has", what)
+    return Credential(host, username, key)
+
+
+def _credentials(raw: str) -> tuple[Credential, ...]:
+    made: dict[str, Credential] = {}
+    for number, entry in enumerate(raw.split(), 1):
+        host, equals, value = entry.partition("=")
+        if not equals or not host or len(host) > 300:
+            raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: entry {number} is not HOST=user-api-key:KEY or "
+                              "HOST=api-key:USERNAME:KEY", "FEEDBRIDGE_CREDENTIALS")
+        if host in made:
+            raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: {host} has two entries", "FEEDBRIDGE_CREDENTIALS")
+        made[host] = parse_credential(value, host)
+    return tuple(made.values())
+
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 
@@ -95,9 +149,10 @@ def number(default: N, name: str, low: N, high: N) -> N:
     return field(default=default, metadata={"env": Env((name,), type(default), low, high)})
 
 
-def text(default: T, *names: str, read: Callable[[str], T]) -> T:
-    """A field read from the first of `names` that is set, through `read`."""
-    return field(default=default, metadata={"env": Env(names, read)})
+def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False) -> T:
+    """A field read from the first of `names` that is set, through `read`; a `secret` one is left out of
+    the settings' repr."""
+    return field(default=default, repr=not secret, metadata={"env": Env(names, read)})
 
 
 def _forums(raw: str) -> tuple[Forum, ...]:
@@ -156,6 +211,18 @@ class Settings:
     web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64)
     # Proxies in front whose X-Forwarded-For hop is trusted for the client's address (feedbridge.web.context).
     trusted_hops: int = number(0, "FEEDBRIDGE_TRUSTED_HOPS", 0, 5)
+    # Private forums (feedbridge.feeds.signing): the keys the bridge signs in with, the secret its feed
+    # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
+    # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,
+    # 2,880 a day).
+    credentials: tuple[Credential, ...] = text((), "FEEDBRIDGE_CREDENTIALS", read=_credentials)
+    secret: str | None = text(None, "FEEDBRIDGE_SECRET", read=str, secret=True)
+    secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)
+    private_budget: int = number(15, "FEEDBRIDGE_PRIVATE_BUDGET", 1, 10_000)
+    private_daily_budget: int = number(2000, "FEEDBRIDGE_PRIVATE_DAILY_BUDGET", 1, 10_000_000)
+
+    def credential_for(self, forum: Forum) -> Credential | None:
+        return next((c for c in self.credentials if c.host == forum.key), None)
 
     def forum_for_key(self, key: str) -> Forum | None:
         for forum in self.forums:
@@ -176,4 +243,18 @@ class Settings:
             raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({settings.request_deadline:g}) must be below "
                               f"FEEDBRIDGE_WORKER_TIMEOUT ({settings.worker_timeout}), so a slow forum gives an "
                               "answer, not a killed worker", "FEEDBRIDGE_REQUEST_DEADLINE")
+        settings.check_credentials()
         return settings
+
+    def check_credentials(self) -> None:
+        """Every credential names a forum the bridge serves, and signed URLs have a secret to be made with."""
+        for credential in self.credentials:
+            if self.forum_for_key(credential.host) is None:
+                raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: {credential.host} is not a forum of FEEDBRIDGE_FORUMS "
+                                  f"({', '.join(f.key for f in self.forums)})", "FEEDBRIDGE_CREDENTIALS")
+        if self.credentials and not self.secret:
+            raise ConfigError("FEEDBRIDGE_SECRET must be set when FEEDBRIDGE_CREDENTIALS is: private feeds are "
+                              "read only through URLs signed with it (feedbridge sign)", "FEEDBRIDGE_SECRET")
+        for name, value in (("FEEDBRIDGE_SECRET", self.secret), ("FEEDBRIDGE_SECRET_PREVIOUS", self.secret_previous)):
+            if value is not None and len(value) < 16:
+                raise ConfigError(f"{name} must be at least 16 characters (e.g. `openssl rand -hex 32`)", name)

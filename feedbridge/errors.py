@@ -3,13 +3,15 @@
     FeedbridgeError                 status  reason        raised when
     ├── ConfigError                   500                 a setting (environment or TOML) is missing or malformed
     ├── RequestError                  400                 a request cannot name a feed: a bad parameter
-    │   └── RouteNotFound             404                 no such forum, route or format
+    │   ├── RouteNotFound             404                 no such forum, route or format
+    │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/signing.py)
     ├── UnreadableError               502                 text that is not what it claims (parsers: pure, no I/O)
     │   ├── NotAListError                                 not a topic list
     │   └── NotATopicError                                not a topic page
     └── UpstreamError                 502   (the raiser's) the forum did not give a usable answer
         ├── UpstreamNotFound          404   not_found     the forum answered 404/410
         ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
+        │   └── NotPublic             403   not_public    ... to the bridge's anonymous request for a list
         ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
         │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
         └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
@@ -52,6 +54,10 @@ class RouteNotFound(RequestError):
     status = 404
 
 
+class Forbidden(RequestError):
+    status = 403
+
+
 class UnreadableError(FeedbridgeError, ValueError):
     status = 502
 
@@ -75,6 +81,7 @@ class Reason(StrEnum):
     UNUSABLE = "unusable"  # anything else: no copy to fall back on, a failure remembered without its cause
     NOT_FOUND = "not_found"
     REFUSED = "refused"
+    NOT_PUBLIC = "not_public"
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
     TIMEOUT = "timeout"
@@ -107,6 +114,14 @@ class UpstreamRefused(UpstreamError):
     default_reason = Reason.REFUSED
 
 
+class NotPublic(UpstreamRefused):
+    """A list the forum shows only to signed-in users, asked for without a token: the reader's answer is
+    403 (the list exists, this URL cannot read it), not a failure of the forum."""
+
+    status = 403
+    default_reason = Reason.NOT_PUBLIC
+
+
 class UpstreamRateLimited(UpstreamError):
     status = 503
     default_reason = Reason.RATE_LIMITED
@@ -126,7 +141,7 @@ class UpstreamTimeout(UpstreamError):
 
 _CLASS_OF: dict[Reason, type[UpstreamError]] = {
     cls.default_reason: cls
-    for cls in (UpstreamNotFound, UpstreamRefused, UpstreamRateLimited, BridgeBusy, UpstreamTimeout)
+    for cls in (UpstreamNotFound, UpstreamRefused, NotPublic, UpstreamRateLimited, BridgeBusy, UpstreamTimeout)
 }
 
 

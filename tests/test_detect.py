@@ -162,8 +162,8 @@ def test_a_private_category_cannot_flip_the_source_for_other_readers():
             for reader in (f"{COMPILER}.atom", "/c/hardware/gpu/12.rss"):
                 assert get(app.feed_url(reader)).status_code == 200, reader
         assert md(forum) == ["/latest.md"]
-    for private in refusals:  # that list's own error, no guess about the forum
-        assert private.status_code == 502 and "answered 403" in private.text and "login-only" not in private.text
+    for private in refusals:  # that list's own error (not public: 403), no guess about the forum
+        assert private.status_code == 403 and "answered 403" in private.text and "login-only" not in private.text
 
 
 def test_a_garbage_json_list_is_that_lists_error_and_changes_nothing():

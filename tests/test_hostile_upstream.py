@@ -334,7 +334,7 @@ def test_a_stored_wait_past_the_maximum_is_not_honoured(upstream):
     try:
         service = FeedService(settings, MemoryStore(1 << 20), fetcher)
         forum = settings.forums[0]
-        service.control.set(service.rate_limit_key(forum), time.time() + 1e11, 3600)
+        service.control.set(service.waits.key(forum), time.time() + 1e11, 3600)
         assert service.fetch(forum, upstream.url + LIST).status == 200
         assert upstream.count(LIST) == 1
     finally:

@@ -18,9 +18,11 @@ import httpx
 import pytest
 
 from feedbridge.config import Settings, parse_forum
+from feedbridge.feeds.figures import MAX_PARENTS
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.staticsite.plan import BuildConfigError, load_build_config
 from tests.appserver import RunningApp, running_app, settings_for
+from tests.test_cli import SEED, run
 from tests.test_render import assert_json_feed_1_1
 from tests.upstream import JSON_ROOT, FakeForum, with_figures
 
@@ -125,6 +127,18 @@ def test_markdown_forum_refusing_its_json_list_answers_400_naming_the_parameter(
     assert upstream.count("/latest.json") == 1
 
 
+def test_the_forum_budget_refuses_the_json_list_a_markdown_feed_needs_and_no_feed_goes_unfiltered():
+    # A budget of 3 a minute is one request per client: the Markdown list, and not its JSON list.
+    with FakeForum(json_lists=True) as fake, running_app(settings_for(fake.url, forum_budget=3)) as app:
+        for _ in range(2):
+            refused = get(app.feed_url("/latest.atom?min_likes=12"))
+            assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
+            assert "share" in refused.text and "<entry>" not in refused.text
+        assert [r.target for r in fake.requests] == ["/latest.md"]  # nothing sent past the budget
+        assert parsed(get(app.feed_url("/latest.atom")).content).entries  # that list itself, from the cache
+        assert fake.count() == 1
+
+
 def test_markdown_forum_without_json_lists_still_filters_on_replies(upstream):
     with running_app(settings_for(upstream.url)) as app:
         assert ids(app, "/latest.json?min_replies=20") == expected(lambda t: t["posts_count"] >= 21)
@@ -162,11 +176,76 @@ def test_any_of_tags_comma_separated_or_repeated(app, forum, query, keep):
     assert ids(app, f"/latest.json?{query}") == expected(keep)
 
 
+def targets(forum: FakeForum, prefix: str) -> list[str]:
+    return sorted(r.target for r in forum.requests if r.target.startswith(prefix))
+
+
 def test_excluding_a_parent_reads_the_directory_once(app, forum):
     assert ids(app, "/latest.json?exclude_category=11") == expected(lambda t: t["category_id"] not in (11, 12))
     assert ids(app, "/latest.json?exclude_category=11&min_likes=1") == expected(
         lambda t: t["category_id"] not in (11, 12) and t["like_count"] >= 1)
-    assert forum.count("/categories.md" if forum.mode == "markdown" else "/categories.json") == 1
+    directory = "/categories.md" if forum.mode == "markdown" else "/categories.json"
+    assert targets(forum, "/categories") == sorted([directory, "/categories.json?parent_category_id=12"])
+
+
+GRAPHS = 13  # gpu's child (fixtures/nested-categories): no directory page lists it
+
+
+def in_graphs(forum: FakeForum) -> list[Raw]:
+    """The JSON list with a third of the gpu topics moved to graphs, served from now on (a Markdown list
+    carries no category ids: its JSON list of the same page says where each topic is)."""
+    document = json.loads((JSON_ROOT / "latest.json").read_text())
+    gpu = [t for t in document["topic_list"]["topics"] if t["category_id"] == 12]
+    for topic in gpu[::3]:
+        topic["category_id"] = GRAPHS
+    forum.set_body("/latest.json", json.dumps(document))
+    return list(with_figures(document)["topic_list"]["topics"])
+
+
+def kept_ids(listed: list[Raw], dropped: set[int]) -> set[int]:
+    found = {t["id"] for t in listed if t["category_id"] not in dropped}
+    assert {t["category_id"] for t in listed} & dropped and found, "a filter the fixtures cannot tell apart"
+    return found
+
+
+def test_excluding_a_category_drops_its_grandchildren_from_parent_category_id(app, forum):
+    listed = in_graphs(forum)
+    assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12, GRAPHS})
+    assert ids(app, "/latest.json?exclude_category=12") == kept_ids(listed, {12, GRAPHS})
+    assert ids(app, "/latest.json?exclude_category=11&min_replies=1") <= kept_ids(listed, {11, 12, GRAPHS})
+    # The directory shows the second level, so only gpu is asked for its children: once, then cached.
+    assert targets(forum, "/categories.json?") == ["/categories.json?parent_category_id=12"]
+
+
+@pytest.mark.parametrize("forum", ["json"], indirect=True)
+def test_a_directory_of_top_level_categories_only_asks_each_level_below(app, forum):
+    document = json.loads((JSON_ROOT / "categories.json").read_text())
+    document["category_list"]["categories"] = [c for c in document["category_list"]["categories"]
+                                               if "parent_category_id" not in c]
+    forum.set_body("/categories.json", json.dumps(document))  # as current releases answer it
+    listed = in_graphs(forum)
+    assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12, GRAPHS})
+    assert ids(app, "/latest.json?exclude_category=6") == kept_ids(listed, {6})  # a leaf: an empty answer
+    assert targets(forum, "/categories.json?") == [f"/categories.json?parent_category_id={n}" for n in (11, 12, 6)]
+
+
+def test_a_forum_that_ignores_parent_category_id_adds_no_subcategories(app, forum):
+    forum.set_body("/categories.json?parent_category_id=12", (JSON_ROOT / "categories.json").read_text())
+    listed = in_graphs(forum)
+    assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12})
+
+
+@pytest.mark.parametrize("forum", ["json"], indirect=True)
+def test_subcategory_lookups_stop_at_their_cap_with_a_400(app, forum):
+    document = json.loads((JSON_ROOT / "categories.json").read_text())
+    document["category_list"]["categories"] = [c for c in document["category_list"]["categories"]
+                                               if "parent_category_id" not in c]
+    forum.set_body("/categories.json", json.dumps(document))
+    in_graphs(forum)
+    excluded = [n for n in range(1, 22) if n != GRAPHS]  # twenty, each asked; gpu's answer names a 21st
+    response = get(app.feed_url("/latest.atom?exclude_category=" + ",".join(map(str, excluded))))
+    assert response.status_code == 400 and "exclude_category" in response.text and "20" in response.text
+    assert len(targets(forum, "/categories.json?")) == MAX_PARENTS  # graphs, the 21st, was never asked
 
 
 def test_tag_intersection_route_reads_discourses_own_list(app, forum):
@@ -324,6 +403,20 @@ def test_digest_ids_are_the_same_in_every_format_and_for_every_limit(app):
     assert fewer == json_ids[:3] and len(json_ids) == 7
 
 
+def test_a_digests_own_id_is_its_digest_id_whatever_the_host_format_or_limit(forum):
+    with running_app(settings_for(forum.url)) as one, running_app(settings_for(forum.url)) as two:
+        atoms = [get(app.feed_url(f"/latest.atom?digest=weekly{extra}")).content
+                 for app in (one, two) for extra in ("", "&limit=3")]
+        json_items = get(two.feed_url("/latest.json?digest=weekly&limit=2")).json()["items"]
+    digest_id = f"{forum.url}/latest.md#digest=weekly"
+    for body in atoms:
+        feed = parsed(body)
+        assert feed.feed.id == digest_id and all(e.id.startswith(digest_id + "/digest/") for e in feed.entries)
+    assert {next(link.href for link in parsed(body).feed.links if link.rel == "self") for body in atoms} == {
+        app.feed_url(f"/latest.atom?digest=weekly{extra}") for app in (one, two) for extra in ("", "&limit=3")}
+    assert all(i["id"].startswith(digest_id + "/digest/") for i in json_items)
+
+
 def test_limit_counts_periods_and_a_list_cut_short_hides_its_oldest_period(app):
     every = periods(raw_topics(), "weekly", more=True)
     items = get(app.feed_url("/latest.json?digest=weekly&limit=50")).json()["items"]
@@ -379,6 +472,64 @@ def test_html_view_of_a_digest_reads_as_a_digest(app):
     assert page.status_code == 200
     assert "weekly digest" in page.text and re.search(r"\d{4}-W\d\d: \d+ topics", page.text)
     assert "<ul><li><a href=" in page.text and "by a deleted user · ? replies" not in page.text
+
+
+# --- feedbridge build of a saved list -----------------------------------------------------------------------
+
+SAVED_QUERIES = [  # (the feed URL's query, the same feed's build options)
+    ("min_likes=12", ["--min-likes", "12"]),
+    ("min_replies=5&min_views=300&exclude_tag=cuda", ["--min-replies", "5", "--min-views", "300",
+                                                       "--exclude-tag", "cuda"]),
+    ("tag=gpu&tag=rfc", ["--tag", "gpu", "--tag", "rfc"]),
+    ("tag=cuda%2Bgpu&exclude_tag=rfc", ["--tag", "cuda+gpu", "--exclude-tag", "rfc"]),
+    ("digest=weekly&min_likes=3", ["--digest", "weekly", "--min-likes", "3"]),
+    ("digest=daily&limit=3&exclude_tag=cuda", ["--digest", "daily", "--limit", "3", "--exclude-tag", "cuda"]),
+]
+
+
+@pytest.mark.parametrize(("query", "options"), SAVED_QUERIES, ids=[q for q, _ in SAVED_QUERIES])
+def test_build_of_a_saved_json_list_is_the_feed_the_service_serves(upstream_json, tmp_path, query, options):
+    saved = tmp_path / "latest.json"
+    saved.write_bytes(get(f"{upstream_json.url}/latest.json").content)  # likes, views and tags as served
+    with running_app(settings_for(upstream_json.url)) as app:
+        served_body = get(app.feed_url(f"/latest.atom?{query}")).content
+    served = parsed(served_body)
+    self_url = next(link.href for link in served.feed.links if link.rel == "self")
+    result = run("build", str(saved), "--base-url", upstream_json.url, "--self-url", self_url, *options)
+    assert result.returncode == 0, result.stderr
+    built = parsed(result.stdout)
+    assert served.entries and (built.feed.id, built.feed.title) == (served.feed.id, served.feed.title)
+    assert [(e.id, e.title, e.updated) for e in built.entries] == [(e.id, e.title, e.updated) for e in served.entries]
+    if "digest" in query:  # a digest's entries are functions of their topics alone: the same bytes
+        assert entries(result.stdout) == entries(served_body)
+
+
+@pytest.mark.parametrize(("options", "name"), [
+    (["--min-likes", "1"], "min_likes"), (["--min-views", "1"], "min_views"), (["--exclude-tag", "rfc"], "exclude_tag"),
+    (["--tag", "gpu"], "tag"), (["--tag", "gpu+cuda"], "tag"), (["--digest", "daily", "--min-likes", "1"], "min_likes"),
+    (["--exclude-category", "6"], "exclude_category"),
+])
+def test_build_of_a_saved_markdown_list_refuses_what_it_does_not_carry(options, name):
+    result = run("build", str(SEED), *options)
+    assert result.returncode == 2 and not result.stdout
+    assert name in result.stderr.decode() and "saved" in result.stderr.decode()
+
+
+def test_build_of_a_saved_json_list_refuses_exclude_category(upstream_json, tmp_path):
+    saved = tmp_path / "latest.json"
+    saved.write_bytes(get(f"{upstream_json.url}/latest.json").content)
+    result = run("build", str(saved), "--base-url", upstream_json.url, "--exclude-category", "11")
+    assert result.returncode == 2 and not result.stdout and b"exclude_category" in result.stderr
+
+
+def test_build_of_a_saved_markdown_list_makes_digests_and_reply_thresholds():
+    result = run("build", str(SEED), "--format", "json", "--digest", "weekly", "--min-replies", "2")
+    assert result.returncode == 0, result.stderr
+    feed = json.loads(result.stdout)
+    assert feed["items"] and all("/digest/" in i["id"] and re.fullmatch(r"\d{4}-W\d\d: \d+ topics?", i["title"])
+                                 for i in feed["items"])
+    assert "replies ≥ 2" in feed["title"] and "weekly digest" in feed["title"]
+    assert all(int(n) >= 2 for i in feed["items"] for n in re.findall(r"· (\d+) repl", i["content_html"]))
 
 
 # --- static builds --------------------------------------------------------------------------------------

@@ -5,10 +5,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import feedparser
+import httpx
 import pytest
 from click.testing import CliRunner
 from lxml import etree, html
@@ -16,6 +19,8 @@ from lxml import etree, html
 from feedbridge.cli import main
 from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
+from tests.appserver import running_app, settings_for
+from tests.upstream import FakeForum
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "dev-discuss-compiler.md"
@@ -294,3 +299,96 @@ def test_json_summary_shape(tmp_path, upstream):
     assert sum(f["fetch"] == "fetched" for f in summary["feeds"]) in (1, 2)
     assert sum(f["requests"] for f in summary["feeds"]) == 2
     assert os.path.samefile(summary["out_dir"], tmp_path / "public")
+
+
+# Every parameter of issue 26 in a config: thresholds, the `+` form of tag=, exclusions and digests.
+SIGNAL_FEEDS = """
+[[feeds]]
+name = "signal"
+path = "latest"
+pages = 2
+min_replies = 2
+min_likes = 3
+min_views = 300
+exclude_tag = ["rfc", "meta"]
+exclude_category = [6]
+formats = ["atom", "json"]
+
+[[feeds]]
+name = "weekly"
+path = "latest"
+tag = "gpu+cuda"
+digest = "weekly"
+limit = 4
+formats = ["atom"]
+
+[[feeds]]
+name = "daily"
+path = "tag/gpu+cuda"
+exclude_category = [5]
+digest = "daily"
+formats = ["rss", "atom"]
+"""
+SERVED = {"signal": "latest.atom?pages=2&min_replies=2&min_likes=3&min_views=300&exclude_tag=rfc,meta&exclude_category=6",
+          "weekly": "latest.atom?tag=gpu%2Bcuda&digest=weekly&limit=4",
+          "daily": "tag/gpu+cuda.atom?exclude_category=5&digest=daily"}
+
+
+def atom_entries(body: bytes) -> dict[str, bytes]:
+    return {re.search(rb"<id>([^<]+)</id>", e)[1].decode(): e for e in re.findall(rb"<entry>.*?</entry>", body, re.S)}
+
+
+@pytest.mark.parametrize("mode", ["markdown", "json"])
+def test_a_config_with_every_signal_parameter_builds_the_feeds_the_service_serves(tmp_path, mode):
+    with FakeForum(mode=mode, json_lists=True) as forum:
+        code, _out, err = run(write_config(tmp_path, forum.url, SIGNAL_FEEDS), "--out-dir", str(tmp_path / "out"))
+        assert code == 0, err
+        assert max(Counter(r.target for r in forum.requests).values()) == 1  # each page read once a run
+        with running_app(settings_for(forum.url)) as app:
+            served = {name: httpx.get(app.feed_url(f"/{query}"), timeout=30).content for name, query in SERVED.items()}
+    for name, body in served.items():
+        built = (tmp_path / "out" / f"{name}.atom").read_bytes()
+        got, want = feedparser.parse(built), feedparser.parse(body)
+        assert got.bozo == 0 and want.entries and got.feed.title == want.feed.title
+        assert [(e.id, e.title, e.updated) for e in got.entries] == [(e.id, e.title, e.updated) for e in want.entries]
+        if name != "signal":  # a digest is one feed wherever it is published, and its entries the same bytes
+            assert got.feed.id == want.feed.id and atom_entries(built) == atom_entries(body)
+    assert len(json.loads((tmp_path / "out" / "signal.json").read_bytes())["items"]) == len(
+        feedparser.parse(served["signal"]).entries)
+
+
+@pytest.mark.parametrize("key", ["min_likes = 3", "min_views = 3", 'exclude_tag = "rfc"', "exclude_category = [6]",
+                                 'tag = "gpu+cuda"', 'tag = "gpu"'])
+def test_a_source_file_refuses_what_a_markdown_list_does_not_carry(tmp_path, upstream, key):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "{FIXTURE}"\n{key}\n')
+    code, out, err = run(config)
+    assert code == 2 and out == ""
+    assert err.startswith(f"{config}:5: ") and key.split(" ")[0] in err and "saved Markdown list" in err
+    assert upstream.count() == 0
+
+
+def test_a_source_file_makes_digests_and_reply_thresholds_offline(tmp_path, upstream):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "{FIXTURE}"\nmin_replies = 2\n'
+                      'digest = "weekly"\nformats = ["atom"]\n')
+    code, _out, err = run(config)
+    assert code == 0, err
+    feed = feedparser.parse((tmp_path / "public" / "x.atom").read_bytes())
+    assert feed.bozo == 0 and feed.entries and all("/digest/" in e.id for e in feed.entries)
+    assert "weekly digest" in feed.feed.title and upstream.count() == 0
+
+
+def test_the_examples_of_every_signal_key_in_the_docs_are_valid_config(tmp_path):
+    """The commented keys of feeds.example.toml and the block of docs/static.md, as a user copies them."""
+    example = re.findall(r"^#   (\w+ = .+?)\s+#", (ROOT / "feeds.example.toml").read_text(), re.M)
+    block = re.search(r"```toml\n(\[\[feeds\]\].*?)```", (ROOT / "docs" / "static.md").read_text(), re.S)[1]
+    for keys in ("\n".join(example), "\n".join(line for line in block.splitlines()
+                                                  if " = " in line and not line.startswith(("name", "path")))):
+        config = tmp_path / "feeds.toml"
+        config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\npath = "c/compiler/5"\n{keys}\n')
+        spec = load_build_config(config).feeds[0].specs[0]
+        chosen = spec.filter
+        assert (chosen.min_replies, chosen.min_likes, chosen.min_views) == (10, 5, 1000)
+        assert (chosen.tags_all, chosen.exclude_tags, chosen.exclude_categories) == ({"gpu", "cuda"}, {"meta"}, {11})
+        assert spec.digest == "weekly"

@@ -40,14 +40,15 @@ def description(spec: FeedSpec, first: Listing) -> str:
 def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url: str | None,
               stylesheet_url: str | None, updated: datetime) -> bytes:
     """The feed in `spec.fmt`. Without a self URL the id is the list's Markdown URL with the canonical
-    query as its fragment, so filtered feeds of one list still have ids of their own. `updated` is the
-    feed's date when no topic has one."""
+    query as its fragment, so filtered feeds of one list still have ids of their own. A digest's id is
+    `spec.digest_id`, the start of its entries' ids: one feed whatever host, format or `limit=` reads it.
+    `updated` is the feed's date when no topic has one."""
     query = urlencode(spec.canonical_query())
     meta = FeedMeta(
         title=spec.title,
         forum_url=spec.forum.base_url,
         html_url=spec.html_url,
-        feed_id=self_url or spec.page_url(0) + (f"#{query}" if query else ""),
+        feed_id=spec.digest_id if spec.digest else self_url or spec.page_url(0) + (f"#{query}" if query else ""),
         self_url=self_url,
         description=description(spec, first),
         stylesheet_url=stylesheet_url,

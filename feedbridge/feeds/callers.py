@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 CLIENT_SHARE = 3
 """One client may spend at most 1/CLIENT_SHARE of a forum's budget per window."""
+DAY = 24 * 3600
 
 
 @dataclass
@@ -82,18 +83,29 @@ class ForumBudget:
     in between has spent one of its share without a request, which errs towards the forum.
     """
 
-    def __init__(self, windows: Windows, per_window: int):
+    def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
+                 per_day: int = 0):
+        """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
+        `feedbridge.feeds.signing`), `share` is what part of it one client may spend, and `per_day`, when
+        set, bounds the requests of any 24 hours too (as Discourse does for one API key)."""
         self.windows = windows
         self.per_window = per_window
-        self.share = max(per_window // CLIENT_SHARE, 1)
+        self.share = max(per_window // share, 1)
+        self.scope = scope
+        self.per_day = per_day
+        self.days = windows.spanning(DAY) if per_day else None
 
     def spend(self, forum: Forum, caller: Caller) -> None:
         if self.per_window <= 0:
             return
-        whole = ("forum", forum.key)
+        whole = (f"{self.scope}forum", forum.key)
+        if self.days is not None and not self.days.test(self.per_day, *whole):
+            retry = min(max(self.days.reset_in(self.per_day, *whole), 1.0), float(DAY))
+            raise BridgeBusy(f"the bridge has made its {self.per_day} signed-in requests of the last day to "
+                             f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
         if not self.windows.test(self.per_window, *whole):
             self._forum_busy(forum, whole)
-        mine = ("client", forum.key, caller.client)
+        mine = (f"{self.scope}client", forum.key, caller.client)
         if not self.windows.hit(self.share, *mine):
             retry = self._retry(self.share, mine)
             raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
@@ -101,6 +113,8 @@ class ForumBudget:
                              retry_after=retry)
         if not self.windows.hit(self.per_window, *whole):
             self._forum_busy(forum, whole)
+        if self.days is not None:
+            self.days.hit(self.per_day, *whole)
 
     def _forum_busy(self, forum: Forum, whole: tuple[str, ...]) -> NoReturn:
         retry = self._retry(self.per_window, whole)

@@ -93,7 +93,7 @@ class SourceDetector:
         if spec.forum.source != "auto" or source is not JSON or entry is None or entry.source != JSON.name \
                 or entry.reason is None or (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
             return exc
-        message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public: is it login-only? "
+        message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public "
                    f"(Markdown: {entry.reason}; JSON: {exc.message})")
         if isinstance(exc, UpstreamNotFound) and entry.status == UpstreamNotFound.status:
             return UpstreamNotFound(message, reason=exc.reason, upstream_status=exc.upstream_status)

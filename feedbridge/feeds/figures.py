@@ -4,7 +4,9 @@ A Markdown list carries replies but no likes, views, tags or category ids: a fee
 reads the forum's JSON list of the same page (through the service, so cached and counted against the
 forum's budget), and says so with a 400 naming the parameter when the forum refuses it, rather than
 serving a feed that is silently empty or unfiltered. `exclude_category=` also drops the subcategories,
-which only the forum's categories directory knows.
+which only the forum's categories directory knows: its top level, with the second level beside or inside
+it on most releases, and the third level (Discourse nests no deeper) only in
+`/categories.json?parent_category_id=ID`, one request per parent.
 """
 
 from __future__ import annotations
@@ -47,9 +49,50 @@ def _with(topic: Topic, listed: Topic | None) -> Topic:
                    replies=listed.replies if topic.replies is None else topic.replies)
 
 
-def excluding(feed_filter: FeedFilter, directory: Sequence[Category]) -> FeedFilter:
-    """The filter with the subcategories (at any depth) of its excluded categories: a category's path
-    (`slugs`) starts with its parent's."""
-    paths = [c.slugs + "/" for c in directory if c.id in feed_filter.exclude_categories]
-    below = frozenset(c.id for c in directory if any(c.slugs.startswith(path) for path in paths))
-    return replace(feed_filter, subcategories=below - feed_filter.exclude_categories)
+MAX_PARENTS = 20
+"""Parents whose subcategories one feed may look up (`?parent_category_id=`): each is a request, counted
+against the forum's budget and cached like the directory, so excluding a wide category costs at most this
+many; past it the feed is a 400 naming `exclude_category`, never one that keeps some grandchildren."""
+DEPTH = 3  # Discourse's `max_category_nesting` is 2 or 3: a third-level category has no subcategories
+
+
+def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
+              children: Callable[[int], Sequence[Category]]) -> FeedFilter:
+    """The filter with the subcategories (at any depth) of its excluded categories. The directory gives a
+    category's path (`slugs`), which starts with its parent's; `children(id)` asks the forum for the rest.
+
+    A directory that shows any subcategory shows them all (beside their parents, or nested in them), so a
+    top-level category asks only for its children's children. An answer naming a category the directory
+    places elsewhere comes from a release that ignores `parent_category_id` and sent its whole directory:
+    it adds nothing."""
+    known = {c.id: c for c in directory}
+    shows_subcategories = any("/" in c.slugs for c in directory)
+    below: set[int] = set()
+    frontier = [(c, _depth(known.get(c))) for c in sorted(feed_filter.exclude_categories)]
+    asked = 0
+    while frontier:
+        parent, depth = frontier.pop(0)
+        if depth >= DEPTH:
+            continue
+        path = known[parent].slugs + "/" if parent in known else None
+        if depth == 1 and shows_subcategories and path is not None:
+            found = [c for c in directory if c.slugs.startswith(path) and "/" not in c.slugs[len(path):]]
+        else:
+            if asked == MAX_PARENTS:
+                raise RequestError(f"exclude_category: more than {MAX_PARENTS} categories would each cost a "
+                                   "request for their subcategories; exclude fewer categories")
+            asked += 1
+            found = list(children(parent))
+            if any(c.id == parent or (c.id in known and (path is None or not known[c.id].slugs.startswith(path)))
+                   for c in found):
+                found = []
+        for child in found:
+            if child.id not in below and child.id not in feed_filter.exclude_categories:
+                below.add(child.id)
+                frontier.append((child.id, depth + 1))
+    return replace(feed_filter, subcategories=frozenset(below))
+
+
+def _depth(category: Category | None) -> int:
+    """1 for a top-level category, and for one the directory does not list (whose depth it cannot tell)."""
+    return 1 if category is None else category.slugs.count("/") + 1

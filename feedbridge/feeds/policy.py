@@ -59,12 +59,14 @@ class Got(Generic[E]):
 class CachePolicy:
     """The one path from a cache key to an entry (see the module docstring)."""
 
-    def __init__(self, settings: Settings, store: Store, flight: Flight, control: ControlStore):
+    def __init__(self, settings: Settings, store: Store, flight: Flight, control: ControlStore,
+                 slots: threading.BoundedSemaphore | None = None):
+        """`slots`: another policy's cold slots, to share them (one process, one bound)."""
         self.settings = settings
         self.store = store
         self.flight = flight
         self.control = control
-        self.slots = threading.BoundedSemaphore(settings.cold_slots)
+        self.slots = slots or threading.BoundedSemaphore(settings.cold_slots)
 
     def caller(self, client: str) -> Caller:
         return Caller(client, time.monotonic() + self.settings.request_deadline)

@@ -23,6 +23,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     NotAListError,
     NotATopicError,
+    NotPublic,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
@@ -39,15 +40,20 @@ from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.posts import PostFeeds
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
+from feedbridge.feeds.waits import ForumWaits
 from feedbridge.models import Category, Listing, Topic
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import SingleFlight
 from feedbridge.store.protocols import Flight, Store
+from feedbridge.store.scoped import ScopedFlight, ScopedStore
 from feedbridge.upstream.fetcher import Fetched, Fetcher, is_within
 
 log = logging.getLogger(__name__)
+
+PRIVATE = "private"
+"""The scope of everything read with a forum's key (`feedbridge.store.scoped`)."""
 
 CacheStatus = Literal["hit", "miss", "stale"]
 """How a feed was answered: from a fresh copy, rebuilt now, or the last good copy while the forum fails."""
@@ -74,22 +80,55 @@ class Topics:
 
 
 class FeedService:
+    """Assembles the path of a feed; `signed_in` is its twin for signed feed URLs (`feeds/signing.py`)."""
+
     def __init__(self, settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
-                 control: ControlStore | None = None, windows: Windows | None = None):
+                 control: ControlStore | None = None, windows: Windows | None = None,
+                 public: FeedService | None = None):
         """`store` holds cached copies; `control` what steers requests to forums (their Retry-After, remembered
-        failures, source decisions), beyond the reach of cache floods; `windows` the budgets' counters."""
+        failures, source decisions), beyond the reach of cache floods; `windows` the budgets' counters.
+
+        With FEEDBRIDGE_CREDENTIALS set, `signed_in` is a second service over the same backends, each wrapped
+        in the private scope (`feedbridge.store.scoped`): its pages, feeds, failures, waits and source
+        decisions are its own, its fetches send the forum's key, and its budget is the key's (under
+        Discourse's limits for one key), so a 429 on it never stops public reading. It shares the pool and
+        the cold slots (`public`): both kinds of request wait on the same forums in the same process."""
         self.settings = settings
         self.store = store
         self.control: ControlStore = control or MemoryControl()
         self.fetcher = fetcher
         self.flight = flight or SingleFlight()
-        self.policy = CachePolicy(settings, store, self.flight, self.control)
-        self.budget = ForumBudget(windows or Windows(), settings.forum_budget)
+        self.policy: CachePolicy = CachePolicy(settings, store, self.flight, self.control,
+                                  slots=public.policy.slots if public else None)
+        windows = windows or Windows()
+        self.budget = ForumBudget(windows, settings.forum_budget) if public is None else ForumBudget(
+            windows, settings.private_budget, scope=PRIVATE, share=1, per_day=settings.private_daily_budget)
+        self.waits = ForumWaits(self.control, self.settings.retry_after_max)
         self.topic_failures = 0
-        self.pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
+        self.pool: CallerPool = public.pool if public else CallerPool(max_workers=settings.fetch_concurrency * 4,
+                                                          thread_name_prefix="fetch")
+        self.public = public is None
+        self.signed_in: FeedService | None = None if public is not None or not settings.credentials else FeedService(
+            settings, ScopedStore(store, PRIVATE), fetcher,
+            ScopedFlight(self.flight, PRIVATE), control=ScopedStore(self.control, PRIVATE), windows=windows,
+            public=self)
         self.detector = SourceDetector(settings, self.control, self.flight,
                                        lambda forum, url, source, caller: self.page(forum, url, False, caller, source))
         self.posts = PostFeeds(self)
+
+    def scope(self, signed: bool) -> FeedService:
+        """This service, or its signed-in twin for a request whose token verified."""
+        if not signed:
+            return self
+        if self.signed_in is None:
+            raise UpstreamError("this bridge has no credentials")  # the token check refuses this first
+        return self.signed_in
+
+    def close(self) -> None:
+        """The pool's threads and the forum connections, for a process that is done (the static build)."""
+        if self.public:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.fetcher.close()
 
     def caller(self, client: str) -> Caller:
         """A web request's budget share, deadline and slot; `client` is its remote address."""
@@ -161,19 +200,16 @@ class FeedService:
     def _completed(self, spec: FeedSpec, listings: list[Listing], stale_pages: bool,
                    caller: Caller | None) -> tuple[FeedSpec, list[Listing]]:
         """What `feedbridge.feeds.figures` adds to the lists: the JSON list's figures for a Markdown page, the
-        subcategories of excluded categories (from the directory; only a cached one when the forum fails)."""
+        subcategories of excluded categories (from the directory and its deeper levels; only cached copies
+        when the forum fails)."""
         listings = completed(spec.filter, listings,
                              lambda n: self.page(spec.forum, spec.page_url(n, JSON), stale_pages, caller, JSON))
         if not spec.filter.exclude_categories:
             return spec, listings
-        if stale_pages:
-            cached: DirectoryEntry | None = self.store.get(self._categories_key(spec.forum))
-            if cached is None:
-                raise UpstreamError(f"no copy of the categories of {spec.forum.key} to fall back on")
-            directory = cached.categories
-        else:
-            directory = self.categories(spec.forum, caller)
-        return replace(spec, filter=excluding(spec.filter, directory)), listings
+        directory = self.categories(spec.forum, caller, cached_only=stale_pages)
+        return replace(spec, filter=excluding(
+            spec.filter, directory,
+            lambda parent: self.categories(spec.forum, caller, parent, cached_only=stale_pages))), listings
 
     def _named(self, forum: Forum, topics: list[Topic], stale_pages: bool,
                caller: Caller | None) -> list[Topic]:
@@ -238,12 +274,25 @@ class FeedService:
             log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
         return results
 
-    def categories(self, forum: Forum, caller: Caller | None = None) -> tuple[Category, ...]:
+    def categories(self, forum: Forum, caller: Caller | None = None, parent: int | None = None,
+                   cached_only: bool = False) -> tuple[Category, ...]:
         """The forum's directory (`/categories.md` or `.json`), cached like list pages: showing the front page
-        costs the forum one request per cache TTL. Raises UpstreamError only with nothing cached."""
-        key = self._categories_key(forum)
+        costs the forum one request per cache TTL. Raises UpstreamError only with nothing cached.
+
+        With `parent`, the subcategories of that category (`/categories.json?parent_category_id=ID`: JSON on
+        every forum, since the Markdown directory has no such view). With `cached_only` (the forum just
+        failed), the cached copy or UpstreamError, and no request."""
+        key = self._categories_key(forum) if parent is None else keys.key("categories", forum.base_url, parent)
+        if cached_only:
+            cached: DirectoryEntry | None = self.store.get(key)
+            if cached is None:
+                raise UpstreamError(f"no copy of the categories of {forum.key} to fall back on")
+            return cached.categories
 
         def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
+            if parent is not None:
+                url = f"{JSON.categories_url(forum.base_url)}?parent_category_id={parent}"  # an int: no quoting
+                return DirectoryEntry(JSON.read_categories(self.fetch(forum, url, caller=caller).text), time.time())
             source = self.detector.source(forum, caller)
             fetched = self.fetch(forum, source.categories_url(forum.base_url), caller=caller)
             return DirectoryEntry(source.read_categories(fetched.text), time.time())
@@ -323,7 +372,20 @@ class FeedService:
         try:
             return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
         except (UpstreamNotFound, UpstreamRefused) as exc:
-            raise self.detector.refused(spec, source, exc) from None
+            raise self._refusal(spec, self.detector.refused(spec, source, exc)) from None
+
+    def _refusal(self, spec: FeedSpec, exc: UpstreamError) -> UpstreamError:
+        """A list the forum refused to the bridge's anonymous request (401/403) is not public: 403 to the
+        reader, who is told whether a signed URL could read it. A refusal of the key itself stays a failure."""
+        keyed = self.settings.credential_for(spec.forum) is not None
+        if self.public and keyed and isinstance(exc, UpstreamNotFound):  # Discourse hides some lists so
+            return UpstreamNotFound(f"{exc.message} (if it is a private list, a signed feed URL reads it)",
+                                    reason=exc.reason, upstream_status=exc.upstream_status)
+        if not self.public or not isinstance(exc, UpstreamRefused) or exc.upstream_status not in (401, 403):
+            return exc
+        how = "a signed feed URL reads it (`feedbridge sign`)" if keyed else "this bridge has no key for that forum"
+        return NotPublic(f"{spec.forum.key} shows {spec.label} only to signed-in members ({exc.message}): {how}",
+                         upstream_status=exc.upstream_status)
 
     def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
                caller: Caller | None) -> list[Listing]:
@@ -369,30 +431,18 @@ class FeedService:
         """The stored entry if it is within the cache TTL, else None."""
         return self.policy.fresh(key)
 
-    @staticmethod
-    def rate_limit_key(forum: Forum) -> str:
-        """Where a forum's `Retry-After` is remembered (the control store: no flood of readers evicts it)."""
-        return keys.key("ratelimit", forum.base_url)
-
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
               caller: Caller | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
         web request's fetches are charged to the forum's budget."""
-        limited_key = self.rate_limit_key(forum)
-        until = self.control.get(limited_key)
-        longest = self.settings.retry_after_max
-        # A wait past the maximum is not honoured, whoever stored it (a Redis shared with another version).
-        if until is not None and time.time() < until <= time.time() + longest:
-            wait = until - time.time()
-            raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
+        self.waits.check(forum)
         if caller is not None:
             self.policy.take_slot(caller)
             self.budget.spend(forum, caller)
         try:
-            return self.fetcher.get(forum, url, etag, last_modified)
+            return self.fetcher.get(forum, url, etag, last_modified, signed=not self.public)
         except UpstreamRateLimited as exc:
-            wait = min(60.0 if exc.retry_after is None else exc.retry_after, longest)
-            self.control.set(limited_key, time.time() + wait, wait)
+            self.waits.remember(forum, exc)
             raise
 
     def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, caller: Caller | None,

@@ -86,8 +86,7 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
             outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress),
                                      config.feeds))
     finally:
-        service.pool.shutdown(wait=False, cancel_futures=True)
-        fetcher.close()
+        service.close()
     site, error = _write_site(config, progress)
     report = BuildReport(config.out_dir, outcomes, site, fetcher.requests, (time.perf_counter() - started) * 1000,
                          error)
@@ -106,7 +105,7 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetche
     outcome = FeedOutcome(plan.name, "failed", "-", 0)
     try:
         with fetcher.counting() as tally:
-            bodies = [service.feed(spec, urljoin(config.site_url, quote(file))).entry.body
+            bodies = [service.scope(plan.signed).feed(spec, urljoin(config.site_url, quote(file))).entry.body
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.source else "fetched" if outcome.requests else "cached"

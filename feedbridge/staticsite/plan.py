@@ -9,6 +9,7 @@ because tomllib only gives positions for syntax errors.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, NotAListError, RequestError
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
@@ -29,7 +30,7 @@ PARAMS = ("author", "q", "tag", "limit", "pages", "period", "category", "content
 _LISTS = ("author", "tag", "exclude_tag", "exclude_category")  # keys that may hold several values
 _WHOLE = ("limit", "pages", "category", "min_replies", "min_likes", "min_views", "exclude_category")
 DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
-_FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", *PARAMS)
+_FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", "credential", *PARAMS)
 _TOP_KEYS = ("title", "site_url", "out_dir", "fetch", "defaults", "feeds")
 # [fetch]: (lowest, highest, default). Requests at once per forum, seconds between two requests to one
 # forum, and the longest Retry-After worth waiting for (longer: that forum's feeds fail for this run).
@@ -55,6 +56,7 @@ class FeedPlan:
     specs: tuple[FeedSpec, ...]
     files: tuple[str, ...]  # relative to the output folder, one per spec
     source: str | None = None  # the local file that stands in for the list, if any
+    signed: bool = False  # read with the forum's key (`credential =`), in the private scope
 
     @property
     def title(self) -> str:
@@ -145,9 +147,10 @@ class _Checker:
         raw_feeds = data.get("feeds")
         if not isinstance(raw_feeds, list) or not raw_feeds or not all(isinstance(f, dict) for f in raw_feeds):
             raise self.fail("no feeds: add at least one [[feeds]] table", key="feeds")
-        feeds, local_pages = self.feeds(raw_feeds, defaults, self.path.parent)
+        feeds, local_pages, credentials = self.feeds(raw_feeds, defaults, self.path.parent)
         settings = Settings(
             forums=tuple(dict.fromkeys(plan.specs[0].forum for plan in feeds)),
+            credentials=tuple(credentials.values()),
             # One store per run: a page cached at all was fetched in this run, so it stays fresh for the
             # whole run and every feed that lists it shares the one fetch.
             cache_ttl=24 * 3600,
@@ -169,10 +172,11 @@ class _Checker:
         )
 
     def feeds(self, raw_feeds: list[dict[str, Any]], defaults: dict[str, Any],
-              base: Path) -> tuple[list[FeedPlan], dict[str, str]]:
+              base: Path) -> tuple[list[FeedPlan], dict[str, str], dict[str, Credential]]:
         default_forum = self.forum(defaults.get("forum", DEFAULT_FORUM), "defaults", 0)
         plans: list[FeedPlan] = []
         local_pages: dict[str, str] = {}
+        credentials: dict[str, Credential] = {}
         by_file: dict[str, str] = {}
         for index, raw in enumerate(raw_feeds):
             self.unknown(raw, _FEED_KEYS, "feeds", index)
@@ -191,15 +195,41 @@ class _Checker:
                                     "feeds", index)
             plan = self.plan(index, item, name, forum, _FEED_EXTENSION.sub("", path.strip("/")))
             if source is not None:
+                self.offline(plan.specs[0], name, index)
                 local_pages[plan.specs[0].page_url(0)] = text
                 plan = FeedPlan(plan.name, plan.specs, plan.files, source)
+            if "credential" in raw:
+                credential = self.credential(raw, forum, index, credentials.get(forum.key))
+                credentials[forum.key] = credential
+                plan = replace(plan, signed=True)
             for file in plan.files:
                 if file in by_file:
                     raise self.fail(f"feeds {by_file[file]!r} and {name!r} both write {file}", "feeds", index,
                                     "file" if "file" in item else "name")
                 by_file[file] = name
             plans.append(plan)
-        return plans, local_pages
+        return plans, local_pages, credentials
+
+    def credential(self, raw: dict[str, Any], forum: Forum, index: int, known: Credential | None) -> Credential:
+        """The key named by `credential = "VARIABLE"`, read from the environment (never from the file);
+        errors name the variable, never its value. One forum, one key: feeds read with two would mix
+        what two users see."""
+        name = self.string(raw, "credential", "feeds", index) or ""
+        if "source" in raw:
+            raise self.fail("a feed built from a source file reads nothing: it takes no credential", "feeds",
+                            index, "credential")
+        value = os.environ.get(name) if name else None
+        if not value:
+            raise self.fail(f"credential {name!r}: no such environment variable is set (it holds "
+                            "user-api-key:KEY or api-key:USERNAME:KEY)", "feeds", index, "credential")
+        try:
+            credential = parse_credential(value, forum.key, what=f"credential {name!r}")
+        except ConfigError as exc:
+            raise self.fail(exc.message, "feeds", index, "credential") from None
+        if known is not None and known != credential:
+            raise self.fail(f"credential {name!r}: another feed reads {forum.key} with another key; one key per "
+                            "forum", "feeds", index, "credential")
+        return credential
 
     def plan(self, index: int, item: dict[str, Any], name: str, forum: Forum, path: str) -> FeedPlan:
         stem = self.string(item, "file", "feeds", index) or name
@@ -245,6 +275,16 @@ class _Checker:
         page_url = (listing.url or "").partition("?")[0]
         forum = self.forum(listing.base_url, "feeds", index, "source")
         return text, replace(forum, source="markdown"), page_url.removeprefix(forum.base_url)
+
+    def offline(self, spec: FeedSpec, name: str, index: int) -> None:
+        """A feed built from a source file reads nothing else, and a Markdown list carries no likes, views,
+        tags or category ids: a parameter that needs them would read the forum (its JSON list, topic pages,
+        directory) or filter on nothing, so it is refused here, by name."""
+        lacking = spec.filter.json_needed() or ("tag" if spec.filter.tags else None)
+        if lacking is not None:
+            raise self.fail(f"feed {name!r}: {lacking} needs what a saved Markdown list does not carry (likes, "
+                            "views, tags, category ids); give the feed a path to read the forum instead",
+                            "feeds", index, lacking)
 
     @staticmethod
     def culprit(message: str, args: dict[str, list[str]]) -> str:

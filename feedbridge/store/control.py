@@ -116,10 +116,15 @@ class Windows:
 
     def __init__(self, seconds: int = WINDOW, storage: Storage | None = None, link: RedisLink | None = None):
         self.seconds = seconds
+        self._storage, self._link = storage, link
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared = None if storage is None or link is None else (MovingWindowRateLimiter(storage), link)
         self._idle = _Idle(self._local, self._item, seconds)
         self._lock = threading.Lock()
+
+    def spanning(self, seconds: int) -> Windows:
+        """Windows of another length, shared the same way (the private budget's daily one)."""
+        return Windows(seconds, self._storage, self._link)
 
     def hit(self, limit: int, *ids: str) -> bool:
         """Count one hit unless the window is full; whether it was counted."""

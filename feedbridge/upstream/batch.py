@@ -73,14 +73,15 @@ class PoliteFetcher(Fetcher):
         self._count_lock = threading.Lock()
         self.requests = 0
 
-    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
+            signed: bool = False) -> Fetched:
         if url in self.local_pages:
             return Fetched(url, 200, self.local_pages[url])
         gate = self._gate(forum)
         for attempt in (1, 2):
             try:
                 with self._turn(gate):
-                    return super().get(forum, url, etag, last_modified)
+                    return super().get(forum, url, etag, last_modified, signed)
             except UpstreamRateLimited as exc:
                 if gate.gave_up:
                     raise

@@ -238,22 +238,28 @@ class Fetcher:
     """One pooled connection per forum host and process; safe to share between threads.
 
     Requests go straight to httpx's transport, not through an `httpx.Client`: the fetcher follows redirects
-    itself and sends no credentials, and a client's cookie jar would be state one request leaves for the
-    next (a `Set-Cookie` from a forum, sent back on every later fetch, whoever asked for it). Skipping the
-    client's request building, redirect and cookie steps is also a fifth of a cold fetch's time.
+    itself and sends no cookies (a forum's key only on a `signed` request), and a client's cookie jar would
+    be state one request leaves for the next (a `Set-Cookie` from a forum, sent back on every later fetch,
+    whoever asked for it). Skipping the client's request building, redirect and cookie steps is also a
+    fifth of a cold fetch's time.
     """
 
     def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None):
-        """`transport` replaces the network (the offline demo answers from a saved copy)."""
+        """`transport` replaces the network (the offline demo answers from a saved copy). The forums' keys
+        (FEEDBRIDGE_CREDENTIALS) are sent only with a `signed` request to their own forum (its redirects
+        within the forum included; `get` refuses any URL off the forum, so a key never reaches another host)."""
         self.settings = settings
         # httpx retries only failed connection attempts, never a request that reached the server.
         self.transport = transport or httpx.HTTPTransport(retries=settings.retries)
+        self.credentials = {credential.host: credential for credential in settings.credentials}
 
     def close(self) -> None:
         self.transport.close()
 
-    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
-        """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`.
+    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
+            signed: bool = False) -> Fetched:
+        """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`; `signed`
+        sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none.
 
         Validators are checked again here, as they are sent: a copy stored by an older version (or a
         shared Redis) must not be able to break every revalidation of its page.
@@ -263,6 +269,11 @@ class Fetcher:
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
         headers = dict(_HEADERS)
+        if signed:
+            credential = self.credentials.get(forum.key)
+            if credential is None:
+                raise UpstreamError(f"no credential for {forum.key}", reason=Reason.UNUSABLE)
+            headers |= credential.headers()
         if etag := valid_etag(etag):
             headers["If-None-Match"] = etag
         if last_modified := valid_last_modified(last_modified):

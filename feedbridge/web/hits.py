@@ -34,12 +34,14 @@ _PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """What a feed URL means: its spec, its own URL (rel=self), its stylesheet and its cache key."""
+    """What a feed URL means: its spec, its own URL (rel=self), its stylesheet, its cache key, and whether
+    its token verified (`signed`: read with the forum's key, in the private scope)."""
 
     spec: FeedSpec
     self_url: str
     stylesheet_url: str | None
     key: str
+    signed: bool = False
 
 
 class ResolvedUrls:
@@ -86,10 +88,13 @@ class HitPath:
                 or _PASS_HEADERS[2] in environ or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
         resolved = self.urls.get(environ)
-        entry = self.service.fresh(resolved.key) if resolved is not None and resolved.spec.fmt != "html" else None
-        if resolved is None or entry is None:
+        if resolved is None or resolved.spec.fmt == "html":
             return self._to_flask(environ, start_response)
-        headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit")
+        entry = self.service.scope(resolved.signed).fresh(resolved.key)
+        if entry is None:
+            return self._to_flask(environ, start_response)
+        headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit",
+                               private=resolved.signed)
         headers += [("Content-Length", str(len(entry.body))), NOSNIFF]
         start_response("200 OK", headers)
         query = environ.get("QUERY_STRING")

@@ -4,7 +4,9 @@ outsider can forge.
 Request paths, query strings, headers, upstream URLs and upstream messages all reach log messages, and
 any of them can carry `\\n` (a `%0a` in a path is decoded before the app sees it). Rather than trust
 every call site to escape, one filter on the handlers escapes every control character (C0, DEL, C1 and
-the Unicode line separators) in the final message as `\\xNN`, after the arguments are merged. A
+the Unicode line separators) in the final message as `\\xNN`, after the arguments are merged. The same
+filter writes every `token=` value (a signed feed URL's, `feedbridge.feeds.signing`) as `token=…`, valid
+or not: a log is read by more people than the feeds it lists. A
 traceback keeps its lines, each escaped and indented with `  | `, so only a record's own first line
 starts at the left margin: nothing from outside can pass for a record of its own.
 
@@ -18,8 +20,10 @@ the largest share of a cached hit's own work, and a PaaS router logs every reque
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
+from urllib.parse import unquote_plus
 
 log = logging.getLogger("feedbridge.access")
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -27,6 +31,20 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _ESCAPES |= {0x2028: "\\u2028", 0x2029: "\\u2029"}
 _CONTINUATION = "\n  | "
+
+
+_TOKEN_VALUE = re.compile(r"(token=)[^&\s#]*", re.IGNORECASE)
+HIDDEN = "token=…"
+
+
+def hide_tokens(text: str) -> str:
+    return _TOKEN_VALUE.sub(HIDDEN, text)
+
+
+def hidden_query(query: str) -> str:
+    """A query string with the value of each parameter named `token`, however its name is encoded, hidden."""
+    return "&".join(HIDDEN if unquote_plus(piece.partition("=")[0]).lower() == "token" else piece
+                    for piece in query.split("&"))
 
 
 def escape_controls(text: str) -> str:
@@ -42,11 +60,12 @@ class EscapeControls(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.__dict__.get("controls_escaped"):
             return True
-        record.msg, record.args = escape_controls(record.getMessage()), None
+        record.msg, record.args = hide_tokens(escape_controls(record.getMessage())), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = "  | " + _CONTINUATION.join(map(escape_controls, record.exc_text.split("\n")))
+            lines = map(escape_controls, hide_tokens(record.exc_text).split("\n"))
+            record.exc_text = "  | " + _CONTINUATION.join(lines)
         if record.stack_info:
             record.stack_info = "  | " + _CONTINUATION.join(map(escape_controls, record.stack_info.split("\n")))
         record.controls_escaped = True
@@ -70,4 +89,7 @@ def configure_logging(level: str, *, access_log: bool = True) -> None:
 
 def log_request(method: str, path: str, status: int, started: float, cache: str) -> None:
     """The one line per request, from the hit path and from Flask alike; `path` includes the query."""
+    if "?" in path and log.isEnabledFor(logging.INFO):
+        path, _, query = path.partition("?")
+        path += "?" + hidden_query(query)
     log.info("%s %s %d %.1fms cache=%s", method, path, status, (time.perf_counter() - started) * 1000, cache)

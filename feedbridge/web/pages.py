@@ -10,6 +10,7 @@ reaches a template, and links taken from upstream become hrefs only when they ar
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urlencode, urlsplit
@@ -25,6 +26,7 @@ from flask import (
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import Reason, RequestError, RouteNotFound, UpstreamError
+from feedbridge.feeds import signing
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import (
     TOP_PERIODS,
@@ -37,6 +39,7 @@ from feedbridge.render.opml import Subscription
 from feedbridge.render.opml import opml_document as opml_list
 from feedbridge.web.context import caller, service
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
+from feedbridge.web.hits import Resolved
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -61,6 +64,8 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
         case Reason.REFUSED:
             headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
                         "topic list): is it login-only?")
+        case Reason.NOT_PUBLIC:
+            headline = f"{name} shows this list only to signed-in members: a signed feed URL reads it"
         case Reason.NOT_FOUND:
             headline = (f"{name} has no such page (it answered {code or 404}): check the category, tag or "
                         "user name")
@@ -176,16 +181,23 @@ def opml_document(forum: Forum, categories: tuple[Category, ...], bridge_url: st
     return opml_list(f"{forum.key} categories (feedbridge)", subscriptions, folder=forum.key)
 
 
-def feed_page(spec: FeedSpec, path: str) -> Response:
-    """The `.html` variant of a feed: the same spec and service path, rendered as a page."""
-    svc = service()
-    form = form_from_path(path, request.args.to_dict(flat=False), svc.settings)
-    built = Built(form, spec, alternates=_alternates(spec, path))
-    topics = svc.view(spec, caller()).topics  # the last good pages rather than an error, while there are any
+def feed_page(resolved: Resolved, path: str) -> Response:
+    """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
+    links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
+    svc, spec = service(), resolved.spec
+    args = request.args.to_dict(flat=False)
+    token = args.pop(signing.TOKEN, []) if resolved.signed else []
+    form = form_from_path(path, args, svc.settings)
+    built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
+    # the last good pages rather than an error, while there are any
+    topics = svc.scope(resolved.signed).view(spec, caller()).topics
     built.topics, built.total = topics, len(topics)
     html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
     response = _html(html)
-    response.cache_control.public = True
+    if resolved.signed:
+        response.cache_control.private = True
+    else:
+        response.cache_control.public = True
     response.cache_control.max_age = svc.settings.cache_ttl
     response.add_etag()  # from the bytes, so a reload of an unchanged page is a 304
     response.make_conditional(request)  # turns this response into a 304 in place where the validators match
@@ -226,8 +238,8 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
     return built
 
 
-def _alternates(spec: FeedSpec, path: str) -> dict[str, str]:
-    query = urlencode(spec.canonical_query())
+def _alternates(spec: FeedSpec, path: str, token: Sequence[str] = ()) -> dict[str, str]:
+    query = urlencode(spec.canonical_query() + [(signing.TOKEN, t) for t in token])
     stem = request.host_url + path.rpartition(".")[0]
     return {fmt: f"{stem}.{fmt}" + (f"?{query}" if query else "") for fmt in FORMATS}
 

@@ -19,12 +19,14 @@ from feedbridge.store.entries import FeedEntry
 NOSNIFF = ("X-Content-Type-Options", "nosniff")
 
 
-def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus) -> list[tuple[str, str]]:
+def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
+                 private: bool = False) -> list[tuple[str, str]]:
+    """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep."""
     headers = [
         ("Content-Type", media_type),
         ("Vary", "Accept"),
         ("ETag", f'"{entry.etag}"'),
-        ("Cache-Control", f"public, max-age={max_age}"),
+        ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]
     if entry.last_modified is not None:

@@ -14,6 +14,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
 from feedbridge.errors import RequestError
+from feedbridge.feeds import signing
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
@@ -63,10 +64,12 @@ def feed(path: str) -> Response:
     resolved = _resolved(svc, path)
     spec = resolved.spec
     if spec.fmt == "html":
-        return pages.feed_page(spec, path)
-    result = svc.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key, caller=caller())
+        return pages.feed_page(resolved, path)
+    result = svc.scope(resolved.signed).feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key,
+                                             caller=caller())
     g.cache = result.cache
-    headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache)
+    headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache,
+                           private=resolved.signed)
     if result.cache == "stale":
         headers.append(("Age", str(int(result.age))))
         headers.append(("X-Feedbridge-Stale", _header_safe(
@@ -84,13 +87,16 @@ def _resolved(svc: FeedService, path: str) -> Resolved:
     found = urls.get(request.environ)
     if found is not None:
         return found
-    spec = parse_feed_request(svc.settings, path, request.args.to_dict(flat=False))
+    args = request.args.to_dict(flat=False)
+    given = args.pop(signing.TOKEN, [])
+    spec = parse_feed_request(svc.settings, path, args)
+    signed = signing.verified(svc.settings, "/" + path, spec, given)
     if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
-    query = urlencode(spec.canonical_query())
+    query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-    found = Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet))
+    found = Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed)
     urls.remember(request.environ, found)
     return found
 
