@@ -544,6 +544,30 @@ def test_a_429_on_one_kind_of_fetch_does_not_stop_the_other_on_the_same_forum(th
         assert [carries_key(r) for r in p.forum.requests if r.path == "/hot.md"] == [throttled == "public"]
 
 
+@pytest.mark.parametrize("budget", ["FEEDBRIDGE_PRIVATE_BUDGET", "FEEDBRIDGE_PRIVATE_DAILY_BUDGET"])
+def test_signed_reads_have_a_budget_of_their_own_that_leaves_public_reads_alone(budget: str) -> None:
+    """Discourse limits one key (20 requests a minute, 2,880 a day by default): past the bridge's budget for
+    signed reads, a signed cold feed is 503 with Retry-After and nothing is sent, while public feeds of the
+    same forum are still read (their budget is FEEDBRIDGE_FORUM_BUDGET's)."""
+    with private_forum("markdown") as p:
+        settings = p.settings(**{budget: "3"})
+        with running_app(settings) as app:
+            signed = [app.url + sign(settings, f"/{app.forum_key}{STAFF_PATH}.atom?limit={n}")
+                      for n in range(1, 6)]
+            assert get(signed[0]).status_code == 200  # the source probe and the list: 2 of the 3
+            assert get(signed[1]).status_code == 200  # a new feed of the cached list: nothing sent
+            p.reset()
+            cold = [get(url) for url in (app.url + sign(settings, f"/{app.forum_key}/hot.atom"),
+                                                  app.url + sign(settings, f"/{app.forum_key}/top.atom"))]
+            assert [r.status_code for r in cold] == [200, 503]
+            assert "signed-in" in cold[1].text or "upstream requests" in cold[1].text
+            assert int(cold[1].headers["Retry-After"]) >= 1
+            assert [r.path for r in p.forum.requests] == ["/hot.md"]
+            public = get(app.feed_url("/top.atom"))
+        assert public.status_code == 200  # its own source probe, then the list, without the key
+        assert [(r.path, carries_key(r)) for r in p.forum.requests] == [
+            ("/hot.md", True), ("/latest.md", False), ("/top.md", False)]
+
 # --- static builds --------------------------------------------------------------------------------------
 
 
