@@ -3,7 +3,7 @@
 (`/user_actions.json?filter=4,5`).
 
 Field names are those of core's serializers: `TopicViewSerializer` (`id`, `title`, `unicode_title`, `slug`,
-`category_id`, `highest_post_number`, `last_posted_at`, `post_stream.posts` (the first 20),
+`category_id`, `post_stream.posts` (the first 20),
 `post_stream.stream` (every post id, in order)), `PostSerializer` < `BasicPostSerializer` (`id`, `username`,
 `created_at`, `updated_at`, `cooked`, `post_number`, `post_type`, `topic_id`, `topic_slug`, `topic_title`
 and `category_id` where the list adds titles, `hidden`, `deleted_at`, `user_deleted`, `action_code`) and
@@ -79,8 +79,6 @@ class TopicHead:
     title: str
     slug: str
     category_id: int | None
-    highest_post_number: int | None
-    last_posted_at: datetime | None
     stream: tuple[int, ...]
     posts: tuple[Post, ...]
     # post id -> its Post, or None for an id of the first page that is no readable post (a small action)
@@ -116,11 +114,8 @@ def parse_topic_head(text: str | bytes) -> TopicHead:
     category_id = category_id if _is_id(category_id) else None
     context = _Context(topic_id, title, slug, category_id)
     read, skipped = _posts(_list(stream.get("posts"), _EXPECTED_TOPIC, "post_stream.posts"), context)
-    highest = data.get("highest_post_number")
     return TopicHead(
         id=topic_id, title=title, slug=slug, category_id=category_id,
-        highest_post_number=highest if _is_id(highest) else None,
-        last_posted_at=_moment(data.get("last_posted_at")),
         stream=tuple(dict.fromkeys(ids)),
         posts=tuple(post for _, post in read if post is not None),
         read=tuple(read), skipped=skipped,
