@@ -68,6 +68,9 @@ class Category:
     slugs: str  # "compiler" or "hardware/gpu": the path between /c/ and the id
     id: int
     description: str = ""
+    # Its children's ids, where the directory says (`subcategory_ids` in JSON; `()` is a leaf); None where it
+    # does not, so that whoever needs the level below must ask the forum for it.
+    subcategory_ids: tuple[int, ...] | None = None
 
     @property
     def value(self) -> str:

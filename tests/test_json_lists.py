@@ -358,11 +358,11 @@ def test_categories_of_a_2013_release():
 def test_categories_of_a_current_release_with_subcategories():
     found = parse_json_categories((FIXTURES / "current-categories.json").read_text())
     assert found == (
-        Category("Compiler", "compiler", 5, "torch.compile, Dynamo and Inductor."),
-        Category("Hardware", "hardware", 3, "Boards, chips and boxes."),
-        Category("GPU", "hardware/gpu", 12, "Graphics cards & drivers."),
-        Category("Orphan child", "orphan", 40, "Its parent is private."),
-        Category("unnamed", "unnamed", 6, ""),
+        Category("Compiler", "compiler", 5, "torch.compile, Dynamo and Inductor.", ()),
+        Category("Hardware", "hardware", 3, "Boards, chips and boxes.", (12,)),
+        Category("GPU", "hardware/gpu", 12, "Graphics cards & drivers.", ()),
+        Category("Orphan child", "orphan", 40, "Its parent is private.", ()),
+        Category("unnamed", "unnamed", 6, "", ()),
     )
     assert found[2].value == "hardware/gpu/12"
 

@@ -18,9 +18,13 @@ import httpx
 import pytest
 
 from feedbridge.config import Settings, parse_forum
+from feedbridge.discourse.json_pages import parse_json_categories
 from feedbridge.feeds.figures import MAX_PARENTS
 from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.models import Category
 from feedbridge.staticsite.plan import BuildConfigError, load_build_config
+from feedbridge.store import codec
+from feedbridge.store.entries import DirectoryEntry
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_cli import SEED, run
 from tests.test_render import assert_json_feed_1_1
@@ -229,6 +233,55 @@ def test_a_directory_of_top_level_categories_only_asks_each_level_below(app, for
     assert targets(forum, "/categories.json?") == [f"/categories.json?parent_category_id={n}" for n in (11, 12, 6)]
 
 
+CPU = 14  # a second-level leaf beside gpu, in the directories below only
+
+
+def directory_with_ids(forum: FakeForum, shape: str) -> None:
+    """Serve the directory and hardware's children as current releases do, each category with its
+    `subcategory_ids`: hardware has gpu (which has graphs) and cpu (a leaf). "beside" lists the second level
+    next to the first, as forums that page their categories do; "top" the first level only, as others do."""
+    document = json.loads((JSON_ROOT / "categories.json").read_text())
+    categories = document["category_list"]["categories"]
+    categories.append({"id": CPU, "name": "cpu", "slug": "cpu", "parent_category_id": 11})
+    children = {11: [12, CPU], 12: [GRAPHS]}
+    for category in categories:
+        category["subcategory_ids"] = children.get(category["id"], [])
+    below = [c for c in categories if c.get("parent_category_id") == 11]
+    if shape == "top":
+        document["category_list"]["categories"] = [c for c in categories if "parent_category_id" not in c]
+    forum.set_body("/categories.json", json.dumps(document))
+    forum.set_body("/categories.json?parent_category_id=11", json.dumps({"category_list": {"categories": below}}))
+
+
+@pytest.mark.parametrize("forum", ["json"], indirect=True)
+@pytest.mark.parametrize(("shape", "asked"), [("beside", [12]), ("top", [11, 12, CPU])])
+def test_subcategory_ids_cost_one_lookup_per_parent_with_subcategories(app, forum, shape, asked):
+    directory_with_ids(forum, shape)
+    listed = in_graphs(forum)
+    assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12, GRAPHS, CPU})
+    assert ids(app, "/latest.json?exclude_category=12") == kept_ids(listed, {12, GRAPHS})
+    assert ids(app, "/latest.json?exclude_category=6") == kept_ids(listed, {6})
+    assert ids(app, f"/latest.json?exclude_category={CPU}&exclude_category=5") == {t["id"] for t in listed
+                                                                                    if t["category_id"] != 5}
+    # Each parent is asked once, then cached, and no leaf the directory lists: "top", which lists neither gpu
+    # nor cpu, also asks for cpu when cpu is excluded by itself.
+    assert targets(forum, "/categories.json?") == [f"/categories.json?parent_category_id={n}" for n in asked]
+
+
+def test_subcategory_ids_are_shared_through_the_store_and_only_when_whole():
+    """A directory read from Redis by another worker must still spare the lookups; a forged or partial
+    list must not pass for the whole one, which would hide the children it lost."""
+    document = {"category_list": {"categories": [
+        {"id": 11, "slug": "hardware", "subcategory_ids": [12, 14]}, {"id": 5, "slug": "compiler", "subcategory_ids": []},
+        {"id": 6, "slug": "distributed", "subcategory_ids": [7, "8"]}, {"id": 1, "slug": "general"}]}}
+    found = parse_json_categories(json.dumps(document))
+    assert [c.subcategory_ids for c in found] == [(12, 14), (), None, None]
+    entry = DirectoryEntry(found, 1_800_000_000.0)
+    assert codec.decode(codec.encode(entry)) == entry
+    with pytest.raises(codec.DecodeError):
+        codec.decode(codec.encode(DirectoryEntry((Category("gpu", "hardware/gpu", 12, "", ("13",)),), 1.0)))
+
+
 def test_a_forum_that_ignores_parent_category_id_adds_no_subcategories(app, forum):
     forum.set_body("/categories.json?parent_category_id=12", (JSON_ROOT / "categories.json").read_text())
     listed = in_graphs(forum)
@@ -242,10 +295,11 @@ def test_subcategory_lookups_stop_at_their_cap_with_a_400(app, forum):
                                                if "parent_category_id" not in c]
     forum.set_body("/categories.json", json.dumps(document))
     in_graphs(forum)
-    excluded = [n for n in range(1, 22) if n != GRAPHS]  # twenty, each asked; gpu's answer names a 21st
+    excluded = [n for n in range(1, 22) if n != 12]  # twenty, each asked; hardware's answer names a 21st
     response = get(app.feed_url("/latest.atom?exclude_category=" + ",".join(map(str, excluded))))
     assert response.status_code == 400 and "exclude_category" in response.text and "20" in response.text
-    assert len(targets(forum, "/categories.json?")) == MAX_PARENTS  # graphs, the 21st, was never asked
+    asked = targets(forum, "/categories.json?")
+    assert len(asked) == MAX_PARENTS and "/categories.json?parent_category_id=12" not in asked  # gpu, the 21st
 
 
 def test_tag_intersection_route_reads_discourses_own_list(app, forum):

@@ -347,6 +347,8 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     front page then offers a free-text category). A subcategory's `slugs` is its parent's path and its own
     slug ("hardware/gpu"), found through `parent_category_id`; newer releases nest subcategories in
     `subcategory_list` (with `include_subcategories=true`), older ones list only top-level categories.
+    Current releases give each category's `subcategory_ids`, even of children the page leaves out: that is
+    what spares `exclude_category=` a lookup of the level below a leaf.
     """
     try:
         data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED_CATEGORIES)
@@ -378,8 +380,19 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
             continue
         name = entry.get("name")
         name = _clean(name) if isinstance(name, str) else ""
-        found[category_id] = Category(name or path, path, category_id, _description(entry))
+        found[category_id] = Category(name or path, path, category_id, _description(entry),
+                                      _subcategory_ids(entry.get("subcategory_ids")))
     return tuple(found.values())
+
+
+def _subcategory_ids(value: object) -> tuple[int, ...] | None:
+    """The ids as listed, or None (unknown: the level below must be asked for) when the field is missing or
+    any item is not an id, since a partial list would hide the children it lost."""
+    if not isinstance(value, list) or len(value) > MAX_CATEGORIES:
+        return None
+    if not all(type(item) is int and 0 < item < MAX_ID for item in value):
+        return None
+    return tuple(dict.fromkeys(value))
 
 
 def _category_path(category_id: int, slugs: dict[int, str], parents: dict[int, object]) -> str | None:

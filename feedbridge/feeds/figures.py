@@ -6,7 +6,8 @@ forum's budget), and says so with a 400 naming the parameter when the forum refu
 serving a feed that is silently empty or unfiltered. `exclude_category=` also drops the subcategories,
 which only the forum's categories directory knows: its top level, with the second level beside or inside
 it on most releases, and the third level (Discourse nests no deeper) only in
-`/categories.json?parent_category_id=ID`, one request per parent.
+`/categories.json?parent_category_id=ID`, one request per parent. A JSON directory also says which
+categories have children (`subcategory_ids`): only those are asked for, so a leaf costs nothing.
 """
 
 from __future__ import annotations
@@ -59,23 +60,29 @@ DEPTH = 3  # Discourse's `max_category_nesting` is 2 or 3: a third-level categor
 def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
               children: Callable[[int], Sequence[Category]]) -> FeedFilter:
     """The filter with the subcategories (at any depth) of its excluded categories. The directory gives a
-    category's path (`slugs`), which starts with its parent's; `children(id)` asks the forum for the rest.
+    category's path (`slugs`), which starts with its parent's, and on current releases its children's ids;
+    `children(id)` asks the forum for the rest, once per category that has children the directory leaves out.
 
-    A directory that shows any subcategory shows them all (beside their parents, or nested in them), so a
-    top-level category asks only for its children's children. An answer naming a category the directory
-    places elsewhere comes from a release that ignores `parent_category_id` and sent its whole directory:
-    it adds nothing."""
-    known = {c.id: c for c in directory}
+    A category whose `subcategory_ids` are known costs no request when it is a leaf or when the directory
+    lists all its children. Where they are unknown, a directory that shows any subcategory shows them all
+    (beside their parents, or nested in them), so a top-level category asks only for its children's
+    children. An answer naming a category the directory places elsewhere comes from a release that ignores
+    `parent_category_id` and sent its whole directory: it adds nothing."""
+    listed = {c.id: c for c in directory}
     shows_subcategories = any("/" in c.slugs for c in directory)
     below: set[int] = set()
-    frontier = [(c, _depth(known.get(c))) for c in sorted(feed_filter.exclude_categories)]
+    frontier: list[tuple[int, Category | None, int]] = [
+        (c, None, _depth(listed.get(c))) for c in sorted(feed_filter.exclude_categories)]
     asked = 0
     while frontier:
-        parent, depth = frontier.pop(0)
+        parent, category, depth = frontier.pop(0)
         if depth >= DEPTH:
             continue
-        path = known[parent].slugs + "/" if parent in known else None
-        if depth == 1 and shows_subcategories and path is not None:
+        subcategory_ids = _subcategory_ids(listed.get(parent), category)
+        path = listed[parent].slugs + "/" if parent in listed else None
+        if subcategory_ids is not None and all(c in listed for c in subcategory_ids):
+            found = [listed[c] for c in subcategory_ids]
+        elif subcategory_ids is None and depth == 1 and shows_subcategories and path is not None:
             found = [c for c in directory if c.slugs.startswith(path) and "/" not in c.slugs[len(path):]]
         else:
             if asked == MAX_PARENTS:
@@ -83,14 +90,19 @@ def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
                                    "request for their subcategories; exclude fewer categories")
             asked += 1
             found = list(children(parent))
-            if any(c.id == parent or (c.id in known and (path is None or not known[c.id].slugs.startswith(path)))
+            if any(c.id == parent or (c.id in listed and (path is None or not listed[c.id].slugs.startswith(path)))
                    for c in found):
                 found = []
         for child in found:
             if child.id not in below and child.id not in feed_filter.exclude_categories:
                 below.add(child.id)
-                frontier.append((child.id, depth + 1))
+                frontier.append((child.id, child, depth + 1))
     return replace(feed_filter, subcategories=frozenset(below))
+
+
+def _subcategory_ids(*sources: Category | None) -> tuple[int, ...] | None:
+    """The first of the directory's and the forum's answers that knows the category's children."""
+    return next((c.subcategory_ids for c in sources if c is not None and c.subcategory_ids is not None), None)
 
 
 def _depth(category: Category | None) -> int:
