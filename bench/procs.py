@@ -1,7 +1,8 @@
 """Child processes on 127.0.0.1 (gunicorn, the fake forum, PHP, Redis) and wrk, all bounded and cleaned up.
 
 Every process is started in its own session and registered on an ExitStack, so leaving the `with`
-(normally or by an exception or Ctrl-C) ends exactly the processes this run started, by their id.
+(normally or by an exception or Ctrl-C) ends exactly the processes this run started, by their id: all
+of them told at once and then waited for, since each takes about a second to shut down.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Procs(ExitStack):
     def __init__(self, workdir: Path):
         super().__init__()
         self.workdir = workdir
+        self._started: list[subprocess.Popen] = []
+        self.callback(_stop_all, self._started)
 
     def start(self, name: str, command: list[str], ready_url: str, env: dict[str, str] | None = None,
               cwd: Path = PROJECT_ROOT, timeout: float = 30.0) -> subprocess.Popen:
@@ -43,7 +46,7 @@ class Procs(ExitStack):
         self.callback(log.close)
         process = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        self.callback(_stop, process)
+        self._started.append(process)
         wait_ready(ready_url, process, timeout, self.workdir / f"{name}.log")
         return process
 
@@ -152,10 +155,11 @@ def wrk(url: str, seconds: int, connections: int = WRK_CONNECTIONS) -> WrkRun:
 
 
 def wrk_compare(urls: dict[str, str], runs: int, seconds: int,
-                servers: dict[str, int] | None = None) -> dict[str, WrkRun]:
-    """Warm every URL up, then alternate runs (rotating the order) and return per-URL medians; for the URLs
-    whose server process is in `servers`, also its CPU per request (user + system, /proc)."""
-    for url in urls.values():
+                servers: dict[str, int] | None = None, warmup: bool = True) -> dict[str, WrkRun]:
+    """Warm every URL up (a second of wrk each, unless not `warmup`), then alternate runs (rotating the order)
+    and return per-URL medians; for the URLs whose server process is in `servers`, also its CPU per request
+    (user + system, /proc)."""
+    for url in urls.values() if warmup else ():
         wrk(url, 1)
     results: dict[str, list[WrkRun]] = {name: [] for name in urls}
     names = list(urls)
@@ -174,15 +178,23 @@ def wrk_compare(urls: dict[str, str], runs: int, seconds: int,
             for name, runs_ in results.items()}
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
+def _stop_all(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to every process group, then SIGKILL to those not gone within 10 s."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        _signal(process, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for process in running:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            _signal(process, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
     try:
-        os.killpg(process.pid, signal.SIGTERM)  # its own session: the group is exactly what we started
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+        os.killpg(process.pid, signum)  # its own session: the group is exactly what we started
     except ProcessLookupError:
         pass
 

@@ -68,24 +68,29 @@ def hit_section(ctx: Context) -> list[Row]:
         headers = _app_headers(hit)
         (ctx.workdir / "headers.json").write_text(json.dumps(headers))
         body_env = {"BENCH_BODY_FILE": str(ctx.workdir / "body.atom")}
-        trivial, _ = procs.gunicorn("trivial", body_env, app="bench.trivial:app", ready_path="/feed")
-        limit, limit_server = procs.gunicorn("limit", {**body_env,
-                                                       "BENCH_HEADERS_FILE": str(ctx.workdir / "headers.json")},
-                                             app="bench.limit:app", ready_path="/feed")
-        bare_limit, _ = procs.gunicorn("limit-two-headers", body_env, app="bench.limit:app", ready_path="/feed")
+        with ThreadPoolExecutor(3) as starting:  # side by side, as in `cold_section`
+            started = [starting.submit(procs.gunicorn, "trivial", body_env, app="bench.trivial:app",
+                                       ready_path="/feed"),
+                       starting.submit(procs.gunicorn, "limit",
+                                       {**body_env, "BENCH_HEADERS_FILE": str(ctx.workdir / "headers.json")},
+                                       app="bench.limit:app", ready_path="/feed"),
+                       starting.submit(procs.gunicorn, "limit-two-headers", body_env, app="bench.limit:app",
+                                       ready_path="/feed")]
+            (trivial, _), (limit, limit_server), (bare_limit, _) = (future.result() for future in started)
         answered = _get(limit + "/feed")
         if answered.content != hit.content or _app_headers(answered) != headers:
             raise RuntimeError("the limit does not answer with the hit's bytes and headers")
         result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed", "limit": limit + "/feed",
                               "two headers": bare_limit + "/feed"}, runs, seconds,
-                             {"feedbridge": app_server.pid, "limit": limit_server.pid})
+                             {"feedbridge": app_server.pid, "limit": limit_server.pid}, warmup=not ctx.quick)
         upstream = forum.control.count()
     ours, base, bare, two = result["feedbridge"], result["trivial"], result["limit"], result["two headers"]
     ours_cpu, bare_cpu = ours.cpu_ms, bare.cpu_ms
     if ours_cpu is None or bare_cpu is None:  # both servers were handed to wrk_compare
         raise RuntimeError("no CPU figure for feedbridge or the limit")
+    warmup = "" if ctx.quick else "1 s warm-up each, "
     ctx.notes.append(f"1: gunicorn with `feedbridge.web.gunicorn_conf` ({WORKERS} gthread workers × 8 threads, "
-                     f"bound to 127.0.0.1), wrk -t2 -c16, 1 s warm-up each, then {runs} alternating runs of "
+                     f"bound to 127.0.0.1), wrk -t2 -c16, {warmup}then {runs} alternating runs of "
                      f"{seconds} s, medians; body {len(hit.content):,} bytes of Atom (30 entries); the forum saw "
                      f"{upstream} request(s) during the whole section, so wrk measured hits only. The limit is "
                      "`bench/limit.py`: a bare WSGI callable (no Flask) returning the same bytes with the same "
@@ -131,13 +136,16 @@ def cold_section(ctx: Context) -> list[Row]:
         forum.control.set_body("/c/compiler/5.md", markdown)
         forum.control.set_body("/c/compiler/5.html", rssbridge.as_html(listing))
         forums = {"FEEDBRIDGE_FORUMS": forum.url}
-        cold, cold_server = procs.gunicorn("feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
-                                                                "FEEDBRIDGE_STALE_TTL": "0"})
-        warm, _ = procs.gunicorn("feedbridge-warm", forums)
-        floor, floor_server = procs.gunicorn("floor", {"BENCH_PAGE_URL": page}, app="bench.floor:app",
-                                             ready_path="/feed")
-        bridge, bridge_server = rssbridge.start(procs)
-        hub = _start_rsshub(procs, forum, listing) if rsshub.available() else None
+        with ThreadPoolExecutor(4) as starting:  # side by side: start-up is not measured, and node's takes seconds
+            started = [starting.submit(procs.gunicorn, "feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0",
+                                                                           "FEEDBRIDGE_STALE_TTL": "0"}),
+                       starting.submit(procs.gunicorn, "feedbridge-warm", forums),
+                       starting.submit(procs.gunicorn, "floor", {"BENCH_PAGE_URL": page}, app="bench.floor:app",
+                                       ready_path="/feed"),
+                       starting.submit(rssbridge.start, procs)]
+            hub = _start_rsshub(procs, forum, listing) if rsshub.available() else None
+            (cold, cold_server), (warm, _), (floor, floor_server), (bridge, bridge_server) = (
+                future.result() for future in started)
         path = _feed_path(forum.url, "c/compiler/5.atom")
         urls = {"feedbridge": cold + path, "floor": floor + "/feed",
                 "rss-bridge": rssbridge.feed_url(bridge, forum.url + "/c/compiler/5.html", True)}
@@ -171,7 +179,7 @@ def cold_section(ctx: Context) -> list[Row]:
             cached["rsshub"] = hub.urls()["rsshub-warm"]
         for url in cached.values():
             _get(url)
-        throughput = wrk_compare(cached, runs, seconds)
+        throughput = wrk_compare(cached, runs, seconds, warmup=not ctx.quick)
     ours, base, peer = (statistics.median(latencies[n]) * 1e3 for n in urls)
     ours_cpu, base_cpu, peer_cpu = (cpu[n] / requests * 1e3 for n in urls)
     ours_rps, peer_rps = throughput["feedbridge"].rps, throughput["rss-bridge"].rps
@@ -234,8 +242,10 @@ def _serve_rss_list(forum: ForumProcess, listing: Listing) -> None:
 
 def _start_rsshub(procs: Procs, forum: ForumProcess, listing: Listing) -> _RSSHub:
     _serve_rss_list(forum, listing)
-    cold, cold_server = rsshub.start(procs, forum.url, "rsshub-cold", cache=False)
-    warm, _ = rsshub.start(procs, forum.url, "rsshub-warm", cache=True)
+    with ThreadPoolExecutor(2) as starting:  # side by side, as in `cold_section`
+        cold_start = starting.submit(rsshub.start, procs, forum.url, "rsshub-cold", cache=False)
+        warm, _ = rsshub.start(procs, forum.url, "rsshub-warm", cache=True)
+        cold, cold_server = cold_start.result()
     return _RSSHub(cold, cold_server.pid, warm)
 
 
@@ -399,8 +409,9 @@ def memory_section(ctx: Context) -> list[Row]:
         local = threading.local()
 
         def fetch(i: int) -> int:
-            client = getattr(local, "client", None) or httpx.Client(timeout=30)
-            local.client = client
+            client = getattr(local, "client", None)
+            if client is None:  # closed before the server stops: it waits for open keep-alive connections
+                client = local.client = procs.enter_context(httpx.Client(timeout=30))
             # An exclusion-only query matches every topic: each URL is a distinct, full 30-entry feed.
             return len(client.get(base, params={"q": f"-zzz{i}"}).raise_for_status().content)
 

@@ -137,14 +137,15 @@ def test_past_the_budget_a_stale_copy_is_served_instead_of_503(upstream):
 # --- the copies readers poll survive a flood ----------------------------------------------------------
 
 def test_a_flood_of_distinct_urls_does_not_evict_the_polled_feed(upstream):
-    settings = settings_for(upstream.url, cache_max_bytes=1024 * 1024, cache_ttl=1, forum_budget=0)
+    settings = settings_for(upstream.url, cache_max_bytes=512 * 1024, cache_ttl=1, forum_budget=0)
     with serving(settings) as (app, flask_app):
         store = flask_app.extensions["feedbridge"].store
         polled = app.feed_url(f"{COMPILER}.atom")
         good = get(polled)
         time.sleep(1.1)  # past the cache TTL: the reader's next poll rebuilds it
         assert get(polled).headers["x-feedbridge-cache"] == "miss"
-        flood = [app.feed_url(f"/latest.json?limit=1&q=-zzz{i}") for i in range(6000)]
+        # Each a whole 30-entry feed of about 19 KiB: six times the cache bound in all.
+        flood = [app.feed_url(f"/latest.json?q=-zzz{i}") for i in range(160)]
         local = threading.local()
 
         def fetch(url: str) -> int:
