@@ -110,7 +110,7 @@ def report(rows: list[Row], ctx: Context, started: datetime, fixes: Path | None)
         *[f"- {note}" for note in ctx.notes],
     ]
     if fixes is not None and fixes.exists():
-        parts += ["", fixes.read_text().rstrip()]
+        parts += ["", fixes.read_text(encoding="utf-8").rstrip()]
     return "\n".join(parts) + "\n"
 
 
@@ -124,6 +124,6 @@ def _fmt(value: float) -> str:
 
 def _read(path: str) -> str:
     try:
-        return Path(path).read_text()
+        return Path(path).read_text(encoding="utf-8")
     except OSError:
         return ""

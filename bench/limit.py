@@ -15,7 +15,8 @@ from feedbridge.render.formats import FORMATS
 
 BODY = Path(os.environ["BENCH_BODY_FILE"]).read_bytes()
 _HEADERS_FILE = os.environ.get("BENCH_HEADERS_FILE")
-HEADERS = ([(name, value) for name, value in json.loads(Path(_HEADERS_FILE).read_text())] if _HEADERS_FILE
+HEADERS = ([(name, value) for name, value in json.loads(Path(_HEADERS_FILE).read_text(encoding="utf-8"))]
+           if _HEADERS_FILE
            else [("Content-Type", FORMATS["atom"].media_type), ("Content-Length", str(len(BODY)))])
 
 

@@ -33,7 +33,7 @@ def parser_section(ctx: Context) -> list[Row]:
     repeat = ctx.loops(31, 3)
     rows = []
     for label, path in PAGES.items():
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         times = median_seconds_rounds({"ours": (lambda text=text: parse_listing(text, base_url=BASE), ctx.loops(20, 2)),
                                        "peer": (lambda text=text: markdown.parse(text), ctx.loops(2, 1))}, repeat)
         ours, peer = times["ours"], times["peer"]
@@ -64,7 +64,7 @@ def parser_section(ctx: Context) -> list[Row]:
 
 def parse_scaling(ctx: Context) -> dict[int, float]:
     """Seconds per page when one list holds `n` pages' worth of topics."""
-    text = PAGES["pristine C4 page (30 topics)"].read_text()
+    text = PAGES["pristine C4 page (30 topics)"].read_text(encoding="utf-8")
     first = text.index("\n## [")
     last = text.index("\n[Previous page]")
     header, blocks, trailer = text[:first], text[first:last].rstrip() + "\n\n---\n", text[last:]
@@ -111,7 +111,7 @@ def render_scaling(ctx: Context) -> dict[str, dict[int, float]]:
 
 
 def sample_topics(count: int) -> list[Topic]:
-    page = parse_listing(PAGES["pristine C4 page (30 topics)"].read_text(), base_url=BASE).topics
+    page = parse_listing(PAGES["pristine C4 page (30 topics)"].read_text(encoding="utf-8"), base_url=BASE).topics
     return [dataclasses.replace(page[i % len(page)], id=i + 1,
                                 url=re.sub(r"/\d+$", f"/{i + 1}", page[i % len(page)].url))
             for i in range(count)]

@@ -112,7 +112,7 @@ def wait_ready(url: str, process: subprocess.Popen, timeout: float, log: Path) -
 
 def worker_pids(master: int) -> list[int]:
     try:
-        return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+        return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text(encoding="utf-8").split()]
     except OSError:
         return []
 
@@ -121,13 +121,13 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU of a server process and its live workers (gunicorn and `php -S` both pre-fork)."""
     total = 0.0
     for process in (pid, *worker_pids(pid)):
-        fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{process}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
     return total
 
 
 def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for {pid}")

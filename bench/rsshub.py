@@ -33,11 +33,11 @@ def available() -> bool:
 
 
 def version() -> str:
-    return json.loads((HERE / "node_modules" / "rsshub" / "package.json").read_text())["version"]
+    return json.loads((HERE / "node_modules" / "rsshub" / "package.json").read_text(encoding="utf-8"))["version"]
 
 
 def pinned() -> str:
-    return json.loads((HERE / "package.json").read_text())["dependencies"]["rsshub"]
+    return json.loads((HERE / "package.json").read_text(encoding="utf-8"))["dependencies"]["rsshub"]
 
 
 def ensure_installed() -> None:

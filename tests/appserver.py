@@ -61,7 +61,7 @@ def procfile_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str
     Its output goes to files (by default one temporary file for both streams), never to a pipe: a chatty
     server must never block on a pipe nobody reads.
     """
-    command = (PROJECT_ROOT / "Procfile").read_text().split("web:", 1)[1].strip()
+    command = (PROJECT_ROOT / "Procfile").read_text(encoding="utf-8").split("web:", 1)[1].strip()
     port = port or free_port()
     full_env = {**os.environ, **env, "PORT": str(port)}
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"

@@ -14,7 +14,7 @@ def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, 
     out = tmp_path / "RESULTS.md"
     assert main(["--quick", "--only", "parser", "--only", "render", "--out", str(out),
                  "--plot", str(tmp_path / "p.png")]) == 0
-    report = out.read_text()
+    report = out.read_text(encoding="utf-8")
     assert report.startswith("# feedbridge benchmarks") and "--quick" in report
     rows = [line.split("|")[1:-1] for line in report.splitlines() if re.match(r"\| [34] \|", line)]
     names = [cells[1].strip() for cells in rows]
@@ -39,7 +39,7 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     out = tmp_path / "RESULTS.md"
     assert main(["--quick", "--only", "hit", "--only", "cold", "--only", "upstream", "--only", "memory",
                  "--out", str(out), "--plot", str(tmp_path / "p.png")]) == 0
-    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.read_text().splitlines()
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.read_text(encoding="utf-8").splitlines()
             if re.match(r"\| [1256] \|", line)]
     by_section: dict[str, list[list[str]]] = {}
     for cells in rows:
@@ -52,7 +52,7 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     limit = hit["cached Atom hit vs the limit (bare WSGI callable, same gunicorn, the hit's bytes and headers), "
                 "requests/s"]
     assert re.fullmatch(r"[\d.,]+ req/s", limit[3]) and limit[5] == f"≥ {HIT_RPS_TARGET:g}×", limit
-    assert "X-Feedbridge-Cache" in out.read_text()  # the limit answers with the hit's own headers
+    assert "X-Feedbridge-Cache" in out.read_text(encoding="utf-8")  # the limit answers with the hit's own headers
     cpu = next(cells for name, cells in hit.items() if name.startswith("server CPU per cached hit"))
     assert re.fullmatch(r"[\d.,]+ µs", cpu[3]) and float(cpu[4].rstrip("×")) > 0, cpu  # both servers measured
     names = [cells[1] for cells in by_section["2"]]
@@ -66,7 +66,7 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     (versus,) = [cells for cells in by_section["5"] if "RSSHub" in cells[1]]
     # RSSHub marks the path as being fetched and holds the rest back (its check is not atomic, so not "== 1").
     assert 1 <= int(versus[3].split()[0]) < 64, versus
-    notes = out.read_text()
+    notes = out.read_text(encoding="utf-8")
     assert "RSSHub 1.0.0-master." in notes and "5 (RSSHub):" in notes
 
 
@@ -74,7 +74,7 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
 def test_quick_slow_forum_section_measures_hits_while_cold_requests_wait(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     assert main(["--quick", "--only", "slowforum", "--out", str(out), "--plot", str(tmp_path / "p.png")]) == 0
-    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.read_text().splitlines()
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.read_text(encoding="utf-8").splitlines()
             if re.match(r"\| 7 \|", line)]
     assert len(rows) == 2 and all("cached-hit p99" in cells[1] for cells in rows)
     for cells in rows:

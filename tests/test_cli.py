@@ -28,7 +28,7 @@ def test_parse_json_matches_expected_keys_and_values():
     result = run("parse", str(SEED))
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
-    expected = json.loads(SEED.with_suffix(".expected.json").read_text())
+    expected = json.loads(SEED.with_suffix(".expected.json").read_text(encoding="utf-8"))
     for key, value in expected.items():
         if key != "topics":
             assert got[key] == value

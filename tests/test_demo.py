@@ -81,7 +81,7 @@ def listening(port: int) -> set[str]:
     """The local addresses (hex, as the kernel writes them) of every TCP socket listening on `port`."""
     found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        lines = Path(table).read_text().splitlines()[1:] if Path(table).exists() else []
+        lines = Path(table).read_text(encoding="utf-8").splitlines()[1:] if Path(table).exists() else []
         for line in lines:
             local, state = line.split()[1], line.split()[3]
             address, _, hex_port = local.rpartition(":")

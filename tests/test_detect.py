@@ -138,7 +138,7 @@ def test_a_forum_that_turns_markdown_off_is_followed_at_the_recheck():
     with FakeForum(JSON_ROOT) as forum, \
             running_app(settings_for(forum.url, cache_ttl=0, source_recheck=RECHECK, negative_ttl=0)) as app:
         for path in ("/latest.md", f"{COMPILER}.md"):
-            forum.set_body(path, (DEFAULT_ROOT / path.lstrip("/")).read_text())
+            forum.set_body(path, (DEFAULT_ROOT / path.lstrip("/")).read_text(encoding="utf-8"))
         assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
         forum.clear()  # every .md is 404 now
         time.sleep(RECHECK + 0.1)

@@ -40,7 +40,7 @@ from .test_parser import parse_both_ways
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SAMPLES = sorted(p for p in FIXTURES.rglob("*.md") if p.name != "README.md")
-TEXTS = [p.read_text() for p in SAMPLES]
+TEXTS = [p.read_text(encoding="utf-8") for p in SAMPLES]
 BASE = "https://forum.example.org"
 META = FeedMeta(title="fuzz", forum_url=BASE, html_url=f"{BASE}/latest", feed_id=f"{BASE}/latest.md",
                 self_url="http://bridge.example/forum.example.org/latest.atom")

@@ -115,7 +115,7 @@ def test_the_pre_scan_refuses_depth_and_passes_real_posts() -> None:
         check_nesting(DEEP[: 8 * (MAX_DEPTH // 2 + 1)])
     assert sanitize_html(DEEP, BASE) == ""
     for path in (JSON_ROOT / "t").rglob("*.json"):
-        post = parse_json_topic(path.read_text()).first_post_html or ""
+        post = parse_json_topic(path.read_text(encoding="utf-8")).first_post_html or ""
         assert check_nesting(post) < 20 and sanitize_html(post, BASE), path
 
 
@@ -161,7 +161,7 @@ def test_json_list_pages_keep_their_first_topics(caplog: pytest.LogCaptureFixtur
 
 
 def test_markdown_list_pages_keep_their_first_topics_and_their_page_links(caplog: pytest.LogCaptureFixture) -> None:
-    text = (DEFAULT_ROOT / "latest.md").read_text()
+    text = (DEFAULT_ROOT / "latest.md").read_text(encoding="utf-8")
     head, _, rest = text.partition("\n## [")
     block, _, _ = rest.partition("\n## [")
     tail = rest.rpartition("\n## [")[2]
@@ -223,7 +223,7 @@ def counted_by_the_service(forum: FakeForum, read: Callable[[FeedService, Forum]
 
 @pytest.mark.parametrize("text", [
     pytest.param(minimal_topics(200_000, category_id=7), id="1,000 minimal topics (of 200,000)"),
-    pytest.param((JSON_ROOT / "latest.json").read_text(), id="a real page of 30"),
+    pytest.param((JSON_ROOT / "latest.json").read_text(encoding="utf-8"), id="a real page of 30"),
     pytest.param(minimal_topics(1), id="one topic"),
 ])
 def test_page_entries_are_counted_by_what_they_hold(upstream: FakeForum, text: str) -> None:
@@ -238,7 +238,7 @@ def test_page_entries_are_counted_by_what_they_hold(upstream: FakeForum, text: s
 
 
 def test_markdown_pages_and_topic_entries_are_counted_by_what_they_hold() -> None:
-    text = (DEFAULT_ROOT / "latest.md").read_text()
+    text = (DEFAULT_ROOT / "latest.md").read_text(encoding="utf-8")
     listing, truth = retained(lambda: parse_listing(text, base_url=BASE))
     assert within_twice(listing_bytes(listing), truth)
 

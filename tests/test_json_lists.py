@@ -67,7 +67,7 @@ def test_fixture_parses_to_expected(path: Path):
 
 def test_fixture_bytes_parse_like_text():
     path = FIXTURES / "current-latest.json"
-    assert parse_json_listing(path.read_bytes(), base_url=BASE) == parse_json_listing(path.read_text(), base_url=BASE)
+    assert parse_json_listing(path.read_bytes(), base_url=BASE) == parse_json_listing(path.read_text(encoding="utf-8"), base_url=BASE)
 
 
 def test_synthetic_fixtures_are_up_to_date():
@@ -77,7 +77,7 @@ def test_synthetic_fixtures_are_up_to_date():
 
 
 def test_current_page_details():
-    listing = parse_json_listing((FIXTURES / "current-latest.json").read_text(), base_url=BASE + "/",
+    listing = parse_json_listing((FIXTURES / "current-latest.json").read_text(encoding="utf-8"), base_url=BASE + "/",
                                  source_url=f"{BASE}/latest.json")
     assert listing.base_url == BASE
     assert len(listing.topics) == 30
@@ -90,7 +90,7 @@ def test_current_page_details():
 
 
 def test_real_capture_quirks_are_read_as_captured():
-    listing = parse_json_listing((FIXTURES / "api-gem-2013-latest.json").read_text(), base_url=BASE)
+    listing = parse_json_listing((FIXTURES / "api-gem-2013-latest.json").read_text(encoding="utf-8"), base_url=BASE)
     assert [t.id for t in listing.topics] == [1, 1, 1]  # the capture's three topics share id 1
     assert {t.author for t in listing.topics} == {"test_users"}  # users[], not last_poster_username
     assert listing.topics[0].last_posted_at == datetime(2013, 2, 5, 17, 14, 17, 364000, tzinfo=UTC)
@@ -305,7 +305,7 @@ def test_near_miss_pages_are_a_listing_or_refused(topics: list, users: object, p
 
 
 def test_topic_page_of_a_2013_release():
-    topic = parse_json_topic((FIXTURES / "api-gem-2013-topic.json").read_text())
+    topic = parse_json_topic((FIXTURES / "api-gem-2013-topic.json").read_text(encoding="utf-8"))
     assert (topic.id, topic.slug, topic.category_id, topic.tags) == (
         57, "this-site-is-a-sandbox-it-is-reset-every-day", 13, ())
     assert topic.title == "THIS SITE IS A SANDBOX -- it is reset every day"
@@ -348,7 +348,7 @@ def test_any_json_value_is_a_topic_or_refused(value: object):
 
 def test_categories_of_a_2013_release():
     # The capture's first category has a misspelt "name" key: its slug stands in, as in the Markdown directory.
-    assert parse_json_categories((FIXTURES / "api-gem-2013-categories.json").read_text()) == (
+    assert parse_json_categories((FIXTURES / "api-gem-2013-categories.json").read_text(encoding="utf-8")) == (
         Category("test1", "test1", 1, "Test category #1."),
         Category("test2", "test2", 2, "Test category #2."),
         Category("test3", "test3", 3, "Test category #3."),
@@ -356,7 +356,7 @@ def test_categories_of_a_2013_release():
 
 
 def test_categories_of_a_current_release_with_subcategories():
-    found = parse_json_categories((FIXTURES / "current-categories.json").read_text())
+    found = parse_json_categories((FIXTURES / "current-categories.json").read_text(encoding="utf-8"))
     assert found == (
         Category("Compiler", "compiler", 5, "torch.compile, Dynamo and Inductor.", ()),
         Category("Hardware", "hardware", 3, "Boards, chips and boxes.", (12,)),

@@ -203,7 +203,7 @@ def test_a_forum_that_turns_markdown_on_is_followed(tmp_path):
             running_app(settings_for(forum.url, cache_ttl=0, source_recheck=1, negative_ttl=0)) as app:
         assert get(app.feed_url("/latest.atom")).status_code == 200
         assert forum.count("/latest.json") == 1
-        forum.set_body("/latest.md", (DEFAULT_ROOT / "latest.md").read_text())
+        forum.set_body("/latest.md", (DEFAULT_ROOT / "latest.md").read_text(encoding="utf-8"))
         time.sleep(1.1)
         feed = parsed(get(app.feed_url("/latest.atom")))
         assert len(feed.entries) == 30
@@ -285,7 +285,7 @@ def test_user_feed_category_filters_by_category_id(app, upstream_json):
 
 
 def test_user_feed_pages_through_its_list(app, upstream_json):
-    upstream_json.set_body("/topics/created-by/jansel.json", (JSON_ROOT / "c/compiler/5.json").read_text())
+    upstream_json.set_body("/topics/created-by/jansel.json", (JSON_ROOT / "c/compiler/5.json").read_text(encoding="utf-8"))
     assert get(app.feed_url("/u/jansel.atom?pages=2")).status_code == 200
     assert upstream_json.count("/topics/created-by/jansel.json?page=1") == 1
 
@@ -299,7 +299,7 @@ def test_user_feed_falls_back_to_latest_when_refused(app, upstream_json):
 
 
 def test_user_feed_on_a_markdown_forum_also_reads_the_json_list(upstream):
-    upstream.set_body("/topics/created-by/jansel.json", (JSON_ROOT / "topics/created-by/jansel.json").read_text())
+    upstream.set_body("/topics/created-by/jansel.json", (JSON_ROOT / "topics/created-by/jansel.json").read_text(encoding="utf-8"))
     with running_app(settings_for(upstream.url)) as app:
         feed = parsed(get(app.feed_url("/u/jansel.atom")))
     assert len(feed.entries) == 8 and "every topic they started" in feed.feed.subtitle

@@ -54,7 +54,7 @@ def imported_units(path: Path, package_root: Path = PACKAGE) -> Iterator[tuple[i
     """(line, unit) for every feedbridge import in a module, also those inside functions; `package_root`
     is where the `feedbridge` package of `path` lies."""
     package = ".".join(("feedbridge", *path.relative_to(package_root).parent.parts))
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -133,7 +133,7 @@ def variables_read(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
 def documented_variables() -> set[str]:
     """Every variable named in the first column of the README's configuration table."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
     names: set[str] = set()
     for line in section.splitlines():

@@ -54,12 +54,12 @@ end
 
 
 def worker_pids(master: int) -> list[int]:
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    children = Path(f"/proc/{master}/task/{master}/children").read_text(encoding="utf-8").split()
     return sorted(int(pid) for pid in children)
 
 
 def rss_kb(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
     return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)[1])
 
 

@@ -98,7 +98,7 @@ def test_form_from_a_feed_path_round_trips():
 
 
 def test_categories_directory_parsed_by_shape():
-    categories = parse_categories((DEFAULT_ROOT / "categories.md").read_text())
+    categories = parse_categories((DEFAULT_ROOT / "categories.md").read_text(encoding="utf-8"))
     assert [(c.name, c.value) for c in categories] == [
         ("compiler", "compiler/5"), ("distributed", "distributed/6"), ("hardware", "hardware/11"),
         ("gpu", "hardware/gpu/12"), ("general", "general/1"),

@@ -18,7 +18,7 @@ from feedbridge.render.formats import render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = sorted(p for p in FIXTURES.rglob("*.md") if p.with_suffix(".expected.json").exists())
-C4 = (FIXTURES / "dialects" / "widgets-c4.md").read_text()
+C4 = (FIXTURES / "dialects" / "widgets-c4.md").read_text(encoding="utf-8")
 
 
 def test_every_golden_fixture_is_present():
@@ -29,10 +29,10 @@ def test_every_golden_fixture_is_present():
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
 def test_fixture_parses_to_expected(path: Path):
-    expected = json.loads(path.with_suffix(".expected.json").read_text())
+    expected = json.loads(path.with_suffix(".expected.json").read_text(encoding="utf-8"))
     # The plugin dialects carry relative URLs: the caller supplies the forum, as the fetcher does.
     base = expected["base_url"] if expected["dialect"].startswith("p") else None
-    got = listing_to_dict(parse_listing(path.read_text(), base_url=base))
+    got = listing_to_dict(parse_listing(path.read_text(encoding="utf-8"), base_url=base))
     for key, value in expected.items():
         if key == "topics":
             continue
@@ -44,7 +44,7 @@ def test_fixture_parses_to_expected(path: Path):
 
 
 def test_seed_list_details():
-    listing = parse_listing((FIXTURES / "dev-discuss-compiler.md").read_text())
+    listing = parse_listing((FIXTURES / "dev-discuss-compiler.md").read_text(encoding="utf-8"))
     assert listing.url == "https://dev-discuss.pytorch.org/c/compiler/5.md"
     assert len(listing.topics) == 30
     first = listing.topics[1]
@@ -55,7 +55,7 @@ def test_seed_list_details():
 
 
 def test_source_url_resolves_relative_plugin_urls():
-    text = (FIXTURES / "dialects" / "widgets-p2.md").read_text()
+    text = (FIXTURES / "dialects" / "widgets-p2.md").read_text(encoding="utf-8")
     listing = parse_listing(text, source_url="https://forum.example.org/c/widgets/9.md")
     assert listing.base_url == "https://forum.example.org"
     assert listing.topics[0].url == "https://forum.example.org/t/about-the-widgets-category/11"
@@ -64,7 +64,7 @@ def test_source_url_resolves_relative_plugin_urls():
 
 def test_relative_plugin_list_without_a_base_is_refused():
     with pytest.raises(NotAListError, match="relative"):
-        parse_listing((FIXTURES / "dialects" / "widgets-p2.md").read_text())
+        parse_listing((FIXTURES / "dialects" / "widgets-p2.md").read_text(encoding="utf-8"))
 
 
 def test_plugin_text_is_not_unescaped_and_title_ends_at_last_bracket_paren():
@@ -76,7 +76,7 @@ def test_plugin_text_is_not_unescaped_and_title_ends_at_last_bracket_paren():
 
 
 def test_plugin_p1_more_topics_marker():
-    text = (FIXTURES / "dialects" / "widgets-p2.md").read_text() + "\n_More topics on page 2…_\n"
+    text = (FIXTURES / "dialects" / "widgets-p2.md").read_text(encoding="utf-8") + "\n_More topics on page 2…_\n"
     listing = parse_listing(text, base_url="https://forum.example.org")
     assert listing.dialect == "p1"
     assert listing.topics[-1].excerpt == "Posted by a deleted account."
@@ -176,7 +176,7 @@ def test_non_web_urls_never_become_links():
     assert bob.author_url is None
 
 
-ALL_LISTS = sorted(p for p in FIXTURES.rglob("*.md") if p.read_text().startswith("# ") and "**URL:**" in p.read_text()[:4096])
+ALL_LISTS = sorted(p for p in FIXTURES.rglob("*.md") if p.read_text(encoding="utf-8").startswith("# ") and "**URL:**" in p.read_text(encoding="utf-8")[:4096])
 
 
 def parse_both_ways(text: str, base_url: str | None):
@@ -208,19 +208,19 @@ def parse_both_ways(text: str, base_url: str | None):
 @pytest.mark.parametrize("base", [None, "https://forum.example.org"])
 @pytest.mark.parametrize("path", ALL_LISTS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_fast_path_reads_every_fixture_as_the_line_loop_does(path: Path, base: str | None):
-    fast, general, _ = parse_both_ways(path.read_text(), base)
+    fast, general, _ = parse_both_ways(path.read_text(encoding="utf-8"), base)
     assert fast == general
 
 
 def test_fast_path_takes_the_current_layout_pristine_and_flattened():
     for name in ("widgets-c4.md", "widgets-c4-flattened.md"):
-        text = (FIXTURES / "dialects" / name).read_text()
+        text = (FIXTURES / "dialects" / name).read_text(encoding="utf-8")
         fast, general, matched = parse_both_ways(text, None)
         assert fast == general
         with_author = sum(1 for t in fast.topics if t.author)
         # Deleted authors are left to the line loop, and so is the last block when page links follow it.
         assert with_author - 1 <= matched <= with_author and matched > 0, name
-    fast, _, matched = parse_both_ways((FIXTURES / "dev-discuss-compiler.md").read_text(), None)
+    fast, _, matched = parse_both_ways((FIXTURES / "dev-discuss-compiler.md").read_text(encoding="utf-8"), None)
     assert len(fast.topics) == 30 and matched >= 29
 
 
@@ -290,8 +290,8 @@ def test_real_binary_is_still_refused(body: str | bytes, seen: str) -> None:
 
 def test_a_categories_directory_is_refused_as_a_topic_list() -> None:
     with pytest.raises(NotAListError, match="looks like a categories directory"):
-        parse_listing((FIXTURES / "site" / "categories.md").read_text())
-    empty = parse_listing((FIXTURES / "dialects" / "widgets-c4-empty.md").read_text())  # a real empty list
+        parse_listing((FIXTURES / "site" / "categories.md").read_text(encoding="utf-8"))
+    empty = parse_listing((FIXTURES / "dialects" / "widgets-c4-empty.md").read_text(encoding="utf-8"))  # a real empty list
     assert empty.topics == () and empty.title == "widgets"
 
 

@@ -476,7 +476,7 @@ def test_the_service_refuses_to_start_with_credentials_and_no_secret_saying_why(
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     serve = subprocess.run([sys.executable, "-m", "feedbridge", "serve", "--port", "0"], env=env,
                            capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT)
-    command = (PROJECT_ROOT / "Procfile").read_text().split("web:", 1)[1].strip()
+    command = (PROJECT_ROOT / "Procfile").read_text(encoding="utf-8").split("web:", 1)[1].strip()
     gunicorn = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], env={**env, "PORT": "0"}, cwd=PROJECT_ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -585,11 +585,11 @@ def test_a_static_build_reads_a_feeds_key_from_the_variable_its_credential_names
         assert result.exit_code == 0, (result.output, result.exception)
         out = tmp_path / "out"
         assert set(titles_of_file(out / "staff.atom")) == PRIVATE_TITLES
-        assert PRIVATE_MARKER not in (out / "latest.atom").read_text()
+        assert PRIVATE_MARKER not in (out / "latest.atom").read_text(encoding="utf-8")
         assert f"{STAFF_PATH}.md" in {r.path for r in p.keyed()} <= {f"{STAFF_PATH}.md", "/latest.md"}  # + the probe
         assert any(r.path == "/latest.md" and not carries_key(r) for r in p.forum.requests)
         assert all(r.headers["user-api-key"] == USER_API_KEY for r in p.keyed())
-    assert USER_API_KEY not in result.output and USER_API_KEY not in config.read_text()
+    assert USER_API_KEY not in result.output and USER_API_KEY not in config.read_text(encoding="utf-8")
     assert not any(USER_API_KEY.encode() in f.read_bytes() for f in out.rglob("*") if f.is_file())
 
 

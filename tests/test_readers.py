@@ -78,7 +78,7 @@ def test_newsboat_reads_every_entry_keeps_items_across_a_rename_and_gets_304(app
     assert {guid: author for guid, (_, author) in items.items()} == expected
     assert all(author for _, author in items.values())
 
-    upstream.set_body(f"{COMPILER}.md", renamed_list((FIXTURES / "c/compiler/5.md").read_text()))
+    upstream.set_body(f"{COMPILER}.md", renamed_list((FIXTURES / "c/compiler/5.md").read_text(encoding="utf-8")))
     renamed = feedparser.parse(httpx.get(url, timeout=30).content).entries
     assert any(e.title == "Zero-GC arena (renamed)" and "zero-gc-arena-renamed" in e.link for e in renamed)
     assert newsboat_reload(tmp_path, url) == 30  # the same 30 items, none of them new

@@ -63,7 +63,7 @@ def get(app: Flask, feed: str, forum_url: str) -> TestResponse:
 
 
 def test_page_entry_round_trips_with_equal_listing() -> None:
-    listing = parse_listing((FIXTURES / "latest.md").read_text(), base_url="https://forum.example.org")
+    listing = parse_listing((FIXTURES / "latest.md").read_text(encoding="utf-8"), base_url="https://forum.example.org")
     assert listing.topics and any(t.last_posted_at for t in listing.topics)
     entry = PageEntry(listing, '"abc"', "Tue, 01 Sep 2026 00:00:00 GMT", 1_800_000_000.5, 1234)
     assert codec.decode(codec.encode(entry)) == entry

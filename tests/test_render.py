@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import locale
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -446,6 +447,16 @@ def test_threads_rendering_the_same_topics_all_get_the_same_bytes():
         results = [ok for done in pool.map(renders, range(8)) for ok in done]
     assert len(results) == 160 and all(results)
 
+
+def test_threads_rendering_rss_leave_the_process_locale_as_it_was():
+    """feedgen sets the C locale around each RSS date and restores what it saw: two threads at once could
+    leave the whole process in the C locale, and every later text file opened without an encoding was
+    read as ASCII (the suite failed so on Python 3.13)."""
+    before = locale.setlocale(locale.LC_ALL)
+    topics = [topic(i) for i in range(1, 31)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: [render("rss", META, topics) for _ in range(40)], range(8)))
+    assert locale.setlocale(locale.LC_ALL) == before
 
 def test_an_undated_entry_takes_each_feeds_own_date():
     undated = [topic(1, last_posted_at=None)]

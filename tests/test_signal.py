@@ -58,7 +58,7 @@ def get(url: str) -> httpx.Response:
 
 
 def raw_topics(path: str = "latest.json") -> list[Raw]:
-    return list(with_figures(json.loads((JSON_ROOT / path).read_text()))["topic_list"]["topics"])
+    return list(with_figures(json.loads((JSON_ROOT / path).read_text(encoding="utf-8")))["topic_list"]["topics"])
 
 
 def tags(raw: Raw) -> set[str]:
@@ -198,7 +198,7 @@ GRAPHS = 13  # gpu's child (fixtures/nested-categories): no directory page lists
 def in_graphs(forum: FakeForum) -> list[Raw]:
     """The JSON list with a third of the gpu topics moved to graphs, served from now on (a Markdown list
     carries no category ids: its JSON list of the same page says where each topic is)."""
-    document = json.loads((JSON_ROOT / "latest.json").read_text())
+    document = json.loads((JSON_ROOT / "latest.json").read_text(encoding="utf-8"))
     gpu = [t for t in document["topic_list"]["topics"] if t["category_id"] == 12]
     for topic in gpu[::3]:
         topic["category_id"] = GRAPHS
@@ -223,7 +223,7 @@ def test_excluding_a_category_drops_its_grandchildren_from_parent_category_id(ap
 
 @pytest.mark.parametrize("forum", ["json"], indirect=True)
 def test_a_directory_of_top_level_categories_only_asks_each_level_below(app, forum):
-    document = json.loads((JSON_ROOT / "categories.json").read_text())
+    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
     document["category_list"]["categories"] = [c for c in document["category_list"]["categories"]
                                                if "parent_category_id" not in c]
     forum.set_body("/categories.json", json.dumps(document))  # as current releases answer it
@@ -240,7 +240,7 @@ def directory_with_ids(forum: FakeForum, shape: str) -> None:
     """Serve the directory and hardware's children as current releases do, each category with its
     `subcategory_ids`: hardware has gpu (which has graphs) and cpu (a leaf). "beside" lists the second level
     next to the first, as forums that page their categories do; "top" the first level only, as others do."""
-    document = json.loads((JSON_ROOT / "categories.json").read_text())
+    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
     categories = document["category_list"]["categories"]
     categories.append({"id": CPU, "name": "cpu", "slug": "cpu", "parent_category_id": 11})
     children = {11: [12, CPU], 12: [GRAPHS]}
@@ -283,14 +283,14 @@ def test_subcategory_ids_are_shared_through_the_store_and_only_when_whole():
 
 
 def test_a_forum_that_ignores_parent_category_id_adds_no_subcategories(app, forum):
-    forum.set_body("/categories.json?parent_category_id=12", (JSON_ROOT / "categories.json").read_text())
+    forum.set_body("/categories.json?parent_category_id=12", (JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
     listed = in_graphs(forum)
     assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12})
 
 
 @pytest.mark.parametrize("forum", ["json"], indirect=True)
 def test_subcategory_lookups_stop_at_their_cap_with_a_400(app, forum):
-    document = json.loads((JSON_ROOT / "categories.json").read_text())
+    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
     document["category_list"]["categories"] = [c for c in document["category_list"]["categories"]
                                                if "parent_category_id" not in c]
     forum.set_body("/categories.json", json.dumps(document))
@@ -505,7 +505,7 @@ def test_digest_is_byte_stable_across_rebuilds_instances_and_new_activity_elsewh
                      f"**Author:** [@smth]({forum.url}/u/smth)\\\n**Replies:** 3\\\n"
                      f"**Last updated:** [the next day]({url} \"{fresh['last_posted_at']}\")\n\n</div>\n\n"
                      "Something new.\n\n---\n\n")
-            forum.set_body("/latest.md", (forum.root / "latest.md").read_text().replace("## ", block + "## ", 1))
+            forum.set_body("/latest.md", (forum.root / "latest.md").read_text(encoding="utf-8").replace("## ", block + "## ", 1))
         after = entries(get(two.feed_url(path)).content)
     new = [key for key in after if key not in before]
     assert new == [next(iter(after))] and new[0].endswith((newest + timedelta(days=1)).date().isoformat())

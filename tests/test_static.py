@@ -118,7 +118,7 @@ def test_failing_upstream_keeps_old_files_finishes_the_others_and_exits_1(tmp_pa
     public = tmp_path / "public"
     kept = {name: value for name, value in snapshot(public).items() if name.startswith("latest")}
     upstream.fail("/latest.md", 500)
-    upstream.set_body("/c/compiler/5.md", FIXTURE.read_text().replace("Inductor Passes", "Inductor Passes, revised"))
+    upstream.set_body("/c/compiler/5.md", FIXTURE.read_text(encoding="utf-8").replace("Inductor Passes", "Inductor Passes, revised"))
     code, out, err = run(config, "--json")
     assert code == 1
     after = snapshot(public)
@@ -131,7 +131,7 @@ def test_failing_upstream_keeps_old_files_finishes_the_others_and_exits_1(tmp_pa
     assert feeds["latest"]["files"] == [{"path": "latest.atom", "status": "kept"}]
     assert feeds["compiler"]["status"] == "written"
     assert "latest" in err and "500" in err  # failures are reported even with --json
-    assert "latest.atom" in (public / "index.html").read_text()  # the kept file is still listed
+    assert "latest.atom" in (public / "index.html").read_text(encoding="utf-8")  # the kept file is still listed
 
 
 def test_short_retry_after_is_waited_out_then_retried_once(tmp_path, upstream):
@@ -210,7 +210,7 @@ def test_index_and_opml_are_well_formed_and_escaped(tmp_path, upstream):
     config = write_config(tmp_path, upstream.url, feeds, top='title = "Mine <script>alert(1)</script> & co"')
     assert run(config)[0] == 0
     public = tmp_path / "public"
-    page = (public / "index.html").read_text()
+    page = (public / "index.html").read_text(encoding="utf-8")
     assert "<script>" not in page and "&lt;script&gt;" in page
     tree = html.fromstring(page)
     alternates = tree.xpath('//link[@rel="alternate"]')
@@ -381,8 +381,8 @@ def test_a_source_file_makes_digests_and_reply_thresholds_offline(tmp_path, upst
 
 def test_the_examples_of_every_signal_key_in_the_docs_are_valid_config(tmp_path):
     """The commented keys of feeds.example.toml and the block of docs/static.md, as a user copies them."""
-    example = re.findall(r"^#   (\w+ = .+?)\s+#", (ROOT / "feeds.example.toml").read_text(), re.M)
-    block = re.search(r"```toml\n(\[\[feeds\]\].*?)```", (ROOT / "docs" / "static.md").read_text(), re.S)[1]
+    example = re.findall(r"^#   (\w+ = .+?)\s+#", (ROOT / "feeds.example.toml").read_text(encoding="utf-8"), re.M)
+    block = re.search(r"```toml\n(\[\[feeds\]\].*?)```", (ROOT / "docs" / "static.md").read_text(encoding="utf-8"), re.S)[1]
     for keys in ("\n".join(example), "\n".join(line for line in block.splitlines()
                                                   if " = " in line and not line.startswith(("name", "path")))):
         config = tmp_path / "feeds.toml"

@@ -250,7 +250,7 @@ def test_cli_undated_feed_is_dated_by_its_source_file(tmp_path):
 
 
 def test_service_empty_feed_is_dated_when_it_was_built(upstream):
-    upstream.set_body("/c/widgets/9.md", EMPTY_LIST.read_text())
+    upstream.set_body("/c/widgets/9.md", EMPTY_LIST.read_text(encoding="utf-8"))
     with running_app(settings_for(upstream.url)) as app:
         before = int(time.time())
         atom = httpx.get(app.feed_url("/c/widgets/9.atom"), timeout=15)

@@ -371,7 +371,7 @@ def test_procfile_serves_a_feed_through_gunicorn(upstream, tmp_path):
             assert feedparser.parse(response.content).bozo == 0
             assert get(f"{url}/healthz").json()["status"] == "ok"
             assert get(f"{url}/{forum}/latest.atom?limit=x").status_code == 400
-    stdout, stderr = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+    stdout, stderr = (tmp_path / "out").read_text(encoding="utf-8"), (tmp_path / "err").read_text(encoding="utf-8")
     # Logs on stdout, one stream for a PaaS drain: ours (requests, fetches) and gunicorn's own.
     assert f"GET /{forum}{COMPILER}.atom 200" in stdout and "cache=miss" in stdout
     assert f"upstream GET {upstream.url}{COMPILER}.md -> 200" in stdout

@@ -206,10 +206,10 @@ class FeedService:
                              lambda n: self.page(spec.forum, spec.page_url(n, JSON), stale_pages, caller, JSON))
         if not spec.filter.exclude_categories:
             return spec, listings
-        directory = self.categories(spec.forum, caller, cached_only=stale_pages)
+        directory = self.categories(spec.forum, caller, stale_pages=stale_pages)
         return replace(spec, filter=excluding(
             spec.filter, directory,
-            lambda parent: self.categories(spec.forum, caller, parent, cached_only=stale_pages))), listings
+            lambda parent: self.categories(spec.forum, caller, parent, stale_pages=stale_pages))), listings
 
     def _named(self, forum: Forum, topics: list[Topic], stale_pages: bool,
                caller: Caller | None) -> list[Topic]:
@@ -275,15 +275,15 @@ class FeedService:
         return results
 
     def categories(self, forum: Forum, caller: Caller | None = None, parent: int | None = None,
-                   cached_only: bool = False) -> tuple[Category, ...]:
+                   stale_pages: bool = False) -> tuple[Category, ...]:
         """The forum's directory (`/categories.md` or `.json`), cached like list pages: showing the front page
         costs the forum one request per cache TTL. Raises UpstreamError only with nothing cached.
 
         With `parent`, the subcategories of that category (`/categories.json?parent_category_id=ID`: JSON on
-        every forum, since the Markdown directory has no such view). With `cached_only` (the forum just
+        every forum, since the Markdown directory has no such view). With `stale_pages` (the forum just
         failed), the cached copy or UpstreamError, and no request."""
         key = self._categories_key(forum) if parent is None else keys.key("categories", forum.base_url, parent)
-        if cached_only:
+        if stale_pages:
             cached: DirectoryEntry | None = self.store.get(key)
             if cached is None:
                 raise UpstreamError(f"no copy of the categories of {forum.key} to fall back on")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,7 +120,16 @@ def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     fg.generator(f"feedbridge {__version__}")
     for topic in topics:
         _add_rss_entry(fg, meta.forum_url, topic)
-    return _with_prolog(fg.rss_str(xml_declaration=False), meta.stylesheet_url)
+    with _RSS_DATES:
+        rss = fg.rss_str(xml_declaration=False)
+    return _with_prolog(rss, meta.stylesheet_url)
+
+
+# feedgen writes each RSS date between `setlocale(LC_ALL, "C")` and a restore of the locale it saw before
+# (`feedgen.util.formatRFC2822`). Two threads doing that at once can leave the whole process in the C
+# locale for good (one saves the other's "C" and restores it), after which every text file opened without
+# an encoding is read as ASCII: seen in the test suite. One RSS string at a time keeps the dance whole.
+_RSS_DATES = threading.Lock()
 
 
 def _add_rss_entry(fg: FeedGenerator, forum_url: str, topic: Topic) -> None:
