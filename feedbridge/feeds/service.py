@@ -4,7 +4,7 @@ Failure policy, in one place (`feedbridge.feeds.policy.CachePolicy`, used for fe
 and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
 and if the forum fails while rebuilding, the last good copy (up to the stale TTL) is served and marked
 stale; only with nothing cached does the error reach the reader. Failures are remembered briefly, upstream
-requests are budgeted per forum, and one deadline bounds each request (all in `cached.py`).
+requests are budgeted per forum, and one deadline bounds each request (`feeds/policy.py`, `feeds/callers.py`).
 """
 
 from __future__ import annotations
@@ -99,14 +99,14 @@ class FeedService:
         self.fetcher = fetcher
         self.flight = flight or SingleFlight()
         self.policy: CachePolicy = CachePolicy(settings, store, self.flight, self.control,
-                                  slots=public.policy.slots if public else None)
+                                               slots=public.policy.slots if public else None)
         windows = windows or Windows()
         self.budget = ForumBudget(windows, settings.forum_budget) if public is None else ForumBudget(
             windows, settings.private_budget, scope=PRIVATE, share=1, per_day=settings.private_daily_budget)
         self.waits = ForumWaits(self.control, self.settings.retry_after_max)
         self.topic_failures = 0
         self.pool: CallerPool = public.pool if public else CallerPool(max_workers=settings.fetch_concurrency * 4,
-                                                          thread_name_prefix="fetch")
+                                                                      thread_name_prefix="fetch")
         self.public = public is None
         self.signed_in: FeedService | None = None if public is not None or not settings.credentials else FeedService(
             settings, ScopedStore(store, PRIVATE), fetcher,
