@@ -236,7 +236,7 @@ def _saved_topics(spec: FeedSpec, listing: Listing) -> list[Topic]:
     (a Markdown list has no likes, views, tags or category ids; no list has the categories directory that
     names a category's subcategories) is a usage error naming the parameter, never a feed filtered on
     nothing."""
-    if listing.dialect != JSON.name and (lacking := spec.filter.json_needed() or ("tag" if spec.filter.tags else None)):
+    if listing.dialect != JSON.name and (lacking := spec.filter.saved_list_lacks()):
         raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
                                "category ids): build from a saved JSON list, or from the list's URL")
     if spec.filter.exclude_categories:

@@ -28,7 +28,7 @@ from typing import Any, NoReturn, TypeVar
 
 from feedbridge.config import Forum
 from feedbridge.errors import BridgeBusy
-from feedbridge.store.control import WINDOW, Windows
+from feedbridge.store.control import Windows
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ def _call(context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, .
 
 
 class ForumBudget:
-    """Upstream requests per forum in any `WINDOW` seconds, and each client's share of them (moving windows).
+    """Upstream requests per forum in any window (`Windows.seconds`, 60), and each client's share of them.
 
     The forum's window is looked at before the client's is counted, so a client refused for the forum's
     sake keeps its share; a client counted and then refused because another filled the forum's window
@@ -100,14 +100,14 @@ class ForumBudget:
             return
         whole = (f"{self.scope}forum", forum.key)
         if self.days is not None and not self.days.test(self.per_day, *whole):
-            retry = min(max(self.days.reset_in(self.per_day, *whole), 1.0), float(DAY))
+            retry = self._retry(self.days, self.per_day, whole)
             raise BridgeBusy(f"the bridge has made its {self.per_day} signed-in requests of the last day to "
                              f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
         if not self.windows.test(self.per_window, *whole):
             self._forum_busy(forum, whole)
         mine = (f"{self.scope}client", forum.key, caller.client)
         if not self.windows.hit(self.share, *mine):
-            retry = self._retry(self.share, mine)
+            retry = self._retry(self.windows, self.share, mine)
             raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
                              f"requests a minute the bridge makes to {forum.key}; retry in {retry:.0f}s",
                              retry_after=retry)
@@ -117,9 +117,10 @@ class ForumBudget:
             self.days.hit(self.per_day, *whole)
 
     def _forum_busy(self, forum: Forum, whole: tuple[str, ...]) -> NoReturn:
-        retry = self._retry(self.per_window, whole)
+        retry = self._retry(self.windows, self.per_window, whole)
         raise BridgeBusy(f"the bridge has made its {self.per_window} upstream requests of the last minute to "
                          f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
 
-    def _retry(self, limit: int, ids: tuple[str, ...]) -> float:
-        return min(max(self.windows.reset_in(limit, *ids), 1.0), float(WINDOW))
+    @staticmethod
+    def _retry(windows: Windows, limit: int, ids: tuple[str, ...]) -> float:
+        return min(max(windows.reset_in(limit, *ids), 1.0), float(windows.seconds))

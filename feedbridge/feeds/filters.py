@@ -153,6 +153,11 @@ class FeedFilter:
                 return name
         return None
 
+    def saved_list_lacks(self) -> str | None:
+        """The first parameter a saved Markdown list alone cannot serve: what `json_needed` names, and any
+        `tag=` (the service reads a Markdown list's tags from topic pages, which a saved list has none of)."""
+        return self.json_needed() or ("tag" if self.tags else None)
+
     def apply(self, topics: Iterable[Topic]) -> list[Topic]:
         """Unique topics, newest activity first (undated last), filtered, then cut to `limit`.
 

@@ -280,7 +280,7 @@ class _Checker:
         """A feed built from a source file reads nothing else, and a Markdown list carries no likes, views,
         tags or category ids: a parameter that needs them would read the forum (its JSON list, topic pages,
         directory) or filter on nothing, so it is refused here, by name."""
-        lacking = spec.filter.json_needed() or ("tag" if spec.filter.tags else None)
+        lacking = spec.filter.saved_list_lacks()
         if lacking is not None:
             raise self.fail(f"feed {name!r}: {lacking} needs what a saved Markdown list does not carry (likes, "
                             "views, tags, category ids); give the feed a path to read the forum instead",

@@ -186,7 +186,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
     svc, spec = service(), resolved.spec
     args = request.args.to_dict(flat=False)
-    token = args.pop(signing.TOKEN, []) if resolved.signed else []
+    token = args.pop(signing.TOKEN, [])  # only a signed feed's URL gets this far with one
     form = form_from_path(path, args, svc.settings)
     built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
     # the last good pages rather than an error, while there are any
