@@ -10,6 +10,7 @@ build; `rsshub-node/server.mjs` puts its own app on its own HTTP server, as RSSH
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -42,12 +43,17 @@ def pinned() -> str:
 
 def ensure_installed() -> None:
     """Install the pinned tree unless it is already there. Its browser-driving dependencies would download a
-    browser at install time (impossible here, and no Discourse route needs one): that step is skipped."""
-    if available() and version() == pinned():
-        return
-    env = {**os.environ, "PUPPETEER_SKIP_DOWNLOAD": "1", "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
-    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, env=env, check=True,
-                   timeout=900)
+    browser at install time (impossible here, and no Discourse route needs one): that step is skipped.
+    `.ci/run` runs two suites at once on one checkout: an exclusive lock on a file beside node_modules makes
+    the second caller wait for the first one's `npm ci` (which deletes and rewrites the whole tree) and then
+    find the tree in place, instead of both rewriting it under each other."""
+    with (HERE / "node_modules.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if available() and version() == pinned():
+            return
+        env = {**os.environ, "PUPPETEER_SKIP_DOWNLOAD": "1", "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, env=env,
+                       check=True, timeout=900)
 
 
 def start(procs: Procs, forum_url: str, name: str, cache: bool) -> tuple[str, subprocess.Popen]:

@@ -65,8 +65,8 @@ def rss_kb(pid: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(SECONDS + 90)
-@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (.ci/run installs it)")
 def test_cached_feeds_survive_an_upstream_outage_under_load(tmp_path):
+    assert shutil.which("wrk"), "wrk is not installed: a Debian package that .ci/run installs"
     with spawn() as forum:
         key = forum.url.split("//", 1)[1]
         paths = [f"/{key}{feed}" for feed in FEEDS]
