@@ -45,11 +45,13 @@ def parser_section(ctx: Context) -> list[Row]:
                      "ratio = markdown-it-py time / feedbridge time.")
 
     json_times = json_parse_times(rounds=repeat, number=ctx.loops(200, 10))
-    parse_ms, floor_ms = json_times["parse_json_listing"] * 1e3, json_times["json.loads"] * 1e3
-    rows.append(Row("3", "parse a 30-topic JSON list page vs json.loads alone (the floor), ms/page", parse_ms,
-                    floor_ms, "ms", parse_ms / floor_ms, f"< {JSON_TARGET_MS:g} ms", parse_ms < JSON_TARGET_MS))
+    parse_ms, floor_ms = json_times["parse_json_listing"] * 1e3, json_times["msgspec"] * 1e3
+    rows.append(Row("3", "parse a 30-topic JSON list page vs decoding its text alone (msgspec, the floor), ms/page",
+                    parse_ms, floor_ms, "ms", parse_ms / floor_ms, f"< {JSON_TARGET_MS:g} ms",
+                    parse_ms < JSON_TARGET_MS))
     ctx.notes.append("3: the JSON row parses fixtures/json/current-latest.json (30 topics) with `parse_json_listing`; "
-                     "the baseline is `json.loads` of the same text, the floor any JSON reader pays.")
+                     "the baseline is `msgspec.json.decode` of the same text (the decoder the parser uses), the floor "
+                     f"any reader of it pays; `json.loads` of it took {json_times['json.loads'] * 1e3:.3g} ms.")
 
     per_page = parse_scaling(ctx)
     one = per_page[1]

@@ -25,6 +25,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+import msgspec
+
 from feedbridge.discourse.fields import leading_text, utc
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError, NotATopicError
@@ -55,9 +57,11 @@ class _Malformed(Exception):
 def load_json(text: str | bytes, max_chars: int, error: type[ValueError], expected: str) -> dict[str, Any]:
     """The top-level JSON object, or `error` saying what came instead (too large, HTML, not JSON, not an object).
 
-    `json.loads` itself is the bound on the work: it is linear in the text, and a document nested deeper
+    The decoder itself is the bound on the work: it is linear in the text, and a document nested deeper
     than the interpreter's recursion limit raises RecursionError, which is refused here like any other
-    broken text rather than escaping as a crash.
+    broken text rather than escaping as a crash. msgspec reads the text; what it refuses and Python's
+    `json` reads (`Infinity`, `NaN`, a lone surrogate escape: one odd topic's field, which must cost that
+    topic at most, never the page) is read again by `json.loads`.
     """
     head = leading_text(text, max_chars, error, expected)
     lowered = head[:256].lower()
@@ -66,7 +70,11 @@ def load_json(text: str | bytes, max_chars: int, error: type[ValueError], expect
     if head[0] != "{":
         raise error(f"{expected}, got text starting {head[:60]!r}")
     try:
-        data = json.loads(head)
+        try:
+            # bench row 3, "parse a 30-topic JSON list page": msgspec decodes in about a third of json.loads' time.
+            data = msgspec.json.decode(head)
+        except msgspec.DecodeError:
+            data = json.loads(head)
     except RecursionError:
         raise error(f"{expected}, got JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, and int() refusing a number of over 4300 digits
