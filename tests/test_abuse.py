@@ -217,6 +217,24 @@ def test_html_view_and_front_page_answer_504_when_a_shared_fetch_is_too_slow(ups
     assert answers[2].status_code == 200 and "waited 0.3s for another request" in answers[2].text
 
 
+def test_a_feed_keeps_its_cold_slot_after_reading_the_directory():
+    """A feed that excludes a category reads the directory in a scope of its own, then its topic pages: the
+    slot it took must stay taken until the feed is done, or a slow forum holds more builds than there are
+    slots (the directory's scope used to give it back)."""
+    with FakeForum(mode="json", json_lists=True) as upstream, \
+            running_app(settings_for(upstream.url, cold_slots=1, forum_budget=0, request_deadline=4)) as app:
+        upstream.stall("/t/", 3, prefix=True)  # the topic pages, read after the directory
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(get, app.feed_url("/latest.atom?exclude_category=999&content=full"))
+            deadline = time.monotonic() + 10
+            while not upstream.count("/t/", prefix=True) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the first feed has read the directory and waits on its topic pages
+            second = get(app.feed_url("/c/compiler/5.atom"))
+            assert first.result().status_code == 200
+    assert second.status_code == 503 and "retry" in second.text
+    assert upstream.count("/c/compiler/5", prefix=True) == 0
+
+
 # --- slow forum: hits keep their threads --------------------------------------------------------------
 
 @pytest.mark.timeout(120)
@@ -228,7 +246,7 @@ def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_fo
         with procfile_web(env) as (url, _):
             cached = f"{url}/{key}/latest.atom"
             assert get(cached).status_code == 200
-            forum.control.stall("/c/", 4, prefix=True)
+            forum.control.stall("/c/", 8, prefix=True)  # long enough for all 32 to arrive on a loaded machine
             cold = [f"{url}/{key}/c/slow-{i}/{i}.atom" for i in range(1, 33)]
             with ThreadPoolExecutor(34) as pool:
                 waiting = [pool.submit(lambda u: httpx.get(u, timeout=60), u) for u in cold]

@@ -50,6 +50,7 @@ class Caller:
     deadline: float  # time.monotonic()
     admits: bool = True
     slot: bool = False
+    scopes: int = 0  # open `CachePolicy.request` scopes: the slot is given back when the outermost one ends
 
     def left(self) -> float:
         return self.deadline - time.monotonic()

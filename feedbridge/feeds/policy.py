@@ -73,11 +73,18 @@ class CachePolicy:
 
     @contextmanager
     def request(self, caller: Caller | None) -> Iterator[None]:
-        """The scope of one web request: whatever slot it took is given back at the end."""
+        """The scope of one web request: whatever slot it took is given back at the end of the outermost
+        scope (a feed that excludes a category opens the directory's scope inside its own, and its topic
+        pages come after that)."""
+        if caller is None:
+            yield
+            return
+        caller.scopes += 1
         try:
             yield
         finally:
-            if caller is not None and caller.slot:
+            caller.scopes -= 1
+            if caller.scopes == 0 and caller.slot:
                 caller.slot = False
                 self.slots.release()
 
