@@ -195,7 +195,9 @@ class Settings:
     topic_ttl: int = number(7 * 24 * 3600, "FEEDBRIDGE_TOPIC_TTL", 60, 90 * 24 * 3600)
     # How long an `auto` forum's detected source (Markdown or JSON) is trusted before it is checked again.
     source_recheck: int = number(3600, "FEEDBRIDGE_SOURCE_RECHECK", 60, 7 * 24 * 3600)
-    log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL", read=str.upper)
+    # Python's and gunicorn's level names alike (gunicorn's own lines follow it too).
+    log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL",
+                          read=lambda raw: _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")(raw.upper()))
     access_log: bool = text(False, "FEEDBRIDGE_ACCESS_LOG", read=_on_off)
     # Abuse bounds (feedbridge.feeds.policy and .callers): remembered failures, the per-forum budget of
     # upstream requests, one deadline per request, and the requests per process that may wait on upstream.

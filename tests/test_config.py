@@ -36,6 +36,7 @@ def test_values_and_redis_url_fallback():
     ({"FEEDBRIDGE_FORUMS": "ftp://x"}, "not an http(s) base URL"),
     ({"FEEDBRIDGE_FORUMS": "https://user:pw@x.org"}, "plain base URL"),
     ({"FEEDBRIDGE_CONTENT": "all"}, "FEEDBRIDGE_CONTENT"),
+    ({"FEEDBRIDGE_LOG_LEVEL": "verbose"}, "FEEDBRIDGE_LOG_LEVEL must be 'DEBUG' or 'INFO'"),
 ])
 def test_errors_name_the_variable(env, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):

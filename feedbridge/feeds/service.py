@@ -70,15 +70,6 @@ class FeedResult:
         return max(time.time() - self.entry.stored_at, 0.0)
 
 
-@dataclass(frozen=True, slots=True)
-class Topics:
-    """What a preview or `.html` view shows: the first list page, the filtered topics, and why they are stale."""
-
-    first: Listing
-    topics: list[Topic]
-    stale_reason: str | None = None
-
-
 class FeedService:
     """Assembles the path of a feed; `signed_in` is its twin for signed feed URLs (`feeds/signing.py`)."""
 
@@ -158,19 +149,17 @@ class FeedService:
                 return FeedResult(entry, "stale", exc.message)
         return FeedResult(got.entry, got.cache, got.stale_reason)
 
-    def view(self, spec: FeedSpec, caller: Caller | None = None) -> Topics:
+    def view(self, spec: FeedSpec, caller: Caller | None = None) -> list[Topic]:
         """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
         fails, and the error only when there are none."""
         with self.policy.request(caller):
             try:
-                first, topics = self.topics(spec, caller=caller)
-                return Topics(first, topics)
+                return self.topics(spec, caller=caller)[1]
             except UpstreamError as exc:
                 try:
-                    first, topics = self.topics(spec, stale_pages=True)
+                    return self.topics(spec, stale_pages=True)[1]
                 except UpstreamError:
                     raise exc from None
-                return Topics(first, topics, exc.message)
 
     def topics(self, spec: FeedSpec, stale_pages: bool = False,
                caller: Caller | None = None) -> tuple[Listing, list[Topic]]:

@@ -36,7 +36,7 @@ forwarder_headers = ""
 # restarts, errors) go to stdout too ("-" would be stderr), so a PaaS log drain sees one stream.
 accesslog = None
 errorlog = "/dev/stdout"
-loglevel = os.environ.get("FEEDBRIDGE_LOG_LEVEL", "info").lower()
+loglevel = _settings.log_level.lower()
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # No runtime management socket: nothing may reconfigure a public instance, and instances on one machine
 # would share its default path.

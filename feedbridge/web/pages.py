@@ -190,7 +190,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     form = form_from_path(path, args, svc.settings)
     built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
     # the last good pages rather than an error, while there are any
-    topics = svc.scope(resolved.signed).view(spec, caller()).topics
+    topics = svc.scope(resolved.signed).view(spec, caller())
     built.topics, built.total = topics, len(topics)
     html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
     response = _html(html)
@@ -227,7 +227,7 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
     if not preview:
         return built
     try:
-        topics = svc.view(spec, caller()).topics
+        topics = svc.view(spec, caller())
     except UpstreamError as exc:
         built.preview_error = unavailable(spec.forum, exc)
         return built

@@ -1,6 +1,6 @@
 """The gunicorn worker: gunicorn's own `gevent` worker, with a send deadline, no request bodies and a fair turn.
 
-Chosen by `python -m bench.servers` (issue 23), which runs each server against the same attacks, with the
+Chosen by `python -m bench.servers`, which runs each server against the same attacks, with the
 Procfile's settings, on the 2-core machine shared with other jobs (load 4 to 18 during the runs: read the
 counts, not the milliseconds). Probes answered within 3 s out of 10 while 200 connections trickle headers,
 80 trickle a body (in brackets: how many of the 80 were answered within 3 s), 40 pipeline 300 requests
@@ -10,7 +10,7 @@ servers up at once, runs alternating):
 | server | headers | bodies | pipelines | slow readers | hits: req/s, p99, server CPU per hit |
 |---|---|---|---|---|---|
 | this worker | 10 | 10 (80, `413`) | 9, 10 | 10 | 2,036, 68 ms, 478 µs |
-| gthread with headers buffered (before) | 10 | 0 (16) | 0, 6, 1 | 10 | 2,285, 33 ms, 585 µs |
+| gthread with headers buffered by the worker | 10 | 0 (16) | 0, 6, 1 | 10 | 2,285, 33 ms, 585 µs |
 | gunicorn `gevent`, stock | 10 | 10 (80) | 10, 8, 10 | 10 | 2,151, 187 ms, 453 µs |
 | gunicorn `gthread`, stock, 8 threads | 0 | 0 (16) | 0, 8, 0 | 10 | 2,389, 25 ms, 540 µs |
 | waitress, 8 threads | 10 | 10 (0) | 10, 10, 10 | 10 | 2,080, 18 ms, 492 µs |
