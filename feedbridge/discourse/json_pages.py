@@ -308,18 +308,14 @@ def _page_number(source_url: str | None) -> int:
 @dataclass(frozen=True, slots=True)
 class JsonTopic:
     """What `/t/ID.json` says that a full entry needs; `first_post_html` is core's cooked HTML, unsanitised
-    (it must go through content.py's nh3 cleaner before any feed carries it), and None when the page does
-    not start at post #1."""
+    (it must go through `feedbridge.feeds.enrich`'s nh3 cleaner before any feed carries it), and None when
+    the page does not start at post #1."""
 
     id: int
-    title: str
-    slug: str
     created_at: datetime | None
     category_id: int | None
     tags: tuple[str, ...]
     first_post_html: str | None
-    first_post_author: str | None
-    posts_count: int | None
 
 
 def parse_json_topic(text: str | bytes) -> JsonTopic:
@@ -331,20 +327,14 @@ def parse_json_topic(text: str | bytes) -> JsonTopic:
     posts = stream.get("posts")
     first = posts[0] if isinstance(posts, list) and posts and isinstance(posts[0], dict) else {}
     cooked = first.get("cooked") if first.get("post_number", 1) == 1 else None
-    author = first.get("username") if cooked is not None else None
-    title, slug, category_id = data.get("title"), data.get("slug"), data.get("category_id")
-    posts_count = data.get("posts_count")
+    category_id = data.get("category_id")
     created = _moment(data.get("created_at")) or (_moment(first.get("created_at")) if cooked is not None else None)
     return JsonTopic(
         id=topic_id,
-        title=title.strip() if isinstance(title, str) else "",
-        slug=slug if isinstance(slug, str) else "",
         created_at=created,
         category_id=category_id if type(category_id) is int else None,
         tags=_tags(data.get("tags")),
         first_post_html=cooked if isinstance(cooked, str) else None,
-        first_post_author=author if isinstance(author, str) and author else None,
-        posts_count=posts_count if type(posts_count) is int and posts_count >= 0 else None,
     )
 
 

@@ -273,12 +273,8 @@ def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
 
 
 def _c4_excerpt(line: str) -> str | None:
-    """`_excerpt([line], False)` for the fast path's one stripped line, which holds no page links: a line with
-    no run of whitespace needs neither the split nor the joins, only its escapes undone."""
-    text = unescape(line)
-    if text.isprintable() and "  " not in text and text[0] != " " and text[-1] != " ":
-        return text  # printable: the only whitespace is single spaces between words, which split() keeps
-    return " ".join(text.split()) or None
+    """`_excerpt([line], False)` for the fast path's one stripped line, which holds no page links."""
+    return " ".join(unescape(line).split()) or None
 
 
 def _is_topic_path(url: str) -> bool:

@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 from feedbridge.discourse.fields import utc
 from feedbridge.discourse.json_pages import MAX_TOPIC_CHARS, load_json
 from feedbridge.errors import UnreadableError
+from feedbridge.models import Post, TopicHead
 
 log = logging.getLogger(__name__)
 
@@ -51,39 +52,6 @@ _TAG = re.compile(r"<[^<>]{0,2000}>")
 
 class NotPostsError(UnreadableError):
     """The text is not the Discourse posts document that was asked for."""
-
-
-@dataclass(frozen=True, slots=True)
-class Post:
-    """One readable post. `cooked` is core's HTML, unsanitised (it must go through the nh3 cleaner before any
-    feed carries it), None where the answer has only `excerpt` (plain text)."""
-
-    topic_id: int
-    post_number: int
-    post_id: int | None
-    username: str | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    cooked: str | None
-    excerpt: str | None = None
-    topic_title: str | None = None
-    topic_slug: str | None = None
-    category_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicHead:
-    """What `/t/ID.json` says about a topic's posts: its first page and the ids of all of them, in order."""
-
-    id: int
-    title: str
-    slug: str
-    category_id: int | None
-    stream: tuple[int, ...]
-    posts: tuple[Post, ...]
-    # post id -> its Post, or None for an id of the first page that is no readable post (a small action)
-    read: tuple[tuple[int, Post | None], ...] = ()
-    skipped: int = 0
 
 
 _EXPECTED_TOPIC = 'expected a Discourse topic in JSON ({"id": ..., "post_stream": {"posts": [...], "stream": [...]}})'

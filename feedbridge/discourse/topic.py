@@ -10,7 +10,7 @@ metadata lines themselves mark the boundaries: a `####` line holding a dated lin
 preceded by the `###` author part (metadata squeezed into the middle of a line is first put on a line
 of its own). Header rows are read by shape (a dated link is the
 creation time, a number is the post count), with only `URL` and `Page` trusted as fixed English labels.
-Like the list parser this is a line-and-regex pass; post bodies stay Markdown for `content.py`.
+Like the list parser this is a line-and-regex pass; post bodies stay Markdown for `feedbridge.feeds.enrich`.
 """
 
 from __future__ import annotations
@@ -42,19 +42,15 @@ a page of 100,000 tiny posts costs one split of its text, not 100,000 post recor
 
 @dataclass(frozen=True, slots=True)
 class TopicPage:
-    """What one page of a topic says; `first_post_*` are None on pages that do not contain post #1. Full
-    entries read the first post and the header; the title, author and post count are what
-    `fixtures/json/make_site_json.py` writes the fake forum's JSON topics from."""
+    """What one page of a topic adds to a full entry: the header and the first post, which is None on pages
+    that do not contain post #1."""
 
     id: int
-    title: str
     url: str
     category: str | None
     tags: tuple[str, ...]
     created_at: datetime | None
     first_post_markdown: str | None
-    first_post_author: str | None
-    posts_on_page: int | None
 
 
 _EXPECTED = "expected a Discourse topic in Markdown ('# Title', then '**URL:** https://host/t/slug/id')"
@@ -128,14 +124,11 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
         created_at = utc(dated["iso"]) if dated else None
     return TopicPage(
         id=topic_id,
-        title=_title(header_lines),
         url=url,
         category=header.category,
         tags=header.tags,
         created_at=created_at,
         first_post_markdown=_body(first.body) if first else None,
-        first_post_author=_author(first.meta) if first else None,
-        posts_on_page=header.posts_on_page,
     )
 
 
@@ -229,7 +222,6 @@ class _Header:
     category: str | None = None
     tags: tuple[str, ...] = ()
     created_at: datetime | None = None
-    posts_on_page: int | None = None
 
 
 def _header(text: str) -> _Header:
@@ -248,7 +240,7 @@ def _header(text: str) -> _Header:
         elif dated:
             header.created_at = header.created_at or utc(dated["iso"])
         elif value.isdigit():
-            header.posts_on_page = header.posts_on_page if header.posts_on_page is not None else int(value)
+            continue  # the post count, whatever its label: never the category or the tags
         elif label == "Category":
             header.category = unescape(value) or None
         elif label == "Tags":
@@ -262,12 +254,6 @@ def _header(text: str) -> _Header:
     if plain and not header.tags:
         header.tags = _tags(plain.pop(0))
     return header
-
-
-def _title(header: list[str]) -> str:
-    first = header[0][2:] if header else ""
-    row = _ROW.search(first)
-    return unescape(_strip_hard_break(first[: row.start()] if row else first))
 
 
 def _tags(value: str) -> tuple[str, ...]:
@@ -288,12 +274,6 @@ def _post_number(post: _Post, topic_id: int) -> int | None:
     dated = DATED_LINK.search(post.meta)
     match = _topic_path(dated["url"]) if dated else None
     return int(match["post"] or 1) if match and int(match["id"]) == topic_id else None
-
-
-def _author(meta: str) -> str | None:
-    """The `[@name](…)` link of the `###` part; a deleted user has none."""
-    user = USER_LINK.search(meta.split("####", 1)[0])
-    return unescape(user["name"]) if user else None
 
 
 def _strip_pagination(body: list[str], topic_id: int) -> None:

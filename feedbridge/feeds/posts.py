@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
@@ -40,8 +40,6 @@ from urllib.parse import quote, urlencode
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.posts import (
     NotPostsError,
-    Post,
-    TopicHead,
     parse_latest_posts,
     parse_post_batch,
     parse_topic_head,
@@ -52,9 +50,9 @@ from feedbridge.feeds.callers import Caller
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
 from feedbridge.feeds.spec import FeedSpec
-from feedbridge.models import Listing, Topic
+from feedbridge.models import Listing, Post, Topic, TopicHead
 from feedbridge.store import keys
-from feedbridge.store.entries import topic_bytes
+from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
 
 if TYPE_CHECKING:
     from feedbridge.feeds.service import FeedService
@@ -72,51 +70,6 @@ FILTERED_WINDOW = 50
 KEPT_PER_TOPIC = 1000
 """Posts of one topic kept read (`PostsEntry`): the newest (post ids grow with time)."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """A post as its feed entry, with when it was read (for the topic TTL) and its id (for content=full)."""
-
-    topic: Topic
-    read_at: float
-    post_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeadEntry:
-    head: TopicHead
-    etag: str | None
-    last_modified: str | None
-    stored_at: float
-
-    @property
-    def size(self) -> int:
-        return 8 * len(self.head.stream) + sum(len(p.cooked or "") + 400 for p in self.head.posts)
-
-
-@dataclass(frozen=True, slots=True)
-class PostsEntry:
-    """Posts of one topic already read: post id -> its entry, or None for an id that is no readable post."""
-
-    posts: tuple[tuple[int, Shown | None], ...]
-    stored_at: float
-
-    @property
-    def size(self) -> int:
-        return sum(64 + (topic_bytes(s.topic) if s else 0) for _, s in self.posts)
-
-
-@dataclass(frozen=True, slots=True)
-class CollectedEntry:
-    """The posts of `/posts` or of a user's actions, as read for one `pages=`, newest first."""
-
-    posts: tuple[Shown, ...]
-    stored_at: float
-
-    @property
-    def size(self) -> int:
-        return sum(64 + topic_bytes(s.topic) for s in self.posts)
 
 
 def shown(post: Post, base: str, read_at: float) -> Shown:

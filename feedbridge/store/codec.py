@@ -25,7 +25,17 @@ from typing import Any
 
 import msgspec
 
-from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
+from feedbridge.store.entries import (
+    CollectedEntry,
+    DirectoryEntry,
+    FailureEntry,
+    FeedEntry,
+    HeadEntry,
+    PageEntry,
+    PostsEntry,
+    SourceEntry,
+    TopicEntry,
+)
 
 VERSION = 2
 KINDS: dict[str, type] = {
@@ -35,6 +45,9 @@ KINDS: dict[str, type] = {
     "categories": DirectoryEntry,
     "source": SourceEntry,
     "failure": FailureEntry,
+    "head": HeadEntry,
+    "posts": PostsEntry,
+    "collected": CollectedEntry,
     "number": float,  # an int is stored as one too, and comes back a float
 }
 

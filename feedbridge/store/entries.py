@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from feedbridge.errors import Reason
-from feedbridge.models import Category, Listing, Topic
+from feedbridge.models import Category, Listing, Post, Topic, TopicHead
 
 
 def is_fresh(entry: Any, fresh_for: float) -> bool:
@@ -104,6 +104,56 @@ class FailureEntry:
     status: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HeadEntry:
+    """A topic's `/t/ID.json` head (`feedbridge.feeds.posts`): its first posts and the ids of all of them, with
+    the validators to ask again with. Shared through Redis like the posts read after it."""
+
+    head: TopicHead
+    etag: str | None
+    last_modified: str | None
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return _held(self.head)
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A post as a post feed's entry (`feedbridge.feeds.posts`), with when it was read (for the topic TTL) and
+    its id (for content=full)."""
+
+    topic: Topic
+    read_at: float
+    post_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PostsEntry:
+    """Posts of one topic already read: post id -> its entry, or None for an id that is no readable post.
+    Shared through Redis, so every instance reads a topic's posts from the forum once, not once each."""
+
+    posts: tuple[tuple[int, Shown | None], ...]
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return _held(self.posts)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedEntry:
+    """The posts of `/posts` or of a user's actions, as read for one `pages=`, newest first."""
+
+    posts: tuple[Shown, ...]
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return _held(self.posts)
+
+
 # --- what an entry holds in a process ------------------------------------------------------------------
 #
 # The memory store is bounded by the bytes its entries hold, so each is counted by what its parsed objects
@@ -125,7 +175,7 @@ def _held(value: Any) -> int:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {
-    model: tuple(field.name for field in fields(model)) for model in (Topic, Category, Listing)
+    model: tuple(field.name for field in fields(model)) for model in (Topic, Category, Listing, Shown, Post, TopicHead)
 }
 
 

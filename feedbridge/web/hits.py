@@ -4,7 +4,8 @@ Feed readers poll the same URLs every few minutes, so most requests are hits. A 
 no validation and no request object: the URL was resolved to its cache key the first time (by the Flask
 view, which remembers it here), and the store has the bytes. Anything else — a conditional request
 (Werkzeug's `make_conditional` handles those), a browser asking for HTML, a miss, a stale copy, an
-error — goes to Flask as usual.
+error — goes to Flask as usual. Kept for bench row 1, "cached Atom hit vs the limit": through Flask a hit
+costs about three times a trivial Flask route, far from the 0.85× the row asks for.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class HitPath:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
-        if (environ.get("REQUEST_METHOD") != "GET" or _PASS_HEADERS[0] in environ or _PASS_HEADERS[1] in environ
-                or _PASS_HEADERS[2] in environ or "text/html" in environ.get("HTTP_ACCEPT", "")):
+        if (environ.get("REQUEST_METHOD") != "GET" or any(name in environ for name in _PASS_HEADERS)
+                or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
         resolved = self.urls.get(environ)
         if resolved is None or resolved.spec.fmt == "html":

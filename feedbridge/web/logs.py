@@ -48,9 +48,7 @@ def hidden_query(query: str) -> str:
 
 
 def escape_controls(text: str) -> str:
-    # Every character `_ESCAPES` maps is non-printable (Cc, Zl, Zp), so a printable line, nearly every line,
-    # is returned as it is after one C scan instead of a translation through the table.
-    return text if text.isprintable() else text.translate(_ESCAPES)
+    return text.translate(_ESCAPES)
 
 
 class EscapeControls(logging.Filter):

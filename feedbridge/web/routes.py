@@ -76,8 +76,10 @@ def feed(path: str) -> Response:
             f"upstream failed ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
         )))
     response = Response(result.entry.body, headers=headers)
+    # In place: a 304 when the validators match. Only for a conditional request, whose headers it needs:
+    # bench row 1, "cached Atom hit vs a trivial Flask route", put it at a quarter of the view's time.
     if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
-        response.make_conditional(request)  # in place: a 304 when the validators match
+        response.make_conditional(request)
     return response
 
 
