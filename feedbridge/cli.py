@@ -26,18 +26,18 @@ from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
-from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError
+from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
 from feedbridge.feeds import signing
-from feedbridge.feeds.assemble import feed_body, listed
-from feedbridge.feeds.digest import digested
+from feedbridge.feeds.assemble import feed_body
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN
 from feedbridge.feeds.spec import DIGESTS, FeedSpec, parse_feed_request
-from feedbridge.models import Listing, Topic, listing_to_dict
+from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.fetcher import Fetcher
+from feedbridge.upstream.batch import PoliteFetcher
+from feedbridge.upstream.fetcher import Fetched, Fetcher
 
 LOOPBACK = "127.0.0.1"
 T = TypeVar("T")
@@ -73,7 +73,7 @@ def parse(source: str, base_url: str | None) -> None:
         with _service(forum) as service:
             listing = _upstream(lambda: service.page(forum, source, source=reader))
     else:
-        listing = _read_saved(source, base_url)
+        listing, _text = _read_saved(source, base_url)
     click.echo(json.dumps(listing_to_dict(listing), ensure_ascii=False, indent=2))
 
 
@@ -108,8 +108,9 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
 
     SOURCE names the feed as a feed path does on the server (`/c/compiler/5.md` is the compiler category's
     feed): a URL is read through the service, as the server reads it; a saved list (whose own URL, when it
-    has one, names the list; else it is taken for `latest`) goes through the same filter, digest and
-    renderer, and a parameter that needs what the file does not carry is refused by name (exit 2).
+    has one, names the list; else it is taken for `latest`) through the service too, the file standing in
+    for that URL as a `source =` file does in a static build, and a parameter that needs what the file
+    does not carry is refused by name (exit 2).
     """
     if config is not None:
         from feedbridge.staticsite.build import run_config
@@ -127,10 +128,8 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
         with _service(spec.forum) as service:
             body = _upstream(lambda: service.feed(spec, self_url).entry.body)
     else:
-        listing = _read_saved(source, base_url)
-        # The defaults, not the environment's: a saved list is one page, read without the forum.
-        spec = _spec(Settings(forums=(_forum(listing.base_url),)), listing.url, fmt, args)
-        body = feed_body(spec, listing, _saved_topics(spec, listing), self_url, None, _written_at(source))
+        listing, text = _read_saved(source, base_url)
+        body = _saved_feed(listing, text, fmt, args, self_url, _written_at(source))
     if output is None:
         sys.stdout.buffer.write(body)
     else:
@@ -214,8 +213,9 @@ def _say_demo(bridge: str) -> None:
     click.echo("Nothing is read from the internet. Stop with Ctrl-C.")
 
 
-def _read_saved(source: str, base_url: str | None) -> Listing:
-    """A list saved as a file or piped in: JSON when it starts with `{`, else Markdown."""
+def _read_saved(source: str, base_url: str | None) -> tuple[Listing, str]:
+    """A list saved as a file or piped in (JSON when it starts with `{`, else Markdown), and its text:
+    a feed of it is made by the service, which reads the list from the text as from the forum."""
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
@@ -225,24 +225,51 @@ def _read_saved(source: str, base_url: str | None) -> Listing:
         raise click.UsageError("a JSON list names no forum: give its root with --base-url")
     try:
         if is_json:
-            return JSON.read_listing(data, base_url=base_url or "", source_url=None)
-        return MARKDOWN.read_listing(data, base_url=base_url)
+            listing = JSON.read_listing(data, base_url=base_url or "", source_url=None)
+        else:
+            listing = MARKDOWN.read_listing(data, base_url=base_url)
     except NotAListError as exc:
         raise Failure(f"{source}: {exc}") from None
+    return listing, data.decode("utf-8")  # both readers refuse what is not UTF-8
 
 
-def _saved_topics(spec: FeedSpec, listing: Listing) -> list[Topic]:
-    """The feed's entries from a saved list alone: nothing else is read, so what the list does not carry
-    (a Markdown list has no likes, views, tags or category ids; no list has the categories directory that
-    names a category's subcategories) is a usage error naming the parameter, never a feed filtered on
-    nothing."""
-    if listing.dialect != JSON.name and (lacking := spec.filter.saved_list_lacks()):
+class _SavedList(PoliteFetcher):
+    """The static build's fetcher, with the saved list as its one local page, that refuses every other URL:
+    a saved list is built from the file alone, so what the service would read besides (a JSON list's
+    category names from the forum's directory) the feed goes without, as when the forum refuses it."""
+
+    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
+            signed: bool = False) -> Fetched:
+        if url not in self.local_pages:
+            raise UpstreamRefused(f"a saved list is built from the file alone, without reading {url}")
+        return super().get(forum, url, etag, last_modified, signed)
+
+
+def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[str]], self_url: str | None,
+                updated: datetime) -> bytes:
+    """The feed of a saved list, made by the service as the static build makes one from a source file.
+
+    What the list does not carry (a Markdown list has no likes, views, tags or category ids; no list has
+    the categories directory that names a category's subcategories) is a usage error naming the
+    parameter, never a feed filtered on nothing. The settings are the defaults, not the environment's,
+    as the static build's are. `updated` stands in for the build time as the feed's date when no topic
+    has one, so a saved list gives the same bytes on every run."""
+    source = JSON if listing.dialect == JSON.name else MARKDOWN
+    settings = Settings(forums=(replace(_forum(listing.base_url), source=source.name),))
+    spec = _spec(settings, listing.url, fmt, args)
+    if source is MARKDOWN and (lacking := spec.filter.saved_list_lacks()):
         raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
                                "category ids): build from a saved JSON list, or from the list's URL")
     if spec.filter.exclude_categories:
         raise click.UsageError("exclude_category needs the forum's categories directory to drop subcategories too, "
                                "which a saved list does not carry: build from the list's URL")
-    return digested(spec, [listing], spec.filter.apply(listed(spec, [listing])))
+    service = FeedService(settings, MemoryStore(settings.cache_max_bytes),
+                          _SavedList(settings, local_pages={spec.page_url(0, source): text}))
+    try:
+        first, topics = _upstream(lambda: service.topics(spec))
+    finally:
+        service.close()
+    return feed_body(spec, first, topics, self_url, None, updated)
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, args: Mapping[str, list[str]]) -> FeedSpec:

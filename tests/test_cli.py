@@ -175,3 +175,35 @@ def test_build_of_a_saved_json_list_is_the_feed_the_service_serves(upstream_json
 def test_a_saved_json_list_needs_its_forum():
     result = run("build", str(ROOT / "fixtures" / "site-json" / "latest.json"))
     assert result.returncode == 2 and b"--base-url" in result.stderr
+
+
+SITE = "https://feeds.example.net/saved/"
+# One saved list as three feeds: a config's keys, and the `build SOURCE` options that say the same.
+SAVED_FEEDS = {
+    "all": ("", ()),
+    "keywords": ('q = "inductor OR dynamo"\nlimit = 4\n', ("--query", "inductor OR dynamo", "--limit", "4")),
+    "digest": ('author = "morrison-turnansky"\nmin_replies = 1\ndigest = "weekly"\n',
+               ("--author", "morrison-turnansky", "--min-replies", "1", "--digest", "weekly")),
+}
+
+
+def test_a_saved_list_builds_the_files_its_static_config_writes(tmp_path):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n' + "".join(
+        f'[[feeds]]\nname = "{name}"\nsource = {json.dumps(str(SEED))}\n{keys}' for name, (keys, _) in SAVED_FEEDS.items()))
+    static = run("build", "--config", str(config), "--quiet")
+    assert static.returncode == 0, static.stderr
+    for name, (_keys, options) in SAVED_FEEDS.items():
+        for fmt in ("atom", "rss", "json"):
+            built = run("build", str(SEED), "--format", fmt, "--self-url", f"{SITE}{name}.{fmt}", *options)
+            assert built.returncode == 0, built.stderr
+            assert built.stdout == (tmp_path / "public" / f"{name}.{fmt}").read_bytes(), (name, fmt)
+
+
+def test_a_saved_json_list_is_built_without_asking_its_forum(upstream_json, tmp_path):
+    saved = tmp_path / "latest.json"
+    saved.write_bytes(httpx.get(f"{upstream_json.url}/latest.json", timeout=10).content)
+    asked = upstream_json.count()
+    result = run("build", str(saved), "--base-url", upstream_json.url, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["items"] and upstream_json.count() == asked  # not even its category names

