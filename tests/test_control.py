@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,7 @@ from click.testing import CliRunner
 
 from feedbridge.cli import main
 from feedbridge.config import Settings
+from feedbridge.store import keys
 from feedbridge.store.control import MemoryControl
 from feedbridge.store.entries import FailureEntry
 from tests.appserver import RunningApp, procfile_web, running_app
@@ -244,3 +246,37 @@ def test_a_static_builds_three_page_feed_counts_its_three_page_requests(tmp_path
     assert len(pages) == 3  # the feed's own list, three pages of it (and the source probe, /latest.md)
     assert summary["feeds"][0]["requests"] == summary["requests"] == upstream.count() == 4
 
+
+
+# --- the keys the state lives under ----------------------------------------------------------------------
+
+BASE = "https://forum.example"
+PAGE = f"{BASE}/latest.md?page=1"
+SPEC = f"{BASE}|list|/latest|()|atom|[]"
+SELF = "https://bridge.example/forum.example/latest.atom"
+XSL = "https://bridge.example/static/feed.xsl"
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    (lambda: keys.feed(SPEC, None, None), "feed:e668341259633cd0d7b873d49ace6fe2"),
+    (lambda: keys.feed(SPEC, SELF, None), "feed:e42fea48a9034f291a71e200ace092a2"),
+    (lambda: keys.feed(SPEC, SELF, XSL), "feed:26ba1a1952939ee172900243774683e3"),
+    (lambda: keys.feed(SPEC, None, XSL), "feed:78a3974c0485e4f57aa6fd28a5bf50be"),
+    (lambda: keys.page(PAGE), "page:d8ef5e1f8533ac8540b4bcd9aa1a58b4"),
+    (lambda: keys.categories(BASE), "categories:217219fb075f9f2b99f22d5f6fd53914"),
+    (lambda: keys.categories(BASE, 7), "categories:d097328a0e50f6c91ae0fa2958e951db"),
+    (lambda: keys.topic(BASE, 42, datetime(2024, 5, 1, 12, 30, tzinfo=UTC)), "topic:dabab853db4465a6df1bfd15353c8301"),
+    (lambda: keys.topic(BASE, 42, None), "topic:59ecf94267363d7ab9de9eb2ce937b6b"),
+    (lambda: keys.post_head(BASE, f"{BASE}/t/42.json"), "posthead:347d29a337c19f836e2c72bc74a6f40e"),
+    (lambda: keys.posts_of(BASE, 42), "postsof:38ce582b4bc317a219cb3024d51610d7"),
+    (lambda: keys.post_list(BASE, "user_posts", "alice", 2), "postlist:a3ea775e297272cf14a2965e70b6583e"),
+    (lambda: keys.post_list(BASE, "posts", None, 1), "postlist:deee8cb090c7081412fa795bed449147"),
+    (lambda: keys.failed(keys.page(PAGE)), "failed:9381b71c11d99606bcecef5d6d506d5b"),
+    (lambda: keys.ratelimit(BASE), "ratelimit:217219fb075f9f2b99f22d5f6fd53914"),
+    (lambda: keys.source(BASE), "source:217219fb075f9f2b99f22d5f6fd53914"),
+    (lambda: keys.topic_slow(BASE), "topicslow:217219fb075f9f2b99f22d5f6fd53914"),
+])
+def test_every_kind_of_key_keeps_its_value(make: Callable[[], str], expected: str) -> None:
+    """A key that changes value orphans what a shared Redis holds under it (copies, remembered failures,
+    Retry-Afters, source decisions) until their TTLs run out, so a change must be deliberate."""
+    assert make() == expected

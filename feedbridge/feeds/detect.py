@@ -101,7 +101,7 @@ class SourceDetector:
 
     @staticmethod
     def key(forum: Forum) -> str:
-        return keys.key("source", forum.base_url)
+        return keys.source(forum.base_url)
 
     def _probe(self, forum: Forum, previous: SourceEntry | None, caller: Caller | None) -> SourceEntry:
         """One transition of the table in the module docstring; stores and returns the new record.

@@ -125,6 +125,14 @@ class CachePolicy:
                 return Got(held, "stale", exc.message)
             raise
 
+    def held(self, key: str, what: str) -> Any:
+        """The copy held for `key`, however old, without asking the forum: what a build from stale pages
+        reads once the forum has just failed. UpstreamError naming `what` when there is none."""
+        entry = self.store.get(key)
+        if entry is None:
+            raise UpstreamError(f"no copy of {what} to fall back on")
+        return entry
+
     def take_slot(self, caller: Caller | None, why: str = "") -> None:
         """Before a request sends anything upstream (`FeedService.fetch`), or waits on another's fetch with a
         copy to fall back on: a slot, or BridgeBusy (with `why` as its message).
@@ -140,7 +148,7 @@ class CachePolicy:
 
     def remembered(self, key: str) -> UpstreamError | None:
         """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""
-        failure: FailureEntry | None = self.control.get(keys.key("failed", key))
+        failure: FailureEntry | None = self.control.get(keys.failed(key))
         if failure is None:
             return None
         left = max(failure.stored_at + self.settings.negative_ttl - time.time(), 1.0)
@@ -152,7 +160,7 @@ class CachePolicy:
         if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited):
             return
         failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
-        self.control.set(keys.key("failed", key), failure, self.settings.negative_ttl)
+        self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
                caller: Caller | None, what: str) -> E:

@@ -164,7 +164,7 @@ class PostFeeds:
         read within the request's deadline fails the build, and so does, from stale copies, a post never
         read: a feed with a gap must not pass for the whole one."""
         base, now = forum.base_url, time.time()
-        key = _key("postsof", forum, str(head.id))
+        key = keys.posts_of(forum.base_url, head.id)
         held: PostsEntry | None = self.service.store.get(key)
         ttl = self.settings.topic_ttl
         known: dict[int, Shown | None] = {i: s for i, s in held.posts
@@ -194,12 +194,10 @@ class PostFeeds:
 
     def _head(self, forum: Forum, topic_id: int, stale: bool, caller: Caller | None) -> TopicHead:
         url = f"{forum.base_url}/t/{topic_id}.json"
-        key = _key("posthead", forum, url)
+        key = keys.post_head(forum.base_url, url)
         if stale:
-            cached: HeadEntry | None = self.service.store.get(key)
-            if cached is None:
-                raise UpstreamError(f"no copy of {url} to fall back on")
-            return cached.head
+            held: HeadEntry = self.service.policy.held(key, url)
+            return held.head
 
         def fetch(held: HeadEntry | None) -> HeadEntry:
             fetched = self.service.fetch(forum, url, held.etag if held else None,
@@ -249,12 +247,10 @@ class PostFeeds:
 
     def _collected(self, spec: FeedSpec, stale: bool, caller: Caller | None,
                    pages: Callable[[FeedSpec, Caller | None], list[Shown]]) -> list[Shown]:
-        key = _key("postlist", spec.forum, f"{spec.kind}|{spec.poster}|{spec.pages}")
+        key = keys.post_list(spec.forum.base_url, spec.kind, spec.poster, spec.pages)
         if stale:
-            cached: CollectedEntry | None = self.service.store.get(key)
-            if cached is None:
-                raise UpstreamError(f"no copy of the {spec.label} of {spec.forum.key} to fall back on")
-            return list(cached.posts)
+            held: CollectedEntry = self.service.policy.held(key, f"the {spec.label} of {spec.forum.key}")
+            return list(held.posts)
         got = self.service.policy.get(key, lambda _held: CollectedEntry(tuple(pages(spec, caller)), time.time()),
                                       caller=caller, stale=False,
                                       what=spec.label)
@@ -340,8 +336,4 @@ def _parsed(parse: Callable[[str], T], text: str, url: str) -> T:
 
 def _result(future: Future[T], caller: Caller | None) -> T:
     return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
-
-
-def _key(kind: str, forum: Forum, name: str) -> str:
-    return keys.key(kind, forum.base_url, name)
 

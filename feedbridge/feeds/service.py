@@ -130,7 +130,7 @@ class FeedService:
         """Everything the body depends on: the spec and the links built from the request (its own URL, the
         stylesheet's), so a copy built for one Host or script root is never served to another. Bounded:
         the web layer accepts only host names as Host, and gunicorn bounds the request line."""
-        return keys.key("feed", spec.cache_key(), *((self_url, stylesheet_url) if self_url or stylesheet_url else ()))
+        return keys.feed(spec.cache_key(), self_url, stylesheet_url)
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
              key: str | None = None, caller: Caller | None = None) -> FeedResult:
@@ -209,7 +209,7 @@ class FeedService:
         """
         if not any(t.category is None and t.category_id is not None for t in topics):
             return topics
-        cached: DirectoryEntry | None = self.store.get(self._categories_key(forum))
+        cached: DirectoryEntry | None = self.store.get(keys.categories(forum.base_url))
         directory = cached.categories if cached is not None else ()
         if cached is None and not stale_pages:
             try:
@@ -229,7 +229,7 @@ class FeedService:
         and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses what is
         cached without asking again. With `stale_pages` (the forum just failed) it asks nothing either.
         """
-        slow_key = keys.key("topicslow", forum.base_url)
+        slow_key = keys.topic_slow(forum.base_url)
         cached_only = stale_pages or self.control.get(slow_key) is not None
         results: list[Topic] = []
         failures = 0
@@ -271,12 +271,10 @@ class FeedService:
         With `parent`, the subcategories of that category (`/categories.json?parent_category_id=ID`: JSON on
         every forum, since the Markdown directory has no such view). With `stale_pages` (the forum just
         failed), the cached copy or UpstreamError, and no request."""
-        key = self._categories_key(forum) if parent is None else keys.key("categories", forum.base_url, parent)
+        key = keys.categories(forum.base_url, parent)
         if stale_pages:
-            cached: DirectoryEntry | None = self.store.get(key)
-            if cached is None:
-                raise UpstreamError(f"no copy of the categories of {forum.key} to fall back on")
-            return cached.categories
+            held: DirectoryEntry = self.policy.held(key, f"the categories of {forum.key}")
+            return held.categories
 
         def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
             if parent is not None:
@@ -295,17 +293,8 @@ class FeedService:
                                      exc.retry_after, exc.upstream_status) from None
         return got.entry.categories
 
-    @staticmethod
-    def _categories_key(forum: Forum) -> str:
-        return keys.key("categories", forum.base_url)
-
-    @staticmethod
-    def _topic_key(forum: Forum, topic: Topic) -> str:
-        stamp = topic.last_posted_at.isoformat() if topic.last_posted_at else "-"
-        return keys.key("topic", forum.base_url, topic.id, stamp)
-
     def _cached_topic(self, forum: Forum, topic: Topic) -> Topic:
-        entry: TopicEntry | None = self.store.get(self._topic_key(forum, topic))
+        entry: TopicEntry | None = self.store.get(keys.topic(forum.base_url, topic.id, topic.last_posted_at))
         return topic if entry is None else _with_page(topic, entry)
 
     def _topic_page(self, forum: Forum, topic: Topic, caller: Caller | None = None) -> Topic:
@@ -313,7 +302,7 @@ class FeedService:
         the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered)."""
         if caller is not None and caller.left() <= 0:
             raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
-        key = self._topic_key(forum, topic)
+        key = keys.topic(forum.base_url, topic.id, topic.last_posted_at)
 
         def fetch(_held: TopicEntry | None) -> TopicEntry:
             if not is_within(forum, topic.url):
@@ -405,12 +394,10 @@ class FeedService:
              source: Source = MARKDOWN) -> Listing:
         """One parsed list page: from cache while fresh, else fetched; with `stale_pages`, any cached copy
         or nothing (the forum just failed: asking it again would only double the load)."""
-        key = keys.key("page", url)
+        key = keys.page(url)
         if stale_pages:
-            cached: PageEntry | None = self.store.get(key)
-            if cached is None:
-                raise UpstreamError(f"no copy of {url} to fall back on")
-            return cached.listing
+            held: PageEntry = self.policy.held(key, url)
+            return held.listing
         got = self.policy.get(key, lambda held: self._fetch_page(forum, url, held, caller, source),
                               caller=caller, stale=False,
                               what=url)

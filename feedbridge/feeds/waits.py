@@ -27,7 +27,7 @@ class ForumWaits:
 
     @staticmethod
     def key(forum: Forum) -> str:
-        return keys.key("ratelimit", forum.base_url)
+        return keys.ratelimit(forum.base_url)
 
     def check(self, forum: Forum) -> None:
         """UpstreamRateLimited, with what is left of the wait, while `forum` has asked us to wait."""

@@ -3,13 +3,78 @@
 The kind is what a reader of Redis sees and what the control store bounds separately (`failed`,
 `ratelimit`, `source`, ...); the digest keeps request text out of keys and bounds their length whatever
 the parts are. Two entries share a key exactly when their kind and parts are equal.
+
+Each kind has one function here, so its parts are chosen in one place: a key that changes shape orphans
+every entry stored under the old one (in Redis, for as long as their TTLs run).
 """
 
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
+
+# --- the store: cached copies ----------------------------------------------------------------------------
 
 
-def key(kind: str, *parts: object) -> str:
+def feed(spec: str, self_url: str | None, stylesheet_url: str | None) -> str:
+    """A rendered feed: its spec's `cache_key()` and the links built from the request (a body links to its
+    own URL and stylesheet, so a copy built for one Host or script root is never served to another)."""
+    return _key("feed", spec, *((self_url, stylesheet_url) if self_url or stylesheet_url else ()))
+
+
+def page(url: str) -> str:
+    """A list page, by the URL it is read from (which names its forum, list and page)."""
+    return _key("page", url)
+
+
+def categories(base_url: str, parent: int | None = None) -> str:
+    """A forum's directory, or with `parent` that category's subcategories."""
+    return _key("categories", base_url) if parent is None else _key("categories", base_url, parent)
+
+
+def topic(base_url: str, topic_id: int, last_posted_at: datetime | None) -> str:
+    """A topic page, by its last activity: a new post gives a new key, so a copy never goes stale."""
+    return _key("topic", base_url, topic_id, last_posted_at.isoformat() if last_posted_at else "-")
+
+
+def post_head(base_url: str, url: str) -> str:
+    """A topic's head (`/t/ID.json`), by its URL."""
+    return _key("posthead", base_url, url)
+
+
+def posts_of(base_url: str, topic_id: int) -> str:
+    """The posts of one topic read so far, by post id."""
+    return _key("postsof", base_url, topic_id)
+
+
+def post_list(base_url: str, kind: str, poster: str | None, pages: int) -> str:
+    """A collection of posts (`/posts`, `/u/USER/posts`), shared by every format and filter of its feeds."""
+    return _key("postlist", base_url, kind, poster, pages)
+
+
+# --- the control store: what steers requests to forums ---------------------------------------------------
+
+
+def failed(key: str) -> str:
+    """The failure remembered for the entry stored under `key`."""
+    return _key("failed", key)
+
+
+def ratelimit(base_url: str) -> str:
+    """Until when a forum asked the bridge to wait (its last 429's Retry-After)."""
+    return _key("ratelimit", base_url)
+
+
+def source(base_url: str) -> str:
+    """Which lists (Markdown or JSON) a forum is read through, as its probes decided."""
+    return _key("source", base_url)
+
+
+def topic_slow(base_url: str) -> str:
+    """Set while a forum's topic pages count as slow (a rebuild read them past its deadline)."""
+    return _key("topicslow", base_url)
+
+
+def _key(kind: str, *parts: object) -> str:
     """`kind:` and the first 32 hex digits of SHA-256 over the parts joined by `|`."""
     return f"{kind}:" + hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
