@@ -62,6 +62,11 @@ class Caller:
         return Caller(self.client, self.deadline, admits=False)
 
 
+def result(future: Future[T], caller: Caller | None) -> T:
+    """A pool future's result, within the request's deadline (FutureTimeout past it); unbounded without one."""
+    return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
+
+
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
     a copy of the submitter's context (`contextvars`, e.g. the static build's per-feed request tally), and

@@ -61,7 +61,7 @@ RETRY = 60.0
 """Seconds (at most) until an inconclusive probe is asked again: a tenth of the re-check period, up to this."""
 
 ReadPage = Callable[[Forum, str, Source, Caller | None], Listing]
-"""One list page through the page cache (`FeedService.page`); raises UpstreamError."""
+"""One list page through the page cache (`ListReader.page`); raises UpstreamError."""
 
 
 class SourceDetector:

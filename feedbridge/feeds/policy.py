@@ -134,7 +134,7 @@ class CachePolicy:
         return entry
 
     def take_slot(self, caller: Caller | None, why: str = "") -> None:
-        """Before a request sends anything upstream (`FeedService.fetch`), or waits on another's fetch with a
+        """Before a request sends anything upstream (`Gate.fetch`), or waits on another's fetch with a
         copy to fall back on: a slot, or BridgeBusy (with `why` as its message).
 
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or

@@ -8,7 +8,7 @@ full-content topic feeds, links made absolute against the post's URL. So formats
 the post's text and its topic's title, limit= after filtering), `.html` views and previews work as for
 topic feeds. Every forum serves these JSON documents, so Markdown forums are read the same way.
 
-What each costs the forum (every request goes through `FeedService.fetch`: budget, slots, Retry-After):
+What each costs the forum (every request goes through `Gate.fetch`: budget, slots, Retry-After):
 
 - A topic: its head, `/t/ID.json` (the first 20 posts and every post id), cached for the cache TTL and then
   revalidated with its ETag; then only the newest ids not read before, `BATCH` to a
@@ -30,11 +30,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from feedbridge.config import Forum, Settings
@@ -46,16 +45,16 @@ from feedbridge.discourse.posts import (
     parse_user_actions,
 )
 from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
-from feedbridge.feeds.callers import Caller
+from feedbridge.feeds.callers import Caller, CallerPool, result
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
+from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing, Post, Topic, TopicHead
 from feedbridge.store import keys
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
-
-if TYPE_CHECKING:
-    from feedbridge.feeds.service import FeedService
+from feedbridge.store.protocols import Store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -115,12 +114,13 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None =
 class PostFeeds:
     """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route."""
 
-    def __init__(self, service: FeedService):
-        self.service = service
-
-    @property
-    def settings(self) -> Settings:
-        return self.service.settings
+    def __init__(self, settings: Settings, gate: Gate, policy: CachePolicy, store: Store, pool: CallerPool):
+        """The scope's own parts (public, or the signed-in twin's): its gate, cache and pool."""
+        self.settings = settings
+        self.gate = gate
+        self.policy = policy
+        self.store = store
+        self.pool = pool
 
     def topics(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> tuple[Listing, list[Topic]]:
         base = spec.forum.base_url
@@ -165,7 +165,7 @@ class PostFeeds:
         read: a feed with a gap must not pass for the whole one."""
         base, now = forum.base_url, time.time()
         key = keys.posts_of(forum.base_url, head.id)
-        held: PostsEntry | None = self.service.store.get(key)
+        held: PostsEntry | None = self.store.get(key)
         ttl = self.settings.topic_ttl
         known: dict[int, Shown | None] = {i: s for i, s in held.posts
                                           if s is None or now - s.read_at < ttl} if held else {}
@@ -189,19 +189,19 @@ class PostFeeds:
                 known.update({i: None if p is None else shown(p, base, now) for i, p in got})
         if missing or changed:
             newest = sorted(known.items(), reverse=True)[:KEPT_PER_TOPIC]
-            self.service.store.set(key, PostsEntry(tuple(newest), now), ttl)
+            self.store.set(key, PostsEntry(tuple(newest), now), ttl)
         return known
 
     def _head(self, forum: Forum, topic_id: int, stale: bool, caller: Caller | None) -> TopicHead:
         url = f"{forum.base_url}/t/{topic_id}.json"
         key = keys.post_head(forum.base_url, url)
         if stale:
-            held: HeadEntry = self.service.policy.held(key, url)
+            held: HeadEntry = self.policy.held(key, url)
             return held.head
 
         def fetch(held: HeadEntry | None) -> HeadEntry:
-            fetched = self.service.fetch(forum, url, held.etag if held else None,
-                                         held.last_modified if held else None, caller=caller)
+            fetched = self.gate.fetch(forum, url, held.etag if held else None,
+                                      held.last_modified if held else None, caller=caller)
             if fetched.status == 304 and held is not None:
                 return replace(held, stored_at=time.time())
             head = _parsed(parse_topic_head, fetched.text, url)
@@ -209,8 +209,8 @@ class PostFeeds:
                 raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
             return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
 
-        got = self.service.policy.get(key, fetch, caller=caller, stale=False,
-                                      what=url)
+        got = self.policy.get(key, fetch, caller=caller, stale=False,
+                              what=url)
         head: TopicHead = got.entry.head
         return head
 
@@ -218,7 +218,7 @@ class PostFeeds:
                caller: Caller | None) -> tuple[tuple[int, Post | None], ...]:
         query = urlencode([("post_ids[]", str(i)) for i in ids])
         url = f"{forum.base_url}/t/{head.id}/posts.json?{query}"
-        fetched = self.service.fetch(forum, url, caller=caller)
+        fetched = self.gate.fetch(forum, url, caller=caller)
         return _parsed(lambda text: parse_post_batch(text, head), fetched.text, url)
 
     def _waves(self, jobs: Sequence[T], run: Callable[[T], Any], caller: Caller | None,
@@ -228,10 +228,10 @@ class PostFeeds:
         results: list[Any] = []
         wave = self.settings.fetch_concurrency
         for start in range(0, len(jobs), wave):
-            futures = [self.service.pool.submit(run, job) for job in jobs[start : start + wave]]
+            futures = [self.pool.submit(run, job) for job in jobs[start : start + wave]]
             for future in futures:
                 try:
-                    results.append(_result(future, caller))
+                    results.append(result(future, caller))
                 except FutureTimeout:
                     for rest in futures:
                         rest.cancel()
@@ -249,11 +249,11 @@ class PostFeeds:
                    pages: Callable[[FeedSpec, Caller | None], list[Shown]]) -> list[Shown]:
         key = keys.post_list(spec.forum.base_url, spec.kind, spec.poster, spec.pages)
         if stale:
-            held: CollectedEntry = self.service.policy.held(key, f"the {spec.label} of {spec.forum.key}")
+            held: CollectedEntry = self.policy.held(key, f"the {spec.label} of {spec.forum.key}")
             return list(held.posts)
-        got = self.service.policy.get(key, lambda _held: CollectedEntry(tuple(pages(spec, caller)), time.time()),
-                                      caller=caller, stale=False,
-                                      what=spec.label)
+        got = self.policy.get(key, lambda _held: CollectedEntry(tuple(pages(spec, caller)), time.time()),
+                              caller=caller, stale=False,
+                              what=spec.label)
         return list(got.entry.posts)
 
     def _latest_pages(self, spec: FeedSpec, caller: Caller | None) -> list[Shown]:
@@ -261,7 +261,7 @@ class PostFeeds:
         read: dict[int, Shown | None] = {}
         url = f"{base}/posts.json"
         for _ in range(spec.pages):
-            rows = _parsed(parse_latest_posts, self.service.fetch(spec.forum, url, caller=caller).text, url)
+            rows = _parsed(parse_latest_posts, self.gate.fetch(spec.forum, url, caller=caller).text, url)
             new = [(i, p) for i, p in rows if i not in read]
             now = time.time()
             read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
@@ -277,7 +277,7 @@ class PostFeeds:
             query = urlencode([("offset", str(page * ACTIONS_PAGE)), ("username", spec.poster or ""),
                                ("filter", "4,5")])
             url = f"{base}/user_actions.json?{query}"
-            rows = _parsed(parse_user_actions, self.service.fetch(spec.forum, url, caller=caller).text, url)
+            rows = _parsed(parse_user_actions, self.gate.fetch(spec.forum, url, caller=caller).text, url)
             new = [(i, p) for i, p in rows if i not in read]
             now = time.time()
             read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
@@ -333,7 +333,4 @@ def _parsed(parse: Callable[[str], T], text: str, url: str) -> T:
     except NotPostsError as exc:
         raise UpstreamRefused(f"upstream sent something that is not what {url} names: {exc}") from None
 
-
-def _result(future: Future[T], caller: Caller | None) -> T:
-    return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
 

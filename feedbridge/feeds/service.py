@@ -1,4 +1,5 @@
-"""Feed spec → pages (cache, single-flight, rate limits, revalidation) → parse → filter → render.
+"""Assembling a feed from a spec: its list pages (`feeds/lists.py`), the topics' own pages, the categories'
+names, then filter → render. What is read from a forum is read through one `Gate` (`feeds/gate.py`).
 
 Failure policy, in one place (`feedbridge.feeds.policy.CachePolicy`, used for feeds, pages, topic pages
 and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
@@ -12,8 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -21,21 +20,18 @@ from typing import Any, Literal
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
-    NotAListError,
     NotATopicError,
-    NotPublic,
     UpstreamError,
     UpstreamNotFound,
-    UpstreamRateLimited,
-    UpstreamRefused,
     UpstreamTimeout,
     upstream_error,
 )
 from feedbridge.feeds.assemble import feed_body, listed
-from feedbridge.feeds.callers import Caller, CallerPool, ForumBudget
-from feedbridge.feeds.detect import SourceDetector
+from feedbridge.feeds.callers import Caller, CallerPool, ForumBudget, result
 from feedbridge.feeds.digest import digested
 from feedbridge.feeds.figures import completed, excluding
+from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.posts import PostFeeds
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
@@ -44,7 +40,7 @@ from feedbridge.feeds.waits import ForumWaits
 from feedbridge.models import Category, Listing, Topic
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
-from feedbridge.store.entries import DirectoryEntry, FeedEntry, PageEntry, TopicEntry, listing_bytes, topic_bytes
+from feedbridge.store.entries import DirectoryEntry, FeedEntry, TopicEntry, topic_bytes
 from feedbridge.store.memory import SingleFlight
 from feedbridge.store.protocols import Flight, Store
 from feedbridge.store.scoped import ScopedFlight, ScopedStore
@@ -71,7 +67,7 @@ class FeedResult:
 
 
 class FeedService:
-    """Assembles the path of a feed; `signed_in` is its twin for signed feed URLs (`feeds/signing.py`)."""
+    """Assembles feeds, views and previews; `signed_in` is its twin for signed feed URLs (`feeds/signing.py`)."""
 
     def __init__(self, settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
                  control: ControlStore | None = None, windows: Windows | None = None,
@@ -103,9 +99,9 @@ class FeedService:
             settings, ScopedStore(store, PRIVATE), fetcher,
             ScopedFlight(self.flight, PRIVATE), control=ScopedStore(self.control, PRIVATE), windows=windows,
             public=self)
-        self.detector = SourceDetector(settings, self.control, self.flight,
-                                       lambda forum, url, source, caller: self.page(forum, url, False, caller, source))
-        self.posts = PostFeeds(self)
+        self.gate = Gate(fetcher, self.waits, self.policy, self.budget, signed=not self.public)
+        self.lists = ListReader(settings, self.gate, self.policy, self.pool, self.control, self.flight)
+        self.posts = PostFeeds(settings, self.gate, self.policy, store, self.pool)
 
     def scope(self, signed: bool) -> FeedService:
         """This service, or its signed-in twin for a request whose token verified."""
@@ -171,7 +167,7 @@ class FeedService:
         """
         if spec.kind in POST_KINDS:
             return self.posts.topics(spec, stale_pages, caller)
-        listings = self.listings(spec, stale_pages, caller)
+        listings = self.lists.listings(spec, stale_pages, caller)
         spec, listings = self._completed(spec, listings, stale_pages, caller)
         everything = listed(spec, listings)
         # JSON lists carry every topic's tags: tag= then costs no topic page.
@@ -192,7 +188,7 @@ class FeedService:
         subcategories of excluded categories (from the directory and its deeper levels; only cached copies
         when the forum fails)."""
         listings = completed(spec.filter, listings,
-                             lambda n: self.page(spec.forum, spec.page_url(n, JSON), stale_pages, caller, JSON))
+                             lambda n: self.lists.page(spec.forum, spec.page_url(n, JSON), stale_pages, caller, JSON))
         if not spec.filter.exclude_categories:
             return spec, listings
         directory = self.categories(spec.forum, caller, stale_pages=stale_pages)
@@ -246,7 +242,7 @@ class FeedService:
                     results.append(self._cached_topic(forum, topic))
                     continue
                 try:
-                    results.append(_result(future, caller))
+                    results.append(result(future, caller))
                 except FutureTimeout:
                     log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
                                 self.settings.request_deadline, len(topics) - len(results))
@@ -279,9 +275,10 @@ class FeedService:
         def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
             if parent is not None:
                 url = f"{JSON.categories_url(forum.base_url)}?parent_category_id={parent}"  # an int: no quoting
-                return DirectoryEntry(JSON.read_categories(self.fetch(forum, url, caller=caller).text), time.time())
-            source = self.detector.source(forum, caller)
-            fetched = self.fetch(forum, source.categories_url(forum.base_url), caller=caller)
+                fetched = self.gate.fetch(forum, url, caller=caller)
+                return DirectoryEntry(JSON.read_categories(fetched.text), time.time())
+            source = self.lists.detector.source(forum, caller)
+            fetched = self.gate.fetch(forum, source.categories_url(forum.base_url), caller=caller)
             return DirectoryEntry(source.read_categories(fetched.text), time.time())
 
         with self.policy.request(caller):
@@ -307,9 +304,9 @@ class FeedService:
         def fetch(_held: TopicEntry | None) -> TopicEntry:
             if not is_within(forum, topic.url):
                 raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
-            source = self.detector.source(forum, caller)
+            source = self.lists.detector.source(forum, caller)
             try:
-                fetched = self.fetch(forum, source.topic_url(topic.url), caller=caller)
+                fetched = self.gate.fetch(forum, source.topic_url(topic.url), caller=caller)
                 full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
                 # Remembered for a while, so a deleted topic is not asked for on every rebuild.
@@ -322,117 +319,19 @@ class FeedService:
                               caller=caller, stale=False, what=f"topic {topic.id}")
         return _with_page(topic, got.entry)
 
-    def listings(self, spec: FeedSpec, stale_pages: bool = False, caller: Caller | None = None) -> list[Listing]:
-        """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
-
-        A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
-        reading a long list one page at a time. A missing or empty page ends the list. A page not read
-        within the request's deadline fails the build (a shorter feed must not pass for the whole one).
-
-        The list is read through the forum's source (`feedbridge.feeds.detect`). A user feed reads the user's
-        own topic list (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by
-        author, only when the forum refuses that.
-        """
-        source = self.detector.source(spec.forum, caller, ask=not stale_pages)
-        if spec.user is not None:
-            refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
-            try:
-                own = self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages, caller)
-                return [replace(listing, started_by=spec.user) for listing in own]
-            except refusals as exc:
-                log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
-        if spec.intersection:  # /tag/a+b: Discourse's own list where it has one, else the first tag's, filtered
-            missing = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
-            try:
-                return self._pages(spec, spec.intersection_url, JSON, stale_pages, caller)
-            except missing as exc:
-                log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
-        try:
-            return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
-        except (UpstreamNotFound, UpstreamRefused) as exc:
-            raise self._refusal(spec, self.detector.refused(spec, source, exc)) from None
-
-    def _refusal(self, spec: FeedSpec, exc: UpstreamError) -> UpstreamError:
-        """A list the forum refused to the bridge's anonymous request (401/403) is not public: 403 to the
-        reader, who is told whether a signed URL could read it. A refusal of the key itself stays a failure."""
-        keyed = self.settings.credential_for(spec.forum) is not None
-        if self.public and keyed and isinstance(exc, UpstreamNotFound):  # Discourse hides some lists so
-            return UpstreamNotFound(f"{exc.message} (if it is a private list, a signed feed URL reads it)",
-                                    reason=exc.reason, upstream_status=exc.upstream_status)
-        if not self.public or not isinstance(exc, UpstreamRefused) or exc.upstream_status not in (401, 403):
-            return exc
-        how = "a signed feed URL reads it (`feedbridge sign`)" if keyed else "this bridge has no key for that forum"
-        return NotPublic(f"{spec.forum.key} shows {spec.label} only to signed-in members ({exc.message}): {how}",
-                         upstream_status=exc.upstream_status)
-
-    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
-               caller: Caller | None) -> list[Listing]:
-        listings = [self.page(spec.forum, url(0), stale_pages, caller, source)]
-        wave = self.settings.fetch_concurrency
-        next_page = 1
-        while next_page < spec.pages and listings[-1].next_page_url is not None:
-            numbers = range(next_page, min(next_page + wave, spec.pages))
-            futures = [self.pool.submit(self.page, spec.forum, url(n), stale_pages, caller, source)
-                       for n in numbers]
-            for future in futures:
-                try:
-                    listing = _result(future, caller)
-                except UpstreamNotFound:
-                    return listings
-                except FutureTimeout:
-                    raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while reading "
-                                          f"{spec.pages} pages of {url(0)}") from None
-                if not listing.topics:
-                    return listings
-                listings.append(listing)
-                if listing.next_page_url is None:
-                    return listings
-            next_page = numbers.stop
-        return listings
-
-    def page(self, forum: Forum, url: str, stale_pages: bool = False, caller: Caller | None = None,
-             source: Source = MARKDOWN) -> Listing:
-        """One parsed list page: from cache while fresh, else fetched; with `stale_pages`, any cached copy
-        or nothing (the forum just failed: asking it again would only double the load)."""
-        key = keys.page(url)
-        if stale_pages:
-            held: PageEntry = self.policy.held(key, url)
-            return held.listing
-        got = self.policy.get(key, lambda held: self._fetch_page(forum, url, held, caller, source),
-                              caller=caller, stale=False,
-                              what=url)
-        return got.entry.listing
-
     def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
         return self.policy.fresh(key)
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
               caller: Caller | None = None) -> Fetched:
-        """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
-        web request's fetches are charged to the forum's budget."""
-        self.waits.check(forum)
-        if caller is not None:
-            self.policy.take_slot(caller)
-            self.budget.spend(forum, caller)
-        try:
-            return self.fetcher.get(forum, url, etag, last_modified, signed=not self.public)
-        except UpstreamRateLimited as exc:
-            self.waits.remember(forum, exc)
-            raise
+        """This scope's `Gate.fetch`, for a caller that reads one URL outside any feed."""
+        return self.gate.fetch(forum, url, etag, last_modified, caller)
 
-    def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, caller: Caller | None,
-                    source: Source) -> PageEntry:
-        fetched = self.fetch(forum, url, cached.etag if cached else None, cached.last_modified if cached else None,
-                             caller=caller)
-        now = time.time()
-        if fetched.status == 304 and cached is not None:
-            return PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size)
-        try:
-            listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
-        except NotAListError as exc:
-            raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
-        return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
+    def page(self, forum: Forum, url: str, stale_pages: bool = False, caller: Caller | None = None,
+             source: Source = MARKDOWN) -> Listing:
+        """This scope's `ListReader.page`, for a caller that reads one list page outside any feed."""
+        return self.lists.page(forum, url, stale_pages, caller, source)
 
     def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, caller: Caller | None,
                 stale_pages: bool = False) -> FeedEntry:
@@ -447,10 +346,6 @@ class FeedService:
             stored_at=built,
         )
 
-
-def _result(future: Future[Any], caller: Caller | None) -> Any:
-    """A pool future's result, within the request's deadline (FutureTimeout past it); unbounded without one."""
-    return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
 
 
 def _with_page(topic: Topic, entry: TopicEntry) -> Topic:

@@ -14,7 +14,7 @@ What each gives a feed entry:
   post's cooked HTML from `/t/ID.json`.
 
 Per-author feeds read `/topics/created-by/USER.json` on both: the Markdown endpoints have no per-user
-list (see `FeedService.listings`).
+list (see `ListReader.listings`).
 """
 
 from __future__ import annotations
