@@ -102,6 +102,21 @@ class CachePolicy:
         """How long a copy is kept to fall back on (FEEDBRIDGE_STALE_TTL, at least the cache TTL)."""
         return float(max(self.settings.stale_ttl, self.settings.cache_ttl))
 
+    @property
+    def keep_read_for(self) -> float:
+        """How long what is keyed by its own version is kept: a topic page at its last activity, the posts of a
+        topic by their ids (FEEDBRIDGE_TOPIC_TTL); such an entry never goes stale, it only ends."""
+        return float(self.settings.topic_ttl)
+
+    def keep_read(self, key: str, entry: Any) -> None:
+        """Posts read outside `get` (a batch added to what a topic's entry holds), kept like a topic page."""
+        self.store.set(key, entry, self.keep_read_for)
+
+    def remember_missing(self, key: str, entry: Any) -> None:
+        """A topic the forum says is gone: remembered for the cache TTL (a minute at least), so a deleted
+        topic is not asked for on every rebuild, and asked again after it in case it comes back."""
+        self.store.set(key, entry, max(self.fresh_for, 60.0))
+
     def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
             what: str = "", fresh_for: float | None = None, keep_for: float | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.

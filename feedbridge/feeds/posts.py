@@ -166,7 +166,7 @@ class PostFeeds:
         base, now = forum.base_url, time.time()
         key = keys.posts_of(forum.base_url, head.id)
         held: PostsEntry | None = self.store.get(key)
-        ttl = self.settings.topic_ttl
+        ttl = self.policy.keep_read_for
         known: dict[int, Shown | None] = {i: s for i, s in held.posts
                                           if s is None or now - s.read_at < ttl} if held else {}
         want, changed = set(wanted), held is None
@@ -189,7 +189,7 @@ class PostFeeds:
                 known.update({i: None if p is None else shown(p, base, now) for i, p in got})
         if missing or changed:
             newest = sorted(known.items(), reverse=True)[:KEPT_PER_TOPIC]
-            self.store.set(key, PostsEntry(tuple(newest), now), ttl)
+            self.policy.keep_read(key, PostsEntry(tuple(newest), now))
         return known
 
     def _head(self, forum: Forum, topic_id: int, stale: bool, caller: Caller | None) -> TopicHead:

@@ -309,13 +309,12 @@ class FeedService:
                 fetched = self.gate.fetch(forum, source.topic_url(topic.url), caller=caller)
                 full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
-                # Remembered for a while, so a deleted topic is not asked for on every rebuild.
-                self.store.set(key, TopicEntry(None, time.time(), topic_bytes(None)), max(self.settings.cache_ttl, 60))
+                self.policy.remember_missing(key, TopicEntry(None, time.time(), topic_bytes(None)))
                 raise
             return TopicEntry(full, time.time(), topic_bytes(full))
 
         # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
-        got = self.policy.get(key, fetch, fresh_for=float("inf"), keep_for=self.settings.topic_ttl,
+        got = self.policy.get(key, fetch, fresh_for=float("inf"), keep_for=self.policy.keep_read_for,
                               caller=caller, stale=False, what=f"topic {topic.id}")
         return _with_page(topic, got.entry)
 
