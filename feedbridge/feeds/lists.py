@@ -146,4 +146,3 @@ class ListReader:
         except NotAListError as exc:
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
-

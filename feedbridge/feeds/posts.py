@@ -332,5 +332,3 @@ def _parsed(parse: Callable[[str], T], text: str, url: str) -> T:
         return parse(text)
     except NotPostsError as exc:
         raise UpstreamRefused(f"upstream sent something that is not what {url} names: {exc}") from None
-
-

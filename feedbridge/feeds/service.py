@@ -346,7 +346,6 @@ class FeedService:
         )
 
 
-
 def _with_page(topic: Topic, entry: TopicEntry) -> Topic:
     full = entry.topic
     if full is None:
