@@ -110,7 +110,7 @@ class FeedSpec:
 
     def canonical_query(self) -> list[tuple[str, str]]:
         """The query string that names this feed: sorted and normalised, so equal feeds share one key."""
-        params: list[tuple[str, str]] = [(k, v) for k, v in self.list_params if k != "category" or self.kind != "user"]
+        params: list[tuple[str, str]] = list(self.list_params)  # a user feed's category= too: it changes what is read
         params += [("author", a) for a in sorted(self.filter.authors) if self.kind not in ("user", "user_posts")]
         if self.filter.query is not None:
             params.append(("q", str(self.filter.query)))
