@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from tests.upstream import ForumProcess
 
 GUNICORN_APP = "feedbridge.web.app:create_app()"  # as in the Procfile
+KEEPALIVE_EXPIRY = 2.0
+"""Seconds a bench client keeps an idle connection: under the server's own 5 s (`gunicorn_conf.keepalive`),
+so a client never sends on a connection the server is closing (httpx's default is the same 5 s, and a
+round that started just as the server closed one read `Connection reset by peer`)."""
 WRK_CONNECTIONS = 16  # = the Procfile's default 2 workers × 8 threads
 
 

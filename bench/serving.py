@@ -22,7 +22,7 @@ from feedbridge.models import Listing
 
 from . import rssbridge, rsshub
 from .harness import Context, Row
-from .procs import Procs, cpu_seconds, rss_bytes, worker_pids, wrk_compare
+from .procs import KEEPALIVE_EXPIRY, Procs, cpu_seconds, rss_bytes, worker_pids, wrk_compare
 
 if TYPE_CHECKING:
     from tests.upstream import ForumProcess
@@ -156,7 +156,7 @@ def cold_section(ctx: Context) -> list[Row]:
         latencies: dict[str, list[float]] = {name: [] for name in urls}
         cpu = dict.fromkeys(urls, 0.0)
         names = list(urls)
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(timeout=30, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)) as client:
             for i in range(rounds):
                 for name in names[i % len(names):] + names[: i % len(names)]:
                     before = cpu_seconds(servers[name])
@@ -260,7 +260,7 @@ def _rsshub_cold(ctx: Context, forum: ForumProcess, hub: _RSSHub, ours_url: str,
     hub_cpu = 0.0
     forum.control.reset()
     time.sleep(RSSHUB_PACE)  # the feed check fetched through RSSHub moments ago
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)) as client:
         for i in range(paced_rounds):
             started = time.monotonic()
             for name in list(urls)[i % 2:] + list(urls)[: i % 2]:
@@ -336,7 +336,7 @@ def _burst(url: str, concurrency: int) -> list[float]:
     barrier = threading.Barrier(concurrency)
 
     def one(_: int) -> tuple[int, float]:
-        with httpx.Client(timeout=90) as client:
+        with httpx.Client(timeout=90, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)) as client:
             barrier.wait(timeout=30)
             start = time.perf_counter()
             status = client.get(url).status_code
@@ -411,7 +411,8 @@ def memory_section(ctx: Context) -> list[Row]:
         def fetch(i: int) -> int:
             client = getattr(local, "client", None)
             if client is None:  # closed before the server stops: it waits for open keep-alive connections
-                client = local.client = procs.enter_context(httpx.Client(timeout=30))
+                client = local.client = procs.enter_context(
+                    httpx.Client(timeout=30, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)))
             # An exclusion-only query matches every topic: each URL is a distinct, full 30-entry feed.
             return len(client.get(base, params={"q": f"-zzz{i}"}).raise_for_status().content)
 

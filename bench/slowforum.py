@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import httpx
 
 from .harness import Context, Row
-from .procs import Procs, WrkRun, wrk
+from .procs import KEEPALIVE_EXPIRY, Procs, WrkRun, wrk
 
 SLOW_SECONDS = 9.0
 QUICK_SLOW_SECONDS = 5.0
@@ -49,7 +49,8 @@ def slow_forum_section(ctx: Context) -> list[Row]:
         # One client made beforehand, with a connection for each cold request: a new httpx client costs
         # ~18 ms of CPU (its TLS context), and 32 made at once in the arrival window would be the load
         # generator's own burst on the two cores the server and wrk share, measured as the server's.
-        limits = httpx.Limits(max_connections=COLD_REQUESTS, max_keepalive_connections=COLD_REQUESTS)
+        limits = httpx.Limits(max_connections=COLD_REQUESTS, max_keepalive_connections=COLD_REQUESTS,
+                              keepalive_expiry=KEEPALIVE_EXPIRY)
         with ThreadPoolExecutor(COLD_REQUESTS) as pool, httpx.Client(timeout=60, limits=limits) as client:
             for _ in range(rounds):
                 idle.append(wrk(cached, seconds, HIT_CONNECTIONS))
