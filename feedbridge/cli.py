@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import click
 
@@ -32,6 +32,7 @@ from feedbridge.feeds.assemble import feed_body
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN
 from feedbridge.feeds.spec import DIGESTS, FeedSpec, parse_feed_request
+from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.atomic import write_atomic
@@ -90,6 +91,7 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--min-replies", type=int, help="Keep topics with at least this many replies.")
 @click.option("--min-likes", type=int, help="Keep topics with at least this many likes (a saved list: JSON only).")
 @click.option("--min-views", type=int, help="Keep topics with at least this many views (a saved list: JSON only).")
+@click.option("--exclude-pinned", is_flag=True, help="Leave out pinned topics (a saved list: JSON only).")
 @click.option("--digest", type=click.Choice(DIGESTS), help="One entry per UTC day or ISO week.")
 @click.option("--base-url", help="Forum root for relative URLs; a saved JSON list needs it.")
 @click.option("--self-url", help="The URL the feed will be published at (rel=self).")
@@ -101,8 +103,8 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --config: print a JSON summary.")
 def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | None, limit: int | None,
           tags: tuple[str, ...], exclude_tags: tuple[str, ...], exclude_categories: tuple[int, ...],
-          min_replies: int | None, min_likes: int | None, min_views: int | None, digest: str | None,
-          base_url: str | None, self_url: str | None, output: Path | None, config: Path | None,
+          min_replies: int | None, min_likes: int | None, min_views: int | None, exclude_pinned: bool,
+          digest: str | None, base_url: str | None, self_url: str | None, output: Path | None, config: Path | None,
           out_dir: Path | None, quiet: bool, as_json: bool) -> None:
     """Build one feed from SOURCE (a Markdown or JSON list: file, '-', or URL), or many from --config.
 
@@ -119,7 +121,7 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
     given = {"q": query, "limit": limit, "min_replies": min_replies, "min_likes": min_likes,
-             "min_views": min_views, "digest": digest}
+             "min_views": min_views, "digest": digest, "exclude_pinned": 1 if exclude_pinned else None}
     args = {"author": list(authors), "tag": list(tags), "exclude_tag": list(exclude_tags),
             "exclude_category": [str(c) for c in exclude_categories],
             **{name: [str(value)] for name, value in given.items() if value is not None}}
@@ -273,17 +275,17 @@ def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[s
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, args: Mapping[str, list[str]]) -> FeedSpec:
-    """The spec of the feed a list URL names on the one forum of `settings`, as the server reads its feed
-    path: `{base}/c/x/5.md` is the feed `c/x/5`, with the list's own query (`period=`, `category=`, not
-    `page=`). A list without a URL on the forum is its latest list."""
+    """The spec of the feed a forum URL names on the one forum of `settings`, as the front page's paste box
+    reads it (`feeds.urls`): `{base}/c/x/5.md` is the feed `c/x/5`, `{base}/t/slug/7` the topic's posts,
+    `{base}/u/x/activity` the user's posts, with the list's own query (`period=`, `category=`, `q=`, not
+    `page=`). A list without a URL is its forum's latest list. Options not given are not parameters."""
     forum = settings.forums[0]
-    parts = urlsplit(list_url or "")
-    prefix = urlsplit(forum.base_url).path
-    within = parts.netloc.lower() == urlsplit(forum.base_url).netloc and parts.path.startswith(prefix)
-    path = parts.path[len(prefix):].strip("/").removesuffix(".md").removesuffix(".json") if within else ""
-    listed_args = {k: v for k, v in parse_qs(parts.query).items() if k != "page"} if within else {}
+    found = feed_for_url(settings, list_url) if list_url else None
+    if isinstance(found, NoFeed):
+        raise click.BadParameter(found.message)
+    path, listed = (found.feed_path(fmt), found.args()) if found else (f"{forum.key}/latest.{fmt}", {})
     try:
-        return parse_feed_request(settings, f"{forum.key}/{path or 'latest'}.{fmt}", {**listed_args, **args})
+        return parse_feed_request(settings, path, {**listed, **{k: v for k, v in args.items() if v}})
     except RequestError as exc:
         raise click.BadParameter(exc.message) from None
 

@@ -44,6 +44,9 @@ class Topic:
     entry_id: str | None = None
     # A post feed's entry (feeds/posts.py) is one post of the topic: its number (the entry id ends with it).
     post_number: int | None = None
+    # Whether the list shows it pinned at its top (JSON lists' `pinned`); None where the list does not say
+    # (no Markdown dialect marks it), so that a filter on it must read the JSON list of the same page.
+    pinned: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,3 +156,9 @@ class TopicHead:
     # post id -> its Post, or None for an id of the first page that is no readable post (a small action)
     read: tuple[tuple[int, Post | None], ...] = ()
     skipped: int = 0
+    # A mega topic (core's TopicView::MEGA_TOPIC_POSTS_COUNT posts or more) comes without its stream but with
+    # `lastId` and its highest post number, from which feeds/posts.py asks for the ids of its end; on the
+    # end as read so far, `after_number` is the post number its ids come after.
+    last_id: int | None = None
+    highest_post_number: int | None = None
+    after_number: int | None = None

@@ -51,8 +51,8 @@ def key(upstream):
         (f"{FORUM}/hot", {"list": "hot"}),
         (f"{FORUM}/top?period=weekly", {"list": "top", "period": "weekly"}),
         (f"{FORUM}/top.md?period=nonsense", {"list": "top", "period": "all"}),
-        (f"{FORUM}/u/smth/activity", {"list": "latest", "author": "smth"}),
-        (f"{FORUM}/search?q=inductor+cache", {"list": "latest", "q": "inductor cache"}),
+        (f"{FORUM}/u/smth/activity", {"list": "user", "user": "smth"}),  # their posts: issue #34
+        (f"{FORUM}/search?q=inductor+cache", {"list": "search", "q": "inductor cache"}),
         ("HTTP://DEV-DISCUSS.PYTORCH.ORG/c/compiler/5.md", {"list": "category", "category": "compiler/5"}),
         ("http://127.0.0.1:8080/sub/c/x/3", {"forum": "127.0.0.1:8080/sub", "category": "x/3"}),
         (f"{FORUM}/t/some-topic/123", {"list": "topic", "topic": "some-topic/123"}),

@@ -1,7 +1,7 @@
 """A forum's categories directory (`/categories.md`): which category feeds the front page and OPML offer.
 
 FORMAT.md does not describe this page, so it is parsed by shape, leniently: every heading whose link
-points at a `/c/[parent/]slug/id` URL is a category, its first paragraph is the description, and
+points at a `/c/[grandparent/][parent/]slug/id` URL is a category, its first paragraph is the description, and
 anything else is ignored: text that is not a directory gives no categories, and the front page then
 falls back to a free-text category and the paste box.
 """
@@ -15,7 +15,9 @@ from feedbridge.discourse.fields import unescape
 from feedbridge.models import Category
 
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
-_CATEGORY_PATH = re.compile(r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:\.md)?/?$")
+# Up to three levels, as core nests them (`max_category_nesting`, config/site_settings.yml).
+_CATEGORY_PATH = re.compile(
+    r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:\.md)?/?$")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 MAX_CATEGORIES = 500
 

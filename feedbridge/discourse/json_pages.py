@@ -192,6 +192,8 @@ def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
         category_id=category_id if type(category_id) is int else None,
         likes=_count(raw.get("like_count")),
         views=_count(raw.get("views")),
+        # core: app/serializers/listable_topic_serializer.rb#pinned (PinnedCheck: pinned for an anonymous reader)
+        pinned=raw.get("pinned") if type(raw.get("pinned")) is bool else None,
     )
 
 

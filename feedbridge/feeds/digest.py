@@ -5,9 +5,13 @@ period's topics alone. So a closed period's entry has the same bytes on every re
 (its id comes from `FeedSpec.digest_id`, never from the request's host, format or `limit=`), and activity
 elsewhere, which only makes or changes the newest period's entry, leaves it as it was.
 
-A topic belongs to the period of its last activity. When the list goes on past the pages read, its oldest
-period may have lost topics off the end and would change as the list moves: it is left out, unless it
-is the only one.
+A topic belongs to the period of its last activity. When the list goes on past the pages read, the period
+the pages end in may have lost topics off the end and would change as the list moves: it is left out, and
+every older one with it, unless that leaves nothing. Where the pages end is read from the list's order,
+never from its oldest topic: core lists pinned topics first on page 0 (lib/topic_query.rb
+#prioritize_pinned_topics), and an old pinned welcome topic there would otherwise pass for the end, so
+that the period truly cut off would be shown as a closed day with topics missing. A Markdown list does
+not mark its pinned topics, but they sit at the top either way; a JSON list's `pinned` is skipped too.
 """
 
 from __future__ import annotations
@@ -41,11 +45,28 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
     for topic in topics:
         if topic.last_posted_at is not None:
             periods.setdefault(period_of(digest, topic.last_posted_at), []).append(topic)
-    listed = [t.last_posted_at for listing in listings for t in listing.topics if t.last_posted_at is not None]
-    if listings and listings[-1].next_page_url is not None and listed and len(periods) > 1:
-        periods.pop(period_of(digest, min(listed)), None)
-    newest = sorted(periods, key=lambda period: period[1], reverse=True)[: spec.digest_limit]
+    newest = sorted(periods, key=lambda period: period[1], reverse=True)
+    unordered = spec.list_path in ("/top", "/hot") or spec.list_path.endswith("/l/top")  # by score, not activity
+    end = _end_of_pages(listings, by_activity=not unordered)
+    if end is not None:
+        cut = period_of(digest, end)[1]
+        newest = [period for period in newest if period[1] > cut] or newest[:1]
+    newest = newest[: spec.digest_limit]
     return [_entry(spec, label, start, periods[(label, start)]) for label, start in newest]
+
+
+def _end_of_pages(listings: Sequence[Listing], by_activity: bool) -> datetime | None:
+    """Where what was read ends, when the list goes on past the pages read; None when they hold all of it.
+    A list in activity order ends at its last topic that is not pinned. One in another order (top, hot)
+    may miss topics of any period: it ends at its oldest activity, pinned topics left out, so that only
+    that oldest period is left out, as it always was."""
+    if not listings or listings[-1].next_page_url is None:
+        return None
+    dated = [t.last_posted_at for listing in listings for t in listing.topics
+             if t.last_posted_at is not None and not t.pinned]
+    if not dated:
+        return None
+    return dated[-1] if by_activity else min(dated)
 
 
 def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Topic:

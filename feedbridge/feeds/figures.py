@@ -45,7 +45,7 @@ def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
 def _with(topic: Topic, listed: Topic | None) -> Topic:
     if listed is None:
         return topic
-    return replace(topic, likes=listed.likes, views=listed.views, tags=listed.tags or topic.tags,
+    return replace(topic, likes=listed.likes, views=listed.views, tags=listed.tags or topic.tags, pinned=listed.pinned,
                    category_id=listed.category_id if topic.category_id is None else topic.category_id,
                    replies=listed.replies if topic.replies is None else topic.replies)
 

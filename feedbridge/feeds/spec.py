@@ -31,15 +31,20 @@ POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
 """Feeds of posts rather than topics (feeds/posts.py): they take author=, q=, limit=, pages=, content= and,
 on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""
 _TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", "min_replies", "min_likes", "min_views", "digest",
-               "period")
+               "period", "exclude_pinned")
 
 # The route grammar: each kind of forum list as a path pattern, read by the feed routes below and by the
-# front page's URL recogniser (web/feedform.py), which matches the same shapes in forum URLs.
+# front page's form (web/feedform.py), which turns a feed path back into its values; forum URLs become feed
+# paths in feeds/urls.py.
 SLUG = r"[\w-]{1,100}"
-CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?)/(?P<id>\d{{1,9}})"  # "slug/id" or "parent/slug/id"
+# "slug/id", "parent/slug/id" or "grandparent/parent/slug/id": core nests categories at most three deep
+# (max_category_nesting, config/site_settings.yml). A slug holds no "/", so each optional level is decided
+# by the next "/" alone.
+CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)/(?P<id>\d{{1,9}})"
 ROUTES: dict[RouteKind, str] = {
     "list": r"(?P<list>latest|top|hot)",
-    "category": f"c/{CATEGORY_VALUE}",
+    # core: config/routes.rb, scope "c/*category_slug_path_with_id": "/" (its default view) and "/l/top"
+    "category": f"c/{CATEGORY_VALUE}(?P<top>/l/top)?",
     # One tag, or an intersection `a+b` (each part a SLUG, checked after the match: no nested quantifier).
     "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
     "user": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
@@ -122,6 +127,8 @@ class FeedSpec:
         for name in ("min_replies", "min_likes", "min_views"):
             if (least := getattr(self.filter, name)) is not None:
                 params.append((name, str(least)))
+        if self.filter.exclude_pinned:
+            params.append(("exclude_pinned", "1"))
         if self.digest is not None:
             params.append(("digest", self.digest))
         limit = self.filter.limit if self.digest is None else self.digest_limit
@@ -171,9 +178,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         list_path = html_path = "/" + parts["list"]
         label = parts["list"]
         if parts["list"] == "top":
-            period = _one(values, "period") or "all"
-            if period not in TOP_PERIODS:
-                raise RequestError(f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}")
+            period = _period(values)
             list_params = (("period", period),)
             label = f"top ({period})"
         elif parts["list"] == "latest" and "category" in values:
@@ -182,6 +187,11 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         slugs = [quote(s) for s in parts["slugs"].split("/")]
         list_path = html_path = f"/c/{'/'.join(slugs)}/{parts['id']}"
         label = parts["slugs"].replace("/", " / ")
+        if parts["top"]:
+            period = _period(values)
+            list_path = html_path = list_path + "/l/top"
+            list_params = (("period", period),)
+            label += f" · top ({period})"
     elif name == "tag":
         names = parts["tag"].split("+")
         if len(names) > MAX_INTERSECTION or not all(re.fullmatch(SLUG, n) for n in names) or (
@@ -196,7 +206,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
             html_path = "/tags/intersection/" + "/".join(intersection)
             tags_all += names
     elif name in POST_KINDS:
-        if given := next((key for key in _TOPIC_ONLY if key in values), None):
+        if given := next((key for key in _TOPIC_ONLY if values.get(key)), None):
             raise RequestError(f"{given}= is for topic feeds; post feeds take author, q, limit, pages and content"
                                + (" (and category on /posts)" if name == "posts" else ""))
         if name != "posts" and "category" in values:
@@ -244,12 +254,20 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         min_replies=_int_arg(values, "min_replies", None, 0, MAX_THRESHOLD),
         min_likes=_int_arg(values, "min_likes", None, 0, MAX_THRESHOLD),
         min_views=_int_arg(values, "min_views", None, 0, MAX_THRESHOLD),
+        exclude_pinned=_int_arg(values, "exclude_pinned", 0, 0, 1) == 1,
     )
     return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content,
                     parts["user"] if name == "user" else None, digest,
                     (limit or DIGESTS[digest]) if digest is not None else 0, intersection,
                     int(parts["topic"]) if name == "topic_posts" else None,
                     parts["user"] if name == "user_posts" else None)
+
+
+def _period(values: Mapping[str, list[str]]) -> str:
+    period = _one(values, "period") or "all"
+    if period not in TOP_PERIODS:
+        raise RequestError(f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}")
+    return period
 
 
 def _tag_args(values: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -291,7 +309,8 @@ def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
     return None
 
 
-_SINGLE = ("q", "limit", "pages", "period", "category", "content", "min_replies", "min_likes", "min_views", "digest")
+_SINGLE = ("q", "limit", "pages", "period", "category", "content", "min_replies", "min_likes", "min_views", "digest",
+           "exclude_pinned")
 
 
 def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:

@@ -21,14 +21,16 @@ from feedbridge.config import Credential, Forum, Settings, parse_credential, par
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, NotAListError, RequestError
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them.
 PARAMS = ("author", "q", "tag", "limit", "pages", "period", "category", "content", "min_replies", "min_likes",
-          "min_views", "exclude_tag", "exclude_category", "digest")
+          "min_views", "exclude_tag", "exclude_category", "exclude_pinned", "digest")
 _LISTS = ("author", "tag", "exclude_tag", "exclude_category")  # keys that may hold several values
 _WHOLE = ("limit", "pages", "category", "min_replies", "min_likes", "min_views", "exclude_category")
+_BOOLEANS = ("exclude_pinned",)  # `true` is the feed parameter's 1
 DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
 _FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", "credential", *PARAMS)
 _TOP_KEYS = ("title", "site_url", "out_dir", "fetch", "defaults", "feeds")
@@ -187,7 +189,8 @@ class _Checker:
             forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
             source = self.string(item, "source", "feeds", index)
             if source is not None:
-                text, forum, path = self.local_list(base / source, item, forum, index)
+                text, forum, path, listed = self.local_list(base / source, item, forum, index)
+                item = {**listed, **item}
             else:
                 path = self.string(item, "path", "feeds", index) or ""
                 if not path:
@@ -252,8 +255,10 @@ class _Checker:
                                 self.culprit(exc.message, args)) from None
         return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
 
-    def local_list(self, file: Path, item: dict[str, Any], forum: Forum, index: int) -> tuple[str, Forum, str]:
-        """The file's text, and the forum and list path it is a copy of (from its `**URL:**` line).
+    def local_list(self, file: Path, item: dict[str, Any], forum: Forum,
+                   index: int) -> tuple[str, Forum, str, dict[str, Any]]:
+        """The file's text, the forum and feed path it is a copy of (from its `**URL:**` line, read as the
+        front page reads a pasted URL), and what that URL's query says of the feed (a top list's `period`).
 
         The forum is read as Markdown, with no detection: the file is a Markdown list, and detecting the
         source would ask the forum for a page the offline build means not to fetch."""
@@ -271,10 +276,13 @@ class _Checker:
             hint = " (give its path and forum)" if "relative" in str(exc) and not explicit else ""
             raise self.fail(f"source {str(file)!r}: {exc}{hint}", "feeds", index, "source") from None
         if explicit:
-            return text, replace(forum, source="markdown"), self.string(item, "path", "feeds", index) or ""
-        page_url = (listing.url or "").partition("?")[0]
+            return text, replace(forum, source="markdown"), self.string(item, "path", "feeds", index) or "", {}
         forum = self.forum(listing.base_url, "feeds", index, "source")
-        return text, replace(forum, source="markdown"), page_url.removeprefix(forum.base_url)
+        found = feed_for_url(Settings(forums=(forum,)), listing.url or forum.base_url)
+        if isinstance(found, NoFeed):
+            raise self.fail(f"source {str(file)!r}: {found.message} (give its path)", "feeds", index, "source")
+        listed = {key: int(value) if key in _WHOLE else value for key, value in found.params if key in PARAMS}
+        return text, replace(forum, source="markdown"), found.path, listed
 
     def offline(self, spec: FeedSpec, name: str, index: int) -> None:
         """A feed built from a source file reads nothing else, and a Markdown list carries no likes, views,
@@ -326,6 +334,10 @@ class _Checker:
         """A feed parameter as the web service receives it: a list of strings."""
         value = item[key]
         items = value if isinstance(value, list) and key in _LISTS else [value]
+        if key in _BOOLEANS:
+            if not isinstance(value, bool):
+                raise self.fail(f"{key} must be true or false, not {value!r}", "feeds", index, key)
+            return ["1" if value else "0"]
         if key in _WHOLE:
             ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
             kind = "a whole number" + (" or a list of them" if key in _LISTS else "")

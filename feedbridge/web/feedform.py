@@ -12,31 +12,28 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from feedbridge.config import Settings
 from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, split_forum
+from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
 
-LISTS = ("latest", "top", "hot", "category", "tag", "posts", "topic", "user")
-"""The last three are post feeds (feeds/posts.py): the forum's latest posts, one topic's, one user's."""
+LISTS = ("latest", "top", "hot", "category", "tag", "started", "search", "posts", "topic", "user")
+"""`started` is the topics a user started (`/u/NAME`); the last three are post feeds (feeds/posts.py): the
+forum's latest posts, one topic's, one user's."""
 TAG_MATCHES = ("any", "all")
 THRESHOLDS = ("min_replies", "min_likes", "min_views")
+VIEWS = ("", "top")  # a category's default view, or its top list (`/c/SLUG/ID/l/top`)
+_IN_CATEGORY = ("latest", "started", "search", "posts")  # the lists that take `category=` (an id)
+# Parameters the form passes to the feed as typed; spec.parse_feed_request checks them.
+_PASSED = ("author", "q", "exclude_tag", "exclude_category", *THRESHOLDS, "exclude_pinned", "digest", "limit",
+           "pages", "content")
 
-# The feed routes' grammar (feeds/spec.py), with what forum URLs add: a category's `/l/top` view, a
-# user's `/activity/...` pages, and `/top/PERIOD`.
-_CATEGORY = re.compile(ROUTES["category"] + r"(?:/l/\w+)?")
+# The feed routes' grammar (feeds/spec.py), without the format: a feed path back into form values.
+_FEED_PATHS = tuple((kind, re.compile(pattern)) for kind, pattern in ROUTES.items())
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
-_TAG = re.compile(ROUTES["tag"])
-_USER = re.compile(r"(?:topics/created-by/|u/)" + ROUTES["user"].removeprefix("u/") + r"(?:/.*)?")
-# A topic's page, maybe at one post (`/t/slug/ID/NUMBER`), and a user's posts or replies.
-_TOPIC = re.compile(r"t/(?:(?P<slug>[\w-]{1,100})/)?(?P<topic>\d{1,9})(?:/\d{1,9})?")
 _TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?\d{1,9}")
-_USER_POSTS = re.compile(ROUTES["user_posts"].removesuffix("/posts") + r"/(?:posts|activity/replies)")
-_TOP = re.compile(r"top(?:/(?P<period>\w+))?")
-_SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 _TAG_SEPARATORS = re.compile(r"[\s,+]")
-_INTERSECTION = re.compile(r"tags/intersection/(?P<tags>[\w/-]{1,600})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,21 +42,27 @@ class FeedForm:
 
     forum: str = ""  # a configured forum key
     list: str = "latest"  # one of LISTS
-    category: str = ""  # "slug/id" or "parent/slug/id", as in the category's feed path
+    category: str = ""  # "slug/id" up to three slugs deep, as in the category's feed path
+    view: str = ""  # the category's: one of VIEWS
     tag: str = ""
     topic: str = ""  # the topic list: "slug/id" or "id", as in a topic's URL
-    user: str = ""  # the user list: whose posts
-    period: str = "all"  # top only
+    user: str = ""  # the started and user lists: whose topics, whose posts
+    period: str = "all"  # top lists only
+    in_category: str = ""  # latest, started, search, posts: stay inside this category (its id)
     author: str = ""  # comma-separated usernames
     q: str = ""
     tags: str = ""  # filter tags, separated by commas, spaces or +
     tag_match: str = "any"  # one of TAG_MATCHES
     exclude_tag: str = ""
+    exclude_category: str = ""  # comma-separated category ids
+    exclude_pinned: str = ""  # "1" leaves out pinned topics
     min_replies: str = ""
     min_likes: str = ""
     min_views: str = ""
     digest: str = ""  # "" or a key of DIGESTS
+    limit: str = ""
     pages: str = ""
+    content: str = ""  # "" (the bridge's default), "excerpt" or "full"
     format: str = "atom"
 
     @classmethod
@@ -71,8 +74,10 @@ class FeedForm:
             list=form.list if form.list in LISTS else "latest",
             format=form.format if form.format in FORMATS else "atom",
             period=form.period if form.period in TOP_PERIODS else "all",
+            view=form.view if form.view in VIEWS else "",
             tag_match=form.tag_match if form.tag_match in TAG_MATCHES else "any",
             digest=form.digest if form.digest in DIGESTS else "",
+            content=form.content if form.content in ("excerpt", "full") else "",
         )
 
     def args(self) -> dict[str, Any]:
@@ -85,19 +90,24 @@ class FeedForm:
         """The feed's path (no leading slash) and query parameters, in the shape `parse_feed_request` takes."""
         fmt = fmt or self.format
         args: dict[str, list[str]] = {}
+        top = self.list == "top" or (self.list == "category" and self.view == "top")
         if self.list == "category":
-            name = f"c/{self.category.strip('/')}"
+            name = f"c/{self.category.strip('/')}" + ("/l/top" if top else "")
         elif self.list == "tag":
             name = f"tag/{self.tag}"
         elif self.list == "topic":
             name = f"t/{self.topic.strip('/')}"
+        elif self.list == "started":
+            name = f"u/{self.user.strip().removeprefix('@')}"
         elif self.list == "user":
             name = f"u/{self.user.strip().removeprefix('@')}/posts"
         else:
             name = self.list
-            if self.list == "top" and self.period != "all":
-                args["period"] = [self.period]
-        for key in ("author", "q", "exclude_tag", *THRESHOLDS, "digest", "pages"):
+        if top and self.period != "all":
+            args["period"] = [self.period]
+        if self.in_category and self.list in _IN_CATEGORY:
+            args["category"] = [self.in_category]
+        for key in _PASSED:
             if value := getattr(self, key):
                 args[key] = [value]
         if names := [t for t in _TAG_SEPARATORS.split(self.tags) if t]:
@@ -113,8 +123,10 @@ class FeedForm:
             return "Type a tag name."
         if self.list == "topic" and not _TOPIC_VALUE.fullmatch(self.topic.strip("/")):
             return "Paste the topic's URL (e.g. https://forum/t/some-topic/123), or type its id."
-        if self.list == "user" and not self.user.strip():
+        if self.list in ("started", "user") and not self.user.strip():
             return "Type the user's name."
+        if self.list == "search" and not self.q.strip():
+            return "Type the keywords to search for."
         return None
 
 
@@ -125,71 +137,58 @@ class Recognised:
 
 
 def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Recognised:
-    """Form values from any forum URL a user might paste: a category, tag, list, user or search page.
+    """Form values from any forum URL a user might paste, through the one converter of forum URLs into
+    feeds (`feeds.urls.feed_for_url`): what the user already chose and the URL does not say (format,
+    author, query, filters) is kept from `base`."""
+    found = feed_for_url(settings, url)
+    if isinstance(found, NoFeed):
+        return Recognised(None, found.message)
+    form = form_of_feed(found.path, found.args(), replace(base, forum=found.forum.key))
+    return Recognised(form, found.what)
 
-    `.md`/`.json`/`.rss` suffixes (a JSON list's URL, `/topics/created-by/USER.json` too), `?page=`,
-    trailing slashes and a missing scheme are all accepted;
-    what the user already chose and the URL does not say (format, author, query) is kept from `base`.
-    """
-    text = url.strip()
-    if not text:
-        return Recognised(None, "Paste the address of a forum page.")
-    try:
-        parts = urlsplit(text if "://" in text else "https://" + text)
-    except ValueError:  # a host that NFKC-normalises to '/' or '?' ('．．／'), a broken IPv6 literal
-        return Recognised(None, f"{text[:80]} is not a web address.")
-    host = (parts.netloc or "").lower()
-    path = unquote(parts.path)
-    found = split_forum(settings, f"{host}{path}/")
-    if found is None:
-        served = ", ".join(f.key for f in settings.forums)
-        return Recognised(None, f"{host or text[:80]} is not a forum this bridge serves (it serves {served}).")
-    forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
-    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-    form = replace(base, forum=forum.key, list="latest", category="", tag="", topic="", user="", period="all")
-    if rest in ("", "latest", "new", "categories"):
-        return Recognised(form, f"Latest topics on {forum.key}.")
-    if rest == "posts":
-        return Recognised(replace(form, list="posts"), f"Latest posts on {forum.key}.")
-    if rest == "hot":
-        return Recognised(replace(form, list="hot"), f"Hot topics on {forum.key}.")
-    if match := _TOP.fullmatch(rest):
-        period = match["period"] or query.get("period", "all")
-        period = period if period in TOP_PERIODS else "all"
-        return Recognised(replace(form, list="top", period=period), f"Top topics ({period}) on {forum.key}.")
-    if match := _CATEGORY.fullmatch(rest):
-        category = f"{match['slugs']}/{match['id']}"
-        return Recognised(replace(form, list="category", category=category), f"Category {match['slugs']}.")
-    if match := _TAG.fullmatch(rest):
-        return Recognised(replace(form, list="tag", tag=match["tag"]), f"Tag {match['tag']}.")
-    if match := _INTERSECTION.fullmatch(rest):
-        both = "+".join(match["tags"].strip("/").split("/"))
-        return Recognised(replace(form, list="tag", tag=both), f"Topics tagged {both.replace('+', ' and ')}.")
-    if match := _USER_POSTS.fullmatch(rest):
-        return Recognised(replace(form, list="user", user=match["user"]), f"Posts by {match['user']}.")
-    if match := _USER.fullmatch(rest):
-        return Recognised(replace(form, author=match["user"]), f"Topics by {match['user']}.")
-    if rest == "search" and query.get("q"):
-        return Recognised(replace(form, q=query["q"]), "Latest topics matching the search.")
-    if match := _TOPIC.fullmatch(rest):
-        topic = f"{match['slug']}/{match['topic']}" if match["slug"] else match["topic"]
-        return Recognised(replace(form, list="topic", topic=topic), f"The posts of topic {match['topic']}.")
-    return Recognised(None, f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, "
-                            "tag, latest, top, topic or user URL.")
+
+def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -> FeedForm:
+    """`base` with the list of the feed path `path` (after the forum's key, without format) and what its
+    list-naming parameters (`period=`, `category=`, `q=` of a search, a list's `tag=`) say."""
+    form = replace(base, list="latest", category="", view="", tag="", topic="", user="", period="all",
+                   in_category="")
+    kind, parts = next(((kind, match.groupdict()) for kind, pattern in _FEED_PATHS
+                        if (match := pattern.fullmatch(path))), ("list", {"list": "latest"}))
+    period = next(iter(args.get("period", [])), "all")
+    period = period if period in TOP_PERIODS else "all"
+    in_category = next(iter(args.get("category", [])), "")
+    if q := next(iter(args.get("q", [])), ""):
+        form = replace(form, q=q)
+    if tags := ",".join(args.get("tag", [])):
+        form = replace(form, tags=tags, tag_match="all" if "+" in tags or " " in tags.strip() else "any")
+    if kind == "list":
+        form = replace(form, list=parts["list"], period=period if parts["list"] == "top" else "all")
+    elif kind == "category":
+        form = replace(form, list="category", category=f"{parts['slugs']}/{parts['id']}",
+                       view="top" if parts["top"] else "", period=period if parts["top"] else "all")
+    elif kind == "tag":
+        form = replace(form, list="tag", tag=parts["tag"])  # `/tag/NAME.md` answers 301 to `/tag/NAME/ID.md`
+    elif kind == "user":
+        # the author too: the user's topics are the latest list's by that author where the forum refuses
+        # the user's own list, and the field keeps them if the list is changed
+        form = replace(form, list="started", user=parts["user"], author=parts["user"])
+    elif kind == "topic_posts":
+        form = replace(form, list="topic", topic=f"{parts['slug']}/{parts['topic']}" if parts["slug"]
+                       else parts["topic"])
+    elif kind == "user_posts":
+        form = replace(form, list="user", user=parts["user"])
+    else:  # search, posts
+        form = replace(form, list=kind)
+    return replace(form, in_category=in_category if form.list in _IN_CATEGORY else "")
 
 
 def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Settings) -> FeedForm:
     """The form that builds the feed at `path` (a feed URL path without its leading slash)."""
     stem, _, fmt = path.rpartition(".")
-    flat = {k: v[0] for k, v in args.items() if v}
-    # The feed's `tag=` (a filter) is the form's `tags`; the form's own `tag` is the tag list's.
-    tags = ",".join(args.get("tag", []))
-    every = "+" in tags or " " in tags.strip()
-    flat.pop("tag", None)
-    base = FeedForm.from_args({**flat, "format": fmt, "tags": tags, "tag_match": "all" if every else "any"})
+    flat = {k: ",".join(v) for k, v in args.items() if v and k not in ("tag", "category", "period")}
+    base = FeedForm.from_args({**flat, "format": fmt})
     found = split_forum(settings, stem)
     if found is None:
         return base
     forum, rest = found
-    recognised = recognise(settings, f"{forum.base_url}/{rest}?{urlencode(flat)}", base)
-    return recognised.form or base
+    return form_of_feed(rest, args, replace(base, forum=forum.key))

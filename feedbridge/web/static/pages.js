@@ -24,7 +24,7 @@
   function showFieldsForList() {
     const chosen = form.querySelector("input[name=list]:checked");
     for (const field of form.querySelectorAll("[data-for-list]")) {
-      field.hidden = !chosen || field.dataset.forList !== chosen.value;
+      field.hidden = !chosen || !field.dataset.forList.split(" ").includes(chosen.value);
     }
   }
 

@@ -1,0 +1,146 @@
+"""From any forum URL a person may paste (or a saved list names) to the feed that serves it best.
+
+The one converter of forum URLs into feed paths: the front page's paste box (`web/feedform.py`),
+`feedbridge build SOURCE` (`cli.py`) and a static build's `source =` file (`staticsite/plan.py`) all ask
+this module, so a URL names the same feed everywhere. Pure: it never fetches. What it returns is a feed
+path and parameters in the shape feed readers send, which `spec.parse_feed_request` (the one validation
+boundary) still checks, so a shape it accepts here can never reach upstream unchecked.
+
+Discourse's own paths are the specification (core: config/routes.rb): a category's `/c/*slugs/ID` with
+its `/l/FILTER` and `/l/top/PERIOD` views, `/tag/NAME[/ID]`, `/tags/c/*slugs/ID/NAME`,
+`/tags/intersection/A/B`, `/u/NAME` with `/summary` and `/activity[/FILTER]`, `/topics/created-by/NAME`,
+`/t/SLUG/ID[/POST]`, `/top[/PERIOD]`, `/search?q=`. Each pattern is flat (no nested quantifiers): the
+paths are outside text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from feedbridge.config import Forum, Settings
+from feedbridge.feeds.spec import CATEGORY_VALUE, SLUG, TOP_PERIODS, split_forum
+
+_USER = r"(?P<user>[\w.-]{1,60})"
+_TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})(?:/\d{{1,9}})?")
+# A category with one of its views: `/l/top/PERIOD` first, so that `/l/\w` cannot take `top` alone.
+_CATEGORY = re.compile(rf"c/{CATEGORY_VALUE}(?P<view>/l/top/\w{{1,20}}|/l/\w{{1,20}}|/none|/all)?")
+_TAG = re.compile(rf"tags?/(?P<tag>{SLUG})(?:/(?P<id>\d{{1,9}}))?(?:/l/\w{{1,20}})?")
+_TAG_IN_CATEGORY = re.compile(rf"tags/c/{CATEGORY_VALUE}/(?P<tag>{SLUG})(?:/l/\w{{1,20}})?")
+_INTERSECTION = re.compile(rf"tags/intersection/(?P<tags>{SLUG}(?:/{SLUG}){{1,4}})")
+_USER_TOPICS = re.compile(rf"(?:topics/created-by/|u/){_USER}(?:/summary|/activity/topics)?")
+_USER_POSTS = re.compile(rf"u/{_USER}/(?:activity|activity/replies|activity/posts|posts)")
+_USER_OTHER = re.compile(rf"u/{_USER}/[\w/-]{{1,100}}")
+_TOP = re.compile(r"top(?:/(?P<period>\w{1,20}))?")
+_SUFFIX = re.compile(r"\.(?:md|json|rss)$")
+_LATEST = ("", "latest", "new", "unread", "categories")
+
+
+@dataclass(frozen=True, slots=True)
+class FeedTarget:
+    """A feed named by a forum URL: the feed path after the forum's key, without format (`c/compiler/5`,
+    `u/ezyang/posts`), the parameters the URL carries (`period=`, `category=`, `q=`, `tag=`), and a
+    sentence saying what the feed holds."""
+
+    forum: Forum
+    path: str
+    params: tuple[tuple[str, str], ...]
+    what: str
+
+    def feed_path(self, fmt: str) -> str:
+        """The feed's request path without its leading slash, as `parse_feed_request` takes it."""
+        return f"{self.forum.key}/{self.path}.{fmt}"
+
+    def args(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for key, value in self.params:
+            found.setdefault(key, []).append(value)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class NoFeed:
+    """Why a URL names no feed, as a sentence for the page or the command line."""
+
+    message: str
+
+
+def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
+    """The feed a forum URL names on one of `settings`' forums: its scheme may be missing, a `.md`,
+    `.json` or `.rss` suffix, `?page=` and a trailing slash are all ignored."""
+    text = url.strip()
+    if not text:
+        return NoFeed("Paste the address of a forum page.")
+    try:
+        parts = urlsplit(text if "://" in text else "https://" + text)
+    except ValueError:  # a host that NFKC-normalises to '/' or '?' ('．．／'), a broken IPv6 literal
+        return NoFeed(f"{text[:80]} is not a web address.")
+    host = (parts.netloc or "").lower()
+    found = split_forum(settings, f"{host}{unquote(parts.path)}/")
+    if found is None:
+        served = ", ".join(f.key for f in settings.forums)
+        return NoFeed(f"{host or text[:80]} is not a forum this bridge serves (it serves {served}).")
+    forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items() if values}
+    target = feed_of_path(forum, rest, query)
+    if target is None:
+        return NoFeed(f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, tag, "
+                      "latest, top, topic, user or search URL.")
+    return target
+
+
+def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarget | None:
+    """The feed of `rest`, a forum path after its base URL without suffix or slashes, with its query."""
+    category = _category(query)
+    if rest in _LATEST:
+        return FeedTarget(forum, "latest", category, f"Latest topics on {forum.key}.")
+    if rest == "posts":
+        return FeedTarget(forum, "posts", category, f"Latest posts on {forum.key}.")
+    if rest == "hot":
+        return FeedTarget(forum, "hot", (), f"Hot topics on {forum.key}.")
+    if match := _TOP.fullmatch(rest):
+        period = _top_period(match["period"], query)
+        return FeedTarget(forum, "top", (("period", period),), f"Top topics ({period}) on {forum.key}.")
+    if match := _CATEGORY.fullmatch(rest):
+        path = f"c/{match['slugs']}/{match['id']}"
+        view = match["view"] or ""
+        if view == "/l/top" or view.startswith("/l/top/"):
+            period = _top_period(view.removeprefix("/l/top").removeprefix("/") or None, query)
+            return FeedTarget(forum, path + "/l/top", (("period", period),),
+                              f"Top topics ({period}) of category {match['slugs']}.")
+        return FeedTarget(forum, path, (), f"Category {match['slugs']}.")
+    if match := _TAG_IN_CATEGORY.fullmatch(rest):
+        return FeedTarget(forum, f"c/{match['slugs']}/{match['id']}", (("tag", match["tag"]),),
+                          f"Topics tagged {match['tag']} in category {match['slugs']}.")
+    if match := _INTERSECTION.fullmatch(rest):
+        tags = match["tags"].split("/")
+        return FeedTarget(forum, "tag/" + "+".join(tags), (), f"Topics tagged {' and '.join(tags)}.")
+    if match := _TAG.fullmatch(rest):
+        path = f"tag/{match['tag']}" + (f"/{match['id']}" if match["id"] else "")
+        return FeedTarget(forum, path, (), f"Tag {match['tag']}.")
+    if match := _USER_POSTS.fullmatch(rest):
+        return FeedTarget(forum, f"u/{match['user']}/posts", (), f"Posts by {match['user']}.")
+    if (match := _USER_TOPICS.fullmatch(rest)) or (match := _USER_OTHER.fullmatch(rest)):
+        return FeedTarget(forum, f"u/{match['user']}", category, f"Topics started by {match['user']}.")
+    if rest == "search" and query.get("q", "").strip():
+        return FeedTarget(forum, "search", (("q", query["q"].strip()), *category),
+                          "Latest topics matching the search.")
+    if match := _TOPIC_PATH.fullmatch(rest):
+        # The slug stays for the feed's link to the topic; the post number goes: the feed is the topic's.
+        path = f"t/{match['slug']}/{match['topic']}" if match["slug"] else f"t/{match['topic']}"
+        return FeedTarget(forum, path, (), f"The posts of topic {match['topic']}.")
+    return None
+
+
+def _category(query: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """A list's own `category=` (core's `/latest?category=ID`), when it is an id."""
+    value = query.get("category", "")
+    return (("category", value),) if value.isascii() and value.isdigit() else ()
+
+
+def _top_period(in_path: str | None, query: Mapping[str, str]) -> str:
+    """`/top/weekly` (the legacy path) or `/top?period=weekly`; anything else is every period."""
+    period = in_path or query.get("period", "all")
+    return period if period in TOP_PERIODS else "all"

@@ -1,0 +1,150 @@
+"""Any Discourse URL a person may paste, to its best feed (issue #34), by the one converter
+(`feeds/urls.py`) the front page, `feedbridge build SOURCE` and static `source =` files share; and the feed
+URL offered answers 200. Over a real socket against the fake forum (its JSON mode, with posts)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from lxml import html as lxml_html
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.feeds.urls import FeedTarget, NoFeed, feed_for_url
+from feedbridge.web.feedform import FeedForm, form_from_path, recognise
+from tests.appserver import RunningApp, running_app, settings_for
+from tests.fake_posts import PostSite
+from tests.test_cli import run
+from tests.upstream import FakeForum
+
+# (what is pasted, after the forum's URL; the feed path and query the builder offers)
+PASTED = [
+    ("/u/jansel", "/u/jansel.atom"),
+    ("/u/jansel/summary", "/u/jansel.atom"),
+    ("/u/jansel/activity/topics", "/u/jansel.atom"),
+    ("/topics/created-by/jansel.json", "/u/jansel.atom"),
+    ("/u/alice/activity", "/u/alice/posts.atom"),
+    ("/u/alice/activity/replies", "/u/alice/posts.atom"),
+    ("/c/compiler/5/l/top?period=weekly", "/c/compiler/5/l/top.atom?period=weekly"),
+    ("/c/compiler/5/l/top/monthly", "/c/compiler/5/l/top.atom?period=monthly"),
+    ("/c/compiler/5/l/latest", "/c/compiler/5.atom"),
+    ("/c/compiler/5.json?page=1", "/c/compiler/5.atom"),
+    ("/top?period=monthly", "/top.atom?period=monthly"),
+    ("/top/yearly", "/top.atom?period=yearly"),
+    ("/latest?category=5", "/latest.atom?category=5"),
+    ("/tag/gpu", "/tag/gpu.atom"),
+    ("/tag/gpu/7/l/latest", "/tag/gpu.atom"),  # `/tag/gpu.md` answers 301 to `/tag/gpu/7.md`
+    ("/tags/c/hardware/gpu/12/gpu", "/c/hardware/gpu/12.atom?tag=gpu"),
+    ("/tags/intersection/gpu/cuda", "/tag/gpu+cuda.atom"),
+    ("/t/dynamic-shapes-the-long-thread/9446/17", "/t/dynamic-shapes-the-long-thread/9446.atom"),
+    ("/t/9446", "/t/9446.atom"),
+    ("/c/hardware/gpu/graphs/13", "/c/hardware/gpu/graphs/13.atom"),
+    ("/search?q=inductor", "/search.atom?q=inductor"),
+    ("/posts", "/posts.atom"),
+    ("/hot", "/hot.atom"),
+    ("/", "/latest.atom"),
+]
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[FakeForum, RunningApp]]:
+    with FakeForum(mode="json", posts=PostSite.standard().answer) as forum, \
+            running_app(settings_for(forum.url)) as app:
+        yield forum, app
+
+
+def offered(app: RunningApp, pasted: str) -> str:
+    """The feed URL the front page offers for a pasted URL."""
+    page = lxml_html.fromstring(httpx.get(f"{app.url}/", params={"url": pasted}, timeout=30).content)
+    found = page.xpath("//input[@id='feed-url']/@value")
+    assert found, page.xpath("//p[@id='paste-status']/text()")
+    return str(found[0])
+
+
+@pytest.mark.parametrize(("pasted", "feed"), PASTED, ids=[p for p, _ in PASTED])
+def test_a_pasted_url_gives_its_best_feed_and_the_feed_answers(served, pasted, feed):
+    forum, app = served
+    url = offered(app, forum.url + pasted)
+    assert url == app.feed_url(feed)
+    response = httpx.get(url, timeout=30)
+    assert response.status_code == 200, response.text
+    html_view = httpx.get(url.replace(".atom", ".html", 1), timeout=30)
+    assert html_view.status_code == 200
+
+
+@pytest.mark.parametrize(("pasted", "feed"), PASTED, ids=[p for p, _ in PASTED])
+def test_the_html_views_change_link_gives_back_the_form_that_made_it(served, pasted, feed):
+    forum, app = served
+    found = recognise(settings_for(forum.url), forum.url + pasted)
+    assert found.form is not None, found.message
+    path, _, query = feed.partition("?")
+    again = form_from_path(f"{app.forum_key}{path}", parse_qs(query), settings_for(forum.url))
+    assert again.feed_request() == found.form.feed_request()
+
+
+SETTINGS = Settings(forums=(parse_forum("https://forum.example.org"),))
+
+
+@pytest.mark.parametrize("url", ["https://forum.example.org/admin/users", "https://other.example/latest", "  ",
+                                 "https://forum.example.org/search", "https://forum.example.org/c/a/b/c/d/9"])
+def test_urls_that_name_no_feed_say_why(url):
+    found = feed_for_url(SETTINGS, url)
+    assert isinstance(found, NoFeed) and found.message
+
+
+def test_the_one_converter_keeps_the_lists_own_query_and_drops_paging():
+    found = feed_for_url(SETTINGS, "forum.example.org/latest.json?category=5&page=3&order=views")
+    assert isinstance(found, FeedTarget)
+    assert (found.feed_path("rss"), found.args()) == ("forum.example.org/latest.rss", {"category": ["5"]})
+    weird = feed_for_url(SETTINGS, "https://forum.example.org/top?period=hourly")
+    assert isinstance(weird, FeedTarget) and weird.args() == {"period": ["all"]}
+
+
+def test_the_form_offers_every_parameter_the_routes_take(served):
+    forum, app = served
+    page = lxml_html.fromstring(httpx.get(f"{app.url}/", timeout=30).content)
+    names = set(page.xpath("//form[@id='feed-form']//*[@name]/@name"))
+    assert {"author", "q", "tags", "tag_match", "exclude_tag", "exclude_category", "exclude_pinned", "min_replies",
+            "min_likes", "min_views", "digest", "limit", "pages", "content", "period", "view", "in_category",
+            "category", "tag", "topic", "user", "list", "format"} <= names
+    assert {"started", "search"} <= set(page.xpath("//input[@name='list']/@value"))
+    form = FeedForm(forum=app.forum_key, list="latest", in_category="5", exclude_category="6,11",
+                    exclude_pinned="1", limit="7", content="full", min_likes="1")
+    path, args = form.feed_request()
+    response = httpx.get(f"{app.url}/{path}", params=args, timeout=30)
+    assert response.status_code == 200, response.text
+    shown = httpx.get(f"{app.url}/preview", params=form.args(), timeout=30).text
+    query = parse_qs(urlsplit(lxml_html.fromstring(shown).xpath("//input[@id='feed-url']/@value")[0]).query)
+    assert query == {"category": ["5"], "exclude_category": ["11", "6"], "exclude_pinned": ["1"], "limit": ["7"],
+                     "content": ["full"], "min_likes": ["1"]}
+
+
+# --- feedbridge build SOURCE: every feed kind's URL ------------------------------------------------------
+
+@pytest.mark.parametrize(("pasted", "kind"), [
+    ("/t/dynamic-shapes-the-long-thread/9446", "Dynamic shapes: the long thread"),
+    ("/posts.json", "latest posts"),
+    ("/u/alice/activity", "posts by alice"),
+    ("/c/hardware/gpu/graphs/13.json", "graphs"),
+    ("/c/compiler/5/l/top.json?period=weekly", "top (weekly)"),
+])
+def test_build_takes_every_feed_kinds_url(served, pasted, kind):
+    forum, _ = served
+    result = run("build", forum.url + pasted, "--format", "json", "--limit", "5")
+    assert result.returncode == 0, result.stderr  # was 2, "tag= is for topic feeds", for the post feeds
+    feed = json.loads(result.stdout)
+    assert kind in feed["title"] and 0 < len(feed["items"]) <= 5
+
+
+def test_build_of_a_third_level_category_without_pinned_topics(served):
+    forum, _ = served
+    result = run("build", f"{forum.url}/c/hardware/gpu/graphs/13.json", "--format", "json", "--exclude-pinned")
+    assert result.returncode == 0, result.stderr
+    assert all(not i["id"].endswith("/t/143") for i in json.loads(result.stdout)["items"])
+    refused = run("build", f"{forum.url}/posts.json", "--exclude-pinned")
+    assert refused.returncode == 2 and b"exclude_pinned" in refused.stderr
+    unknown = run("build", f"{forum.url}/admin/users")
+    assert unknown.returncode == 2 and b"does not recognise" in unknown.stderr

@@ -1,0 +1,135 @@
+"""Digests and pinned topics (issue #32 item 7): where the pages read end is read from the list's order, so an
+old pinned topic at the top of page 0 never passes for the end, and the period truly cut off is left out
+rather than shown as a closed period missing topics. Pure: listings built here, through `digested`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.feeds.digest import digested
+from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.models import Listing, Topic
+
+FORUM = "https://forum.example.org"
+SETTINGS = Settings(forums=(parse_forum(FORUM),))
+DAY = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def spec(path: str = "c/general/1.json", query: str = "digest=daily&limit=50") -> FeedSpec:
+    args: dict[str, list[str]] = {}
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        args.setdefault(key, []).append(value)
+    return parse_feed_request(SETTINGS, f"forum.example.org/{path}", args)
+
+
+def topic(topic_id: int, when: datetime, pinned: bool | None = None) -> Topic:
+    return Topic(topic_id, f"Topic {topic_id}", f"{FORUM}/t/t/{topic_id}", author="ann", replies=1,
+                 last_posted_at=when, pinned=pinned)
+
+
+def welcome(pinned: bool | None) -> Topic:
+    """The old welcome topic a category lists first (core: lib/topic_query.rb#prioritize_pinned_topics)."""
+    return topic(7, datetime(2020, 1, 1, 9, tzinfo=UTC), pinned)
+
+
+def day_of(entry: Topic) -> str:
+    return entry.title.split(":")[0]
+
+
+def count_of(entry: Topic) -> int:
+    return int(entry.title.split(": ")[1].split()[0])
+
+
+# Three days, newest first: 4 topics on the 20th, 4 on the 19th, and the pages end on the 18th, which
+# holds one topic here but more further on (the list goes on).
+TOPICS = [topic(100 + i, DAY + timedelta(hours=20 - i)) for i in range(4)]
+TOPICS += [topic(200 + i, DAY - timedelta(hours=4 + i)) for i in range(4)]
+TOPICS += [topic(300, DAY - timedelta(days=1, hours=3))]
+
+
+def listing(topics: list[Topic], more: bool, page: int = 0) -> Listing:
+    return Listing("general", FORUM, "json", tuple(topics), url=f"{FORUM}/c/general/1.json?page={page}",
+                   page=page, next_page_url=f"{FORUM}/c/general/1.json?page={page + 1}" if more else None)
+
+
+@pytest.mark.parametrize("pinned", [True, None], ids=["json-pinned-flag", "markdown-no-flag"])
+def test_an_old_pinned_topic_first_does_not_hide_the_cut_off_day(pinned):
+    listed = [welcome(pinned), *TOPICS]
+    entries = digested(spec(), [listing(listed, more=True)], listed)
+    # Before: the pinned 2020 topic was the list's oldest, so its day was left out and 2026-11-18 was shown
+    # as a closed day of 1 topic, though the list goes on into it. Now the pages end on the 18th: it goes,
+    # and so does every older day (2020-01-01 holds only what sits at the top, not where the list ends).
+    assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19"]
+    assert [count_of(e) for e in entries] == [4, 4]
+
+
+def test_a_cut_off_period_is_left_out_across_pages():
+    first, second = [welcome(True), *TOPICS[:6]], TOPICS[6:]
+    entries = digested(spec(query="digest=daily&limit=50&pages=2"),
+                       [listing(first, more=True), listing(second, more=True, page=1)], first + second)
+    assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19"]
+
+
+def test_every_period_of_a_whole_list_is_shown_pinned_topic_included():
+    listed = [welcome(True), *TOPICS]
+    entries = digested(spec(), [listing(listed, more=False)], listed)
+    assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19", "2026-11-18", "2020-01-01"]
+    assert [count_of(e) for e in entries] == [4, 4, 1, 1]
+
+
+def test_a_list_that_ends_in_its_only_period_keeps_it():
+    today = TOPICS[:4]
+    entries = digested(spec(), [listing(today, more=True)], today)
+    assert [(day_of(e), count_of(e)) for e in entries] == [("2026-11-20", 4)]
+
+
+def test_a_weekly_digest_cuts_at_the_week_the_pages_end_in():
+    weeks = [topic(400 + i, DAY - timedelta(weeks=i)) for i in range(4)]  # a Friday in each of 4 weeks
+    listed = [welcome(None), *weeks]
+    entries = digested(spec(query="digest=weekly&limit=50"), [listing(listed, more=True)], listed)
+    assert [day_of(e) for e in entries] == ["2026-W47", "2026-W46", "2026-W45"]
+
+
+def test_a_list_in_another_order_leaves_out_only_its_oldest_period():
+    """A top list is ordered by score: its last topic is no end of anything. Only its oldest period (the
+    pinned topic left out of that reckoning) goes, as before."""
+    listed = [welcome(True), TOPICS[6], TOPICS[0], TOPICS[8], TOPICS[4]]  # not by activity
+    entries = digested(spec("top.json", "period=all&digest=daily&limit=50"), [listing(listed, more=True)], listed)
+    assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19"]
+
+
+def test_filtered_out_pinned_topics_still_mark_nothing():
+    listed = [welcome(True), *TOPICS]
+    kept = [t for t in listed if not t.pinned]
+    entries = digested(spec(query="digest=daily&limit=50&exclude_pinned=1"), [listing(listed, more=True)], kept)
+    assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19"]
+    assert all("/t/t/7" not in (e.content_html or "") for e in entries)
+
+
+def test_a_closed_day_loses_a_topic_that_is_active_again_and_keeps_its_id():
+    """What README says a closed period's entry does when one of its topics gets a new post."""
+    listed = [welcome(True), *TOPICS]
+    before = {e.entry_id: e for e in digested(spec(), [listing(listed, more=False)], listed)}
+    revived = replace(TOPICS[4], last_posted_at=DAY + timedelta(hours=22))
+    again = [welcome(True), revived, *TOPICS[:4], *TOPICS[5:]]
+    after = {e.entry_id: e for e in digested(spec(), [listing(again, more=False)], again)}
+    assert after.keys() == before.keys()
+    day_19 = next(key for key in before if key.endswith("/digest/2026-11-19"))
+    day_20 = next(key for key in before if key.endswith("/digest/2026-11-20"))
+    assert (count_of(before[day_19]), count_of(after[day_19])) == (4, 3)
+    assert (count_of(before[day_20]), count_of(after[day_20])) == (4, 5)
+    assert "/t/t/200" in (after[day_20].content_html or "") and "/t/t/200" not in (after[day_19].content_html or "")
+    untouched = next(key for key in before if key.endswith("/digest/2026-11-18"))
+    assert after[untouched] == before[untouched]
+
+
+@pytest.mark.parametrize("path", ["tag/hot.json", "tag/top.json", "c/top/3.json"])
+def test_a_tag_or_category_named_top_or_hot_is_still_in_activity_order(path):
+    listed = [welcome(None), *TOPICS]
+    entries = digested(spec(path), [listing(listed, more=True)], listed)
+    assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19"]

@@ -1,0 +1,243 @@
+"""Core's category routes the bridge lacked (issue #32 item 6, issue #34): a third-level category
+(`/c/a/b/c/ID`, core's `max_category_nesting` is at most 3), a category's top list (`/c/SLUG/ID/l/top`),
+and `exclude_pinned=1` on every topic feed. Over a real socket, against the fake forum in both modes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import feedparser
+import httpx
+import pytest
+from lxml import etree
+from lxml import html as lxml_html
+
+from feedbridge.config import Settings, parse_forum
+from feedbridge.errors import RequestError
+from feedbridge.feeds import signing
+from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from tests.appserver import RunningApp, running_app, settings_for
+from tests.test_static import run as run_static
+from tests.test_static import write_config
+from tests.upstream import JSON_ROOT, MODES, PROJECT_ROOT, FakeForum
+
+EXPECTED = json.loads((PROJECT_ROOT / "fixtures" / "site-expected.json").read_text(encoding="utf-8"))
+GRAPHS = "/c/hardware/gpu/graphs/13"
+ABOUT_GRAPHS = 143  # pinned in its category (fixtures/json/make_site_json.py)
+ABOUT_GPU = 40
+
+
+def listed(rel: str) -> list[dict[str, Any]]:
+    topics: list[dict[str, Any]] = EXPECTED[rel]["topics"]
+    return topics
+
+
+@pytest.fixture(params=MODES)
+def forum(request: pytest.FixtureRequest) -> Iterator[FakeForum]:
+    with FakeForum(mode=request.param, json_lists=True) as fake:
+        yield fake
+
+
+@pytest.fixture
+def app(forum: FakeForum) -> Iterator[RunningApp]:
+    with running_app(settings_for(forum.url)) as running:
+        yield running
+
+
+def get(url: str) -> httpx.Response:
+    return httpx.get(url, timeout=30)
+
+
+def ids(app: RunningApp, path: str) -> list[int]:
+    response = get(app.feed_url(path))
+    assert response.status_code == 200, response.text
+    return [int(item["id"].rsplit("/", 1)[1]) for item in response.json()["items"]]
+
+
+def list_targets(forum: FakeForum) -> list[str]:
+    return [r.target for r in forum.requests if "/c/" in r.target]
+
+
+# --- a third-level category ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["atom", "rss", "json", "html"])
+def test_a_third_level_category_is_a_feed_in_every_format(app, forum, fmt):
+    response = get(app.feed_url(f"{GRAPHS}.{fmt}"))
+    assert response.status_code == 200, response.text
+    suffix = ".md" if forum.mode == "markdown" else ".json"
+    assert list_targets(forum) == [f"{GRAPHS}{suffix}"]
+    titles = [t["title"] for t in listed("c/hardware/gpu/graphs/13.md")]
+    if fmt == "json":
+        assert {i["title"] for i in response.json()["items"]} == set(titles)
+        assert response.json()["title"].endswith("hardware / gpu / graphs")
+    elif fmt == "html":
+        assert "About the graphs category" in response.text
+    else:
+        feed = feedparser.parse(response.content)
+        assert feed.bozo == 0 and {e.title for e in feed.entries} == set(titles)
+        assert feed.feed.title.endswith("hardware / gpu / graphs")
+
+
+def test_a_third_level_category_takes_every_filter(app, forum):
+    page0, page1 = listed("c/hardware/gpu/graphs/13.md"), listed("c/hardware/gpu/graphs/13/page-1.md")
+    by_activity = sorted(page0, key=lambda t: t["last_posted_at"], reverse=True)
+    assert ids(app, f"{GRAPHS}.json") == [t["id"] for t in by_activity]
+    assert ids(app, f"{GRAPHS}.json?exclude_pinned=1") == [t["id"] for t in by_activity if t["id"] != ABOUT_GRAPHS]
+    many = [t["id"] for t in by_activity if t["replies"] >= 20]
+    assert many and ids(app, f"{GRAPHS}.json?min_replies=20") == many
+    both = ids(app, f"{GRAPHS}.json?pages=2&exclude_pinned=1&limit=100")
+    assert both == [t["id"] for t in sorted(page0 + page1, key=lambda t: t["last_posted_at"], reverse=True)
+                    if t["id"] != ABOUT_GRAPHS]
+    assert ids(app, f"{GRAPHS}.json?author=nobody") == []
+    word = by_activity[1]["title"].split()[-1]
+    assert by_activity[1]["id"] in ids(app, f"{GRAPHS}.json?q={word}")
+    assert get(app.feed_url(f"{GRAPHS}.atom?min_likes=5&exclude_tag=x&tag=a%2Bb")).status_code == 200
+
+
+def test_a_third_level_category_digest_leaves_out_where_the_pages_end_not_its_pinned_topic(app):
+    """Its old pinned "About" topic comes first (2023); the list goes on past page 0. The day page 0
+    ends in goes, and so does 2023's; every other day is whole."""
+    page0 = listed("c/hardware/gpu/graphs/13.md")
+    days = {t["last_posted_at"][:10] for t in page0 if t["id"] != ABOUT_GRAPHS}
+    end = min(t["last_posted_at"][:10] for t in page0[1:])
+    items = get(app.feed_url(f"{GRAPHS}.json?digest=daily&limit=50")).json()["items"]
+    shown = [i["title"].split(":")[0] for i in items]
+    assert shown == sorted(days - {end}, reverse=True)
+    for item in items:
+        day = item["title"].split(":")[0]
+        assert item["title"].split(": ")[1].split()[0] == str(sum(t["last_posted_at"][:10] == day for t in page0))
+
+
+def test_exclude_pinned_reads_the_json_list_of_a_markdown_page_once(forum):
+    with running_app(settings_for(forum.url)) as app:
+        assert ABOUT_GPU in ids(app, "/c/hardware/gpu/12.json")
+        assert ABOUT_GPU not in ids(app, "/c/hardware/gpu/12.json?exclude_pinned=1")
+        assert get(app.feed_url("/c/hardware/gpu/12.rss?exclude_pinned=1")).status_code == 200
+    # A Markdown page's pinned flags come from the JSON list of the same page, read once and cached; a JSON
+    # forum's list carries them itself: one request either way.
+    assert forum.count("/c/hardware/gpu/12.json") == 1
+    assert forum.count("/c/hardware/gpu/12.md") == (1 if forum.mode == "markdown" else 0)
+
+
+def test_exclude_pinned_on_a_markdown_forum_without_json_lists_is_a_400_naming_it():
+    with FakeForum() as forum, running_app(settings_for(forum.url)) as app:
+        response = get(app.feed_url("/c/hardware/gpu/12.atom?exclude_pinned=1"))
+    assert response.status_code == 400 and "exclude_pinned" in response.text
+
+
+@pytest.mark.parametrize("query", ["exclude_pinned=2", "exclude_pinned=yes", "exclude_pinned=1&exclude_pinned=1"])
+def test_bad_exclude_pinned_values_are_400(app, query):
+    response = get(app.feed_url(f"/latest.atom?{query}"))
+    assert response.status_code == 400 and "exclude_pinned" in response.text
+
+
+def test_post_feeds_refuse_exclude_pinned(app):
+    response = get(app.feed_url("/posts.atom?exclude_pinned=1"))
+    assert response.status_code == 400 and "exclude_pinned= is for topic feeds" in response.text
+
+
+def test_every_topic_route_takes_exclude_pinned(app):
+    for path in ("/latest", "/top", "/hot", "/c/compiler/5", GRAPHS, "/c/compiler/5/l/top", "/tag/gpu",
+                 "/u/jansel", "/search"):
+        query = "exclude_pinned=1" + ("&q=the" if path == "/search" else "")
+        response = get(app.feed_url(f"{path}.atom?{query}"))
+        assert response.status_code == 200, (path, response.text)
+        assert "without pinned" in feedparser.parse(response.content).feed.title
+
+
+# --- a category's top list --------------------------------------------------------------------------------
+
+def test_a_category_top_list_reads_cores_route(app, forum):
+    top = listed("c/compiler/5/l/top.md")
+    feed = get(app.feed_url("/c/compiler/5/l/top.json?period=weekly")).json()
+    suffix = ".md" if forum.mode == "markdown" else ".json"
+    assert list_targets(forum) == [f"/c/compiler/5/l/top{suffix}?period=weekly"]
+    assert {int(i["id"].rsplit("/", 1)[1]) for i in feed["items"]} == {t["id"] for t in top}
+    assert feed["title"].endswith("compiler · top (weekly)")
+    assert feed["home_page_url"].endswith("/c/compiler/5/l/top")
+    assert get(app.feed_url("/c/compiler/5/l/top.atom")).status_code == 200  # period=all
+    bad = get(app.feed_url("/c/compiler/5/l/top.atom?period=hourly"))
+    assert bad.status_code == 400 and "period" in bad.text
+
+
+# --- names, keys, tokens -----------------------------------------------------------------------------------
+
+SETTINGS = Settings(forums=(parse_forum("https://forum.example.org"),))
+
+
+def spec_of(path: str, **args: str) -> FeedSpec:
+    return parse_feed_request(SETTINGS, f"forum.example.org/{path}", {k: [v] for k, v in args.items()})
+
+
+def test_exclude_pinned_is_in_the_canonical_query_cache_key_token_and_digest_id():
+    plain, pinned = spec_of("latest.atom"), spec_of("latest.atom", exclude_pinned="1")
+    assert ("exclude_pinned", "1") in pinned.canonical_query() and plain.canonical_query() == []
+    assert spec_of("latest.atom", exclude_pinned="0").cache_key() == plain.cache_key() != pinned.cache_key()
+    assert signing.token("k" * 32, "/forum.example.org/latest.atom", plain) != signing.token(
+        "k" * 32, "/forum.example.org/latest.atom", pinned)
+    assert "exclude_pinned=1" in spec_of("latest.atom", exclude_pinned="1", digest="daily").digest_id
+    with pytest.raises(RequestError, match="exclude_pinned"):
+        spec_of("latest.atom", exclude_pinned="true")
+
+
+def test_three_level_and_top_category_specs():
+    third = spec_of("c/a/b/c/9.rss")
+    assert (third.list_path, third.html_path, third.label) == ("/c/a/b/c/9", "/c/a/b/c/9", "a / b / c")
+    assert third.page_url(1) == "https://forum.example.org/c/a/b/c/9.md?page=1"
+    top = spec_of("c/a/b/c/9/l/top.rss", period="daily")
+    assert top.page_url(0) == "https://forum.example.org/c/a/b/c/9/l/top.md?period=daily"
+    assert top.cache_key() != spec_of("c/a/b/c/9/l/top.rss", period="weekly").cache_key()
+    for path in ("c/a/b/c/d/9.rss", "c/a/../9.rss", "c/9.rss"):
+        with pytest.raises(Exception, match="no feed route"):
+            spec_of(path)
+
+
+# --- the directory, OPML, the builder's list, static configs ----------------------------------------------
+
+def test_a_third_level_category_in_the_directory_is_offered_and_in_the_opml():
+    with FakeForum(mode="json") as forum, running_app(settings_for(forum.url)) as app:
+        document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
+        document["category_list"]["categories"].append(
+            {"id": 13, "name": "graphs", "slug": "graphs", "parent_category_id": 12})
+        forum.set_body("/categories.json", json.dumps(document))
+        front = lxml_html.fromstring(get(f"{app.url}/?forum={app.forum_key}").content)
+        assert "hardware/gpu/graphs/13" in front.xpath("//select[@id='category']/option/@value")
+        opml = etree.fromstring(get(f"{app.url}/{app.forum_key}/opml").content)
+        feeds = [o.get("xmlUrl") for o in opml.iter("outline") if o.get("xmlUrl")]
+        assert f"{app.url}/{app.forum_key}{GRAPHS}.atom" in feeds
+        assert all(get(url).status_code == 200 for url in feeds if GRAPHS in url)
+        chosen = httpx.get(f"{app.url}/preview", timeout=30, params={"forum": app.forum_key, "list": "category",
+                                                   "category": "hardware/gpu/graphs/13", "exclude_pinned": "1"})
+        assert f"/{app.forum_key}{GRAPHS}.atom?exclude_pinned=1" in chosen.text
+
+
+def test_a_static_config_builds_a_third_level_category_without_pinned_topics(tmp_path: Path):
+    with FakeForum(mode="json") as forum:
+        feeds = (f'[[feeds]]\nname = "graphs"\npath = "{GRAPHS.lstrip("/")}"\nexclude_pinned = true\n'
+                 'formats = ["json"]\n[[feeds]]\nname = "top"\npath = "c/compiler/5/l/top"\nperiod = "weekly"\n'
+                 'formats = ["json"]\n')
+        status, _, err = run_static(write_config(tmp_path, forum.url, feeds))
+        assert status == 0, err
+    built = json.loads((tmp_path / "public" / "graphs.json").read_text(encoding="utf-8"))
+    got = {int(i["id"].rsplit("/", 1)[1]) for i in built["items"]}
+    assert got == {t["id"] for t in listed("c/hardware/gpu/graphs/13.md")} - {ABOUT_GRAPHS}
+    assert "without pinned" in built["title"]
+    assert json.loads((tmp_path / "public" / "top.json").read_text(encoding="utf-8"))["title"].endswith("(weekly)")
+    bad = write_config(tmp_path, "https://forum.example.org",
+                       '[[feeds]]\nname = "g"\npath = "c/a/b/c/9"\nexclude_pinned = "yes"\n')
+    status, _, err = run_static(bad)
+    assert status == 2 and "exclude_pinned must be true or false" in err
+
+
+def test_the_markdown_directory_reads_categories_three_levels_deep() -> None:
+    """Core nests categories three deep (`max_category_nesting`): a third-level heading is a category too."""
+    from feedbridge.discourse.categories import parse_categories
+
+    text = ("## [graphs](https://forum.example.org/c/hardware/gpu/graphs/13)\n\nCUDA graphs.\n\n---\n\n"
+            "## [gpu](https://forum.example.org/c/hardware/gpu/12)\n\nGPUs.\n")
+    found = parse_categories(text)
+    assert [(c.slugs, c.id, c.description) for c in found] == [("hardware/gpu/graphs", 13, "CUDA graphs."),
+                                                                   ("hardware/gpu", 12, "GPUs.")]
