@@ -3,11 +3,15 @@ prints opened, where `serve` listens, and what the front page says when the foru
 
 The demo runs the real gunicorn service configured with the real forum, its fetches answered from the
 package's copy; these tests read what it prints, open every URL kind it names (front page, feed, `.html`
-view, OPML), and read the kernel's socket table to check that nothing listens beyond 127.0.0.1.
+view, OPML), and read the kernel's socket table to check that nothing listens beyond 127.0.0.1. Every feed
+kind that needs the forum's JSON (post feeds, a user's own list, thresholds, tags, exclusions) answers from
+the copy's JSON side in every format, and the demo's processes record every connection and host lookup they
+make (Python's socket audit events), so a request that left for the internet would be seen.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -19,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import feedparser
 import httpx
@@ -29,6 +34,7 @@ from feedbridge.config import Settings, parse_forum
 from feedbridge.demo import FORUM_NAME, LocalCopy
 from feedbridge.web.app import create_app
 from tests.appserver import free_port, procfile_web, stop
+from tests.test_render import assert_json_feed_1_1
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
@@ -39,6 +45,11 @@ class Running:
     process: subprocess.Popen
     output: list[str]  # the lines printed before gunicorn's own
     urls: dict[str, str]  # label -> URL, as printed
+    log: IO[str]  # everything it printed so far (seek to 0 and read)
+
+    def printed(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
 
 
 @contextmanager
@@ -65,7 +76,7 @@ def serve(*args: str, env: dict[str, str] | None = None) -> Iterator[Running]:
                 time.sleep(0.1)
             lines = text.splitlines()
             first = [line for line in lines if not line.startswith("[")][: len(urls) + 2]
-            yield Running(process, first, urls or {"front page": bridge[0]})
+            yield Running(process, first, urls or {"front page": bridge[0]}, log)
         finally:
             stop(process, grace=20)
 
@@ -94,9 +105,40 @@ def port_of(url: str) -> int:
     return int(re.match(r"http://127\.0\.0\.1:(\d+)", url)[1])
 
 
+# Every interpreter of the demo (the CLI, gunicorn's master and its forked workers) records each outbound
+# connection and host lookup it makes (Python's audit events, raised by the socket module itself, gevent's
+# included): what the demo asked of the network, whatever library asked.
+SOCKET_AUDIT = """
+import os, sys
+
+_LOG = os.environ["DEMO_SOCKET_LOG"]
+
+
+def _record(event, args):
+    if event == "socket.connect" or event == "socket.getaddrinfo":
+        with open(_LOG, "a", encoding="utf-8") as out:
+            out.write(f"{event} {(args[1] if event == 'socket.connect' else args[0])!r}\\n")
+
+
+with open(_LOG, "a", encoding="utf-8") as out:
+    out.write(f"audited {os.getpid()}\\n")
+sys.addaudithook(_record)
+"""
+LOOPBACK_NAMES = ("127.0.0.1", "::1", "localhost")
+
+
 @pytest.fixture(scope="module")
-def demo() -> Iterator[Running]:
-    with serve("--demo", "--port", "0") as running:
+def socket_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("audit") / "sockets.log"
+
+
+@pytest.fixture(scope="module")
+def demo(socket_log: Path) -> Iterator[Running]:
+    hook = socket_log.parent / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SOCKET_AUDIT, encoding="utf-8")
+    env = {"PYTHONPATH": f"{hook}{os.pathsep}{ROOT}", "DEMO_SOCKET_LOG": str(socket_log)}
+    with serve("--demo", "--port", "0", env=env) as running:
         yield running
 
 
@@ -165,6 +207,119 @@ def test_demo_tag_list_redirects_as_discourse_does(demo: Running) -> None:
     assert response.status_code == 200
     feed = feedparser.parse(response.content)
     assert feed.bozo == 0 and len(feed.entries) == 10  # the tagged topics of tag/gpu/7.md
+
+
+# Every feed kind that reads the forum's JSON (post feeds, a user's own list) or needs what only a JSON list
+# carries (thresholds, tags, exclusions), and a digest: each answers from the copy, as for the real forum.
+JSON_KINDS = {
+    "a topic's posts": "t/467",
+    "a topic's posts, by slug": "t/torch-compile-as-a-toolkit-manipulating-dynamo-outputs/3306",
+    "the latest posts": "posts",
+    "a user's posts": "u/Chillee/posts",
+    "a user's posts, in full": "u/jansel/posts.FMT?content=full",
+    "a user's topics": "u/ezyang",
+    "min_likes": "c/compiler/5.FMT?min_likes=5",
+    "min_views": "latest.FMT?min_views=100",
+    "tag": "c/compiler/5.FMT?tag=rfc",
+    "exclude_tag": "latest.FMT?exclude_tag=gpu",
+    "tag=a+b": "latest.FMT?tag=gpu%2Bcuda",
+    "a tag intersection": "tag/gpu+cuda",
+    "exclude_category": "latest.FMT?exclude_category=11",
+    "a daily digest": "c/compiler/5.FMT?digest=daily&min_replies=1",
+}
+
+
+def demo_feed(demo: Running, path: str, fmt: str) -> tuple[str, list[str]]:
+    """The feed's title and entry ids, after checking it is a valid feed with at least one entry."""
+    path = path.replace("FMT", fmt) if "FMT" in path else f"{path}.{fmt}"
+    response = httpx.get(f"{demo.urls['front page']}{FORUM_NAME}/{path}", timeout=30)
+    assert response.status_code == 200, f"{path}: {response.text[:300]}"
+    if fmt == "json":
+        document = json.loads(response.content)
+        assert_json_feed_1_1(document)
+        title, ids = document["title"], [item["id"] for item in document["items"]]
+    else:
+        feed = feedparser.parse(response.content)
+        assert feed.bozo == 0, f"{path}: {feed.get('bozo_exception')}"
+        title, ids = feed.feed.title, [entry.id for entry in feed.entries]
+    assert ids, f"{path} has no entries"
+    assert all(i.startswith(f"https://{FORUM_NAME}/") for i in ids)
+    return title, ids
+
+
+@pytest.mark.parametrize("fmt", ["atom", "rss", "json"])
+@pytest.mark.parametrize("kind", list(JSON_KINDS))
+def test_demo_answers_every_feed_kind_from_its_copy(demo: Running, kind: str, fmt: str) -> None:
+    demo_feed(demo, JSON_KINDS[kind], fmt)
+
+
+def test_demo_filters_keep_some_topics_and_drop_others(demo: Running) -> None:
+    """The JSON lists' figures and tags tell topics apart: each filter keeps fewer than the list holds."""
+    _, everything = demo_feed(demo, "c/compiler/5", "atom")
+    _, liked = demo_feed(demo, "c/compiler/5.FMT?min_likes=5", "atom")
+    assert 0 < len(liked) < len(everything)
+    _, latest = demo_feed(demo, "latest", "atom")
+    for query in ("exclude_tag=gpu", "tag=gpu%2Bcuda", "exclude_category=11"):
+        _, kept = demo_feed(demo, f"latest.FMT?{query}", "atom")
+        assert 0 < len(kept) < len(latest), query
+    _, rfc = demo_feed(demo, "c/compiler/5.FMT?tag=rfc", "atom")
+    assert set(rfc) == {f"https://{FORUM_NAME}/t/3341", f"https://{FORUM_NAME}/t/3441"}
+
+
+def test_demo_post_feeds_are_titled_by_the_topic_and_the_user_as_the_forum_spells_them(demo: Running) -> None:
+    title, ids = demo_feed(demo, "t/467", "atom")
+    assert title == f"{FORUM_NAME} · Min-cut optimal(*) recomputation (i.e. activation checkpointing) with AOTAutograd"
+    assert len(ids) == 12 and ids[0] == f"https://{FORUM_NAME}/t/467/12"  # both saved pages of the topic
+    title, ids = demo_feed(demo, "u/chillee/posts", "rss")
+    assert title.startswith(f"{FORUM_NAME} · posts by Chillee")
+    assert all(re.fullmatch(rf"https://{re.escape(FORUM_NAME)}/t/\d+/\d+", i) for i in ids)
+
+
+def test_demo_reads_json_from_its_copy_and_nothing_from_the_network(demo: Running, socket_log: Path) -> None:
+    for path in JSON_KINDS.values():
+        demo_feed(demo, path, "atom")
+    fetched = set(re.findall(r"upstream GET (\S+) -> 200", demo.printed()))
+    for document in ("/t/467.json", "/posts.json", "/user_actions.json?", "/topics/created-by/ezyang.json",
+                     "/c/compiler/5.json", "/latest.json", "/tags/intersection/gpu/cuda.json", "/categories.json"):
+        assert any(url.startswith(f"https://{FORUM_NAME}{document}") for url in fetched), document
+    events = socket_log.read_text(encoding="utf-8").splitlines()
+    assert len([e for e in events if e.startswith("audited ")]) >= 2  # the CLI and the gunicorn it became
+    reached = [e for e in events if not e.startswith("audited ")]
+    assert all(any(name in e for name in LOOPBACK_NAMES) for e in reached), reached
+    assert not any(FORUM_NAME in e for e in events)
+
+
+def test_the_demos_transport_maps_queries_onto_files_by_strict_patterns_only() -> None:
+    with httpx.Client(transport=LocalCopy()) as client:
+        def get(target: str) -> httpx.Response:
+            return client.get(f"https://{FORUM_NAME}{target}")
+
+        head = get("/t/467.json").json()
+        ids = head["post_stream"]["stream"]
+        batch = get(f"/t/467/posts.json?post_ids[]={ids[3]}&post_ids[]={ids[0]}").json()
+        assert [p["id"] for p in batch["post_stream"]["posts"]] == [ids[0], ids[3]]
+        newest = get("/posts.json").json()["latest_posts"]
+        older = get(f"/posts.json?before={newest[1]['id']}").json()["latest_posts"]
+        assert older and all(p["id"] < newest[1]["id"] for p in older)
+        assert get("/user_actions.json?offset=0&username=CHILLEE&filter=4,5").json()["user_actions"]
+        assert get("/topics/created-by/EZYANG.json").status_code == 200
+        assert get("/c/compiler/5.json?page=1").json()["topic_list"]["topics"]
+        below = get("/categories.json?parent_category_id=12").json()["category_list"]["categories"]
+        assert [(c["id"], c["parent_category_id"]) for c in below] == [(13, 12)]
+        for refused in ("/t/467/posts.json", "/t/467/posts.json?post_ids[]=1e3", "/posts.json?before=-1",
+                        "/user_actions.json?username=../t/467&filter=4,5", "/user_actions.json?username=tom",
+                        "/user_actions.json?username=tom&filter=4,5&offset=x", "/topics/created-by/..%2Fposts.json",
+                        "/t/%2E%2E/posts.json", "/t/3302.json", "/categories.json?parent_category_id=../x"):
+            response = get(refused)
+            assert response.status_code == 404 and response.text == "not in the demo's offline copy\n", refused
+
+
+def test_package_json_copy_is_what_its_generator_writes() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "fixtures" / "make_demo_json.py"), "--check"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    copy = ROOT / "feedbridge" / "demo" / "json"
+    assert sum(p.stat().st_size for p in copy.rglob("*") if p.is_file()) < 500_000
 
 
 def test_demo_refuses_other_hosts() -> None:

@@ -4,7 +4,11 @@ A newcomer without a network (or before choosing a forum) should still see the w
 front page with categories and a live preview, real feeds, the `.html` views, OPML. So the package
 carries the compiler category of dev-discuss.pytorch.org as the fake forum of the tests has it (the
 Markdown lists, the categories directory, a few topic pages; `fixtures/make_site.py` writes this copy
-from `fixtures/site/` and checks it).
+from `fixtures/site/` and checks it), and beside it, in `json/`, what a Markdown forum is read through JSON
+for: the JSON lists of the same pages (likes, views, tags, category ids), a user's own topic list, tag
+intersections, the directory with its ids, and the saved topics' posts as topic documents, post batches,
+the latest posts and users' actions (`fixtures/make_demo_json.py` writes and checks them). So every feed
+kind and every filter answers as it does for the real forum.
 
 The bridge is configured with the forum itself, `https://dev-discuss.pytorch.org`, so its forum key, every
 title, feed URL and entry id are the ones a real deployment has, the same on every run. Its fetcher's
@@ -16,7 +20,9 @@ internet. A reader following an entry's link goes to the real topic, as with any
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Callable
 from email.utils import formatdate
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -27,10 +33,16 @@ import httpx
 FORUM_NAME = "dev-discuss.pytorch.org"
 ORIGIN = f"https://{FORUM_NAME}"
 FORUM = f"markdown:{ORIGIN}"
-"""What FEEDBRIDGE_FORUMS holds for the demo: the forum, read as Markdown (the copy has no JSON lists)."""
+"""What FEEDBRIDGE_FORUMS holds for the demo: the forum, read as Markdown (as the real one is), JSON only for
+what Markdown lacks."""
 NOTE = "offline copy"
 """Shown beside the forum's name on the front page, so nobody takes the demo's lists for today's."""
 SITE: Traversable = files(__name__) / "site"
+JSON_SITE: Traversable = files(__name__) / "json"
+_ID = re.compile(r"\d{1,12}")
+_USERNAME = re.compile(r"[\w.-]{1,60}")  # what the feed routes take (feeds/spec.py ROUTES)
+MAX_POST_IDS = 200
+"""Post ids one batch request may name: the bridge asks for 50 (`feeds.posts.BATCH`)."""
 # The package's files never change while it runs: one validator for all of them, as a static host sends.
 STARTED = formatdate(usegmt=True)
 
@@ -51,8 +63,10 @@ class LocalCopy(httpx.BaseTransport):
 def page(path: str, query: str) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body for a path on the forum: its URL scheme mapped onto the saved files.
 
-    `/c/compiler/5.md?page=2` is `c/compiler/5/page-2.md`; other parameters (`period`, ...) are ignored
-    as the saved lists hold one period; `/tag/NAME.md` answers 301 to `/tag/NAME/ID.md` as Discourse does.
+    `/c/compiler/5.md?page=2` is `c/compiler/5/page-2.md` (and `.json` the same under `json/`); other
+    parameters (`period`, ...) are ignored as the saved lists hold one period; `/tag/NAME.md` answers 301 to
+    `/tag/NAME/ID.md` as Discourse does. The JSON documents whose query names what they hold are in
+    `_json_file`.
     """
     path = unquote(path)
     tag = re.fullmatch(r"/tag/([\w-]+)\.md", path)
@@ -61,20 +75,86 @@ def page(path: str, query: str) -> tuple[int, dict[str, str], bytes]:
         if ids:
             return 301, {"Location": f"{ORIGIN}/tag/{tag[1]}/{ids[0]}" + (f"?{query}" if query else "")}, b""
     relative = path.lstrip("/")
-    number = parse_qs(query).get("page", ["0"])[-1]
-    if number.isdigit() and int(number) > 0:
-        relative = f"{relative.removesuffix('.md')}/page-{int(number)}.md"
-    body = _read(relative) if relative.endswith(".md") else None
+    params = parse_qs(query)
+    body, content_type = None, "text/markdown; charset=utf-8"
+    if relative.endswith(".json"):
+        body, content_type = _json_file(relative, params), "application/json; charset=utf-8"
+    elif relative.endswith(".md"):
+        body = _read(SITE, _paged(relative, params))
     if body is None:
         return 404, {"Content-Type": "text/plain; charset=utf-8"}, b"not in the demo's offline copy\n"
-    headers = {"Content-Type": "text/markdown; charset=utf-8", "ETag": f'"{hashlib.sha256(body).hexdigest()[:20]}"',
+    headers = {"Content-Type": content_type, "ETag": f'"{hashlib.sha256(body).hexdigest()[:20]}"',
                "Last-Modified": STARTED}
     return 200, headers, body
 
 
-def _read(relative: str) -> bytes | None:
+def _paged(relative: str, params: dict[str, list[str]]) -> str:
+    """`?page=N` (N > 0) is the file `page-N` in the folder named after the list's file."""
+    number = params.get("page", ["0"])[-1]
+    if not _ID.fullmatch(number) or int(number) == 0:
+        return relative
+    stem, _, extension = relative.rpartition(".")
+    return f"{stem}/page-{int(number)}.{extension}"
+
+
+def _json_file(relative: str, params: dict[str, list[str]]) -> bytes | None:
+    """A JSON document of the copy. Where the query says what the answer holds, it maps onto a file (and
+    a selection of it) only through strict patterns, never as raw text:
+
+    - `/user_actions.json?username=U&filter=4,5&offset=N` is `user_actions/u.json` (`u/offset-N.json` past
+      the first page), and `/topics/created-by/U.json` is `topics/created-by/u.json`: core finds a user by
+      `username_lower` (app/controllers/application_controller.rb#fetch_user_from_params);
+    - `/categories.json?parent_category_id=ID` is `categories/parent-ID.json`, the level below a category
+      (app/controllers/categories_controller.rb#index);
+    - `/t/ID/posts.json?post_ids[]=…` is the posts of `t/ID/posts.json` that are named, in its order
+      (app/controllers/topics_controller.rb#posts);
+    - `/posts.json?before=ID` is the posts of `posts.json` with smaller ids, as core pages its latest posts
+      (app/queries/latest_posts_query.rb: `posts.id < before`).
+    """
+    if relative == "user_actions.json":
+        name, offset = _one(params, "username") or "", _one(params, "offset") or "0"
+        if not _USERNAME.fullmatch(name) or _one(params, "filter") != "4,5" or not _ID.fullmatch(offset):
+            return None
+        skip = int(offset)
+        return _read(JSON_SITE, f"user_actions/{name.lower()}" + (f"/offset-{skip}.json" if skip else ".json"))
+    if created := re.fullmatch(r"topics/created-by/([\w.-]{1,60})\.json", relative):
+        relative = f"topics/created-by/{created[1].lower()}.json"
+    if relative == "categories.json" and (parent := _one(params, "parent_category_id")) is not None:
+        relative = f"categories/parent-{int(parent)}.json" if _ID.fullmatch(parent) else ""
+    body = _read(JSON_SITE, _paged(relative, params))
+    if body is None:
+        return None
+    if re.fullmatch(r"t/\d{1,12}/posts\.json", relative):
+        wanted = params.get("post_ids[]", [])
+        if not wanted or len(wanted) > MAX_POST_IDS or not all(_ID.fullmatch(i) for i in wanted):
+            return None
+        named = {int(i) for i in wanted}
+        return _kept(body, ("post_stream", "posts"), named.__contains__)
+    if relative == "posts.json" and (before := _one(params, "before")) is not None:
+        if not _ID.fullmatch(before):
+            return None
+        return _kept(body, ("latest_posts",), lambda post_id: post_id < int(before))
+    return body
+
+
+def _kept(body: bytes, where: tuple[str, ...], keep: Callable[[int], bool]) -> bytes:
+    """The document with only the posts (at the path `where`) whose id `keep` accepts."""
+    document = json.loads(body)
+    holder = document
+    for key in where[:-1]:
+        holder = holder[key]
+    holder[where[-1]] = [post for post in holder[where[-1]] if keep(post["id"])]
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _one(params: dict[str, list[str]], name: str) -> str | None:
+    values = params.get(name)
+    return values[-1] if values else None
+
+
+def _read(root: Traversable, relative: str) -> bytes | None:
     parts = relative.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return None
-    file = SITE.joinpath(*parts)
+    file = root.joinpath(*parts)
     return file.read_bytes() if file.is_file() else None

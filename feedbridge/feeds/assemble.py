@@ -9,10 +9,11 @@ happened before.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from urllib.parse import urlencode
 
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.models import Listing, Topic
 from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import render
@@ -27,8 +28,20 @@ def listed(spec: FeedSpec, listings: Sequence[Listing]) -> list[Topic]:
     return everything
 
 
+def feed_title(spec: FeedSpec, first: Listing) -> str:
+    """What a reader lists the feed as. A post feed's request names a topic by its number and a user as
+    typed ("posts of topic 35"); once read, the forum has named them (the topic's title from its head, the
+    user as the forum spells them, which `feeds.posts` puts in the listing's title), and that name is the
+    title, with the filters after it as for every feed. Where the forum named nothing, the request's label."""
+    if spec.kind in POST_KINDS and first.title.strip() and first.title != spec.label:
+        return replace(spec, label=first.title).title
+    return spec.title
+
+
 def description(spec: FeedSpec, first: Listing) -> str:
     """Says where the topics came from; for a user feed, whether it is complete."""
+    if spec.kind in POST_KINDS:
+        return f"{feed_title(spec, first)}, newest first: {spec.label} on {spec.forum.key}"
     if spec.user is None:
         return f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}"
     if first.started_by is not None:
@@ -45,7 +58,7 @@ def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url:
     `updated` is the feed's date when no topic has one."""
     query = urlencode(spec.canonical_query())
     meta = FeedMeta(
-        title=spec.title,
+        title=feed_title(spec, first),
         forum_url=spec.forum.base_url,
         html_url=spec.html_url,
         feed_id=spec.digest_id if spec.digest else self_url or spec.page_url(0) + (f"#{query}" if query else ""),
