@@ -1,8 +1,11 @@
-"""`python -m bench.posts`: a cold topic-posts feed against a cold list feed, and what polling costs the forum.
+"""`python -m bench.posts`: a cold topic-posts feed against a cold list feed, a mega topic's against a normal
+topic's, and what polling costs the forum.
 
-Both feeds are served by the app on a real socket from the fake forum (tests/upstream.py, JSON mode, with
+The feeds are served by the app on a real socket from the fake forum (tests/upstream.py, JSON mode, with
 the posts of tests/fake_posts.py): `/t/9446.atom` (the newest 30 of a 446-post topic: its head and one
-batch) against `/latest.atom` (one list page). Each cold sample is a new app, so nothing is cached; the
+batch) against `/latest.atom` (one list page), and `/t/9777.atom` (the newest 30 of a 12,000-post mega
+topic, served without its stream: its head, the ids of its end and one batch) against `/t/9446.atom`, both
+on `PostSite.core()`. Each cold sample is a new app, so nothing is cached; the
 figures are medians in milliseconds, and the request counts are the fake forum's log. Polling runs with
 a cache TTL of 0, so every poll rebuilds: a quiet topic costs its head's revalidation, a busy one that and
 a batch of its new posts.
@@ -17,16 +20,17 @@ import httpx
 
 from bench.harness import Context, Row
 from tests.appserver import running_app, settings_for
-from tests.fake_posts import PostSite
+from tests.fake_posts import MEGA, MEGA_POSTS, PostSite
 from tests.upstream import FakeForum
 
 ROUNDS = 7
 
 
-def cold(path: str, rounds: int = ROUNDS) -> tuple[float, int]:
-    """Median ms of a cold request for `path`, and the upstream requests it cost."""
+def cold(path: str, rounds: int = ROUNDS, site: PostSite | None = None) -> tuple[float, int]:
+    """Median ms of a cold request for `path` (on `site`, else the standard one), and the upstream requests it
+    cost."""
     times, counts = [], []
-    with FakeForum(mode="json", posts=PostSite.standard().answer) as forum:
+    with FakeForum(mode="json", posts=(site or PostSite.standard()).answer) as forum:
         for _ in range(rounds):
             with running_app(settings_for(forum.url)) as app:
                 forum.reset()
@@ -59,6 +63,12 @@ def posts_section(ctx: Context) -> list[Row]:
     posts_ms, posts_requests = cold("/t/9446.atom", rounds)
     list_ms, list_requests = cold("/latest.atom", rounds)
     polls = polling()
+    core = PostSite.core()
+    mega_ms, mega_requests = cold(f"/t/{MEGA}.atom", rounds, core)
+    normal_ms, normal_requests = cold("/t/9446.atom", rounds, core)
+    ctx.notes.append(f"8: /t/{MEGA}.atom is the newest 30 of a {MEGA_POSTS:,}-post mega topic ({mega_requests} "
+                     f"upstream requests: its head, /t/{MEGA}/post_ids.json?post_number=N and one batch), against "
+                     f"/t/9446.atom ({normal_requests}) on the same site (PostSite.core()).")
     ctx.notes.append(f"8: the app on a real socket over the fake forum's JSON mode, a new app per cold sample "
                      f"(median of {rounds}); /t/9446.atom is the newest 30 of a 446-post topic (its head and one "
                      f"post_ids[] batch: {posts_requests} upstream requests with detection), /latest.atom one "
@@ -66,6 +76,10 @@ def posts_section(ctx: Context) -> list[Row]:
     return [
         Row("8", "cold topic-posts feed (30 newest of 446) vs the list feed, median latency", posts_ms, list_ms, "ms",
             posts_ms / list_ms, "(reference)", None),
+        Row("8", f"cold mega topic posts feed (30 newest of {MEGA_POSTS:,}) vs a 446-post topic's, median latency",
+            mega_ms, normal_ms, "ms", mega_ms / normal_ms, "(reference)", None),
+        Row("8", f"upstream requests of a cold mega topic posts feed ({MEGA_POSTS:,} posts)", float(mega_requests),
+            None, "fetches", None, "≤ 3", mega_requests <= 3),
         *(Row("8", f"upstream requests polling a topic's posts feed: {name}", float(count), None, "fetches", None,
               "≤ 2" if name != "quiet poll" else "≤ 1", count <= (1 if name == "quiet poll" else 2))
           for name, count in polls.items()),
@@ -78,6 +92,11 @@ def main() -> None:
     print(f"cold feeds (median of {ROUNDS}, a new app each):")
     print(f"  /t/9446.atom  (30 newest of 446 posts)  {posts_ms:7.1f} ms  {posts_requests} upstream requests")
     print(f"  /latest.atom  (one 30-topic list page)  {list_ms:7.1f} ms  {list_requests} upstream requests")
+    core = PostSite.core()
+    mega_ms, mega_requests = cold(f"/t/{MEGA}.atom", site=core)
+    normal_ms, normal_requests = cold("/t/9446.atom", site=core)
+    print(f"  /t/{MEGA}.atom  (30 newest of {MEGA_POSTS:,}, mega)  {mega_ms:7.1f} ms  {mega_requests} requests")
+    print(f"  /t/9446.atom  (30 newest of 446, same site)  {normal_ms:7.1f} ms  {normal_requests} requests")
     print("polling /t/9446.atom with a cache TTL of 0:")
     for name, count in polling().items():
         print(f"  {name:24} {count} upstream requests")

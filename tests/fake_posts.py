@@ -10,6 +10,12 @@ tested against the whole document, not the part it reads.
 `PostSite.standard()` is the site the tests read: topic 9446 has 446 posts, among them a small action,
 a whisper, a hidden post, a withdrawn one, a deleted one and one moved in with an older date; topic 9003
 (category 6) has 5 posts. `site.reply(topic_id, username)` adds a post, as a busy topic gets.
+
+`PostSite.core()` adds the shapes of core's topics that a feed must read past (tests/test_posts_core.py):
+a closed topic (`CLOSED`, its last slot the "closed" small action), one whose end mixes small actions and
+whispers (`MIXED`), one ending in 150 small actions (`BOT`), and a mega topic (`MEGA`, 12,000 posts, served
+without its stream). Its 12,000 posts are plain objects: building them takes about 40 ms and a topic view
+of them about 10 ms, so nothing is generated lazily.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 CHUNK_SIZE = 20
+MEGA_TOPIC_POSTS_COUNT = 10_000  # core: lib/topic_view.rb, TopicView::MEGA_TOPIC_POSTS_COUNT
+CLOSED, MIXED, BOT, MEGA = 9500, 9600, 9700, 9777
+MEGA_POSTS = 12_000
 START = datetime(2026, 11, 1, tzinfo=UTC)
 USERS = {"alice": 11, "bob": 12, "carol": 13, "zoë": 14}
 REGULAR, MODERATOR_ACTION, SMALL_ACTION, WHISPER = 1, 2, 3, 4
@@ -100,6 +109,51 @@ class PostSite:
             site.add(small, ["bob", "alice", "zoë", "bob", "carol"][n - 1], f"<p>Small thread post {n} on inductor.</p>")
         return site
 
+    @classmethod
+    def core(cls) -> PostSite:
+        """The standard site and the topics of core's shapes (see the module docstring)."""
+        site = cls.standard()
+        names = list(USERS)
+        closed = site.topic(CLOSED, "RFC: retire the old tracer", "rfc-retire-the-old-tracer", 5,
+                            START + timedelta(days=50))
+        for n in range(1, 9):
+            site.add(closed, names[n % 4], f"<p>Closed thread post {n} on the tracer.</p>")
+        # core: lib/topic_status_updater.rb closes a topic with a small action (action_code "closed.enabled").
+        site.small_action(closed, "closed.enabled")
+        mixed = site.topic(MIXED, "Weekly sync notes", "weekly-sync-notes", 5, START + timedelta(days=60))
+        for n in range(1, 28):
+            if n in (21, 24, 27):
+                site.small_action(mixed, {21: "pinned.enabled", 24: "visible.disabled", 27: "closed.enabled"}[n])
+            elif n in (23, 26):
+                site.add(mixed, "carol", f"<p>Whisper {n}: staff only secretword.</p>").post_type = WHISPER
+            else:
+                site.add(mixed, names[n % 4], f"<p>Sync notes post {n}.</p>")
+        bot = site.topic(BOT, "Nightly bot announcements", "nightly-bot-announcements", 5, START + timedelta(days=70))
+        for n in range(1, 6):
+            site.add(bot, "bob", f"<p>Announcement {n}.</p>")
+        for _ in range(150):
+            site.small_action(bot, "autobumped")
+        mega = site.topic(MEGA, "Megathread: nightly build status", "megathread-nightly-build-status", 5,
+                          START + timedelta(days=80))
+        for n in range(1, MEGA_POSTS + 1):
+            site.add(mega, names[n % 4], f"<p>Mega post {n}: build {n} is green.</p>")
+        # The end of a mega topic, as a feed reads it: small actions, a whisper and a deleted post among its posts.
+        for number, values in {11_991: {"post_type": SMALL_ACTION, "cooked": "", "action_code": "pinned.enabled"},
+                               11_996: {"post_type": WHISPER},
+                               11_998: {"deleted_at": START + timedelta(days=90)},
+                               12_000: {"post_type": SMALL_ACTION, "cooked": "", "action_code": "closed.enabled"}
+                               }.items():
+            for key, value in values.items():
+                setattr(mega.posts[number - 1], key, value)
+        return site
+
+    def small_action(self, topic: FakeTopic, action_code: str) -> FakePost:
+        """A small action as core adds it (app/models/topic.rb#add_small_action: post_type 3, empty raw, the
+        action code; by the system user)."""
+        post = self.add(topic, "system", "")
+        post.post_type, post.action_code = SMALL_ACTION, action_code
+        return post
+
     def topic(self, topic_id: int, title: str, slug: str, category_id: int, start: datetime = START) -> FakeTopic:
         self.topics[topic_id] = FakeTopic(topic_id, title, slug, category_id, start=start)
         return self.topics[topic_id]
@@ -156,10 +210,16 @@ class PostSite:
         visible = topic.visible
         regular = [p for p in visible if p.post_type != SMALL_ACTION]
         last = max(p.created_at for p in regular)
+        stream: dict[str, Any] = {"posts": [self.post_json(p, topic) for p in visible[:CHUNK_SIZE]]}
+        mega = len(regular) >= MEGA_TOPIC_POSTS_COUNT  # core: lib/topic_view.rb#is_mega_topic? (posts_count)
+        if mega:
+            # core: app/serializers/concerns/post_stream_serializer_mixin.rb#post_stream: no stream, but
+            # isMegaTopic and lastId (lib/topic_view.rb#last_post_id); no timeline_lookup either.
+            stream.update(isMegaTopic=True, lastId=visible[-1].id)
+        else:
+            stream["stream"] = [p.id for p in visible]
         data: dict[str, Any] = {
-            "post_stream": {"posts": [self.post_json(p, topic) for p in visible[:CHUNK_SIZE]],
-                            "stream": [p.id for p in visible]},
-            "timeline_lookup": [[1, 30]], "suggested_topics": [], "tags": [], "tags_descriptions": {},
+            "post_stream": stream, "suggested_topics": [], "tags": [], "tags_descriptions": {},
             "fancy_title": topic.title.replace("&", "&amp;"), "id": topic.id, "title": topic.title,
             "posts_count": len(regular), "created_at": iso(topic.posts[0].created_at), "views": 100,
             "reply_count": 3, "like_count": 2, "last_posted_at": iso(last), "visible": True, "closed": False,
@@ -177,9 +237,22 @@ class PostSite:
                         "created_by": {"id": 11, "username": topic.posts[0].username},
                         "last_poster": {"id": 12, "username": regular[-1].username}, "links": []},
         }
+        if not mega:
+            data["timeline_lookup"] = [[1, 30]]
         if topic.unicode_title:
             data["unicode_title"] = topic.unicode_title
         return data
+
+    def post_ids(self, topic: FakeTopic, post_number: int | None) -> dict[str, Any]:
+        """core: app/controllers/topics_controller.rb#post_ids, lib/topic_view.rb#filter_posts_by_post_number
+        (skip_limit, asc): the ids of every post whose sort order is past that of post `post_number`, or of
+        the post numbered closest to it (#get_sort_order, over all posts, deleted ones too). Without a post
+        number, #filter_posts_paged's first page. Here a post's sort order is its post number."""
+        visible = topic.visible
+        if post_number is None:
+            return {"post_ids": [p.id for p in visible[:CHUNK_SIZE]]}
+        closest = min(topic.posts, key=lambda p: abs(p.post_number - post_number)).post_number
+        return {"post_ids": [p.id for p in visible if p.post_number > closest]}
 
     def action_json(self, post: FakePost, topic: FakeTopic) -> dict[str, Any]:
         first = post.post_number == 1
@@ -216,6 +289,10 @@ class PostSite:
             if topic:
                 document = {"post_stream": {"posts": [self.post_json(p, topic) for p in topic.visible
                                                       if p.id in wanted]}, "id": topic.id}
+        elif len(parts) == 3 and parts[0] == "t" and parts[2] == "post_ids.json":
+            topic = self.topics.get(_int(parts[1]))
+            number = params.get("post_number")
+            document = topic and self.post_ids(topic, _int(number[0]) if number else None)
         elif path == "/posts.json":
             document = self.latest(_int(params.get("before", ["0"])[0]))
         elif path == "/user_actions.json":

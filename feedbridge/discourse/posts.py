@@ -1,10 +1,11 @@
-"""Parse Discourse's JSON posts: a topic's head (`/t/ID.json`), a batch of its posts
-(`/t/ID/posts.json?post_ids[]=`), the forum's latest posts (`/posts.json`) and a user's activity
-(`/user_actions.json?filter=4,5`).
+"""Parse Discourse's JSON posts: a topic's head (`/t/ID.json`), the ids of a mega topic's end
+(`/t/ID/post_ids.json?post_number=N`), a batch of its posts (`/t/ID/posts.json?post_ids[]=`), the forum's
+latest posts (`/posts.json`) and a user's activity (`/user_actions.json?filter=4,5`).
 
 Field names are those of core's serializers: `TopicViewSerializer` (`id`, `title`, `unicode_title`, `slug`,
 `category_id`, `post_stream.posts` (the first 20),
-`post_stream.stream` (every post id, in order)), `PostSerializer` < `BasicPostSerializer` (`id`, `username`,
+`post_stream.stream` (every post id, in order), or for a mega topic `post_stream.isMegaTopic` and
+`post_stream.lastId` with `highest_post_number`), `PostSerializer` < `BasicPostSerializer` (`id`, `username`,
 `created_at`, `updated_at`, `cooked`, `post_number`, `post_type`, `topic_id`, `topic_slug`, `topic_title`
 and `category_id` where the list adds titles, `hidden`, `deleted_at`, `user_deleted`, `action_code`) and
 `UserActionSerializer` (`action_type`, `created_at`, `excerpt`, `topic_id`, `post_number`, `post_id`, `slug`,
@@ -55,6 +56,7 @@ class NotPostsError(UnreadableError):
 
 
 _EXPECTED_TOPIC = 'expected a Discourse topic in JSON ({"id": ..., "post_stream": {"posts": [...], "stream": [...]}})'
+_EXPECTED_IDS = 'expected a Discourse topic\'s post ids in JSON ({"post_ids": [...]})'
 _EXPECTED_BATCH = 'expected a Discourse post batch in JSON ({"post_stream": {"posts": [...]}})'
 _EXPECTED_LATEST = 'expected Discourse\'s latest posts in JSON ({"latest_posts": [...]})'
 _EXPECTED_ACTIONS = 'expected a Discourse user\'s actions in JSON ({"user_actions": [...]})'
@@ -69,7 +71,15 @@ def parse_topic_head(text: str | bytes) -> TopicHead:
     topic_id, stream = data.get("id"), data.get("post_stream")
     if not _is_id(topic_id) or not isinstance(stream, dict):
         raise NotPostsError(_describe(data, _EXPECTED_TOPIC))
-    ids = stream.get("stream")
+    ids, last_id, highest = stream.get("stream"), None, None
+    if ids is None and stream.get("isMegaTopic") is True:
+        # core: app/serializers/concerns/post_stream_serializer_mixin.rb#post_stream: a topic of
+        # TopicView::MEGA_TOPIC_POSTS_COUNT (lib/topic_view.rb) posts or more is sent without its stream, with
+        # `isMegaTopic` and `lastId`; app/serializers/topic_view_serializer.rb adds `highest_post_number`.
+        ids, last_id, highest = [], stream.get("lastId"), data.get("highest_post_number")
+        if not _is_id(last_id) or not _is_id(highest):
+            raise NotPostsError(f"{_EXPECTED_TOPIC}, got a mega topic's post_stream without its lastId or "
+                                "highest_post_number")
     if not isinstance(ids, list):
         raise NotPostsError(f"{_EXPECTED_TOPIC}, got a post_stream whose stream is a JSON {type(ids).__name__}")
     ids = ids[-MAX_STREAM:]
@@ -86,8 +96,21 @@ def parse_topic_head(text: str | bytes) -> TopicHead:
         id=topic_id, title=title, slug=slug, category_id=category_id,
         stream=tuple(dict.fromkeys(ids)),
         posts=tuple(post for _, post in read if post is not None),
-        read=tuple(read), skipped=skipped,
+        read=tuple(read), skipped=skipped, last_id=last_id, highest_post_number=highest,
     )
+
+
+def parse_post_ids(text: str | bytes) -> tuple[int, ...]:
+    """`/t/ID/post_ids.json?post_number=N`: the ids of the topic's posts after post N, in stream order
+    (core: app/controllers/topics_controller.rb#post_ids, what the client reads a mega topic's end with)."""
+    data = load_json(text, MAX_TOPIC_CHARS, NotPostsError, _EXPECTED_IDS)
+    ids = data.get("post_ids")
+    if not isinstance(ids, list):
+        raise NotPostsError(_describe(data, _EXPECTED_IDS))
+    ids = ids[-MAX_STREAM:]
+    if not all(_is_id(i) for i in ids):
+        raise NotPostsError(f"{_EXPECTED_IDS}, got something other than post ids in it")
+    return tuple(dict.fromkeys(ids))
 
 
 def parse_post_batch(text: str | bytes, head: TopicHead) -> tuple[tuple[int, Post | None], ...]:

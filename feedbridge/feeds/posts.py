@@ -16,6 +16,16 @@ What each costs the forum (every request goes through `Gate.fetch`: budget, slot
   topic TTL), so a quiet topic costs the head's revalidation and nothing else, and a busy one the head and
   a batch of its new posts. The newest 20 of a 446-post topic cost two requests; a topic of 100,000 posts
   costs what one of 100 does (only the end of its stream is read).
+- `limit=` counts posts: small actions ("closed", "pinned"), whispers, deleted, hidden and withdrawn posts
+  take a slot of the stream but no entry, so the end is read back in rounds (`_newest`: `limit + SLACK`
+  slots, then at least a batch more each round) until `limit` posts are found, the stream ends, or
+  `limit + MAX_SKIPPED` slots were looked at (a closed topic's `limit=1` is its last post; one ending in
+  150 small actions costs its head and three batches, and its feed is empty).
+- A mega topic (core's `TopicView::MEGA_TOPIC_POSTS_COUNT`, 10,000 posts or more) is sent without its
+  stream, with `lastId` and `highest_post_number`: the ids of its end come from one
+  `/t/ID/post_ids.json?post_number=N` (every id after post N, N = highest - limit - SLACK), held while
+  `lastId` stays the same, then batches as above. The newest 30 of a 12,000-post topic cost three
+  requests; a quiet poll the head's revalidation, a busy one that, the ids of its end and one batch.
 - `/posts`: `pages=` pages of `/posts.json` (50 posts each; `before=` the oldest id read, which the forum
   repeats: it is dropped), `/u/USER/posts`: `pages=` pages of `/user_actions.json?filter=4,5` (30 rows each,
   by `offset=`). Each collection is cached for the cache TTL and shared by every format and filter. User
@@ -41,10 +51,11 @@ from feedbridge.discourse.posts import (
     NotPostsError,
     parse_latest_posts,
     parse_post_batch,
+    parse_post_ids,
     parse_topic_head,
     parse_user_actions,
 )
-from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
+from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, explained
 from feedbridge.feeds.callers import Caller, CallerPool, result
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
@@ -66,6 +77,11 @@ LATEST_PAGE = 50
 ACTIONS_PAGE = 30
 FILTERED_WINDOW = 50
 """With author= or q=, a topic feed looks at this many newest posts per `pages=`: the limit counts matches."""
+SLACK = 5
+"""Slots read past the window in a topic's first round: a closed, pinned or auto-closed topic ends with
+small actions, which take no entry, and a second round would cost a request more."""
+MAX_SKIPPED = 100
+"""Slots that are no post a topic feed looks past before it gives up finding more posts."""
 KEPT_PER_TOPIC = 1000
 """Posts of one topic kept read (`PostsEntry`): the newest (post ids grow with time)."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
@@ -123,6 +139,15 @@ class PostFeeds:
         self.pool = pool
 
     def topics(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> tuple[Listing, list[Topic]]:
+        """The feed's posts; what the forum answered instead is told in the words list feeds use for it
+        (`errors.explained`), so a private topic, a members-only forum or a bot wall reads the same here."""
+        try:
+            return self._topics(spec, stale_pages, caller)
+        except UpstreamError as exc:
+            raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
+                            signed=self.gate.signed) from None
+
+    def _topics(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> tuple[Listing, list[Topic]]:
         base = spec.forum.base_url
         limit = spec.filter.limit or DEFAULT_LIMIT
         if spec.kind == "topic_posts" and spec.topic_id is not None:
@@ -134,7 +159,9 @@ class PostFeeds:
             first = Listing(title="latest posts", base_url=base, dialect="json", topics=())
             return first, kept(spec.filter, posts, spec.category_id, limit)
         posts = self._collected(spec, stale_pages, caller, self._action_pages)
-        first = Listing(title=f"posts by {spec.poster}", base_url=base, dialect="json", topics=())
+        poster = (spec.poster or "").casefold()  # the title spells the user as the forum does, not as typed
+        spelled = next((s.topic.author for s in posts if (s.topic.author or "").casefold() == poster), spec.poster)
+        first = Listing(title=f"posts by {spelled}", base_url=base, dialect="json", topics=())
         if spec.content != "full":
             return first, kept(spec.filter, posts, limit=limit)
         by_id = {s.topic.entry_id: s for s in posts}
@@ -152,9 +179,52 @@ class PostFeeds:
         window = spec.filter.limit or DEFAULT_LIMIT
         if spec.filter.narrows:
             window = max(window, FILTERED_WINDOW * spec.pages)
-        wanted = head.stream[-window:]
-        known = self._read(forum, head, wanted, stale, caller)
-        return head, [s for i in wanted if (s := known.get(i)) is not None]
+        return head, self._newest(forum, head, window, stale, caller)
+
+    def _newest(self, forum: Forum, head: TopicHead, window: int, stale: bool,
+                caller: Caller | None) -> list[Shown]:
+        """The topic's newest `window` posts, newest first. What is no post (a small action, a whisper, a
+        deleted, hidden or withdrawn post) takes no entry, so the stream's end is read back in rounds until
+        that many are found: `window + SLACK` slots, then at least a batch more each round, never past
+        `window + MAX_SKIPPED` slots (of a mega topic, post numbers) from the end."""
+        bound = window + MAX_SKIPPED
+        stream, found, seen = head.stream, list[Shown](), set[int]()
+        looked, step = 0, window + SLACK
+        while len(found) < window and looked < bound:
+            looked = min(looked + step, bound)
+            if head.last_id is not None:
+                stream = self._end(forum, head, looked, stale, caller).stream
+            chunk = [i for i in reversed(stream[-looked:]) if i not in seen]
+            if not chunk:
+                break
+            seen.update(chunk)
+            known = self._read(forum, head, chunk, stale, caller)
+            found += [s for i in chunk if (s := known.get(i)) is not None]
+            step = max(window - len(found) + SLACK, BATCH)
+        return found[:window]
+
+    def _end(self, forum: Forum, head: TopicHead, span: int, stale: bool, caller: Caller | None) -> TopicHead:
+        """The end of a mega topic's stream, the ids of its posts numbered past `highest_post_number - span`
+        (or all after its first page): held while the topic's `lastId` stays the same, else asked for in one
+        request however many they are (`/t/ID/post_ids.json?post_number=N`, all the ids after post N)."""
+        assert head.last_id is not None and head.highest_post_number is not None
+        url = f"{forum.base_url}/t/{head.id}/post_ids.json"
+        key = keys.post_head(forum.base_url, url)
+        held: HeadEntry | None = self.store.get(key)
+        after = max(head.highest_post_number - span, 1)
+        if (held is not None and held.head.last_id == head.last_id and held.head.after_number is not None
+                and held.head.after_number <= after):
+            return held.head
+        if stale:
+            raise UpstreamError(f"no copy of the newest posts of topic {head.id} to fall back on")
+        asked = f"{url}?{urlencode([('post_number', str(after))])}"
+        ids = _parsed(parse_post_ids, self.gate.fetch(forum, asked, caller=caller).text, asked)
+        if after == 1:  # the ids come after post 1, which is on the head's first page
+            given = set(ids)
+            ids = tuple(i for i, _ in head.read if i not in given) + ids
+        end = replace(head, stream=ids, posts=(), read=(), skipped=0, after_number=after)
+        self.policy.keep_read(key, HeadEntry(end, None, None, time.time()))
+        return end
 
     def _read(self, forum: Forum, head: TopicHead, wanted: Sequence[int], stale: bool,
               caller: Caller | None, inline: bool = False) -> dict[int, Shown | None]:
