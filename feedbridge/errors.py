@@ -12,6 +12,7 @@
         ├── UpstreamNotFound          404   not_found     the forum answered 404/410
         ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
         │   └── NotPublic             403   not_public    ... to the bridge's anonymous request for a list
+        ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
         ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
         │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
         └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
@@ -23,6 +24,10 @@ when to come back. Upstream errors also carry what went wrong as fields, set by 
 can say it in words without reading the message, which is for people and changes with wrapping. Parse
 errors are not upstream errors by themselves (the CLI reads files), and the service says which URL they
 came from when it wraps them.
+
+`explained` is the one place an upstream answer becomes what a reader is told about a feed, so each
+meaning (missing or private, members only, a bot wall, slow down) has one status and one wording on
+every route: list feeds, post feeds, user feeds and their `.html` views.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ class Reason(StrEnum):
     NOT_FOUND = "not_found"
     REFUSED = "refused"
     NOT_PUBLIC = "not_public"
+    BOT_WALL = "bot_wall"
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
     TIMEOUT = "timeout"
@@ -122,6 +128,21 @@ class NotPublic(UpstreamRefused):
     default_reason = Reason.NOT_PUBLIC
 
 
+class BotWall(UpstreamError):
+    """The forum's bot protection answered instead of the forum: a challenge page only a browser passes.
+
+    503 with Retry-After, not 403 or 502, from what a reader can do: nothing but come back later. It is
+    not a refusal of this reader (no token or key reads past it, so no such advice is given), and not a
+    broken forum either: challenges are switched on and off by the forum's operators ("under attack"
+    modes, bot scores), so the feed may read again soon. Retry-After is when the bridge asks again (the
+    failure is remembered for FEEDBRIDGE_NEGATIVE_TTL, per page, as other failures are). Not a 429: the
+    forum did not ask for a pause, so nothing stops the bridge's other reads of it.
+    """
+
+    status = 503
+    default_reason = Reason.BOT_WALL
+
+
 class UpstreamRateLimited(UpstreamError):
     status = 503
     default_reason = Reason.RATE_LIMITED
@@ -141,7 +162,8 @@ class UpstreamTimeout(UpstreamError):
 
 _CLASS_OF: dict[Reason, type[UpstreamError]] = {
     cls.default_reason: cls
-    for cls in (UpstreamNotFound, UpstreamRefused, NotPublic, UpstreamRateLimited, BridgeBusy, UpstreamTimeout)
+    for cls in (UpstreamNotFound, UpstreamRefused, NotPublic, BotWall, UpstreamRateLimited, BridgeBusy,
+                UpstreamTimeout)
 }
 
 
@@ -149,3 +171,38 @@ def upstream_error(reason: Reason, message: str, retry_after: float | None = Non
                    upstream_status: int | None = None) -> UpstreamError:
     """The error a reason is raised as: a failure kept by its reason (a remembered one) comes back whole."""
     return _CLASS_OF.get(reason, UpstreamError)(message, retry_after, reason=reason, upstream_status=upstream_status)
+
+
+def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed: bool) -> UpstreamError:
+    """What the reader of feed `label` of `forum` is told about the forum's answer `exc`: one wording and
+    one status per meaning, the forum's own answer kept in parentheses; any other error as it is.
+
+    `keyed`: the bridge holds a key for the forum; `signed`: the request was read with it. Discourse
+    answers an anonymous reader 404 for what it may not see (core's default, `detailed_404` off), so a
+    404 without the key may be private content, which a signed URL reads when the bridge has a key;
+    with the key, 404 is missing (or hidden from the bot account too). 401/403 to the bridge's anonymous
+    request is members only (403); to the key, a failure of the bridge's own configuration (502).
+    """
+    where = f"{forum} · {label}"
+    answer, retry, status = exc.message, exc.retry_after, exc.upstream_status
+    if isinstance(exc, UpstreamNotFound):
+        if signed:
+            return UpstreamNotFound(f"{where}: missing, or hidden from this bridge's key too ({answer})", retry,
+                                    upstream_status=status)
+        if keyed:
+            return UpstreamNotFound(f"{where}: missing, or private ({answer}); if it is private, a signed feed URL "
+                                    "reads it (`feedbridge sign`)", retry, upstream_status=status)
+        return UpstreamNotFound(f"{where}: missing, or private to the forum's members ({answer})", retry,
+                                upstream_status=status)
+    if type(exc) is UpstreamRefused and status in (401, 403):
+        if signed:
+            return UpstreamRefused(f"{where}: refused to this bridge's key ({answer})", retry, upstream_status=status)
+        how = "a signed feed URL reads it (`feedbridge sign`)" if keyed else "this bridge has no key for that forum"
+        return NotPublic(f"{where}: shown only to signed-in members ({answer}); {how}", upstream_status=status)
+    if isinstance(exc, BotWall):
+        return BotWall(f"{where}: the forum's bot protection turned the bridge away ({answer}); try again later",
+                       retry, upstream_status=status)
+    if type(exc) is UpstreamRateLimited:
+        return UpstreamRateLimited(f"{where}: the forum asked the bridge to slow down ({answer})", retry,
+                                   upstream_status=status)
+    return exc

@@ -5,7 +5,8 @@ with its own topic page; all of it on Markdown (`.md`) and JSON (`.json`). A req
 carries the bot's key, as Discourse checks it: `User-Api-Key: USER_API_KEY`, or `Api-Key: ADMIN_API_KEY`
 with `Api-Username: ADMIN_USERNAME`. Anyone else gets what an anonymous visitor gets from core: the staff
 category answers 403 with the InvalidAccess body (or 404 with `refusal=404`, as a forum hiding that the
-category exists), a private topic page 404, and `/latest` and `/categories` exactly the public files. A
+category exists), a private topic page 404 and its posts (`/t/ID/posts.json`) 403, as core's topics#show and
+topics#posts do with `detailed_404` off, and `/latest` and `/categories` exactly the public files. A
 request with a key that is not the bot's gets 403 on every path, as Discourse refuses an unknown key.
 
 The documents are written by `fixtures/make_site.py`'s own renderer (lists and directory) and in the
@@ -30,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import parse_qs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 USER_API_KEY = "uak3f9c2a51d84b6e9f00c1d2e3f4a5b6c7"
@@ -157,13 +159,18 @@ class PrivateSite:
         if allowed is False:
             return 403, BAD_KEY.encode(), {"Content-Type": "application/json; charset=utf-8"}
         topic = self._topic(stem)
+        batched = self._batched(stem) if suffix == "json" else None
+        if batched is not None:
+            if not allowed:  # core: app/controllers/topics_controller.rb#posts (fetch_topic_view: TopicView's
+                return self._refuse(403, suffix)  # InvalidAccess, with no detailed_404 rescue as #show has)
+            return 200, self._batch(batched, target), {"Content-Type": "application/json; charset=utf-8"}
         if stem == STAFF_PATH or stem.startswith(STAFF_PATH + "/"):
             if not allowed:
                 return self._refuse(self.refusal, suffix)
             return 200, self._staff(suffix, target), {}
         if topic is not None:
-            if not allowed:
-                return self._refuse(404, suffix)
+            if not allowed:  # core: app/controllers/topics_controller.rb#show, InvalidAccess → NotFound
+                return self._refuse(404, suffix)  # unless SiteSetting.detailed_404 (off by default)
             return 200, self._topic_page(topic, suffix), {}
         if allowed and public is not None and stem == "/latest" and "page=" not in target:
             return 200, self._latest(public, suffix), {}
@@ -179,6 +186,24 @@ class PrivateSite:
             return None
         return next((t for t in self.topics if str(t.id) == parts[-1] and (len(parts) == 2 or parts[1] == t.slug)),
                     None)
+
+    def _batched(self, stem: str) -> PrivateTopic | None:
+        """The private topic of a `/t/ID/posts.json` batch request, if it names one."""
+        parts = stem.strip("/").split("/")
+        if len(parts) != 3 or parts[0] != "t" or parts[2] != "posts":
+            return None
+        return next((t for t in self.topics if str(t.id) == parts[1]), None)
+
+    def _batch(self, topic: PrivateTopic, target: str) -> bytes:
+        """core: TopicViewPostsSerializer, `post_stream.posts` of the ids asked for (a private topic's one post)."""
+        wanted = parse_qs(target.partition("?")[2]).get("post_ids[]", [])
+        posts = [self._first_post(topic)] if str(topic.id * 10) in wanted else []
+        return json.dumps({"post_stream": {"posts": posts}, "id": topic.id}, indent=1, ensure_ascii=False).encode()
+
+    @staticmethod
+    def _first_post(topic: PrivateTopic) -> dict[str, Any]:
+        return {"id": topic.id * 10, "post_number": 1, "username": topic.author, "created_at": _iso(topic.created_at),
+                "cooked": f"<p>{topic.body}</p>\n"}
 
     @staticmethod
     def _refuse(status: int, suffix: str) -> tuple[int, bytes, dict[str, str]]:
@@ -225,9 +250,7 @@ class PrivateSite:
 
     def _topic_page(self, topic: PrivateTopic, suffix: str) -> bytes:
         if suffix == "json":
-            post_id = topic.id * 10
-            first = {"id": post_id, "post_number": 1, "username": topic.author, "created_at": _iso(topic.created_at),
-                     "cooked": f"<p>{topic.body}</p>\n"}
+            post_id, first = topic.id * 10, self._first_post(topic)
             document = {"id": topic.id, "title": topic.title, "slug": topic.slug, "created_at": _iso(topic.created_at),
                         "category_id": STAFF_ID, "posts_count": topic.replies + 1, "tags": [],
                         "post_stream": {"posts": [first], "stream": [post_id]}}

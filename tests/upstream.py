@@ -25,6 +25,8 @@ topic's `like_count` and `views`, and a second tag, `cuda`, on the `gpu` topics 
 `/t/ID/posts.json?post_ids[]=`, `/posts.json?before=` and `/user_actions.json`, in either mode.
 `FakeForum(private=PrivateSite().answer)` adds a login-only side (tests/fake_private.py): it sees each
 request's headers and the body the forum would serve, and may answer instead (`--private` in a process).
+`FakeForum(core_limits=CoreLimits())` answers 429 with Retry-After as core's per-address and per-key rate
+limits do (tests/core_limits.py; `--core-limits` in a process; `stats()` counts the refusals).
 
 Use it in-process (`with FakeForum() as forum:` or the `upstream` pytest fixture), or as a separate
 process for gunicorn tests and benchmarks: `python -m tests.upstream --port 8123 [--root fixtures/site]`
@@ -60,6 +62,7 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 
+from tests.core_limits import CoreLimits
 from tests.fake_private import PrivateSite
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +72,7 @@ NESTED_ROOT = PROJECT_ROOT / "fixtures" / "nested-categories"
 MODES = ("markdown", "json")
 REWRITTEN_ORIGINS = ("https://dev-discuss.pytorch.org", "https://forum.example.org")
 FAULT_KINDS = ("status", "stall", "drip", "truncate", "huge", "bad_utf8", "html", "json_error", "redirect",
-               "close")
+               "close", "challenge")
 MARKDOWN = "text/markdown; charset=utf-8"
 LOGIN_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Log In - Fake Forum</title></head>
@@ -79,6 +82,18 @@ LOGIN_PAGE = """<!DOCTYPE html>
 """
 JSON_ERROR = json.dumps({"errors": ["You are not permitted to view the requested resource."],
                          "error_type": "invalid_access"})
+# A Cloudflare managed challenge, as a forum behind "I'm Under Attack" or a bot rule answers a client without a
+# browser: 403 (503 on older interstitials), `cf-mitigated: challenge` (Cloudflare's docs: "Detect a Challenge
+# Page response"), and an HTML page titled "Just a moment..." whose script only a browser runs.
+CHALLENGE_PAGE = """<!DOCTYPE html><html lang="en-US"><head><title>Just a moment...</title>
+<meta http-equiv="Content-Type" content="text/html; charset=UTF-8"><meta name="robots" content="noindex,nofollow">
+<meta name="viewport" content="width=device-width,initial-scale=1"></head><body><div class="main-wrapper"
+role="main"><div class="main-content"><noscript><div class="h2"><span id="challenge-error-text">Enable JavaScript
+and cookies to continue</span></div></noscript></div></div><script>(function(){window._cf_chl_opt={cvId: '3',
+cZone: "forum.example.org", cType: 'managed'};var a = document.createElement('script');
+a.src = '/cdn-cgi/challenge-platform/h/g/orchestrate/chl_page/v1?ray=8f1e2d3c4b5a6978';
+document.getElementsByTagName('head')[0].appendChild(a);}());</script></body></html>
+"""
 HUGE_LINE = b"A very large page keeps going and going, long past any sane size limit.\n"
 # (target, lower-cased request headers, the body otherwise served or None) -> (status, body, headers) or None
 PrivateHook = Callable[[str, Mapping[str, str], bytes | None], tuple[int, bytes, dict[str, str]] | None]
@@ -212,6 +227,13 @@ class _Controls:
     def json_error(self, path: str, status: int = 403, **arming: Any) -> None:
         self.set_fault(path, Fault("json_error", status=status), **arming)
 
+    def challenge(self, path: str, status: int = 403, header: bool = True, page: bool = True, **arming: Any) -> None:
+        """A bot challenge (`CHALLENGE_PAGE`): `header=False` leaves out `cf-mitigated` (as a proxy that drops
+        it would), `page=False` sends it with a bare body instead of the page."""
+        headers = {"cf-mitigated": "challenge"} if header else {}
+        self.set_fault(path, Fault("challenge", status=status, headers=headers, body=None if page else "Forbidden\n"),
+                       **arming)
+
     def redirect(self, path: str, location: str, status: int = 301, **arming: Any) -> None:
         self.set_fault(path, Fault("redirect", status=status, location=location), **arming)
 
@@ -226,13 +248,14 @@ class FakeForum(_Controls):
                  rewrite: tuple[str, ...] = REWRITTEN_ORIGINS, conditional: bool = True,
                  mode: str = "markdown", json_lists: bool = False,
                  posts: Callable[[str], bytes | None] | None = None,
-                 private: PrivateHook | None = None) -> None:
+                 private: PrivateHook | None = None, core_limits: CoreLimits | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         self.mode = mode
         self.json_lists = json_lists
         self.posts = posts  # generated post documents (tests/fake_posts.py `PostSite.answer`), before the files
         self.private = private  # tests/fake_private.py `PrivateSite.answer`, after them
+        self.core_limits = core_limits  # tests/core_limits.py: core's per-address and per-key 429s, first
         self.root = Path(root if root is not None else JSON_ROOT if mode == "json" else DEFAULT_ROOT).resolve()
         self.rewrite = tuple(rewrite)
         self.conditional = conditional
@@ -288,7 +311,8 @@ class FakeForum(_Controls):
 
     def stats(self) -> dict[str, Any]:
         requests = self.requests
-        return {"total": len(requests), "targets": dict(Counter(r.target for r in requests))}
+        return {"total": len(requests), "targets": dict(Counter(r.target for r in requests)),
+                **({"core_refused": self.core_limits.refused} if self.core_limits else {})}
 
     # runtime changes
     def set_fault(self, path: str, fault: Fault, *, prefix: bool = False, times: int | None = None) -> None:
@@ -471,8 +495,12 @@ class _Handler(BaseHTTPRequestHandler):
     # the forum
     def _serve(self, head: bool) -> None:
         forum = self.forum
-        forum._record(Request(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                              time.time()))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        forum._record(Request(self.command, self.path, headers, time.time()))
+        limited = forum.core_limits and forum.core_limits.check(self.client_address[0], headers)
+        if limited:
+            self._send(*limited, head=head)
+            return
         fault = forum._take_fault(self.path)
         if fault and fault.delay and forum._stopping.wait(fault.delay):
             self.close_connection = True
@@ -553,6 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
             "status": (500, "text/plain; charset=utf-8", None),
             "html": (200, "text/html; charset=utf-8", LOGIN_PAGE),
             "json_error": (403, "application/json; charset=utf-8", JSON_ERROR),
+            "challenge": (403, "text/html; charset=UTF-8", CHALLENGE_PAGE),
             "redirect": (301, "text/plain; charset=utf-8", ""),
         }
         status, content_type, default_body = defaults[kind]
@@ -720,10 +749,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-rewrite", action="store_true", help="serve the saved origins unchanged")
     parser.add_argument("--no-conditional", action="store_true", help="never answer 304")
     parser.add_argument("--private", action="store_true", help="add tests/fake_private.py's login-only side")
+    parser.add_argument("--core-limits", nargs="?", const="", default=None, metavar="SPEC",
+                        help="429s as core counts them (tests/core_limits.py; e.g. per_ip_10s=50,user_api_minute=20)")
     args = parser.parse_args(argv)
     forum = FakeForum(args.root, host=args.host, port=args.port,
                       rewrite=() if args.no_rewrite else REWRITTEN_ORIGINS, conditional=not args.no_conditional,
-                      mode=args.mode, private=PrivateSite().answer if args.private else None)
+                      mode=args.mode, private=PrivateSite().answer if args.private else None,
+                      core_limits=None if args.core_limits is None else CoreLimits.parse(args.core_limits))
     print(forum.url, flush=True)
     try:
         forum._httpd.serve_forever()

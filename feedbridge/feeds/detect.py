@@ -15,11 +15,16 @@ States: (none), UNDECIDED, MARKDOWN, JSON. A probe runs when the record is due; 
         └──── inconclusive ────────────┴── /latest.json a list
 
     probe of /latest.md   a Markdown list   refused: 404/410,     inconclusive: timeout,    429: the forum's, or
-                                            401/403, not a list   5xx, too large, ...       the bridge's budget
+                                            401/403, not a list   5xx, too large, a bot     the bridge's budget
+                                                                  wall (but see below) ...
     (none)                MARKDOWN          JSON                  JSON if /latest.json is   (none), the feed's error
     UNDECIDED             MARKDOWN          JSON                  a list, else UNDECIDED    UNDECIDED, still due
     MARKDOWN              MARKDOWN          JSON                  MARKDOWN                  MARKDOWN, still due
     JSON                  MARKDOWN          JSON                  JSON                      JSON, still due
+
+A bot wall (`errors.BotWall`: a challenge page instead of the forum) is never "refused": the forum behind it
+may well serve Markdown. With a decision it is inconclusive; with none (or UNDECIDED) it is handled as a
+429 is, the feed's error with nothing written, since `/latest.json` stands behind the same wall.
 
 Every record says when it is due: a conclusive probe after `FEEDBRIDGE_SOURCE_RECHECK`; an inconclusive
 one (and a JSON decision reached through `/latest.json`, while `/latest.md` itself stays inconclusive)
@@ -43,7 +48,7 @@ import time
 from collections.abc import Callable
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamRefused
+from feedbridge.errors import BotWall, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamRefused
 from feedbridge.feeds.callers import Caller
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
 from feedbridge.feeds.spec import FeedSpec
@@ -107,7 +112,10 @@ class SourceDetector:
         """One transition of the table in the module docstring; stores and returns the new record.
 
         A 429 (the forum's, or the bridge's own budget or slots) is no answer at all: the record is left as
-        it was, still due, so no client can postpone a re-check by being refused."""
+        it was, still due, so no client can postpone a re-check by being refused. A bot wall is the forum's
+        front door, not its Markdown: it keeps a decision as a 5xx does, and with none it is the feed's error
+        and nothing is written (the JSON probe would only meet the same wall)."""
+        inconclusive: UpstreamError
         try:
             self.read_page(forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN, caller)
             return self._store(forum, previous, MARKDOWN.name, settled=True)
@@ -117,6 +125,12 @@ class SourceDetector:
             if previous is None:
                 raise
             return previous
+        except BotWall as exc:
+            if previous is None:
+                raise
+            if previous.source == UNDECIDED:
+                return previous
+            inconclusive = exc
         except UpstreamError as exc:
             inconclusive = exc
         log.warning("%s: its Markdown probe decides nothing (%s)", forum.key, inconclusive.message)
@@ -126,7 +140,7 @@ class SourceDetector:
         try:
             self.read_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON, caller)
             state = JSON.name
-        except UpstreamRateLimited:
+        except (UpstreamRateLimited, BotWall):
             if previous is None:
                 raise
             return previous

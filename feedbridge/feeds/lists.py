@@ -2,7 +2,8 @@
 
 Kept apart from assembling a feed (`feedbridge.feeds.service`) because it is the same work for every
 consumer of a list (feeds, views, previews, the source probes, the CLI): which URLs make up a list, how far
-to page, when a missing page ends it, and which refusal means "not public". Every page goes through the
+to page, and when a missing page ends it. What the forum answered reaches the reader in the words every
+route uses (`errors.explained`: missing or private, members only, a bot wall, slow down). Every page goes through the
 page cache (`CachePolicy`) and every request through the `Gate`.
 """
 
@@ -17,11 +18,11 @@ from dataclasses import replace
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     NotAListError,
-    NotPublic,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRefused,
     UpstreamTimeout,
+    explained,
 )
 from feedbridge.feeds.callers import Caller, CallerPool, result
 from feedbridge.feeds.detect import SourceDetector
@@ -63,6 +64,15 @@ class ListReader:
         own topic list (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by
         author, only when the forum refuses that.
         """
+        try:
+            return self._read(spec, stale_pages, caller)
+        except UpstreamError as exc:
+            raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
+                            signed=self.gate.signed) from None
+
+    def _read(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> list[Listing]:
+        """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
+        is not a refusal of that list: the latest list is behind the same wall, and is not asked."""
         source = self.detector.source(spec.forum, caller, ask=not stale_pages)
         if spec.user is not None:
             refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
@@ -80,21 +90,7 @@ class ListReader:
         try:
             return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
         except (UpstreamNotFound, UpstreamRefused) as exc:
-            raise self._refusal(spec, self.detector.refused(spec, source, exc)) from None
-
-    def _refusal(self, spec: FeedSpec, exc: UpstreamError) -> UpstreamError:
-        """A list the forum refused to the bridge's anonymous request (401/403) is not public: 403 to the
-        reader, who is told whether a signed URL could read it. A refusal of the key itself stays a failure."""
-        keyed = self.settings.credential_for(spec.forum) is not None
-        public = not self.gate.signed
-        if public and keyed and isinstance(exc, UpstreamNotFound):  # Discourse hides some lists so
-            return UpstreamNotFound(f"{exc.message} (if it is a private list, a signed feed URL reads it)",
-                                    reason=exc.reason, upstream_status=exc.upstream_status)
-        if not public or not isinstance(exc, UpstreamRefused) or exc.upstream_status not in (401, 403):
-            return exc
-        how = "a signed feed URL reads it (`feedbridge sign`)" if keyed else "this bridge has no key for that forum"
-        return NotPublic(f"{spec.forum.key} shows {spec.label} only to signed-in members ({exc.message}): {how}",
-                         upstream_status=exc.upstream_status)
+            raise self.detector.refused(spec, source, exc) from None
 
     def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
                caller: Caller | None) -> list[Listing]:

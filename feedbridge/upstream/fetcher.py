@@ -31,6 +31,7 @@ import rfc3986
 from feedbridge import USER_AGENT
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
+    BotWall,
     Reason,
     UpstreamError,
     UpstreamNotFound,
@@ -231,6 +232,14 @@ def content_encoding(response: httpx.Response, url: str) -> str | None:
     return codings[0] if codings else None
 
 
+CHALLENGE_PEEK = 16 * 1024
+"""Bytes of a 403/503 HTML body read to tell a bot challenge from a refusal: a challenge page names itself in
+its <title>, in the first kilobyte; the rest of such a body is never read."""
+_CHALLENGE_TITLE = re.compile(r"<title>\s*Just a moment\.\.\.\s*</title>", re.IGNORECASE)
+# What a peek at a refusal's body may meet: it only adds a meaning, so a broken body leaves the status's own.
+_PEEK_FAILURES = (UpstreamError, httpx.HTTPError, httpx.StreamError, h11.ProtocolError)
+
+
 _HEADERS = {"User-Agent": USER_AGENT, "Accept": "text/markdown, text/plain;q=0.5", "Accept-Encoding": ACCEPT_ENCODING}
 
 
@@ -353,6 +362,9 @@ class Fetcher:
             wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
             raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
                                       retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
+        if status != 200 and (sign := self._challenge(response, status, url, deadline)):
+            raise BotWall(f"upstream answered {status} with a bot challenge ({sign}) for {url}",
+                          retry_after=float(max(self.settings.negative_ttl, 1)), upstream_status=status)
         if status in (404, 410):
             raise UpstreamNotFound(f"upstream answered {status} for {url}", upstream_status=status)
         if status in (401, 403):
@@ -372,6 +384,19 @@ class Fetcher:
                 reason=Reason.BODY) from None
         return Fetched(url, 200, text, valid_etag(response.headers.get("ETag")),
                        valid_last_modified(response.headers.get("Last-Modified"))), ""
+
+    @staticmethod
+    def _challenge(response: httpx.Response, status: int, url: str, deadline: float) -> str | None:
+        """What shows that the answer is a bot challenge (Cloudflare's; its docs: every challenge page carries
+        `cf-mitigated: challenge`), else None. Without the header, a 403/503 HTML page titled "Just a
+        moment..." is one too (a proxy in front may drop headers): only its first CHALLENGE_PEEK bytes are
+        read, and the title is looked for in those alone."""
+        if response.headers.get("cf-mitigated", "").strip().lower() == "challenge":
+            return "cf-mitigated: challenge"
+        html = response.headers.get("Content-Type", "").lower().startswith("text/html")
+        if status in (403, 503) and html and _CHALLENGE_TITLE.search(_peek(response, url, deadline)):
+            return 'a "Just a moment..." page'
+        return None
 
     def _read_bounded(self, response: httpx.Response, url: str, deadline: float, hop: int) -> bytes:
         """The decoded body, read raw and inflated here so that the limit counts every decoded byte as it
@@ -400,6 +425,28 @@ class Fetcher:
         if inflater:
             inflater.finish()
         return b"".join(chunks)
+
+
+def _peek(response: httpx.Response, url: str, deadline: float) -> str:
+    """The body's first CHALLENGE_PEEK decoded bytes as text, or what came of them before the body ended,
+    broke off, or the fetch's deadline passed: a refusal's body is looked at, never needed, so no failure
+    of it is one of the fetch. Compressed bodies are inflated a bounded piece at a time, as in full reads."""
+    read = bytearray()
+    raw = 0
+    try:
+        coding = content_encoding(response, url)
+        inflater = _Inflater(coding, url) if coding else None
+        for chunk in response.iter_raw(CHALLENGE_PEEK):
+            raw += len(chunk)
+            for piece in inflater.feed(chunk) if inflater else (chunk,):
+                read += piece
+                if len(read) >= CHALLENGE_PEEK:
+                    break
+            if len(read) >= CHALLENGE_PEEK or raw >= CHALLENGE_PEEK or time.monotonic() > deadline:
+                break
+    except _PEEK_FAILURES:
+        pass
+    return read[:CHALLENGE_PEEK].decode("utf-8", errors="replace")
 
 
 _UTF8_TYPES = frozenset(f"{kind}; charset=utf-8" for kind in ("text/markdown", "text/plain", "application/json"))
