@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .cpu import cpu_section
 from .harness import Context, Row, report, table
 from .hostile_memory import hostile_section
 from .micro import parser_section, render_section
@@ -28,6 +29,7 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "slowforum": slow_forum_section,
     "hostile": hostile_section,
     "posts": posts_section,
+    "cpu": cpu_section,
     "plot": lambda ctx: plot_section(ctx, ctx.data["plot_path"]),
 }
 

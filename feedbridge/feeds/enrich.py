@@ -28,22 +28,32 @@ drops those tags and keeps their text, so a onebox reads as its link and title.
 nh3's parser spends time per tag that grows with the nesting depth (20,000 nested `<ul><li>` cost it 8 s),
 so before it runs, a linear pre-scan (`feedbridge.discourse.nesting`) refuses HTML nested deeper than any
 post is; such a post keeps the excerpt the list gave, and costs the scan, never the parse.
+
+A post costs nh3 about 1 ms per 20,000 characters, and the same posts are cleaned again whenever a
+collection that holds them is rebuilt (`/posts` at each `pages=`, a user's posts, a topic's head), so what
+`sanitize_html` made is kept by a digest of its input and base in a bounded LRU (`SANITIZED_BYTES`); and
+each call gives other requests a turn (`render.turns`), so cleaning 500 posts never holds the process.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import re
+import sys
+import threading
 from urllib.parse import urljoin, urlsplit
 
 import nh3
+from cachetools import LRUCache
 from markdown_it import MarkdownIt
 
 from feedbridge.discourse.json_pages import JsonTopic
 from feedbridge.discourse.nesting import HostileMarkup, check_nesting
 from feedbridge.discourse.topic import TopicPage
 from feedbridge.models import Topic
+from feedbridge.render.turns import take_turn
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +85,11 @@ _CONTENT_DROPPED_TAGS = {
 }
 _URL_SCHEMES = {"http", "https", "mailto"}
 
+SANITIZED_BYTES = 16 * 1024 * 1024
+"""Memory the kept results of `sanitize_html` may hold (`sys.getsizeof`)."""
+_sanitized: LRUCache[bytes, str] = LRUCache(SANITIZED_BYTES, getsizeof=sys.getsizeof)
+_sanitized_lock = threading.Lock()  # cachetools' caches are not thread-safe; a read reorders the LRU
+
 # A start tag of a or img, with its attributes, or an end tag of a. nh3 writes no other tag named so.
 _LINK_OR_IMAGE_TAG = re.compile(r'<(?P<name>a|img)(?P<attrs>\s[^>]*)?>|</a>')
 _HREF = re.compile(r'\shref="')
@@ -104,6 +119,23 @@ def sanitize_html(html: str, base_url: str) -> str:
     """
     if urlsplit(base_url).scheme not in ("http", "https"):
         raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+    take_turn()
+    # The base is part of the key: relative URLs resolve against it. Its length too, so no joint is ambiguous.
+    encoded_base = base_url.encode("utf-8", "surrogatepass")
+    key = hashlib.blake2b(len(encoded_base).to_bytes(8, "little") + encoded_base
+                          + html.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _sanitized_lock:
+        found = _sanitized.get(key)
+    if found is None:
+        found = _sanitized_now(html, base_url)
+        with _sanitized_lock:
+            if sys.getsizeof(found) <= SANITIZED_BYTES:
+                _sanitized[key] = found
+    return found
+
+
+def _sanitized_now(html: str, base_url: str) -> str:
+    """What `sanitize_html` keeps: the nesting check, nh3, the tidying."""
     try:
         check_nesting(html)
     except HostileMarkup as exc:

@@ -29,9 +29,12 @@ in a truncated excerpt's "Pr…"). Terms with no letters or digits at all (``&``
 ignored, like punctuation in web search. Scripts written without spaces (Chinese, Japanese) are
 matched only at the word starts that spaces or punctuation give them.
 
-Matching is a plain substring search of each term in the text's words joined by single spaces: no
-regular expression runs on a term, and CPython's substring search switches to the linear two-way
-algorithm on long texts, so no input (a 1 MB first post included) can make it backtrack.
+Matching is a plain substring search of each term in the text's words joined by single spaces (its
+`haystack`): no regular expression runs on a term, and CPython's substring search switches to the linear
+two-way algorithm on long texts, so no input (a 1 MB first post included) can make it backtrack. The
+haystack is most of a match's cost and does not depend on the query, so a caller that matches the same
+text against many queries (every `q=` variant of a feed) keeps it (`feeds.filters.topic_haystack`) and
+asks `Query.found_in`.
 """
 
 from __future__ import annotations
@@ -84,7 +87,8 @@ def words(text: str) -> list[str]:
     return _WORD.findall(normalize(text))
 
 
-def _haystack(text: str) -> str:
+def haystack(text: str) -> str:
+    """The normalised words of `text` as `Query.found_in` searches them."""
     # A leading space lets " term" find a word start with a plain substring search.
     return " " + " ".join(words(text))
 
@@ -113,9 +117,12 @@ class Query:
     excluded: tuple[Term, ...] = ()
 
     def matches(self, text: str) -> bool:
-        haystack = _haystack(text)
-        return all(any(term.needle in haystack for term in group) for group in self.required) and not any(
-            term.needle in haystack for term in self.excluded
+        return self.found_in(haystack(text))
+
+    def found_in(self, words: str) -> bool:
+        """`matches` for text already made into its `haystack`."""
+        return all(any(term.needle in words for term in group) for group in self.required) and not any(
+            term.needle in words for term in self.excluded
         )
 
     def describe(self) -> str:

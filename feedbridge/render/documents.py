@@ -28,6 +28,10 @@ links and usernames (`/u/Zoë`) may be IRIs where RSS and JSON Feed consumers ch
 Characters XML cannot carry (C0 controls other than tab/newline/carriage return, U+FFFE, U+FFFF and
 lone surrogates) are removed from every string before rendering, in JSON too: one stray byte in a
 forum post must not make the whole feed unparsable, or make lxml raise.
+
+Each entry gives other requests a turn (`render.turns`) as it is added and again as feedgen builds its XML
+(`_TurnTakingEntry`): 500 entries of long posts take 0.1–0.2 s, and what cannot be split is the one
+serialising call at the end (lxml's `tostring`, `json.dumps`), about 10 ms per 100 long entries.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from feedgen.entry import FeedEntry
 from feedgen.feed import FeedGenerator
 
 from feedbridge import __version__
@@ -53,6 +58,7 @@ from feedbridge.render.feedgen_ext import (
     SlashEntryExtension,
     SlashExtension,
 )
+from feedbridge.render.turns import take_turn
 from feedbridge.render.uris import iri_to_uri, is_uri
 
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
@@ -159,6 +165,7 @@ def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 
 
 def _json_item(topic: Topic, forum_url: str) -> dict[str, object]:
+    take_turn()
     item: dict[str, object] = {"id": topic.entry_id or entry_id(forum_url, topic.id), "url": topic.url,
                                "title": topic.title}
     # JSON Feed requires content_html or content_text on every item.
@@ -203,9 +210,24 @@ def _feed_generator(meta: FeedMeta, self_type: str) -> FeedGenerator:
     return fg
 
 
+class _TurnTakingEntry(FeedEntry):  # type: ignore[misc]  # feedgen has no type hints
+    """feedgen's entry, taking a turn before feedgen builds its XML element: `atom_str` and `rss_str` build
+    every entry's element in one call, 10 ms per 100 long entries that would otherwise never yield."""
+
+    def atom_entry(self, extensions: bool = True) -> Any:
+        take_turn()
+        return super().atom_entry(extensions)
+
+    def rss_entry(self, extensions: bool = True) -> Any:
+        take_turn()
+        return super().rss_entry(extensions)
+
+
 def _add_entry(fg: FeedGenerator, forum_url: str, topic: Topic) -> Any:
     """The part Atom and RSS share; feedgen gives the entry the extensions registered on the feed."""
-    entry = fg.add_entry(order="append")  # feedgen prepends by default, which would reverse the caller's order
+    take_turn()
+    # feedgen prepends by default, which would reverse the caller's order
+    entry = fg.add_entry(_TurnTakingEntry(), order="append")
     entry.id(topic.entry_id or entry_id(forum_url, topic.id))
     entry.title(topic.title)
     # Exactly one link: feedgen 1.0 drops rel attributes on entry links, so a second one would
@@ -267,13 +289,19 @@ def _clean_url(url: str | None) -> str | None:
 
 def _cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, Sequence[Topic]]:
     meta = _clean_meta(meta)
-    # The common case, nothing to remove, is found with one scan of all the text: a scan per field cost
-    # a tenth of an Atom render (bench/RESULTS.md, target 2).
-    text = "".join([field for topic in topics for field in _texts(topic) if field])
+    # The common case, nothing to remove, is found with one scan of each topic's text: a scan per field cost
+    # a tenth of an Atom render (bench/RESULTS.md, target 2), and one of all the text (13 MB for 500 long
+    # posts, 40 ms) would be the longest stretch of a render without a turn.
+    valid = True
+    for topic in topics:
+        take_turn()
+        if has_xml_invalid("".join([field for field in _texts(topic) if field])):
+            valid = False
+            break
     # Joined with "/", which a URI may hold anywhere: a `#` or any character a URI cannot carry sends
     # the topics through `_clean_topic`, which looks at each URL alone.
     urls = "/".join([url for topic in topics for url in (topic.url, topic.author_url) if url])
-    if (not has_xml_invalid(text) and "#" not in urls and is_uri(urls)
+    if (valid and "#" not in urls and is_uri(urls)
             and all(t.title.strip() and t.url for t in topics)):
         return meta, topics
     return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]

@@ -1,0 +1,139 @@
+"""Each client's allowance of the worker's CPU, for the work that sends nothing upstream.
+
+A feed rebuilt from cached pages (a new `q=` of a long topic, another format), an `.html` view or a front
+page preview asks the forum nothing, so neither the forum's budget nor the cold slots apply to it; yet a
+500-post topic of long posts costs a second or more of CPU per variant, and one client sending such
+requests back to back kept a worker busy for good (issue #31, item 2). So every request that builds (not
+a cached hit: those are never refused) is charged the CPU time it took, and a client that has spent
+`FEEDBRIDGE_CPU_ALLOWANCE` seconds in the last minute gets `429` + Retry-After (or the last good copy)
+until its moving window has room again.
+
+- The window is `limits`' moving window, charged after the fact with `cost=`, in units of `UNIT`: what a
+  request spent is known only once it is done, so a request is admitted while the client has any room
+  left, and its cost is counted whole, up to the window's limit (`limits` refuses a cost larger than the
+  room left without counting any of it, which would let the most expensive request through for free).
+- Per process: the CPU protected is each worker's own, and a client spending in two workers holds two
+  event loops. The windows of clients that stopped spending are cleared (`_Seen`), so a flood of
+  addresses costs a bounded map.
+- The CPU is `time.thread_time()` across the request. Under the gevent worker every greenlet of a worker
+  shares that thread, so it also counts what other requests ran while this one yielded (`render.turns`)
+  or waited on the forum: an overcharge bounded by what the others spent meanwhile, and the others are
+  cached hits (microseconds) or themselves charged. In plain threads it is the request's own.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cachetools import TTLCache
+from flask import current_app, request
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+
+from feedbridge.errors import BridgeBusy
+from feedbridge.web.context import service
+
+UNIT = 0.01
+"""Seconds of CPU per unit counted in the window (a request costs at least one)."""
+WINDOW = 60
+CLIENTS_HELD = 65536
+"""Clients whose windows are tracked for clearing once idle for a whole window."""
+
+
+class CpuSpent(BridgeBusy):
+    """This client has spent its CPU allowance: 429 (its own requests, not the bridge or the forum, are too
+    many), with Retry-After when the window has room again."""
+
+    status = 429
+
+
+class CpuAllowance:
+    """`seconds` of CPU per client in any `WINDOW` seconds; 0 turns it off."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.limit = max(math.ceil(seconds / UNIT), 1)
+        self.item: RateLimitItem = RateLimitItemPerSecond(self.limit, WINDOW, namespace="cpu")
+        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        self._seen = _Seen(self.limiter, self.item)
+        self._lock = threading.Lock()
+
+    @property
+    def on(self) -> bool:
+        return self.seconds > 0
+
+    def has_room(self, client: str) -> bool:
+        return not self.on or self.limiter.test(self.item, client)
+
+    def refusal(self, client: str) -> CpuSpent:
+        """The error for a client without room: its message says how much it spent and when to come back."""
+        reset = self.limiter.get_window_stats(self.item, client).reset_time
+        retry = min(max(reset - time.time(), 1.0), float(WINDOW))
+        return CpuSpent(f"this client has used its {self.seconds:g} s of the bridge's CPU a minute on pages and "
+                        f"feeds built from what the bridge holds; retry in {retry:.0f}s", retry_after=retry)
+
+    def charge(self, client: str, seconds: float) -> None:
+        """Count `seconds` of CPU against the client, up to what its window has left."""
+        if not self.on:
+            return
+        with self._lock:
+            self._seen[client] = None
+            room = self.limiter.get_window_stats(self.item, client).remaining
+            cost = min(max(math.ceil(seconds / UNIT), 1), room)
+            if cost > 0:
+                self.limiter.hit(self.item, client, cost=cost)
+
+    @contextmanager
+    def spending(self, client: str) -> Iterator[None]:
+        """Around work a cache did not answer: CpuSpent at once when the client has no room, else the work,
+        charged with the CPU it took, whatever its outcome."""
+        if not self.has_room(client):
+            raise self.refusal(client)
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            self.charge(client, time.thread_time() - started)
+
+
+def allowance() -> CpuAllowance:
+    """The app's allowance, made on first use from its settings (FEEDBRIDGE_CPU_ALLOWANCE)."""
+    made: CpuAllowance | None = current_app.extensions.get(_EXTENSION)
+    if made is None:
+        made = current_app.extensions.setdefault(_EXTENSION, CpuAllowance(service().settings.cpu_allowance))
+    return made
+
+
+def client() -> str:
+    """Who is charged: the address the request's budget share is keyed by (`feedbridge.web.context`)."""
+    return request.environ.get("REMOTE_ADDR") or "-"
+
+
+_EXTENSION = "feedbridge.allowance"
+
+
+class _Seen(TTLCache[str, None]):
+    """Clients charged within the last window; one that leaves (idle for a window, or pushed out by the size
+    bound) has its window cleared from the storage, where `limits` would keep its empty key for good."""
+
+    def __init__(self, limiter: MovingWindowRateLimiter, item: RateLimitItem):
+        super().__init__(CLIENTS_HELD, WINDOW, timer=time.monotonic)
+        self.limiter = limiter
+        self.item = item
+
+    def expire(self, time: float | None = None) -> list[tuple[str, None]]:
+        gone: list[tuple[str, None]] = list(super().expire(time))
+        for client, _ in gone:
+            self.limiter.clear(self.item, client)
+        return gone
+
+    def popitem(self) -> tuple[str, Any]:
+        client, value = super().popitem()
+        self.limiter.clear(self.item, client)
+        return client, value

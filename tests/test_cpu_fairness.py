@@ -1,0 +1,255 @@
+"""CPU-bound work must not stall the gevent worker's event loop (issue #31, item 2).
+
+The Procfile's gunicorn with ONE worker in front of the fake forum (JSON mode) serving a topic of 500 posts
+of 20,000 characters (`tests/fake_heavy.py`). Its full feed is cached first, so what one client then asks for
+(`q=` variants of it, its `.html` views, front page previews) sends nothing upstream: no budget or slot
+applies, only the worker's CPU. Before the fix each such request held the event loop for 1–3 s and the cached
+hits of that worker waited as long; now the loops that run per post take turns (`feedbridge.render.turns`),
+what is the same for every variant is kept (haystacks, sanitized posts, rendered views and previews), and a
+client's CPU is charged to its allowance (`feedbridge.web.allowance`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from feedbridge.feeds import enrich, filters
+from feedbridge.feeds.enrich import sanitize_html
+from feedbridge.feeds.filters import make_filter, topic_haystack
+from feedbridge.models import Topic
+from feedbridge.render import turns
+from feedbridge.render.documents import FeedMeta, render_atom, render_json, render_rss
+from feedbridge.web.allowance import UNIT, WINDOW, CpuAllowance
+from tests.appserver import procfile_web
+from tests.fake_heavy import HEAVY_POSTS, HEAVY_TOPIC, heavy_site
+from tests.upstream import FakeForum
+
+PROBES = 10
+LATE = 1.0
+"""Seconds within which a cached hit must answer, while the costly requests run."""
+FULL = f"/t/{HEAVY_TOPIC}.atom?limit=500"
+CACHED = "/t/9003.atom"  # a small post feed of the same forum, cached before the costly requests start
+
+
+def narrow(n: int) -> str:
+    """A new `q=` variant each `n` (`-zzN` excludes nothing): the posts numbered 1, 10–19 and 100–199 (each
+    post names its number, `postN`), so every variant filters all 500 posts and renders 111 of them. Each is
+    a few MB; one matching all 500 (13 MB) would push the probed feed out of the cache's probation segment
+    between two probes."""
+    return f"q=post1%20-zz{n}"
+
+
+@dataclass
+class Served:
+    url: str  # the server
+    key: str  # the forum's key in feed paths
+    forum: FakeForum
+
+    def feed(self, path: str) -> str:
+        return f"{self.url}/{self.key}{path}"
+
+
+@dataclass
+class Costly:
+    """One client sending costly requests back to back until `stop` is set: what it got."""
+
+    served: Served
+    stop: threading.Event = field(default_factory=threading.Event)
+    statuses: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def run(self) -> None:
+        with httpx.Client(timeout=60) as client:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                # A new q= variant, a new .html view, the same .html view again, a new preview of the topic
+                # (the newest 250 posts: five pages' window).
+                kind, path = [
+                    ("atom", f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(n)}"),
+                    ("html", f"/t/{HEAVY_TOPIC}.html?limit=500&{narrow(n)}"),
+                    ("html again", f"/t/{HEAVY_TOPIC}.html?limit=500&{narrow(0)}"),
+                    ("preview", None),
+                ][n % 4]
+                if path is None:
+                    url = (f"{self.served.url}/preview?forum={self.served.key}&list=topic&topic={HEAVY_TOPIC}"
+                           f"&q=post+-zx{n}&pages=5")
+                else:
+                    url = self.served.feed(path)
+                response = client.get(url)
+                self.statuses.append((kind, response.status_code, response.headers.get("x-feedbridge-cache", "-")))
+
+
+@pytest.fixture(scope="module")
+def heavy() -> Iterator[FakeForum]:
+    with FakeForum(mode="json", posts=heavy_site().answer) as forum:
+        yield forum
+
+
+@pytest.fixture
+def served(heavy: FakeForum, request: pytest.FixtureRequest) -> Iterator[Served]:
+    """The Procfile's gunicorn, one worker, with the heavy topic's full feed and a small feed cached."""
+    env = {"FEEDBRIDGE_FORUMS": heavy.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_LOG_LEVEL": "WARNING",
+           **getattr(request, "param", {})}
+    with procfile_web(env) as (url, _):
+        served = Served(url, heavy.url.removeprefix("http://"), heavy)
+        # From addresses of their own: building the full feed costs its client 1-2 s of its allowance.
+        full = from_address("127.0.0.4", served.feed(FULL))
+        assert full.status_code == 200 and full.text.count("<entry>") == HEAVY_POSTS
+        assert from_address("127.0.0.5", served.feed(CACHED)).status_code == 200
+        assert from_address("127.0.0.5", f"{url}/?forum={served.key}").status_code == 200  # the categories, read
+        heavy.reset()
+        yield served
+
+
+def from_address(address: str, url: str) -> httpx.Response:
+    """A GET from another loopback address: another client for the bridge."""
+    with httpx.Client(timeout=60, transport=httpx.HTTPTransport(local_address=address)) as client:
+        return client.get(url)
+
+
+def probe(served: Served) -> list[float]:
+    """`PROBES` fetches of the cached feed, each on a new connection, about every half second: how long each
+    took (a timeout counts as 10 s)."""
+    took = []
+    for _ in range(PROBES):
+        started = time.monotonic()
+        try:
+            response = httpx.get(served.feed(CACHED), timeout=10)
+            assert response.status_code == 200 and response.headers["x-feedbridge-cache"] == "hit"
+            took.append(time.monotonic() - started)
+        except httpx.TimeoutException:
+            took.append(10.0)
+        time.sleep(max(0.0, 0.5 - (time.monotonic() - started)))
+    return took
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("served", [{"FEEDBRIDGE_CPU_ALLOWANCE": "0"}], indirect=True)
+def test_cached_hits_answer_within_a_second_while_one_client_sends_costly_requests_back_to_back(served):
+    """The allowance is off: the turns and what is kept alone keep the hits answering. Before the fix, 8–10 of
+    the 10 probes took longer than a second (the q= variants and .html views held the loop 1–3 s each)."""
+    costly = Costly(served)
+    sender = threading.Thread(target=costly.run, daemon=True)
+    sender.start()
+    try:
+        time.sleep(1.0)  # the costly requests are under way
+        took = probe(served)
+    finally:
+        costly.stop.set()
+        sender.join(60)
+    late = [round(t, 2) for t in took if t > LATE]
+    assert len(late) <= 1, f"{len(late)} of {PROBES} cached hits took over {LATE:g} s: {late}"
+    # The costly requests ran all along and were built (not answered from a cache), asking the forum nothing.
+    built = [s for s in costly.statuses if s[0] == "atom"]
+    assert len(costly.statuses) >= 8 and built and all(s[1:] == (200, "miss") for s in built), costly.statuses
+    assert all(status == 200 for _, status, _ in costly.statuses), costly.statuses
+    assert served.forum.count() == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("served", [{"FEEDBRIDGE_CPU_ALLOWANCE": "0.5"}], indirect=True)
+def test_a_client_past_its_cpu_allowance_gets_429_while_hits_and_other_clients_are_served(served):
+    """Half a second of CPU a minute: a client building variants of the long topic's feed is refused after a
+    few, with a Retry-After; its cached hits, its conditional requests and another client's builds still
+    answer. (A reader polls the cached feed meanwhile, as readers do: it stays in the cache.)"""
+    answers = []
+    with httpx.Client(timeout=60, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as greedy:
+        for n in range(60):
+            answers.append(greedy.get(served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(n)}")))
+            assert httpx.get(served.feed(CACHED), timeout=10).headers["x-feedbridge-cache"] == "hit"
+            if answers[-1].status_code == 429:
+                break
+        refused = answers[-1]
+        hit = greedy.get(served.feed(CACHED))
+        conditional = greedy.get(served.feed(CACHED), headers={"If-None-Match": hit.headers.get("etag", "-")})
+        page = greedy.get(served.feed(f"/t/{HEAVY_TOPIC}.html?limit=500&{narrow(1000)}"))
+        front = greedy.get(f"{served.url}/?forum={served.key}&list=topic&topic={HEAVY_TOPIC}&q=post+-zw")
+    theirs = from_address("127.0.0.3", served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(2000)}"))
+    assert refused.status_code == 429, [a.status_code for a in answers]
+    assert 2 <= len(answers) <= 50  # each variant filters 500 long posts and renders 111: 10-100 ms
+    assert all(a.status_code == 200 and a.headers["x-feedbridge-cache"] == "miss" for a in answers[:-1])
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert refused.text.count("\n") == 1 and "CPU" in refused.text and "retry in" in refused.text
+    assert hit.status_code == 200 and hit.headers["x-feedbridge-cache"] == "hit"
+    assert conditional.status_code == 304
+    assert page.status_code == 429 and "retry-after" in page.headers and "CPU" in page.text
+    assert front.status_code == 200 and "share of the bridge&#39;s time" in front.text
+    assert theirs.status_code == 200 and theirs.text.count("<entry>") == 111
+    assert served.forum.count() == 0
+
+
+# --- the parts, in process -------------------------------------------------------------------------------
+
+def long_topics(count: int, tag: str) -> list[Topic]:
+    """`count` topics with a first post of 16,000 characters; `tag` in their titles keeps them apart from
+    other tests' in the process's caches."""
+    return [Topic(id=n, title=f"Topic {n} {tag}", url=f"https://forum.example/t/t/{n}",
+                  content_html=sanitize_html(f"<p>post{n} " + "inductor kernel " * 1000 + "</p>",
+                                             "https://forum.example/t/1"))
+            for n in range(count)]
+
+
+def test_every_loop_over_entries_takes_a_turn_per_entry(monkeypatch):
+    """With a turn due at every call, filtering, rendering and sanitizing 50 entries yield at least once per
+    entry: counted, not timed."""
+    pauses = []
+    monkeypatch.setattr(turns, "TURN", 0.0)
+    monkeypatch.setattr(turns.time, "sleep", pauses.append)
+    topics = long_topics(50, "turns")
+    meta = FeedMeta("t", "https://forum.example", "https://forum.example/latest", "https://forum.example/f")
+    for work in (lambda: make_filter(query="post1 -nothing").apply(topics), lambda: render_atom(meta, topics),
+                 lambda: render_rss(meta, topics), lambda: render_json(meta, topics),
+                 lambda: [sanitize_html(f"<p>{n}</p>", "https://forum.example/t/2") for n in range(50)]):
+        pauses.clear()
+        work()
+        assert len(pauses) >= 50 and set(pauses) == {turns.PAUSE}
+
+
+def test_what_every_query_reads_of_a_topic_is_made_once(monkeypatch):
+    made = []
+    real = filters.haystack
+    monkeypatch.setattr(filters, "haystack", lambda text: made.append(text) or real(text))
+    topics = long_topics(20, "haystacks")
+    for query in ("post1", "kernel -post3", '"inductor kernel" OR nothing'):
+        assert len(make_filter(query=query).apply(topics)) == {"post1": 11, "kernel -post3": 19}.get(query, 20)
+    assert len(made) == 20  # one per topic, not one per topic and query
+    edited = Topic(id=1, title="Topic 1", url="https://forum.example/t/t/1", content_html="<p>other words</p>")
+    assert "other words" in topic_haystack(edited) and len(made) == 21  # another text, another haystack
+
+
+def test_a_post_is_sanitized_once_per_base_url(monkeypatch):
+    cleaned = []
+    real = enrich._sanitized_now
+    monkeypatch.setattr(enrich, "_sanitized_now", lambda html, base: cleaned.append(base) or real(html, base))
+    post = '<p>a <a href="/t/x/1">link</a><script>alert(1)</script></p>'
+    first = sanitize_html(post, "https://forum.example/t/a/1")
+    assert sanitize_html(post, "https://forum.example/t/a/1") == first and len(cleaned) == 1
+    other = sanitize_html(post, "https://other.example/t/a/1")
+    assert len(cleaned) == 2 and "https://other.example/t/x/1" in other and "script" not in other
+
+
+def test_the_allowance_counts_a_request_whole_even_past_what_was_left():
+    """`limits` refuses a cost larger than the room left and counts nothing: the allowance counts up to the
+    window's limit instead, so the most expensive request cannot go through for free."""
+    allowance = CpuAllowance(1.0)
+    allowance.charge("a", 0.6)
+    assert allowance.has_room("a")
+    allowance.charge("a", 5.0)  # far past the 0.4 s left
+    assert not allowance.has_room("a") and allowance.has_room("b")
+    refusal = allowance.refusal("a")
+    assert refusal.status == 429 and 1 <= (refusal.retry_after or 0) <= WINDOW and "1 s" in refusal.message
+    with pytest.raises(type(refusal)):
+        with allowance.spending("a"):
+            pass
+    small = CpuAllowance(UNIT)  # a request costs at least one unit
+    small.charge("c", 0.0)
+    assert not small.has_room("c")
+    off = CpuAllowance(0)
+    off.charge("a", 100.0)
+    assert off.has_room("a")
