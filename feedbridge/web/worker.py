@@ -1,46 +1,33 @@
-"""The gunicorn worker: gunicorn's own `gevent` worker, with a send deadline, no request bodies and a fair turn.
-
-Chosen by `python -m bench.servers`, which runs each server against the same attacks, with the
-Procfile's settings, on the 2-core machine shared with other jobs (load 4 to 18 during the runs: read the
-counts, not the milliseconds). Probes answered within 3 s out of 10 while 200 connections trickle headers,
-80 trickle a body (in brackets: how many of the 80 were answered within 3 s), 40 pipeline 300 requests
-each and read nothing (each run), 40 read a 330 KB feed at 1 KiB/s; then cached hits (wrk -c16, all
-servers up at once, runs alternating):
-
-| server | headers | bodies | pipelines | slow readers | hits: req/s, p99, server CPU per hit |
-|---|---|---|---|---|---|
-| this worker | 10 | 10 (80, `413`) | 9, 10 | 10 | 2,036, 68 ms, 478 µs |
-| gthread with headers buffered by the worker | 10 | 0 (16) | 0, 6, 1 | 10 | 2,285, 33 ms, 585 µs |
-| gunicorn `gevent`, stock | 10 | 10 (80) | 10, 8, 10 | 10 | 2,151, 187 ms, 453 µs |
-| gunicorn `gthread`, stock, 8 threads | 0 | 0 (16) | 0, 8, 0 | 10 | 2,389, 25 ms, 540 µs |
-| waitress, 8 threads | 10 | 10 (0) | 10, 10, 10 | 10 | 2,080, 18 ms, 492 µs |
-
-With 32 cold requests waiting on a forum answering in 9 s, every server answered 12 of them (404: admitted)
-and turned 20 away (503, no slot), and cached hits kept answering (p99 under load from 32 to 190 ms, as
-noisy as the idle p99 in the same runs). A 330 KB feed still fits the kernel's send buffer, so slow readers
-held no thread anywhere. Waitress holds too, but reads a whole body before answering (none of the 80 was
-answered), buffers every pipelined response in memory or temporary files, and is one process: two cores
-need two servers. The stock gevent worker reads no body either, but drains it for `keepalive` seconds,
-lets a pipelining connection serve all its buffered requests in one turn (its worst probe 2.2 s here), and
-has no send deadline: a client that never reads holds its greenlet and connection slot for ever.
+"""The gunicorn worker: gunicorn's own `gevent` worker, with a send deadline, no request bodies, a fair turn,
+and idle connections shed before the worker stops accepting.
 
 In the `gevent` worker a connection is a greenlet, not a thread, so a client that trickles its headers or
-its body, or never reads, holds a greenlet and its socket buffers, never one of a bounded set of threads:
-gunicorn's threaded worker gave no answer under 200 trickling header senders or 80 trickling bodies, and
-mostly none under 40 connections pipelining requests they never read. gunicorn bounds the headers (each request's
-headers must arrive within `keepalive` seconds, and within `limit_request_field_size` and
-`limit_request_fields`), and this subclass adds, through the two methods gunicorn's own gevent worker
-overrides (`handle` per connection, `handle_request` per request) and gevent's socket API, no private
-attribute:
+its body, or never reads, holds a greenlet and its socket buffers, never one of a bounded set of threads
+(`python -m bench.servers` compares it with gunicorn's `gthread` worker, its stock `gevent` worker and
+waitress under the same attacks: RELIABILITY.md has the figures). gunicorn bounds the headers (each request's
+must arrive within `keepalive` seconds, within `limit_request_field_size` and `limit_request_fields`), and
+this subclass adds, through the two methods gunicorn's own gevent worker overrides (`handle` per
+connection, `handle_request` per request) and gevent's socket API, no private attribute:
 
 - a send deadline: every write of a response must finish within `SEND_TIMEOUT`, else the connection is
   closed; with a send buffer of `SEND_BUFFER`, a client that reads nothing costs at most that buffer and
   one response, for that long;
 - no bodies: the service answers GET and HEAD only, so a request that announces a body (a non-zero
-  `Content-Length`, or any `Transfer-Encoding`) is answered `413` at once, unread, and the connection closed;
+  `Content-Length`, or any `Transfer-Encoding`) is answered `413` at once, unread, and the connection closed
+  (gunicorn's own worker would drain it for `keepalive` seconds);
 - one header cap: more than `MAX_HEADER_BYTES` of header names and values is `431`, whatever the packets;
 - a fair turn: each request starts by yielding to the other greenlets, so requests a client pipelined
-  (already in the buffer, needing no wait) cannot serve back to back while other connections wait.
+  (already in the buffer, needing no wait) cannot serve back to back while other connections wait;
+- idle connections shed: a worker holds `worker_connections` connections and, with all of them open, stops
+  accepting; a new client then waits in the listening socket's queue behind every connection already there
+  (with the queue full, the kernel drops its SYN, sent again only a second later), while the worker keeps
+  each silent connection, or one whose headers never end, for `keepalive` seconds. So past `HIGH_WATER` of
+  its capacity the worker closes the connection that has waited longest for a request, for each one it
+  accepts: it never stops accepting, and a new client waits only for the connections queued before it to be
+  accepted. A connection in a request is never closed for this. With no router in front
+  (`FEEDBRIDGE_TRUSTED_HOPS=0`) the peer is the client, and the idle connections of an address holding more
+  than `FEEDBRIDGE_PEER_CONNECTIONS` go first, so one address cannot push others' keep-alive connections
+  out; behind a router every peer is the router, which has to bound each client's connections itself.
 
 The cost of greenlets: a request that computes (a cold build) holds the worker's whole event loop for its
 CPU time, where threads would have interleaved every few milliseconds; the per-page and per-topic caps
@@ -50,10 +37,14 @@ bound that time.
 from __future__ import annotations
 
 import socket
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 from gunicorn.workers.ggevent import GeventWorker
+
+from feedbridge.config import Settings
 
 SEND_TIMEOUT = 20.0
 """Seconds for one write of a response (headers, or the body) to be taken by the client."""
@@ -61,6 +52,10 @@ SEND_BUFFER = 64 * 1024
 """The kernel's send buffer per connection (it doubles it for bookkeeping): what an absent reader pins."""
 MAX_HEADER_BYTES = 32 * 1024
 """More than any feed reader or browser sends; past it the request gets 431."""
+HIGH_WATER = 0.95
+"""The share of `worker_connections` past which idle connections are shed: the rest is room for the ones
+being closed to go and for a burst of new ones, so the worker never stops accepting."""
+
 
 def _answer(status: str, text: str) -> bytes:
     body = f"{status[:3]} {text}\n".encode()
@@ -71,12 +66,109 @@ def _answer(status: str, text: str) -> bytes:
 _CONTENT_TOO_LARGE = _answer("413 Content Too Large", "this service reads no request body")
 _TOO_LARGE = _answer("431 Request Header Fields Too Large", "request headers too large")
 
+
+@dataclass
+class Connections:
+    """A worker's open connections, and which of them wait for a request, longest first.
+
+    Every entry is an open connection not yet shed, so the state is bounded by `worker_connections`
+    however many addresses come and go. Plain dicts, not a cache: no entry is ever evicted to make room.
+    """
+
+    high_water: int
+    peer_share: int
+    """Connections a peer holds before, past the high water, its idle ones are shed first; 0: peers are not
+    told apart."""
+    peers: dict[socket.socket, str] = field(default_factory=dict)
+    idle: OrderedDict[socket.socket, None] = field(default_factory=OrderedDict)
+    held: dict[str, int] = field(default_factory=dict)
+    idle_by_peer: dict[str, OrderedDict[socket.socket, None]] = field(default_factory=dict)
+    crowding: dict[str, None] = field(default_factory=dict)
+    """The peers holding more than their share."""
+
+    def opened(self, sock: socket.socket, peer: str) -> socket.socket | None:
+        """Count a new connection, idle until its first request; the connection to shed for it, if any."""
+        peer = peer if self.peer_share else ""
+        self.peers[sock] = peer
+        self.held[peer] = self.held.get(peer, 0) + 1
+        if self.peer_share and self.held[peer] > self.peer_share:
+            self.crowding[peer] = None
+        self.waiting(sock)
+        if len(self.peers) <= self.high_water:
+            return None
+        victim = self._victim(sock, peer)
+        if victim is not None:
+            self.closed(victim)
+        return victim
+
+    def _victim(self, sock: socket.socket, peer: str) -> socket.socket | None:
+        if peer in self.crowding:
+            return next(iter(self.idle_by_peer[peer]))  # its own oldest, maybe this very one
+        for crowd in self.crowding:
+            if idle := self.idle_by_peer.get(crowd):
+                return next(iter(idle))
+        oldest = next(iter(self.idle))
+        return None if oldest is sock else oldest  # a new connection is not shed for others' requests
+
+    def waiting(self, sock: socket.socket) -> None:
+        """The connection waits for a request's headers: newest idle."""
+        peer = self.peers.get(sock)
+        if peer is None:  # shed while its request was being answered
+            return
+        self.idle[sock] = None
+        if self.peer_share:
+            self.idle_by_peer.setdefault(peer, OrderedDict())[sock] = None
+
+    def busy(self, sock: socket.socket) -> None:
+        """The connection's request has its headers: it is answered, never shed."""
+        self.idle.pop(sock, None)
+        peer = self.peers.get(sock)
+        if peer is not None and self.peer_share:
+            self._not_idle_of(peer, sock)
+
+    def closed(self, sock: socket.socket) -> None:
+        peer = self.peers.pop(sock, None)
+        if peer is None:
+            return
+        self.idle.pop(sock, None)
+        if self.peer_share:
+            self._not_idle_of(peer, sock)
+        self.held[peer] -= 1
+        if self.held[peer] <= self.peer_share:
+            self.crowding.pop(peer, None)
+        if not self.held[peer]:
+            del self.held[peer]
+
+    def _not_idle_of(self, peer: str, sock: socket.socket) -> None:
+        idle = self.idle_by_peer.get(peer)
+        if idle is not None:
+            idle.pop(sock, None)
+            if not idle:
+                del self.idle_by_peer[peer]
+
+
 class Worker(GeventWorker):
+    connections: Connections
+
+    def init_process(self) -> None:
+        settings = Settings.from_env()
+        # Behind a router every peer is the router: the client's address comes with its request, too late.
+        share = settings.peer_connections if settings.trusted_hops == 0 else 0
+        self.connections = Connections(int(self.worker_connections * HIGH_WATER), share)
+        super().init_process()  # runs the worker
+
     def handle(self, listener: Any, client: socket.socket, addr: Any) -> None:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        super().handle(listener, client, addr)
+        victim = self.connections.opened(client, str(addr[0]) if isinstance(addr, tuple) else "")
+        if victim is not None:
+            _shed(victim)
+        try:
+            super().handle(listener, client, addr)
+        finally:
+            self.connections.closed(client)
 
     def handle_request(self, listener_name: Any, req: Any, sock: socket.socket, addr: Any) -> bool:
+        self.connections.busy(sock)
         gevent.sleep(0)
         sock.settimeout(SEND_TIMEOUT)
         refusal = _refusal(req.headers)
@@ -87,6 +179,19 @@ class Worker(GeventWorker):
             return bool(super().handle_request(listener_name, req, sock, addr))
         except TimeoutError:  # the client did not take the response in time: close it, no traceback in the log
             raise StopIteration from None
+        finally:
+            self.connections.waiting(sock)
+
+
+def _shed(sock: socket.socket) -> None:
+    """End the connection's stream: its greenlet, waiting in gunicorn's parser, reads that as the client gone
+    and closes it. Through a twin of its descriptor, because gevent's own `shutdown` wakes that greenlet with
+    an error gunicorn logs, traceback and all, for every connection shed."""
+    try:
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as twin:
+            twin.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already gone
+        pass
 
 
 def _refusal(headers: list[tuple[str, str]]) -> bytes | None:
