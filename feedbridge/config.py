@@ -203,6 +203,9 @@ class Settings:
     # upstream requests, one deadline per request, and the requests per process that may wait on upstream.
     negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)
     forum_budget: int = number(120, "FEEDBRIDGE_FORUM_BUDGET", 0, 100_000)
+    # Core limits one address to 50 requests in any 10 s as well as 200 a minute (lib/middleware/request_tracker.rb,
+    # config/discourse_defaults.conf `max_reqs_per_ip_per_10_seconds`): a burst must stay under that too. 0: off.
+    forum_budget_10s: int = number(40, "FEEDBRIDGE_FORUM_BUDGET_10S", 0, 100_000)
     # Below worker_timeout: checked in from_env.
     request_deadline: float = number(25.0, "FEEDBRIDGE_REQUEST_DEADLINE", 1.0, 3600)
     worker_timeout: int = number(40, "FEEDBRIDGE_WORKER_TIMEOUT", 2, 3600)
@@ -211,17 +214,27 @@ class Settings:
     # The server (feedbridge.web.gunicorn_conf): its port and worker processes, as a PaaS sets them.
     port: int = number(8000, "PORT", 0, 65535)
     web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64)
+    # The processes of this instance that split every budget between them (feedbridge.store.control.Windows):
+    # gunicorn_conf hands each worker the count; a process on its own (tests, the static build) is 1.
+    workers: int = number(1, "FEEDBRIDGE_WORKERS", 1, 64)
     # Proxies in front whose X-Forwarded-For hop is trusted for the client's address (feedbridge.web.context).
     trusted_hops: int = number(0, "FEEDBRIDGE_TRUSTED_HOPS", 0, 5)
+    # Connections one address holds in a worker near its capacity before its own idle ones are the first
+    # closed (feedbridge.web.worker); not applied behind a router, where every peer is the router.
+    peer_connections: int = number(64, "FEEDBRIDGE_PEER_CONNECTIONS", 1, 100_000)
     # Private forums (feedbridge.feeds.signing): the keys the bridge signs in with, the secret its feed
     # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
     # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,
-    # 2,880 a day).
+    # 2,880 a day: `max_user_api_reqs_per_minute`, `_per_day`; an admin key 60 a minute,
+    # `max_admin_api_reqs_per_minute`, in config/discourse_defaults.conf).
     credentials: tuple[Credential, ...] = text((), "FEEDBRIDGE_CREDENTIALS", read=_credentials)
     secret: str | None = text(None, "FEEDBRIDGE_SECRET", read=str, secret=True)
     secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)
     private_budget: int = number(15, "FEEDBRIDGE_PRIVATE_BUDGET", 1, 10_000)
     private_daily_budget: int = number(2000, "FEEDBRIDGE_PRIVATE_DAILY_BUDGET", 1, 10_000_000)
+    # Seconds of a worker's CPU one client may spend per minute on what it builds without asking the forum
+    # (feedbridge.web.allowance): a third of a worker's minute, as a client's share of a forum's budget. 0: off.
+    cpu_allowance: float = number(20.0, "FEEDBRIDGE_CPU_ALLOWANCE", 0.0, 3600.0)
 
     def credential_for(self, forum: Forum) -> Credential | None:
         return next((c for c in self.credentials if c.host == forum.key), None)

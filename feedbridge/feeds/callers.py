@@ -3,15 +3,18 @@
 - `Caller`: one web request, made once in its own thread. Its deadline (FEEDBRIDGE_REQUEST_DEADLINE)
   bounds every wait on top of a fetch (further pages, topic pages, another request's fetch); the service
   answers with what it has by then.
-- Which caller may take a cold slot (`feedbridge.feeds.policy`) is said by the caller, not by the thread
-  it runs in: the request's own `Caller` may (`admits`), and the `CallerPool` hands work it runs for that
-  request a `pooled()` copy with the same client and deadline that never does (the request's slot covers it).
-- `ForumBudget`: at most FEEDBRIDGE_FORUM_BUDGET upstream requests per forum in any 60 seconds (a moving
-  window, `feedbridge.store.control.Windows`: shared through Redis), well under Discourse's anonymous
-  limit (about 200 a minute per IP), so the bridge is never the client that gets the forum to rate-limit
-  it for everyone. One client (its address, see `feedbridge.web.context`) may spend at most a third of
-  it (`CLIENT_SHARE`). Past either: `BridgeBusy`, a 503 with Retry-After = when the window has room
-  again, or the stale copy.
+- `Admission`: what the request holds, shared by all it runs, pool work included: at most one cold slot
+  (`feedbridge.feeds.policy`), taken by its first read that goes upstream, and the refusals its reads met.
+- `ForumBudget`: upstream requests per forum counted as Discourse counts the bridge's address
+  (`lib/middleware/request_tracker.rb`: `max_reqs_per_ip_per_10_seconds` 50, `max_reqs_per_ip_per_minute`
+  200): at most FEEDBRIDGE_FORUM_BUDGET_10S in any 10 seconds and FEEDBRIDGE_FORUM_BUDGET in any 60
+  (moving windows, `feedbridge.store.control.Windows`: shared through Redis, split between the workers
+  without it), below core's, so the bridge is never the client that gets the forum to rate-limit it for
+  everyone. One client (its address, see `feedbridge.web.context`) may spend at most a third of the
+  minute's (`CLIENT_SHARE`). Signed-in requests have the key's own budget (under core's
+  `max_user_api_reqs_per_minute` 20 and `_per_day` 2,880, `max_admin_api_reqs_per_minute` 60) and are
+  counted in the forum's windows too: core counts them against the bridge's address as well. Past any:
+  `BridgeBusy`, a 503 with Retry-After = when the refusing window has room again, or the stale copy.
 
 Callers without a `Caller` (the static build, the CLI) get the cache and negative caching only: they
 pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
@@ -20,10 +23,11 @@ pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 from feedbridge.config import Forum
@@ -33,24 +37,35 @@ from feedbridge.store.control import Windows
 T = TypeVar("T")
 
 CLIENT_SHARE = 3
-"""One client may spend at most 1/CLIENT_SHARE of a forum's budget per window."""
+"""One client may spend at most 1/CLIENT_SHARE of a forum's budget per minute."""
+BURST = 10
+"""Seconds of the short window: core's `max_reqs_per_ip_per_10_seconds` counts 10."""
 DAY = 24 * 3600
 
 
 @dataclass
-class Caller:
-    """One web request: who asks (for the budget's fair share), until when, and whether it holds a slot.
+class Admission:
+    """What one web request holds, shared by everything it runs, its pool work included: one cold slot at
+    most, taken by whichever of its reads first goes upstream (`CachePolicy.take_slot`) and given back when
+    the request ends (`Caller.end`, at the web layer's teardown), after which nothing is fetched for it."""
 
-    `admits`: whether this is the request's own caller, which takes a cold slot before it fetches. Work
-    the request fans out (`CallerPool`) gets `pooled()`, which shares the budget and the deadline but never
-    takes a slot: the request's own slot covers it, and a page 2 must not be refused for want of one.
+    slot: threading.BoundedSemaphore | None = None
+    ended: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+@dataclass
+class Caller:
+    """One web request: who asks (for the budget's fair share), until when, and what it holds.
+
+    The same `Caller` is handed to the work the request fans out (`CallerPool`): a page 2 or a topic page
+    read in the pool takes the request's slot if the request holds none yet, and is refused with the
+    request's own reads when none is free, so no read of the request goes upstream without a slot.
     """
 
     client: str
     deadline: float  # time.monotonic()
-    admits: bool = True
-    slot: bool = False
-    scopes: int = 0  # open `CachePolicy.request` scopes: the slot is given back when the outermost one ends
+    admission: Admission = field(default_factory=Admission)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -58,8 +73,12 @@ class Caller:
     def wait(self, longest: float) -> float:
         return max(min(longest, self.left()), 0.0)
 
-    def pooled(self) -> Caller:
-        return Caller(self.client, self.deadline, admits=False)
+    def end(self) -> None:
+        """The request is answered: its slot goes back, and pool work it left behind fetches nothing more."""
+        with self.admission.lock:
+            slot, self.admission.slot, self.admission.ended = self.admission.slot, None, True
+        if slot is not None:
+            slot.release()
 
 
 def result(future: Future[T], caller: Caller | None) -> T:
@@ -69,62 +88,91 @@ def result(future: Future[T], caller: Caller | None) -> T:
 
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
-    a copy of the submitter's context (`contextvars`, e.g. the static build's per-feed request tally), and
-    a `Caller` among its arguments is handed over as its `pooled()` copy."""
+    a copy of the submitter's context (`contextvars`, e.g. the static build's per-feed request tally)."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        handed = tuple(arg.pooled() if isinstance(arg, Caller) else arg for arg in args)
-        return super().submit(_call, contextvars.copy_context(), fn, handed, kwargs)
+        return super().submit(_call, contextvars.copy_context(), fn, args, kwargs)
 
 
 def _call(context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
     return context.run(fn, *args, **kwargs)
 
 
-class ForumBudget:
-    """Upstream requests per forum in any window (`Windows.seconds`, 60), and each client's share of them.
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """One window a request is counted in: at most `limit` in any `windows.seconds`, for `ids`."""
 
-    The forum's window is looked at before the client's is counted, so a client refused for the forum's
-    sake keeps its share; a client counted and then refused because another filled the forum's window
-    in between has spent one of its share without a request, which errs towards the forum.
+    windows: Windows
+    limit: int
+    ids: tuple[str, ...]
+    kind: str  # what the refusal calls the requests: "upstream requests", "signed-in requests"
+
+
+_LAST = {BURST: "10 seconds", 60: "minute", DAY: "day"}
+
+
+class ForumBudget:
+    """Upstream requests per forum in any 10 s (`per_burst`), minute (`per_window`, over `windows`) and day
+    (`per_day`), and each client's share of the minute's.
+
+    Every window is split between the instance's `processes` (`Windows.split`), so its workers together
+    stay within it without Redis. The forum's windows are looked at before the client's is counted, so a
+    client refused for the forum's sake keeps its share; a client counted and then refused because
+    another filled a forum window in between has spent one of its share without a request, which errs
+    towards the forum (as does a window counted before a later one refuses).
     """
 
     def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
-                 per_day: int = 0):
+                 per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None):
         """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
-        `feedbridge.feeds.signing`), `share` is what part of it one client may spend, and `per_day`, when
-        set, bounds the requests of any 24 hours too (as Discourse does for one API key)."""
-        self.windows = windows
+        `feedbridge.feeds.signing`), `share` is what part of it one client may spend, `per_day` and
+        `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
+        budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
+        requests: core counts a key's requests against the bridge's address too)."""
+        self.windows = windows.split(processes)
         self.per_window = per_window
         self.share = max(per_window // share, 1)
         self.scope = scope
         self.per_day = per_day
-        self.days = windows.spanning(DAY) if per_day else None
+        self.per_burst = per_burst
+        self.days = self.windows.spanning(DAY) if per_day else None
+        self.bursts = self.windows.spanning(BURST) if per_burst else None
+        self.forum = forum
+        self.kind = "signed-in requests" if forum is not None else "upstream requests"
+
+    def spans(self, forum: Forum) -> list[_Span]:
+        """The forum-wide windows one request to `forum` is counted in, shortest first."""
+        if self.per_window <= 0:
+            return []
+        whole = (f"{self.scope}forum", forum.key)
+        made = [_Span(self.windows, self.per_window, whole, self.kind)]
+        if self.bursts is not None:
+            made.insert(0, _Span(self.bursts, self.per_burst, whole, self.kind))
+        if self.days is not None:
+            made.append(_Span(self.days, self.per_day, whole, self.kind))
+        return made + (self.forum.spans(forum) if self.forum is not None else [])
 
     def spend(self, forum: Forum, caller: Caller) -> None:
         if self.per_window <= 0:
             return
-        whole = (f"{self.scope}forum", forum.key)
-        if self.days is not None and not self.days.test(self.per_day, *whole):
-            retry = self._retry(self.days, self.per_day, whole)
-            raise BridgeBusy(f"the bridge has made its {self.per_day} signed-in requests of the last day to "
-                             f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
-        if not self.windows.test(self.per_window, *whole):
-            self._forum_busy(forum, whole)
+        spans = self.spans(forum)
+        for span in spans:
+            if not span.windows.test(span.limit, *span.ids):
+                self._forum_busy(forum, span)
         mine = (f"{self.scope}client", forum.key, caller.client)
         if not self.windows.hit(self.share, *mine):
             retry = self._retry(self.windows, self.share, mine)
             raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
                              f"requests a minute the bridge makes to {forum.key}; retry in {retry:.0f}s",
                              retry_after=retry)
-        if not self.windows.hit(self.per_window, *whole):
-            self._forum_busy(forum, whole)
-        if self.days is not None:
-            self.days.hit(self.per_day, *whole)
+        for span in spans:
+            if not span.windows.hit(span.limit, *span.ids):
+                self._forum_busy(forum, span)
 
-    def _forum_busy(self, forum: Forum, whole: tuple[str, ...]) -> NoReturn:
-        retry = self._retry(self.windows, self.per_window, whole)
-        raise BridgeBusy(f"the bridge has made its {self.per_window} upstream requests of the last minute to "
+    def _forum_busy(self, forum: Forum, span: _Span) -> NoReturn:
+        retry = self._retry(span.windows, span.limit, span.ids)
+        last = _LAST.get(span.windows.seconds, f"{span.windows.seconds} seconds")
+        raise BridgeBusy(f"the bridge has made its {span.limit} {span.kind} of the last {last} to "
                          f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
 
     @staticmethod

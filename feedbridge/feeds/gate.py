@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedbridge.config import Forum
-from feedbridge.errors import UpstreamRateLimited
+from feedbridge.errors import BridgeBusy, UpstreamRateLimited
 from feedbridge.feeds.callers import Caller, ForumBudget
-from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.policy import CachePolicy, refused
 from feedbridge.feeds.waits import ForumWaits
 from feedbridge.upstream.fetcher import Fetched, Fetcher
 
@@ -35,7 +35,10 @@ class Gate:
         self.waits.check(forum)
         if caller is not None:
             self.policy.take_slot(caller)
-            self.budget.spend(forum, caller)
+            try:
+                self.budget.spend(forum, caller)
+            except BridgeBusy as exc:
+                raise refused(exc) from None
         try:
             return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed)
         except UpstreamRateLimited as exc:

@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -47,6 +47,27 @@ T = TypeVar("T")
 Cache = Literal["hit", "miss", "stale"]
 
 BUSY_RETRY = 5.0
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One build under way: the refusal any read made for it met, if one did."""
+
+    refused: BridgeBusy | None = None
+
+
+_BUILDS: ContextVar[tuple[_Tally, ...]] = ContextVar("feedbridge_builds", default=())
+"""The builds the current read is part of, innermost last. Pool work runs in a copy of its submitter's
+context (`CallerPool`), so a topic page read in the pool counts for the feed whose build asked for it."""
+
+
+def refused(exc: BridgeBusy) -> BridgeBusy:
+    """`exc`, after marking every build it is part of: a share, the forum's budget or a slot refused one of
+    its reads, so what it builds lacks something another client would get, and is never stored for them
+    (`CachePolicy.get` answers the refused client with this error, or the stale copy)."""
+    for tally in _BUILDS.get():
+        tally.refused = exc
+    return exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,23 +91,6 @@ class CachePolicy:
 
     def caller(self, client: str) -> Caller:
         return Caller(client, time.monotonic() + self.settings.request_deadline)
-
-    @contextmanager
-    def request(self, caller: Caller | None) -> Iterator[None]:
-        """The scope of one web request: whatever slot it took is given back at the end of the outermost
-        scope (a feed that excludes a category opens the directory's scope inside its own, and its topic
-        pages come after that)."""
-        if caller is None:
-            yield
-            return
-        caller.scopes += 1
-        try:
-            yield
-        finally:
-            caller.scopes -= 1
-            if caller.scopes == 0 and caller.slot:
-                caller.slot = False
-                self.slots.release()
 
     def fresh(self, key: str, fresh_for: float | None = None) -> Any:
         entry = self.store.get(key)
@@ -150,16 +154,25 @@ class CachePolicy:
 
     def take_slot(self, caller: Caller | None, why: str = "") -> None:
         """Before a request sends anything upstream (`Gate.fetch`), or waits on another's fetch with a
-        copy to fall back on: a slot, or BridgeBusy (with `why` as its message).
+        copy to fall back on: the request's slot (taken once, by whichever of its reads comes first, pool
+        work included), or BridgeBusy (with `why` as its message).
 
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
-        being fetched by another request needs none. Pooled callers never take one."""
-        if caller is None or caller.slot or not caller.admits:
+        being fetched by another request needs none. Work that outlives its request (pool work the request
+        stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back."""
+        if caller is None:
             return
-        if not self.slots.acquire(blocking=False):
-            raise BridgeBusy(why or f"{self.settings.cold_slots} requests are already waiting on the forum in "
-                             f"this process; retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY)
-        caller.slot = True
+        admission = caller.admission
+        with admission.lock:
+            if admission.slot is not None:
+                return
+            if admission.ended:
+                raise UpstreamTimeout("the request this read was for has ended; nothing is fetched for it")
+            if not self.slots.acquire(blocking=False):
+                raise refused(BridgeBusy(why or f"{self.settings.cold_slots} requests are already waiting on the "
+                                         f"forum in this process; retry in {BUSY_RETRY:.0f}s",
+                                         retry_after=BUSY_RETRY))
+            admission.slot = self.slots
 
     def remembered(self, key: str) -> UpstreamError | None:
         """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""
@@ -193,15 +206,33 @@ class CachePolicy:
             raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "
                                   f"{what or 'the fetch'} could start")
 
+        ran = False
+
         def once() -> E:
+            nonlocal ran
+            ran = True
+            tally = _Tally()
+            outer = _BUILDS.set((*_BUILDS.get(), tally))
             try:
                 entry = build(held)
             except UpstreamError as exc:
                 self.remember(key, exc)
                 raise
+            finally:
+                _BUILDS.reset(outer)
+            if tally.refused is not None:  # built without what a share, budget or slot refused: not for others
+                raise tally.refused
             self.store.set(key, entry, keep_for)
             return entry
 
-        got: E = self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
-        return got
+        for _ in range(2):
+            try:
+                got: E = self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
+                return got
+            except BridgeBusy:
+                if ran:
+                    raise
+                # Another request's build was refused for its own share or slot: that says nothing of this
+                # one, which builds (or joins) once more.
+        raise UpstreamTimeout(f"{what or key}: two other requests' builds were refused in turn; retry")
 

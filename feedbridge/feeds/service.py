@@ -66,6 +66,16 @@ class FeedResult:
         return max(time.time() - self.entry.stored_at, 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class View:
+    """What a page shows of a feed: the first list page (its title, for post feeds the forum's name of the
+    topic or user), the topics, and why they came from the last good pages, when they did."""
+
+    first: Listing
+    topics: list[Topic]
+    stale: str | None = None
+
+
 class FeedService:
     """Assembles feeds, views and previews; `signed_in` is its twin for signed feed URLs (`feeds/signing.py`)."""
 
@@ -88,8 +98,11 @@ class FeedService:
         self.policy: CachePolicy = CachePolicy(settings, store, self.flight, self.control,
                                                slots=public.policy.slots if public else None)
         windows = windows or Windows()
-        self.budget = ForumBudget(windows, settings.forum_budget) if public is None else ForumBudget(
-            windows, settings.private_budget, scope=PRIVATE, share=1, per_day=settings.private_daily_budget)
+        self.budget: ForumBudget = ForumBudget(
+            windows, settings.forum_budget, per_burst=settings.forum_budget_10s, processes=settings.workers,
+        ) if public is None else ForumBudget(
+            windows, settings.private_budget, scope=PRIVATE, share=1, per_day=settings.private_daily_budget,
+            processes=settings.workers, forum=public.budget)
         self.waits = ForumWaits(self.control, self.settings.retry_after_max)
         self.topic_failures = 0
         self.pool: CallerPool = public.pool if public else CallerPool(max_workers=settings.fetch_concurrency * 4,
@@ -132,30 +145,29 @@ class FeedService:
              key: str | None = None, caller: Caller | None = None) -> FeedResult:
         """`key` is `feed_key(...)` when the caller already has it (the web layer memoizes it per URL)."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
-        with self.policy.request(caller):
-            try:
-                got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, caller),
-                                      caller=caller, what="the feed")
-            except UpstreamError as exc:
-                try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
-                    entry = self._render(spec, self_url, stylesheet_url, None, stale_pages=True)
-                except UpstreamError:
-                    raise exc from None
-                log.warning("serving a feed built from stale pages: %s", exc.message)
-                return FeedResult(entry, "stale", exc.message)
+        try:
+            got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, caller),
+                                  caller=caller, what="the feed")
+        except UpstreamError as exc:
+            try:  # no copy of this feed, but maybe of its pages (a new filter on a known list)
+                entry = self._render(spec, self_url, stylesheet_url, None, stale_pages=True)
+            except UpstreamError:
+                raise exc from None
+            log.warning("serving a feed built from stale pages: %s", exc.message)
+            return FeedResult(entry, "stale", exc.message)
         return FeedResult(got.entry, got.cache, got.stale_reason)
 
-    def view(self, spec: FeedSpec, caller: Caller | None = None) -> list[Topic]:
+    def view(self, spec: FeedSpec, caller: Caller | None = None) -> View:
         """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
-        fails, and the error only when there are none."""
-        with self.policy.request(caller):
+        fails (`View.stale` then says why, and a page made of them is not kept), and the error only when
+        there are none."""
+        try:
+            return View(*self.topics(spec, caller=caller))
+        except UpstreamError as exc:
             try:
-                return self.topics(spec, caller=caller)[1]
-            except UpstreamError as exc:
-                try:
-                    return self.topics(spec, stale_pages=True)[1]
-                except UpstreamError:
-                    raise exc from None
+                return View(*self.topics(spec, stale_pages=True), stale=exc.message)
+            except UpstreamError:
+                raise exc from None
 
     def topics(self, spec: FeedSpec, stale_pages: bool = False,
                caller: Caller | None = None) -> tuple[Listing, list[Topic]]:
@@ -281,13 +293,11 @@ class FeedService:
             fetched = self.gate.fetch(forum, source.categories_url(forum.base_url), caller=caller)
             return DirectoryEntry(source.read_categories(fetched.text), time.time())
 
-        with self.policy.request(caller):
-            try:
-                got = self.policy.get(key, fetch, caller=caller,
-                                      what="the categories")
-            except UpstreamError as exc:
-                raise upstream_error(exc.reason, f"could not read the categories of {forum.key}: {exc.message}",
-                                     exc.retry_after, exc.upstream_status) from None
+        try:
+            got = self.policy.get(key, fetch, caller=caller, what="the categories")
+        except UpstreamError as exc:
+            raise upstream_error(exc.reason, f"could not read the categories of {forum.key}: {exc.message}",
+                                 exc.retry_after, exc.upstream_status) from None
         return got.entry.categories
 
     def _cached_topic(self, forum: Forum, topic: Topic) -> Topic:

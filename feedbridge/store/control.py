@@ -13,7 +13,11 @@ wait. Here nothing a reader asks for is stored: every entry follows an upstream 
   this process decided).
 - `Windows`: moving-window rate limits (`limits`), over memory or the same Redis. A moving window
   counts the requests of the last `seconds`, so no span of that length ever holds more than the limit
-  (a fixed window lets twice the limit through across its edge).
+  (a fixed window lets twice the limit through across its edge). No library shares a moving window
+  between processes without a server, so each of an instance's `processes` (gunicorn's workers) counts
+  its own share, 1/N of every limit, in memory: together they can never exceed the limit. With Redis the
+  shared window holds the whole limit, and the share is what a process allows itself while Redis is
+  unreachable.
 """
 
 from __future__ import annotations
@@ -112,10 +116,15 @@ class Windows:
     Identifiers are hashed, so no client address or forum name reaches Redis as text. With Redis, the
     shared window decides, and every hit is counted in-process too: when a call fails (the link's breaker
     open), the process goes on limiting from what it has itself spent, never from a fresh window.
+
+    The in-process window allows this process's share of each limit (`share`): `processes` of them, one per
+    worker of the instance, never add up to more than the limit, with or without Redis.
     """
 
-    def __init__(self, seconds: int = WINDOW, storage: Storage | None = None, link: RedisLink | None = None):
+    def __init__(self, seconds: int = WINDOW, storage: Storage | None = None, link: RedisLink | None = None,
+                 processes: int = 1):
         self.seconds = seconds
+        self.processes = max(processes, 1)
         self._storage, self._link = storage, link
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared = None if storage is None or link is None else (MovingWindowRateLimiter(storage), link)
@@ -123,15 +132,23 @@ class Windows:
         self._lock = threading.Lock()
 
     def spanning(self, seconds: int) -> Windows:
-        """Windows of another length, shared the same way (the private budget's daily one)."""
-        return Windows(seconds, self._storage, self._link)
+        """Windows of another length, shared and split the same way (the 10 s and daily budgets)."""
+        return Windows(seconds, self._storage, self._link, self.processes)
+
+    def split(self, processes: int) -> Windows:
+        """These windows with each limit split between `processes` (the instance's gunicorn workers)."""
+        return Windows(self.seconds, self._storage, self._link, processes)
+
+    def share(self, limit: int) -> int:
+        """What this process may spend of `limit` on its own: 1/processes of it, rounded down, at least 1."""
+        return max(limit // self.processes, 1)
 
     def hit(self, limit: int, *ids: str) -> bool:
         """Count one hit unless the window is full; whether it was counted."""
-        item, names = self._item(limit), _hashed(ids)
-        mine = self._local.hit(item, *names)
+        item, mine_item, names = self._item(limit), self._item(self.share(limit)), _hashed(ids)
+        mine = self._local.hit(mine_item, *names)
         with self._lock:
-            self._idle[(limit, *names)] = None
+            self._idle[(self.share(limit), *names)] = None
         shared = self._ask(lambda limiter: limiter.hit(item, *names))
         return mine if shared is None else shared
 
@@ -139,14 +156,15 @@ class Windows:
         """Whether one more hit would be counted (nothing is counted)."""
         item, names = self._item(limit), _hashed(ids)
         shared = self._ask(lambda limiter: limiter.test(item, *names))
-        return self._local.test(item, *names) if shared is None else shared
+        return self._local.test(self._item(self.share(limit)), *names) if shared is None else shared
 
     def reset_in(self, limit: int, *ids: str) -> float:
         """Seconds until the window has room again (0 when it has room now)."""
         item, names = self._item(limit), _hashed(ids)
         shared = self._ask(lambda limiter: limiter.get_window_stats(item, *names).reset_time)
-        reset = self._local.get_window_stats(item, *names).reset_time if shared is None else shared
-        return max(reset - time.time(), 0.0)
+        if shared is None:
+            shared = self._local.get_window_stats(self._item(self.share(limit)), *names).reset_time
+        return max(shared - time.time(), 0.0)
 
     def _item(self, limit: int) -> RateLimitItem:
         return RateLimitItemPerSecond(limit, self.seconds, namespace="window")

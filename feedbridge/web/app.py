@@ -23,7 +23,7 @@ from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web import pages, routes
-from feedbridge.web.context import client_addresses
+from feedbridge.web.context import client_addresses, end_caller
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import configure_logging, log_request
 from feedbridge.web.responses import plain_error
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.context_processor(_template_globals)
     app.before_request(_start_timer)
     app.after_request(_log_request)
+    app.teardown_request(end_caller)
     app.register_error_handler(Exception, _error)
     return app
 

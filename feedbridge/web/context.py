@@ -37,11 +37,19 @@ def service() -> FeedService:
 
 
 def caller() -> Caller:
-    """This request's caller, made once however many service calls the request makes."""
+    """This request's caller, made once however many service calls the request makes, and ended at its
+    teardown (`end_caller`): one admission per request."""
     if "caller" not in g:
         g.caller = service().caller(request.environ.get("REMOTE_ADDR") or "-")
     made: Caller = g.caller
     return made
+
+
+def end_caller(_exc: BaseException | None = None) -> None:
+    """At the request's teardown: its slot goes back, and pool work it left behind fetches nothing more."""
+    made: Caller | None = g.pop("caller", None)
+    if made is not None:
+        made.end()
 
 
 def client_addresses(app: WSGIApplication, trusted_hops: int) -> WSGIApplication:

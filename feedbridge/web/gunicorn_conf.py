@@ -5,9 +5,13 @@ The worker is gunicorn's `gevent` worker with a send deadline, no request bodies
 socket buffers, never a thread, so slow or absent clients cannot take the service's share from others.
 Processes, not threads, spread the work over the cores; one process keeps one in-process cache and one
 single-flight table for all its connections.
+
+Without Redis nothing shares a budget's moving window between processes, so each worker spends 1/N of
+every budget (`feedbridge.store.control.Windows`): `pre_fork` tells each worker its N.
 """
 
 import os
+from typing import Any
 
 from feedbridge.config import Settings
 
@@ -41,3 +45,10 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # No runtime management socket: nothing may reconfigure a public instance, and instances on one machine
 # would share its default path.
 control_socket_disable = True
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    """Hand the worker about to be forked the instance's worker count (FEEDBRIDGE_WORKERS, read by its
+    Settings): the arbiter's `num_workers` is the count it keeps, however it was set (WEB_CONCURRENCY,
+    `--workers`, a TTIN/TTOU signal), where a `raw_env` line would carry only this file's `workers`."""
+    os.environ["FEEDBRIDGE_WORKERS"] = str(server.num_workers)

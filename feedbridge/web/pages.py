@@ -5,12 +5,21 @@ Everything here is server-rendered and works without JavaScript (the front page 
 from `parse_feed_request`, exactly as the feed itself does, so the page cannot promise entries the feed
 will not hold, and every validation message is the service's own. Jinja autoescapes everything that
 reaches a template, and links taken from upstream become hrefs only when they are http(s).
+
+An `.html` view and a preview are kept like feeds: the rendered bytes, in the store, fresh for the cache
+TTL and kept for the stale TTL, keyed by the spec and all the request gives them (host, script root, the
+form's values), so repeating one costs a lookup where it cost a filter and a render of every entry (1–3 s
+for a topic of 500 long posts). What the cache does not answer is built within the client's CPU allowance
+(`feedbridge.web.allowance`); past it the last good copy, else `429` for a view and a line in place of the
+preview (the front page itself is always served).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urlencode, urlsplit
@@ -27,6 +36,7 @@ from flask import (
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import Reason, RequestError, RouteNotFound, UpstreamError
 from feedbridge.feeds import signing
+from feedbridge.feeds.assemble import feed_title
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import (
     TOP_PERIODS,
@@ -37,14 +47,20 @@ from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import Subscription
 from feedbridge.render.opml import opml_document as opml_list
+from feedbridge.render.turns import take_turn
+from feedbridge.store.entries import FeedEntry
+from feedbridge.web.allowance import CpuSpent, allowance, client
 from feedbridge.web.context import caller, service
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
-from feedbridge.web.hits import Resolved
+from feedbridge.web.hits import Resolved, in_turns
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
 
 PREVIEW_SIZE = 15
+# In the stylesheet part of a page's feed key (`FeedService.feed_key`), with the script root the page's links
+# start with: a feed's stylesheet URL starts with "/", so no page shares a key with a feed.
+PAGE_KEY, PREVIEW_KEY = "page:", "preview:"
 # No inline script or style anywhere: everything the pages need is served from /static.
 OPML_TYPE = "text/x-opml; charset=utf-8"
 
@@ -60,6 +76,9 @@ class Unavailable:
 def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
     """Say what happened in words, from the error's reason and the status the forum answered."""
     name, code, back = forum.key, exc.upstream_status, "feeds will appear when it is back"
+    if isinstance(exc, CpuSpent):
+        return Unavailable("this browser has used its share of the bridge's time for a moment; the preview "
+                           "comes back when it has room again (the feed URL above works meanwhile)", exc.message)
     match exc.reason:
         case Reason.REFUSED:
             headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
@@ -99,6 +118,7 @@ class Built:
     topics: list[Topic] = field(default_factory=list)
     total: int = 0
     preview_error: Unavailable | None = None
+    stale: bool = False  # the preview was read from the last good pages: shown, never kept
     more_pages_url: str | None = None
 
     @property
@@ -116,6 +136,13 @@ def http_url(url: str | None) -> str | None:
     return url if url and urlsplit(url.strip()).scheme.lower() in ("http", "https") else None
 
 
+@bp.app_template_global("turn")
+def turn() -> str:
+    """A turn for other requests between two entries of a page (`feedbridge.render.turns`); prints nothing."""
+    take_turn()
+    return ""
+
+
 @bp.app_template_filter("when")
 def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "never"
@@ -128,11 +155,11 @@ def index() -> Response:
     forum = svc.settings.forum_for_key(form.forum) or svc.settings.forums[0]
     form = replace(form, forum=forum.key)
     categories, categories_error = _categories(svc, forum)
-    built = build(svc, form, preview=True)
+    built = build(svc, form)
     html = render_template(
         "index.html", form=form, built=built, message=message, forums=svc.settings.forums, lists=LISTS,
         periods=TOP_PERIODS, formats=tuple(FORMATS), categories=categories,
-        categories_error=categories_error, pages_max=svc.settings.pages_max,
+        categories_error=categories_error, pages_max=svc.settings.pages_max, result=result_html(svc, built),
     )
     return _html(html, no_store=True)
 
@@ -142,7 +169,7 @@ def preview() -> Response:
     """The result section of the front page alone, for the script to swap in without a reload."""
     svc = service()
     form, _ = _form_from_request(svc.settings)
-    return _html(render_template("_result.html", built=build(svc, form, preview=True)), no_store=True)
+    return _html(result_html(svc, build(svc, form)), no_store=True)
 
 
 @bp.get("/recognise")
@@ -185,23 +212,97 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
     svc, spec = service(), resolved.spec
-    args = request.args.to_dict(flat=False)
-    token = args.pop(signing.TOKEN, [])  # only a signed feed's URL gets this far with one
-    form = form_from_path(path, args, svc.settings)
-    built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
-    # the last good pages rather than an error, while there are any
-    topics = svc.scope(resolved.signed).view(spec, caller())
-    built.topics, built.total = topics, len(topics)
-    html = render_template("feed.html", built=built, spec=spec, edit_url=url_for("pages.index", **form.args()))
-    response = _html(html)
+    scope = svc.scope(resolved.signed)
+
+    def render() -> str:
+        args = request.args.to_dict(flat=False)
+        token = args.pop(signing.TOKEN, [])  # only a signed feed's URL gets this far with one
+        form = form_from_path(path, args, svc.settings)
+        built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
+        # the last good pages rather than an error, while there are any (shown, never kept)
+        view = scope.view(spec, caller())
+        built.topics, built.total = view.topics, len(view.topics)
+        html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
+                               edit_url=url_for("pages.index", **form.args()))
+        if view.stale is not None:
+            raise _NotKept(html)
+        return html
+
+    try:
+        entry = _kept(scope, svc.feed_key(spec, resolved.self_url, PAGE_KEY + request.script_root), render)
+    except _NotKept as shown:
+        entry = _entry(shown.html.encode())
+    if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
+        response = Response(entry.body, content_type="text/html; charset=utf-8")
+    else:  # no 304 to make of it: a long page goes out in turns
+        response = Response(in_turns(entry.body), content_type="text/html; charset=utf-8")
+        response.content_length = len(entry.body)
     if resolved.signed:
         response.cache_control.private = True
     else:
         response.cache_control.public = True
     response.cache_control.max_age = svc.settings.cache_ttl
-    response.add_etag()  # from the bytes, so a reload of an unchanged page is a 304
+    response.set_etag(entry.etag)  # from the bytes, so a reload of an unchanged page is a 304
     response.make_conditional(request)  # turns this response into a 304 in place where the validators match
     return response
+
+
+def result_html(svc: FeedService, built: Built) -> str:
+    """The front page's result section for `built` (from `build`) with its preview, as HTML rendered by
+    `_result.html`: kept from a request for the same form, or read and rendered now (see the module
+    docstring)."""
+    if built.spec is None:
+        return render_template("_result.html", built=built)
+    spec = built.spec
+
+    def render() -> str:
+        preview_of(svc, built)
+        html = render_template("_result.html", built=built)
+        if built.preview_error is not None or built.stale:  # a reason, or the last good pages: not kept
+            raise _NotKept(html)
+        return html
+
+    form = urlencode(sorted(built.form.args().items()))
+    try:
+        entry = _kept(svc, svc.feed_key(spec, f"{request.host_url}?{form}", PREVIEW_KEY + request.script_root),
+                      render)
+    except _NotKept as answer:
+        return answer.html
+    except CpuSpent as exc:
+        built.preview_error = unavailable(spec.forum, exc)
+        return render_template("_result.html", built=built)
+    return entry.body.decode()
+
+
+class _NotKept(Exception):
+    """A page rendered that must not be kept (a preview that says why it cannot show the feed), with its HTML."""
+
+    def __init__(self, html: str):
+        super().__init__("not kept")
+        self.html = html
+
+
+def _kept(svc: FeedService, key: str, render: Callable[[], str]) -> FeedEntry:
+    """The page under `key` through the cache policy (fresh, else rendered within the client's CPU allowance
+    and kept, as a feed is: never when a read of it was refused, `feedbridge.feeds.policy`); when it cannot
+    be rendered (the allowance spent, the forum failing), the copy held however old; what stopped it when
+    there is none. `_NotKept` (a page that must not be kept) passes through."""
+    fresh: FeedEntry | None = svc.policy.fresh(key)
+    if fresh is not None:
+        return fresh
+    try:
+        with allowance().spending(client()):
+            return svc.policy.get(key, lambda _held: _entry(render().encode()), caller=caller(),
+                                  what="the page").entry
+    except UpstreamError:
+        held: FeedEntry | None = svc.store.get(key)
+        if held is None:
+            raise
+        return held
+
+
+def _entry(body: bytes) -> FeedEntry:
+    return FeedEntry(body, hashlib.sha256(body).hexdigest()[:32], None, time.time())
 
 
 def error_page(status: int, message: str) -> Response:
@@ -211,8 +312,8 @@ def error_page(status: int, message: str) -> Response:
     return response
 
 
-def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
-    """Validate the form through the feed boundary and, when wanted, read the entries the feed holds now."""
+def build(svc: FeedService, form: FeedForm) -> Built:
+    """Validate the form through the feed boundary: the feed it names, or why it names none."""
     if form.missing:
         return Built(form, error=form.missing)
     built = Built(form)
@@ -224,18 +325,23 @@ def build(svc: FeedService, form: FeedForm, preview: bool) -> Built:
         return built
     built.spec, built.alternates = spec, _alternates(spec, path)
     built.feed_url = built.alternates[spec.fmt]
-    if not preview:
-        return built
+    return built
+
+
+def preview_of(svc: FeedService, built: Built) -> None:
+    """Read into `built` the entries its feed holds now, or why they cannot be read."""
+    assert built.spec is not None
+    spec = built.spec
     try:
-        topics = svc.view(spec, caller())
+        view = svc.view(spec, caller())
     except UpstreamError as exc:
         built.preview_error = unavailable(spec.forum, exc)
-        return built
+        return
+    topics, built.stale = view.topics, view.stale is not None
     built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
     pages = spec.pages
     if not topics and pages < svc.settings.pages_max:
-        built.more_pages_url = url_for("pages.index", **replace(form, pages=str(pages + 1)).args())
-    return built
+        built.more_pages_url = url_for("pages.index", **replace(built.form, pages=str(pages + 1)).args())
 
 
 def _alternates(spec: FeedSpec, path: str, token: Sequence[str] = ()) -> dict[str, str]:
