@@ -5,6 +5,7 @@
 - Every environment variable the code reads is in the README's configuration table, and every variable
   that table names is read somewhere (settings are found by recording what the code asks of the
   environment, not by searching its text).
+- The README's module map names every module of the package, and nothing that is not there.
 """
 
 from __future__ import annotations
@@ -151,3 +152,30 @@ def test_every_setting_read_is_documented(monkeypatch: pytest.MonkeyPatch) -> No
 def test_every_documented_setting_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     unread = documented_variables() - variables_read(monkeypatch)
     assert not unread, f"in the README's configuration table but read nowhere: {sorted(unread)}"
+
+
+def module_map() -> str:
+    """The README's map of `feedbridge/`: the code block that starts with the line `feedbridge/`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("\nfeedbridge/\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readmes_module_map_names_every_module_and_only_those() -> None:
+    """Each package's line (`  feeds/  spec.py ...`, wrapped onto indented lines) names its modules; the
+    top-level modules are named bare (`cli.py`, `models.py`). `__init__.py` and the package data go unnamed."""
+    named: set[str] = set()
+    package = ""
+    for line in module_map().strip().splitlines()[1:]:
+        if not line.startswith(" "):
+            break  # tests/, fixtures/, ...: the package's map has ended
+        if head := re.match(r"  (\w+)/\s", line):
+            package = head[1]
+        elif not line.startswith("    "):
+            package = ""
+        for name in re.findall(r"\b(\w+)\.py\b", line):
+            named.add(f"{package}/{name}.py" if package and (PACKAGE / package / f"{name}.py").exists()
+                      else f"{name}.py")
+    actual = {str(p.relative_to(PACKAGE)) for p in modules() if p.name != "__init__.py"}
+    assert actual - named == set(), "modules missing from the README's map"
+    assert named - actual == set(), "the README's map names modules that do not exist"
