@@ -216,12 +216,18 @@ def test_readme_screenshot_is_the_demo_building_a_feed(browser, tmp_path):
         assert page.locator("#preview-unavailable").count() == 0
         page.locator("#q").blur()
         page.wait_for_load_state("networkidle")  # leaving the field may refresh the preview once more
-        fifth = page.locator("#result .entry").nth(4)
-        fifth.wait_for(state="visible")
-        box = fifth.bounding_box()  # the picture ends with the fourth entry
-        assert box is not None
+        # The picture ends with the fourth entry: where the fifth begins, read in the page in one step once no
+        # refresh is under way (pages.js marks #result aria-busy while one is), so a refresh that replaces the
+        # entries between two steps cannot leave a detached element to measure.
+        top = page.wait_for_function("""() => {
+            const result = document.getElementById("result");
+            const fifth = result.querySelectorAll(".entry")[4];
+            if (result.hasAttribute("aria-busy") || !fifth) return null;
+            return fifth.getBoundingClientRect().top + window.scrollY;
+        }""").json_value()
+        assert top > 0
         picture = README_SCREENSHOT if os.environ.get("FEEDBRIDGE_README_SCREENSHOT") == "1" else tmp_path / "shot.png"
         page.screenshot(path=str(picture), full_page=True,
-                        clip={"x": 0, "y": 0, "width": 1100, "height": box["y"]})
+                        clip={"x": 0, "y": 0, "width": 1100, "height": top})
         context.close()
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

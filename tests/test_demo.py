@@ -363,6 +363,7 @@ def test_package_copy_of_the_forum_is_the_fixture_site() -> None:
     (lambda up: up.rate_limit("/latest.md"), "asked feedbridge to slow down (rate limited)"),
     (lambda up: up.fail("/latest.md", 404), "has no such page (it answered 404)"),
     (lambda up: up.html_login("/latest.md"), "did not show its topic lists (a login page"),
+    (lambda up: up.challenge("/latest.md"), "turned feedbridge away with its bot protection"),
 ])
 def test_front_page_says_in_words_why_the_forum_cannot_be_read(upstream, break_it, headline) -> None:
     break_it(upstream)

@@ -88,6 +88,9 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
         case Reason.NOT_FOUND:
             headline = (f"{name} has no such page (it answered {code or 404}): check the category, tag or "
                         "user name")
+        case Reason.BOT_WALL:
+            headline = (f"{name} turned feedbridge away with its bot protection (a challenge only a browser "
+                        f"passes); {back}")
         case Reason.RATE_LIMITED:
             headline = (f"{name} asked feedbridge to slow down (rate limited); feeds will appear when it lets us "
                         "read again")
