@@ -101,7 +101,9 @@ def served(heavy: FakeForum, request: pytest.FixtureRequest) -> Iterator[Served]
         # From addresses of their own: building the full feed costs its client 1-2 s of its allowance.
         full = from_address("127.0.0.4", served.feed(FULL))
         assert full.status_code == 200 and full.text.count("<entry>") == HEAVY_POSTS
-        assert from_address("127.0.0.5", served.feed(CACHED)).status_code == 200
+        # Read twice, as a reader polls it: a copy read again is kept over the costly variants' one-off ones
+        # (feedbridge/store/memory.py's protected segment), so the probes measure waiting, not a rebuild.
+        assert [from_address("127.0.0.5", served.feed(CACHED)).status_code for _ in range(2)] == [200, 200]
         assert from_address("127.0.0.5", f"{url}/?forum={served.key}").status_code == 200  # the categories, read
         heavy.reset()
         yield served

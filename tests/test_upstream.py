@@ -65,7 +65,11 @@ def test_rewriting_can_be_turned_off() -> None:
 
 def test_every_generated_page_parses_to_its_recorded_truth() -> None:
     expected = json.loads((PROJECT_ROOT / "fixtures" / "site-expected.json").read_text(encoding="utf-8"))
-    assert len(expected) == 8
+    # Every generated list page has its truth; the real capture (c/compiler/5.md, tested against its own
+    # expected file), the categories directory and the topic pages are not topic lists made here.
+    made = {p.relative_to(SITE).as_posix() for p in SITE.rglob("*.md")
+            if p.name != "README.md" and p.parts[len(SITE.parts)] != "t"}
+    assert set(expected) == made - {"c/compiler/5.md", "categories.md"}
     for relative, truth in expected.items():
         parsed = listing_to_dict(parse_listing((SITE / relative).read_text(encoding="utf-8"),
                                                source_url=truth["url"]))
