@@ -284,8 +284,10 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, args: Mapping[str,
     if isinstance(found, NoFeed):
         raise click.BadParameter(found.message)
     path, listed = (found.feed_path(fmt), found.args()) if found else (f"{forum.key}/latest.{fmt}", {})
+    keyword = found.keyword if found else "q"  # --query is the bridge's keyword filter: `keyword=` on /filter
     try:
-        return parse_feed_request(settings, path, {**listed, **{k: v for k, v in args.items() if v}})
+        return parse_feed_request(settings, path, {**listed, **{keyword if k == "q" else k: v
+                                                                for k, v in args.items() if v}})
     except RequestError as exc:
         raise click.BadParameter(exc.message) from None
 

@@ -173,9 +173,14 @@ def upstream_error(reason: Reason, message: str, retry_after: float | None = Non
     return _CLASS_OF.get(reason, UpstreamError)(message, retry_after, reason=reason, upstream_status=upstream_status)
 
 
-def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed: bool) -> UpstreamError:
+def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed: bool,
+              missing: str | None = None) -> UpstreamError:
     """What the reader of feed `label` of `forum` is told about the forum's answer `exc`: one wording and
     one status per meaning, the forum's own answer kept in parentheses; any other error as it is.
+
+    `missing` is what a 404 means for a list whose route a release may lack (`FeedSpec.missing`: a forum
+    without `/filter`): said instead of "missing, or private", to every reader, since no key reads a route
+    the forum does not have.
 
     `keyed`: the bridge holds a key for the forum; `signed`: the request was read with it. Discourse
     answers an anonymous reader 404 for what it may not see (core's default, `detailed_404` off), so a
@@ -186,6 +191,8 @@ def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed
     where = f"{forum} · {label}"
     answer, retry, status = exc.message, exc.retry_after, exc.upstream_status
     if isinstance(exc, UpstreamNotFound):
+        if missing is not None:
+            return UpstreamNotFound(f"{where}: {missing} ({answer})", retry, upstream_status=status)
         if signed:
             return UpstreamNotFound(f"{where}: missing, or hidden from this bridge's key too ({answer})", retry,
                                     upstream_status=status)

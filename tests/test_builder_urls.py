@@ -43,6 +43,9 @@ PASTED = [
     ("/t/9446", "/t/9446.atom"),
     ("/c/hardware/gpu/graphs/13", "/c/hardware/gpu/graphs/13.atom"),
     ("/search?q=inductor", "/search.atom?q=inductor"),
+    ("/filter?q=likes-min:10+tag:gpu", "/filter.atom?q=likes-min%3A10+tag%3Agpu"),  # core's /filter, its q= as is
+    ("/filter?q=tag%3Agpu%2Bcuda%20order%3Alikes", "/filter.atom?q=tag%3Agpu%2Bcuda+order%3Alikes"),
+    ("/filter", "/latest.atom"),  # core's /filter without a query is the latest list
     ("/posts", "/posts.atom"),
     ("/hot", "/hot.atom"),
     ("/", "/latest.atom"),

@@ -21,6 +21,9 @@ Every JSON list served from a file carries what the generated files leave out (`
 topic's `like_count` and `views`, and a second tag, `cuda`, on the `gpu` topics with an odd id; and
 `/tags/intersection/A/B.json` answers with the topics of `/tag/A.json` that carry every tag named, and
 `/categories.json?parent_category_id=ID` with `fixtures/nested-categories/parent-ID.json` (empty for a leaf).
+Wherever it serves JSON lists it also answers `/filter.json?q=` as core's `/filter` does (tests/fake_filter.py,
+a subset of lib/topics_filter.rb over the latest list's topics); `filter_route=False` is a release from
+before `/filter`, which answers it 404.
 `FakeForum(posts=PostSite.standard().answer)` also serves generated posts (tests/fake_posts.py): `/t/ID.json`,
 `/t/ID/posts.json?post_ids[]=`, `/posts.json?before=` and `/user_actions.json`, in either mode.
 `FakeForum(private=PrivateSite().answer)` adds a login-only side (tests/fake_private.py): it sees each
@@ -63,6 +66,7 @@ import httpx
 import pytest
 
 from tests.core_limits import CoreLimits
+from tests.fake_filter import filter_answer
 from tests.fake_private import PrivateSite
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -248,7 +252,8 @@ class FakeForum(_Controls):
                  rewrite: tuple[str, ...] = REWRITTEN_ORIGINS, conditional: bool = True,
                  mode: str = "markdown", json_lists: bool = False,
                  posts: Callable[[str], bytes | None] | None = None,
-                 private: PrivateHook | None = None, core_limits: CoreLimits | None = None) -> None:
+                 private: PrivateHook | None = None, core_limits: CoreLimits | None = None,
+                 filter_route: bool = True) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         self.mode = mode
@@ -256,6 +261,7 @@ class FakeForum(_Controls):
         self.posts = posts  # generated post documents (tests/fake_posts.py `PostSite.answer`), before the files
         self.private = private  # tests/fake_private.py `PrivateSite.answer`, after them
         self.core_limits = core_limits  # tests/core_limits.py: core's per-address and per-key 429s, first
+        self.filter_route = filter_route  # False: a release without /filter (tests/fake_filter.py)
         self.root = Path(root if root is not None else JSON_ROOT if mode == "json" else DEFAULT_ROOT).resolve()
         self.rewrite = tuple(rewrite)
         self.conditional = conditional
@@ -407,6 +413,8 @@ class FakeForum(_Controls):
         with self._lock:
             override = self._bodies.get(relative)
         generated = self.posts(target) if override is None and self.posts is not None else None
+        if generated is None and override is None and self.filter_route:
+            generated = filter_answer(target, lambda name: getattr(self._file(name), "content", None))
         if generated is not None:
             override = _Body(generated, 200, {}, time.time())
         if override is None:

@@ -208,8 +208,9 @@ class FeedFilter:
         kept = [t for t in ordered if self.keeps(t)] if self.narrows else ordered
         return kept if self.limit is None else kept[: self.limit]
 
-    def describe(self) -> str:
-        """The filter for a feed title, e.g. "author: alice, bob · q: gpu OR cuda"; "" when none.
+    def describe(self, keyword: str = "q") -> str:
+        """The filter for a feed title, e.g. "author: alice, bob · q: gpu OR cuda"; "" when none. The query
+        is named as the feed's parameter is (`keyword`: `keyword` on a `/filter` feed, whose `q` is the forum's).
 
         The limit is left out: how many entries a feed shows does not change what it is about.
         """
@@ -231,7 +232,7 @@ class FeedFilter:
         if self.exclude_pinned:
             parts.append("without pinned")
         if self.query is not None:
-            parts.append(f"q: {self.query}")
+            parts.append(f"{keyword}: {self.query}")
         return " · ".join(parts)
 
 

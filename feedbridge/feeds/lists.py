@@ -18,6 +18,7 @@ from dataclasses import replace
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     NotAListError,
+    RequestError,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRefused,
@@ -68,11 +69,18 @@ class ListReader:
             return self._read(spec, stale_pages, caller)
         except UpstreamError as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
-                            signed=self.gate.signed) from None
+                            signed=self.gate.signed, missing=spec.missing) from None
 
     def _read(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> list[Listing]:
         """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
-        is not a refusal of that list: the latest list is behind the same wall, and is not asked."""
+        is not a refusal of that list: the latest list is behind the same wall, and is not asked. A `/filter`
+        feed reads `/filter.json` on every forum (core's filtered list has no Markdown twin), so it needs no
+        source, and what only a signed-in reader's `/filter` reads is refused to a public read before any
+        request: to the forum's anonymous reader it is no topics at all."""
+        if spec.forum_query is not None:
+            if spec.forum_query.signed_in_only and not self.gate.signed:
+                raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
+            return self._pages(spec, lambda n: spec.page_url(n, JSON), JSON, stale_pages, caller)
         source = self.detector.source(spec.forum, caller, ask=not stale_pages)
         if spec.user is not None:
             refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
@@ -91,6 +99,14 @@ class ListReader:
             return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise self.detector.refused(spec, source, exc) from None
+
+    def _signed_in_only(self, spec: FeedSpec, terms: tuple[str, ...]) -> str:
+        """The 400's message for a public `/filter` feed of terms only a signed-in reader can use."""
+        how = ("a signed feed URL reads them as the bridge's key's user (`feedbridge sign`)"
+               if self.settings.credential_for(spec.forum) is not None
+               else f"this bridge has no key for {spec.forum.key}")
+        return (f"q: {' '.join(terms)} only means something to a signed-in user of the forum (core's /filter reads "
+                f"it for the signed-in user alone, and gives anyone else no topics): {how}")
 
     def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
                caller: Caller | None) -> list[Listing]:

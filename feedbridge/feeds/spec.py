@@ -15,6 +15,7 @@ from typing import Literal, overload
 from urllib.parse import quote, unquote, urlencode
 
 from feedbridge.config import Forum, Settings
+from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import RequestError, RouteNotFound
 from feedbridge.feeds.filters import MAX_LIMIT, MAX_THRESHOLD, FeedFilter, make_filter
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source, user_list_url
@@ -26,12 +27,16 @@ MAX_PARAM_CHARS = 1000
 DIGESTS = {"daily": 7, "weekly": 8}  # each digest and the periods it shows without `limit=`
 MAX_INTERSECTION = 5
 
-RouteKind = Literal["list", "category", "tag", "user", "search", "topic_posts", "posts", "user_posts"]
+RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts"]
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
 """Feeds of posts rather than topics (feeds/posts.py): they take author=, q=, limit=, pages=, content= and,
 on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""
 _TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", "min_replies", "min_likes", "min_views", "digest",
                "period", "exclude_pinned")
+KEYWORD_PARAMS: dict[str, str] = {"filter": "keyword"}
+"""The bridge's keyword filter is `q=` on every feed but these, whose `q=` is the forum's own query (a
+`/filter` feed's is its Discourse filter query, as on the forum's `/filter?q=` page, so a pasted URL keeps
+its meaning): there it is `keyword=`. One name per feed: `keyword=` elsewhere is a 400 saying so."""
 
 # The route grammar: each kind of forum list as a path pattern, read by the feed routes below and by the
 # front page's form (web/feedform.py), which turns a feed path back into its values; forum URLs become feed
@@ -49,10 +54,12 @@ ROUTES: dict[RouteKind, str] = {
     "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
     "user": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
     "search": r"search",
+    "filter": r"filter",  # core: config/routes.rb `get "filter" => "list#filter"`; the query is `q=`
     "topic_posts": rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})",
     "posts": r"posts",
     "user_posts": r"u/(?P<user>[\w.-]{1,60})/posts",
 }
+_PATHS = tuple((kind, re.compile(pattern)) for kind, pattern in ROUTES.items())
 # A user name can end in what looks like a format, so the user route takes only the real ones.
 _FEED_ROUTES: tuple[tuple[RouteKind, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(rf"{pattern}\.(?P<fmt>{'|'.join(FORMATS) if kind == 'user' else '[a-z]{2,5}'})"))
@@ -78,6 +85,7 @@ class FeedSpec:
     intersection: tuple[str, ...] = ()  # /tag/a+b: the tags, as quoted path segments, first tag first
     topic_id: int | None = None  # the /t/ID posts feed's topic
     poster: str | None = None  # the /u/USER/posts feed's user, as typed in the path
+    forum_query: FilterQuery | None = None  # the /filter feed's query (also its `q=` in `list_params`)
 
     def page_url(self, page: int, source: Source = MARKDOWN) -> str:
         """Page `page` (0 first) of the list, as `source` names it. The Markdown URL is also the feed's
@@ -109,8 +117,24 @@ class FeedSpec:
         return self.forum.base_url + self.html_path
 
     @property
+    def missing(self) -> str | None:
+        """What the forum's 404 for the list's first page means when it is not "missing, or private"
+        (`errors.explained`): the list's route itself is absent. Only `/filter` has one, a late addition to
+        core: a release from before it answers 404 to `/filter.json`, whatever the query."""
+        if self.forum_query is None:
+            return None
+        return ("the forum has no /filter (Discourse's filtered topic list): its /filter.json answered 404, as a "
+                "Discourse release from before /filter does")
+
+    @property
+    def keyword(self) -> str:
+        """The name of this feed's keyword filter parameter (`KEYWORD_PARAMS`)."""
+        return keyword_param(self.kind)
+
+    @property
     def title(self) -> str:
-        described = " · ".join(filter(None, (self.filter.describe(), f"{self.digest} digest" if self.digest else "")))
+        described = " · ".join(filter(None, (self.filter.describe(self.keyword),
+                                             f"{self.digest} digest" if self.digest else "")))
         return f"{self.forum.key} · {self.label}" + (f" · {described}" if described else "")
 
     def canonical_query(self) -> list[tuple[str, str]]:
@@ -118,7 +142,7 @@ class FeedSpec:
         params: list[tuple[str, str]] = list(self.list_params)  # a user feed's category= too: it changes what is read
         params += [("author", a) for a in sorted(self.filter.authors) if self.kind not in ("user", "user_posts")]
         if self.filter.query is not None:
-            params.append(("q", str(self.filter.query)))
+            params.append((self.keyword, str(self.filter.query)))
         params += [("tag", t) for t in sorted(self.filter.tags)]
         if own := self.filter.tags_all - {unquote(t).casefold() for t in self.intersection}:
             params.append(("tag", "+".join(sorted(own))))
@@ -173,6 +197,11 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     list_params: tuple[tuple[str, str], ...] = ()
     intersection: tuple[str, ...] = ()
     tags_all: list[str] = []
+    forum_query: FilterQuery | None = None
+    keyword = keyword_param(name)
+    if keyword != "keyword" and "keyword" in values:
+        raise RequestError("keyword= is the keyword filter of /filter feeds, whose q= is the forum's filter query; "
+                           "on this feed the keyword filter is q=")
 
     if name == "list":
         list_path = html_path = "/" + parts["list"]
@@ -205,6 +234,11 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
             intersection = tuple(quote(n) for n in names)
             html_path = "/tags/intersection/" + "/".join(intersection)
             tags_all += names
+    elif name == "filter":
+        forum_query = parse_filter_query(_one(values, "q") or "")
+        list_path, list_params = "/filter", (("q", str(forum_query)),)
+        html_path = "/filter?" + urlencode(list_params)
+        label = f"filter {forum_query}"
     elif name in POST_KINDS:
         if given := next((key for key in _TOPIC_ONLY if values.get(key)), None):
             raise RequestError(f"{given}= is for topic feeds; post feeds take author, q, limit, pages and content"
@@ -245,7 +279,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     any_tags, given_all = _tag_args(values.get("tag", []))
     feed_filter = make_filter(
         authors=authors,
-        query=_one(values, "q"),
+        query=_one(values, keyword),
         limit=limit if digest is None else None,
         tags=any_tags,
         tags_all=tags_all + given_all,
@@ -260,7 +294,17 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
                     parts["user"] if name == "user" else None, digest,
                     (limit or DIGESTS[digest]) if digest is not None else 0, intersection,
                     int(parts["topic"]) if name == "topic_posts" else None,
-                    parts["user"] if name == "user_posts" else None)
+                    parts["user"] if name == "user_posts" else None, forum_query)
+
+
+def keyword_param(kind: str | None) -> str:
+    """The name of the keyword filter on feeds of `kind` (`KEYWORD_PARAMS`; `q` for the rest)."""
+    return KEYWORD_PARAMS.get(kind or "", "q")
+
+
+def kind_of(path: str) -> RouteKind | None:
+    """The kind of the feed path `path` (after the forum's key, without its format), as the routes read it."""
+    return next((kind for kind, pattern in _PATHS if pattern.fullmatch(path)), None)
 
 
 def _period(values: Mapping[str, list[str]]) -> str:
@@ -309,8 +353,8 @@ def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
     return None
 
 
-_SINGLE = ("q", "limit", "pages", "period", "category", "content", "min_replies", "min_likes", "min_views", "digest",
-           "exclude_pinned")
+_SINGLE = ("q", "keyword", "limit", "pages", "period", "category", "content", "min_replies", "min_likes", "min_views",
+           "digest", "exclude_pinned")
 
 
 def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:

@@ -9,8 +9,8 @@ boundary) still checks, so a shape it accepts here can never reach upstream unch
 Discourse's own paths are the specification (core: config/routes.rb): a category's `/c/*slugs/ID` with
 its `/l/FILTER` and `/l/top/PERIOD` views, `/tag/NAME[/ID]`, `/tags/c/*slugs/ID/NAME`,
 `/tags/intersection/A/B`, `/u/NAME` with `/summary` and `/activity[/FILTER]`, `/topics/created-by/NAME`,
-`/t/SLUG/ID[/POST]`, `/top[/PERIOD]`, `/search?q=`. Each pattern is flat (no nested quantifiers): the
-paths are outside text.
+`/t/SLUG/ID[/POST]`, `/top[/PERIOD]`, `/search?q=`, `/filter?q=`. Each pattern is flat (no nested
+quantifiers): the paths are outside text.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedbridge.config import Forum, Settings
-from feedbridge.feeds.spec import CATEGORY_VALUE, SLUG, TOP_PERIODS, split_forum
+from feedbridge.feeds.spec import CATEGORY_VALUE, SLUG, TOP_PERIODS, keyword_param, kind_of, split_forum
 
 _USER = r"(?P<user>[\w.-]{1,60})"
 _TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})(?:/\d{{1,9}})?")
@@ -59,6 +59,11 @@ class FeedTarget:
             found.setdefault(key, []).append(value)
         return found
 
+    @property
+    def keyword(self) -> str:
+        """What the bridge's keyword filter is called on this feed (`q`; `keyword` where `q` is the forum's)."""
+        return keyword_param(kind_of(self.path))
+
 
 @dataclass(frozen=True, slots=True)
 class NoFeed:
@@ -87,14 +92,15 @@ def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
     target = feed_of_path(forum, rest, query)
     if target is None:
         return NoFeed(f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, tag, "
-                      "latest, top, topic, user or search URL.")
+                      "latest, top, topic, user, search or filter URL.")
     return target
 
 
 def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarget | None:
     """The feed of `rest`, a forum path after its base URL without suffix or slashes, with its query."""
     category = _category(query)
-    if rest in _LATEST:
+    # core's /filter without a query is its latest list
+    if rest in _LATEST or (rest == "filter" and not query.get("q", "").strip()):
         return FeedTarget(forum, "latest", category, f"Latest topics on {forum.key}.")
     if rest == "posts":
         return FeedTarget(forum, "posts", category, f"Latest posts on {forum.key}.")
@@ -127,6 +133,9 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
     if rest == "search" and query.get("q", "").strip():
         return FeedTarget(forum, "search", (("q", query["q"].strip()), *category),
                           "Latest topics matching the search.")
+    if rest == "filter":
+        return FeedTarget(forum, "filter", (("q", query["q"].strip()),),
+                          f"Topics matching the forum's filter {query['q'].strip()[:200]}.")
     if match := _TOPIC_PATH.fullmatch(rest):
         # The slug stays for the feed's link to the topic; the post number goes: the feed is the topic's.
         path = f"t/{match['slug']}/{match['topic']}" if match["slug"] else f"t/{match['topic']}"

@@ -26,8 +26,8 @@ from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them.
-PARAMS = ("author", "q", "tag", "limit", "pages", "period", "category", "content", "min_replies", "min_likes",
-          "min_views", "exclude_tag", "exclude_category", "exclude_pinned", "digest")
+PARAMS = ("author", "q", "keyword", "tag", "limit", "pages", "period", "category", "content", "min_replies",
+          "min_likes", "min_views", "exclude_tag", "exclude_category", "exclude_pinned", "digest")
 _LISTS = ("author", "tag", "exclude_tag", "exclude_category")  # keys that may hold several values
 _WHOLE = ("limit", "pages", "category", "min_replies", "min_likes", "min_views", "exclude_category")
 _BOOLEANS = ("exclude_pinned",)  # `true` is the feed parameter's 1

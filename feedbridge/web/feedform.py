@@ -14,13 +14,13 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from feedbridge.config import Settings
-from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, split_forum
+from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, keyword_param, split_forum
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
 
-LISTS = ("latest", "top", "hot", "category", "tag", "started", "search", "posts", "topic", "user")
-"""`started` is the topics a user started (`/u/NAME`); the last three are post feeds (feeds/posts.py): the
-forum's latest posts, one topic's, one user's."""
+LISTS = ("latest", "top", "hot", "category", "tag", "started", "search", "filter", "posts", "topic", "user")
+"""`started` is the topics a user started (`/u/NAME`); `filter` the forum's own `/filter?q=` list; the last
+three are post feeds (feeds/posts.py): the forum's latest posts, one topic's, one user's."""
 TAG_MATCHES = ("any", "all")
 THRESHOLDS = ("min_replies", "min_likes", "min_views")
 VIEWS = ("", "top")  # a category's default view, or its top list (`/c/SLUG/ID/l/top`)
@@ -47,6 +47,7 @@ class FeedForm:
     tag: str = ""
     topic: str = ""  # the topic list: "slug/id" or "id", as in a topic's URL
     user: str = ""  # the started and user lists: whose topics, whose posts
+    filter_query: str = ""  # the filter list: a Discourse /filter query, its `q=` (the keywords below are `q`)
     period: str = "all"  # top lists only
     in_category: str = ""  # latest, started, search, posts: stay inside this category (its id)
     author: str = ""  # comma-separated usernames
@@ -103,13 +104,15 @@ class FeedForm:
             name = f"u/{self.user.strip().removeprefix('@')}/posts"
         else:
             name = self.list
+        if self.list == "filter":
+            args["q"] = [self.filter_query]
         if top and self.period != "all":
             args["period"] = [self.period]
         if self.in_category and self.list in _IN_CATEGORY:
             args["category"] = [self.in_category]
         for key in _PASSED:
             if value := getattr(self, key):
-                args[key] = [value]
+                args[keyword_param(self.list) if key == "q" else key] = [value]
         if names := [t for t in _TAG_SEPARATORS.split(self.tags) if t]:
             args["tag"] = ["+".join(names) if self.tag_match == "all" else ",".join(names)]
         return f"{self.forum}/{name}.{fmt}", args
@@ -127,6 +130,8 @@ class FeedForm:
             return "Type the user's name."
         if self.list == "search" and not self.q.strip():
             return "Type the keywords to search for."
+        if self.list == "filter" and not self.filter_query.strip():
+            return "Type a filter query, as on the forum's /filter page (e.g. status:open likes-min:5)."
         return None
 
 
@@ -149,15 +154,16 @@ def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Reco
 
 def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -> FeedForm:
     """`base` with the list of the feed path `path` (after the forum's key, without format) and what its
-    list-naming parameters (`period=`, `category=`, `q=` of a search, a list's `tag=`) say."""
+    list-naming parameters (`period=`, `category=`, `q=` of a search or a filter, a list's `tag=`) say; the
+    keywords are the feed's `q=`, or `keyword=` where `q=` is the forum's (`spec.KEYWORD_PARAMS`)."""
     form = replace(base, list="latest", category="", view="", tag="", topic="", user="", period="all",
-                   in_category="")
+                   in_category="", filter_query="")
     kind, parts = next(((kind, match.groupdict()) for kind, pattern in _FEED_PATHS
                         if (match := pattern.fullmatch(path))), ("list", {"list": "latest"}))
     period = next(iter(args.get("period", [])), "all")
     period = period if period in TOP_PERIODS else "all"
     in_category = next(iter(args.get("category", [])), "")
-    if q := next(iter(args.get("q", [])), ""):
+    if q := next(iter(args.get(keyword_param(kind), [])), ""):
         form = replace(form, q=q)
     if tags := ",".join(args.get("tag", [])):
         form = replace(form, tags=tags, tag_match="all" if "+" in tags or " " in tags.strip() else "any")
@@ -177,6 +183,8 @@ def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -
                        else parts["topic"])
     elif kind == "user_posts":
         form = replace(form, list="user", user=parts["user"])
+    elif kind == "filter":
+        form = replace(form, list="filter", filter_query=next(iter(args.get("q", [])), ""))
     else:  # search, posts
         form = replace(form, list=kind)
     return replace(form, in_category=in_category if form.list in _IN_CATEGORY else "")
@@ -185,7 +193,7 @@ def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -
 def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Settings) -> FeedForm:
     """The form that builds the feed at `path` (a feed URL path without its leading slash)."""
     stem, _, fmt = path.rpartition(".")
-    flat = {k: ",".join(v) for k, v in args.items() if v and k not in ("tag", "category", "period")}
+    flat = {k: ",".join(v) for k, v in args.items() if v and k not in ("tag", "category", "period", "q", "keyword")}
     base = FeedForm.from_args({**flat, "format": fmt})
     found = split_forum(settings, stem)
     if found is None:

@@ -340,6 +340,11 @@ def preview_of(svc: FeedService, built: Built) -> None:
     except UpstreamError as exc:
         built.preview_error = unavailable(spec.forum, exc)
         return
+    except RequestError as exc:  # what only the reading refuses (a /filter term only a signed-in reader can use,
+        # a threshold whose JSON list the forum refuses): the feed URL stands (signed, it may read), the preview
+        # says why this one cannot
+        built.preview_error = Unavailable(f"the feed answers {exc.status} as it is", exc.message)
+        return
     topics, built.stale = view.topics, view.stale is not None
     built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
     pages = spec.pages

@@ -1,0 +1,124 @@
+"""Discourse's `/filter` query (core: lib/topics_filter.rb, `TopicsFilter#filter_from_query_string`), read
+only as far as the bridge needs to: to bound it, and to find what a public feed cannot serve.
+
+Core's grammar: terms separated by whitespace, each either `key:value` (an optional prefix before the key:
+`-` excludes, `=` leaves out subcategories, `-=`/`=-` both; a value in quotes may hold spaces,
+`tag_group:"Team A"`) or a plain word, which current core searches for in the posts. Keys are ASCII
+(`[\\w-]+` in Ruby). The bridge sends the query to the forum as typed, whitespace normalised: the forum
+decides what each term means, plugins' terms (`status:solved`) included, so nothing here second-guesses it.
+
+What it does refuse is what a public feed would serve wrong: the terms core reads for the signed-in user
+alone. To an anonymous reader `filter_in` gives no topics at all for them (`elsif values.present?` →
+`@scope.none`) and `order:read` orders by nothing, so a public feed of `in:bookmarked` would be an empty
+feed forever; `FilterQuery.signed_in_only` names them, and `feeds.lists` refuses them to an unsigned read.
+
+The query is outside text: it is cut to `MAX_FILTER_CHARS` and `MAX_FILTER_TERMS` before it is read, and
+read piece by piece with string methods, no regex. A term with a colon must be a real `key:value` term, so
+no text can hide a term from this reading that core's unanchored scan would still find (`(in:bookmarked`,
+`üin:bookmarked`: core's ASCII `[\\w-]+` finds `in:` in both).
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+from feedbridge.errors import RequestError
+
+MAX_FILTER_CHARS = 500
+MAX_FILTER_TERMS = 20
+MAX_KEY_CHARS = 40
+PREFIXES = ("-=", "=-", "-", "=")  # longest first: core's `(?:-|=|-=|=-)?` before the key
+_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+_QUOTES = "\"'"
+
+# Values core reads only `if @guardian.authenticated?`, by key (exact, as core compares them; the key after
+# its prefix, which these filters ignore). `in:`: filter_in's new-topics, new-replies, new, unseen and
+# bookmarked, and the topic notification levels (TopicUser.notification_levels; `normal` is `regular`),
+# watching_first_post in both spellings; `in:pinned` and `in:untagged` are read for everyone. `order:read`
+# is the reader's own last visit (ORDER_BY_MAPPINGS["read"]); `created-by:me` the signed-in user.
+SIGNED_IN_ONLY: dict[str, frozenset[str]] = {
+    "in": frozenset({"new", "new-topics", "new-replies", "unseen", "bookmarked", "watching", "tracking",
+                     "regular", "normal", "muted", "watching_first_post", "watching-first-post"}),
+    "order": frozenset({"read", "read-asc"}),
+    "created-by": frozenset({"me"}),
+}
+
+
+class FilterQueryError(RequestError):
+    """A `/filter` query the bridge will not send: too long, too many terms, or a malformed term."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilterQuery:
+    """A `/filter` query as the forum will be sent it, and what of it only a signed-in reader can use."""
+
+    terms: tuple[str, ...]
+    signed_in_only: tuple[str, ...] = ()  # the terms of `terms` a public feed refuses
+
+    def __str__(self) -> str:
+        return " ".join(self.terms)
+
+
+def parse_filter_query(text: str) -> FilterQuery:
+    """The query's terms, checked; FilterQueryError (a 400) saying what is wrong. Pure."""
+    if len(text) > MAX_FILTER_CHARS:
+        raise FilterQueryError(f"q: a filter query of at most {MAX_FILTER_CHARS} characters, not {len(text)}")
+    terms = split_terms(text)
+    if not terms:
+        raise FilterQueryError("q is required on /filter: a Discourse filter query, e.g. ?q=status:open likes-min:5")
+    if len(terms) > MAX_FILTER_TERMS:
+        raise FilterQueryError(f"q: a filter query of at most {MAX_FILTER_TERMS} terms, not {len(terms)}")
+    read = [(term, term_key(term)) for term in terms]  # every term checked, whatever its key
+    return FilterQuery(tuple(terms), tuple(term for term, found in read if found and _signed_in_only(*found)))
+
+
+def split_terms(text: str) -> list[str]:
+    """`text` cut at whitespace and after a closing quote, a quoted value (`key:"a b"`) or phrase kept whole,
+    as core's tokenizer (TOKENIZER_PATTERN) cuts it; an unclosed quote is an ordinary character. A quote
+    costs a `find` to the end at most, and `text` is at most `MAX_FILTER_CHARS` long."""
+    terms: list[str] = []
+    start, size = 0, len(text)
+    while start < size:
+        if text[start].isspace():
+            start += 1
+            continue
+        end = start
+        while end < size and not text[end].isspace():
+            if text[end] in _QUOTES and (end == start or text[end - 1] == ":"):
+                close = text.find(text[end], end + 1)
+                if close != -1:  # the term ends with its closing quote, as core's tokenizer ends it
+                    end = close + 1
+                    break
+            end += 1
+        terms.append(text[start:end])
+        start = end
+    return terms
+
+
+def term_key(term: str) -> tuple[str, str] | None:
+    """A `key:value` term's key (its prefix removed) and value; None for a word. FilterQueryError for a
+    term with a colon that is no such term, which core would read in ways this module cannot see."""
+    if term[0] in _QUOTES or ":" not in term:
+        if ":" in term:  # core's scan would still find `in:x` inside `"a in:x"`
+            raise FilterQueryError(f"q: {_quoted(term)}: a quoted phrase holds no ':' (write key:value terms "
+                                   "outside quotes)")
+        return None
+    given, _, value = term.partition(":")
+    key = given.removeprefix(next((p for p in PREFIXES if given.startswith(p)), ""))
+    if not 0 < len(key) <= MAX_KEY_CHARS or not set(key) <= _KEY_CHARS or not value:
+        raise FilterQueryError(f"q: {_quoted(term)} is not a filter term: write key:value (status:open, tag:a+b, "
+                               f"-category:meta; a key of letters, digits, _ and -), or a word without ':'")
+    return key, value
+
+
+def _signed_in_only(key: str, value: str) -> bool:
+    """Whether core reads this term only for a signed-in user: one of its comma-separated values is."""
+    if key not in SIGNED_IN_ONLY:
+        return False
+    values = {v.removeprefix("@") if key == "created-by" else v for v in value.split(",")}
+    return not values.isdisjoint(SIGNED_IN_ONLY[key])
+
+
+def _quoted(term: str, size: int = 60) -> str:
+    return repr(term if len(term) <= size else term[:size] + "…")
