@@ -40,7 +40,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 
-Answer = tuple[int, bytes, dict[str, str]]
+Answer = tuple[int, dict[str, str], bytes]
+"""Status, headers, body: the fake forum's handler sends it as it is (`_Handler._send(*answer)`)."""
 
 
 @dataclass
@@ -134,7 +135,7 @@ class CoreLimits:
         if plain:  # core: RequestsRateLimiter#error_response
             text = (f"Slow down, too many requests from this IP address.\nPlease retry again in {wait} seconds.\n"
                     f"Error code: {limiter.error_code}.\n")
-            return 429, text.encode(), {**headers, "Content-Type": "text/plain; charset=utf-8"}
+            return 429, {**headers, "Content-Type": "text/plain; charset=utf-8"}, text.encode()
         body = {"errors": [f"You've performed this action too many times. Please wait {wait} seconds before "
                            "trying again."], "error_type": "rate_limit", "extras": {"wait_seconds": wait}}
-        return 429, json.dumps(body).encode(), {**headers, "Content-Type": "application/json; charset=utf-8"}
+        return 429, {**headers, "Content-Type": "application/json; charset=utf-8"}, json.dumps(body).encode()

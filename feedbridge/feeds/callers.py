@@ -7,14 +7,15 @@
   (`feedbridge.feeds.policy`), taken by its first read that goes upstream, and the refusals its reads met.
 - `ForumBudget`: upstream requests per forum counted as Discourse counts the bridge's address
   (`lib/middleware/request_tracker.rb`: `max_reqs_per_ip_per_10_seconds` 50, `max_reqs_per_ip_per_minute`
-  200): at most FEEDBRIDGE_FORUM_BUDGET_10S in any 10 seconds and FEEDBRIDGE_FORUM_BUDGET in any 60
-  (moving windows, `feedbridge.store.control.Windows`: shared through Redis, split between the workers
-  without it), below core's, so the bridge is never the client that gets the forum to rate-limit it for
-  everyone. One client (its address, see `feedbridge.web.context`) may spend at most a third of the
-  minute's (`CLIENT_SHARE`). Signed-in requests have the key's own budget (under core's
-  `max_user_api_reqs_per_minute` 20 and `_per_day` 2,880, `max_admin_api_reqs_per_minute` 60) and are
-  counted in the forum's windows too: core counts them against the bridge's address as well. Past any:
-  `BridgeBusy`, a 503 with Retry-After = when the refusing window has room again, or the stale copy.
+  200): at most FEEDBRIDGE_FORUM_BUDGET_10S in any 10 seconds and FEEDBRIDGE_FORUM_BUDGET in any 60,
+  as the forum counts them, on arrival (moving windows, `feedbridge.store.control.Windows`, holding each
+  request `LEEWAY` past their length: shared through Redis, split between the workers without it), below
+  core's, so the bridge is never the client that gets the forum to rate-limit it for everyone. One client
+  (its address, see `feedbridge.web.context`) may spend at most a third of each window (`CLIENT_SHARE`).
+  Signed-in requests have the key's own budget (under core's `max_user_api_reqs_per_minute` 20 and
+  `_per_day` 2,880, `max_admin_api_reqs_per_minute` 60) and are counted in the forum's windows too: core
+  counts them against the bridge's address as well. Past any: `BridgeBusy`, a 503 with Retry-After = when
+  the refusing window has room again, or the stale copy.
 
 Callers without a `Caller` (the static build, the CLI) get the cache and negative caching only: they
 pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
@@ -41,6 +42,14 @@ CLIENT_SHARE = 3
 BURST = 10
 """Seconds of the short window: core's `max_reqs_per_ip_per_10_seconds` counts 10."""
 DAY = 24 * 3600
+LEEWAY = 1
+"""Seconds the forum's windows hold each request past their length. The bridge counts a request before it
+sends it; core counts it on arrival (lib/rate_limiter.rb, in whole seconds, which only ever lets more
+through), from a busy worker a few hundred milliseconds later. Over exactly 10 s, the requests counted first
+but sent late and those the next window let through at once reached the forum less than 10 s apart: 12 to
+14 in 10 s for a budget of 10 (tests/test_budget_windows.py). Held a second longer, the requests that reach
+the forum within any span of core's length were counted within one a second longer, so there are at most
+the budget of them as long as none takes a second to be sent."""
 
 
 @dataclass
@@ -113,13 +122,16 @@ _LAST = {BURST: "10 seconds", 60: "minute", DAY: "day"}
 
 class ForumBudget:
     """Upstream requests per forum in any 10 s (`per_burst`), minute (`per_window`, over `windows`) and day
-    (`per_day`), and each client's share of the minute's.
+    (`per_day`), and each client's share of the 10 s and the minute's (over `shares`).
 
     Every window is split between the instance's `processes` (`Windows.split`), so its workers together
-    stay within it without Redis. The forum's windows are looked at before the client's is counted, so a
-    client refused for the forum's sake keeps its share; a client counted and then refused because
-    another filled a forum window in between has spent one of its share without a request, which errs
-    towards the forum (as does a window counted before a later one refuses).
+    stay within it without Redis. The forum's windows hold each request `LEEWAY` past their length
+    (`Windows.lasting`), so the forum, counting later, sees no more than the budget either; a client's share
+    is the bridge's own fairness, counted nowhere else, over the minute itself. The forum's windows are
+    looked at before the client's is counted, so a client refused for the forum's sake keeps its share; a
+    client counted and then refused because another filled a forum window in between has spent one of its
+    share without a request, which errs towards the forum (as does a window counted before a later one
+    refuses).
     """
 
     def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
@@ -129,7 +141,8 @@ class ForumBudget:
         `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
         budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
         requests: core counts a key's requests against the bridge's address too)."""
-        self.windows = windows.split(processes)
+        self.shares = windows.split(processes)
+        self.windows = self.shares.lasting(LEEWAY)
         self.per_window = per_window
         self.share = max(per_window // share, 1)
         self.scope = scope
@@ -139,6 +152,12 @@ class ForumBudget:
         self.bursts = self.windows.spanning(BURST) if per_burst else None
         self.forum = forum
         self.kind = "signed-in requests" if forum is not None else "upstream requests"
+        # A client's part of each of the forum's windows, the 10 s one first: without its own part of that
+        # one, one client could fill it (a third of the minute's is as much) and stop every other for 10 s.
+        self.client_shares = [(self.shares, self.share, per_window, "a minute")]
+        if per_burst:
+            self.client_shares.insert(0, (self.shares.spanning(BURST), max(per_burst // share, 1), per_burst,
+                                          "in 10 seconds"))
 
     def spans(self, forum: Forum) -> list[_Span]:
         """The forum-wide windows one request to `forum` is counted in, shortest first."""
@@ -160,11 +179,11 @@ class ForumBudget:
             if not span.windows.test(span.limit, *span.ids):
                 self._forum_busy(forum, span)
         mine = (f"{self.scope}client", forum.key, caller.client)
-        if not self.windows.hit(self.share, *mine):
-            retry = self._retry(self.windows, self.share, mine)
-            raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
-                             f"requests a minute the bridge makes to {forum.key}; retry in {retry:.0f}s",
-                             retry_after=retry)
+        for windows, share, whole, last in self.client_shares:
+            if not windows.hit(share, *mine):
+                retry = self._retry(windows, share, mine)
+                raise BridgeBusy(f"this client has used its share ({share}) of the {whole} upstream requests "
+                                 f"{last} the bridge makes to {forum.key}; retry in {retry:.0f}s", retry_after=retry)
         for span in spans:
             if not span.windows.hit(span.limit, *span.ids):
                 self._forum_busy(forum, span)
@@ -177,4 +196,4 @@ class ForumBudget:
 
     @staticmethod
     def _retry(windows: Windows, limit: int, ids: tuple[str, ...]) -> float:
-        return min(max(windows.reset_in(limit, *ids), 1.0), float(windows.seconds))
+        return min(max(windows.reset_in(limit, *ids), 1.0), float(windows.held))

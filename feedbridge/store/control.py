@@ -13,10 +13,12 @@ wait. Here nothing a reader asks for is stored: every entry follows an upstream 
   this process decided).
 - `Windows`: moving-window rate limits (`limits`), over memory or the same Redis. A moving window
   counts the requests of the last `seconds`, so no span of that length ever holds more than the limit
-  (a fixed window lets twice the limit through across its edge). No library shares a moving window
-  between processes without a server, so each of an instance's `processes` (gunicorn's workers) counts
-  its own share, 1/N of every limit, in memory: together they can never exceed the limit. With Redis the
-  shared window holds the whole limit, and the share is what a process allows itself while Redis is
+  (a fixed window lets twice the limit through across its edge); with a `leeway` each hit is held that
+  much longer, for a limit that someone else counts by their own clock, later (a forum counts a request
+  when it arrives). No library shares a moving window between processes without a server, so each of an
+  instance's `processes` (gunicorn's workers) counts its own share, 1/N of every limit, in memory:
+  together they never exceed the limit (unless it is below N: each allows itself at least 1). With Redis
+  the shared window holds the whole limit, and the share is what a process allows itself while Redis is
   unreachable.
 """
 
@@ -111,7 +113,8 @@ class RedisControl:
 
 
 class Windows:
-    """Moving-window limits, `limit` hits per `seconds` for each tuple of identifiers.
+    """Moving-window limits, `limit` hits per `seconds` for each tuple of identifiers, each hit held for
+    `held` seconds: its `seconds` and a `leeway`.
 
     Identifiers are hashed, so no client address or forum name reaches Redis as text. With Redis, the
     shared window decides, and every hit is counted in-process too: when a call fails (the link's breaker
@@ -122,22 +125,34 @@ class Windows:
     """
 
     def __init__(self, seconds: int = WINDOW, storage: Storage | None = None, link: RedisLink | None = None,
-                 processes: int = 1):
+                 processes: int = 1, leeway: int = 0):
         self.seconds = seconds
         self.processes = max(processes, 1)
+        self.leeway = max(leeway, 0)
         self._storage, self._link = storage, link
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared = None if storage is None or link is None else (MovingWindowRateLimiter(storage), link)
-        self._idle = _Idle(self._local, self._item, seconds)
+        self._idle = _Idle(self._local, self._item, self.held)
         self._lock = threading.Lock()
 
+    @property
+    def held(self) -> int:
+        """Seconds a hit counts: the window's length and its leeway."""
+        return self.seconds + self.leeway
+
     def spanning(self, seconds: int) -> Windows:
-        """Windows of another length, shared and split the same way (the 10 s and daily budgets)."""
-        return Windows(seconds, self._storage, self._link, self.processes)
+        """Windows of another length, shared, split and held past their length the same way (the 10 s and
+        daily budgets)."""
+        return Windows(seconds, self._storage, self._link, self.processes, self.leeway)
 
     def split(self, processes: int) -> Windows:
         """These windows with each limit split between `processes` (the instance's gunicorn workers)."""
-        return Windows(self.seconds, self._storage, self._link, processes)
+        return Windows(self.seconds, self._storage, self._link, processes, self.leeway)
+
+    def lasting(self, leeway: int) -> Windows:
+        """These windows with every hit held `leeway` seconds past their length: no span of `seconds` at
+        whoever counts the hits later, by up to `leeway`, holds more than the limit."""
+        return Windows(self.seconds, self._storage, self._link, self.processes, leeway)
 
     def share(self, limit: int) -> int:
         """What this process may spend of `limit` on its own: 1/processes of it, rounded down, at least 1."""
@@ -159,7 +174,7 @@ class Windows:
         return self._local.test(self._item(self.share(limit)), *names) if shared is None else shared
 
     def reset_in(self, limit: int, *ids: str) -> float:
-        """Seconds until the window has room again (0 when it has room now)."""
+        """Seconds until the window has room again (0 when it has room now), at most `held`."""
         item, names = self._item(limit), _hashed(ids)
         shared = self._ask(lambda limiter: limiter.get_window_stats(item, *names).reset_time)
         if shared is None:
@@ -167,7 +182,7 @@ class Windows:
         return max(shared - time.time(), 0.0)
 
     def _item(self, limit: int) -> RateLimitItem:
-        return RateLimitItemPerSecond(limit, self.seconds, namespace="window")
+        return RateLimitItemPerSecond(limit, self.held, namespace="window")
 
     def _ask(self, op: Callable[[MovingWindowRateLimiter], T]) -> T | None:
         """`op` on the shared windows; None without Redis or when it could not be asked."""
@@ -178,7 +193,8 @@ class Windows:
 
 
 class _Idle(TTLCache[tuple[Any, ...], None]):
-    """The in-process windows hit within the last `seconds`; one that leaves is cleared from the storage.
+    """The in-process windows hit within the last `seconds` (a window's `held`); one that leaves is cleared
+    from the storage.
 
     `limits`' memory storage empties a moving window's list of hits as they age but keeps the key, one
     per client ever seen; clearing it once nothing was hit for a whole window frees it and changes no
@@ -209,6 +225,6 @@ def _hashed(ids: tuple[str, ...]) -> list[str]:
 
 def redis_windows(link: RedisLink, seconds: int = WINDOW) -> Windows:
     """`Windows` over the link's own connection pool, so its calls share the link's short timeouts; keys are
-    `feedbridge:<schema>:budget:window/<hash>/.../<limit>/<seconds>/second`."""
+    `feedbridge:<schema>:budget:window/<hash>/.../<limit>/<held>/second`."""
     pool: redis.ConnectionPool = link.client.connection_pool
     return Windows(seconds, RedisStorage("redis://", connection_pool=pool, key_prefix=PREFIX + "budget"), link)
