@@ -2,6 +2,12 @@
 
 Each test counts what reaches the fake forum, or what the store holds, never how long something took
 beyond shapes with huge margins (an answer at all within seconds, where the old code took 100 s or never).
+
+What depends on the server a deployment runs (the budgets and each client's share, cold slots, requests
+waiting at once, deadlines and single-flight waits) is tested on the Procfile's gunicorn with its gevent
+worker (`procfile_app`), as production runs it; the fake forum stays in this process, reached over
+127.0.0.1. Negative caching is the cache policy's alone, the same in either server, and stays on
+`running_app`, a thread of this process; so does the flood test, which looks into the store.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.web.app import create_app
-from tests.appserver import RunningApp, procfile_web, running_app, settings_for
+from tests.appserver import RunningApp, procfile_app, running_app, settings_for
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
 from tests.upstream import FakeForum, spawn
 
@@ -74,7 +80,7 @@ def test_a_remembered_failure_is_shared_through_redis(upstream, redis_server: Re
 
 
 def test_distinct_unknown_categories_are_bounded_by_the_clients_share(upstream):
-    with running_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
+    with procfile_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
         statuses = [client.get(app.feed_url(f"/c/nope-{i}/{i}.atom")).status_code for i in range(1, 201)]
     assert upstream.count() == 10  # a third of 30, the first request's `/latest.md` (source detection) included
     assert upstream.count("/latest.md") == 1
@@ -93,7 +99,7 @@ def test_a_failed_topic_page_is_not_asked_for_again_on_the_next_rebuild(upstream
 # --- the per-forum budget -----------------------------------------------------------------------------
 
 def test_one_client_cannot_spend_the_forums_budget(upstream):
-    with running_app(settings_for(upstream.url, forum_budget=12)) as app:
+    with procfile_app(settings_for(upstream.url, forum_budget=12)) as app:
         cached = app.feed_url("/latest.atom")
         with client_from("127.0.0.2") as reader:
             assert reader.get(cached).status_code == 200  # warm, by a reader: one upstream request
@@ -121,7 +127,7 @@ def test_one_client_cannot_spend_the_forums_budget(upstream):
 
 
 def test_past_the_budget_a_stale_copy_is_served_instead_of_503(upstream):
-    with running_app(settings_for(upstream.url, forum_budget=3, cache_ttl=0)) as app:
+    with procfile_app(settings_for(upstream.url, forum_budget=3, cache_ttl=0)) as app:
         url = app.feed_url("/latest.atom")
         good = get(url)
         assert good.status_code == 200  # share: 1 request a minute, now spent
@@ -137,6 +143,10 @@ def test_past_the_budget_a_stale_copy_is_served_instead_of_503(upstream):
 # --- the copies readers poll survive a flood ----------------------------------------------------------
 
 def test_a_flood_of_distinct_urls_does_not_evict_the_polled_feed(upstream):
+    """On `serving`, in this process, not on the Procfile's gunicorn: it counts the entries the store holds
+    after the flood (`len(store)`), which only the app's own process can see. From outside, a feed whose copy
+    the flood pushed out and one still kept both answer 200 "stale" once the forum fails (the first built
+    again from the kept list page), so no answer tells them apart."""
     settings = settings_for(upstream.url, cache_max_bytes=512 * 1024, cache_ttl=1, forum_budget=0)
     with serving(settings) as (app, flask_app):
         store = flask_app.extensions["feedbridge"].store
@@ -168,7 +178,7 @@ def test_a_flood_of_distinct_urls_does_not_evict_the_polled_feed(upstream):
 def test_stalled_topic_pages_answer_within_the_deadline_and_are_not_asked_again(upstream):
     upstream.stall("/t/", 60, prefix=True)
     settings = settings_for(upstream.url, cache_ttl=0, request_deadline=3.0, read_timeout=10.0)
-    with running_app(settings) as app:
+    with procfile_app(settings) as app:
         started = time.monotonic()
         first = get(app.feed_url(f"{COMPILER}.atom?content=full"))
         elapsed = time.monotonic() - started
@@ -198,7 +208,7 @@ def test_the_deadline_must_be_below_the_worker_timeout():
 
 def test_html_view_and_front_page_answer_504_when_a_shared_fetch_is_too_slow(upstream: FakeForum):
     upstream.stall("/latest.md", 3, times=1)
-    with running_app(settings_for(upstream.url, singleflight_wait=0.3)) as app:
+    with procfile_app(settings_for(upstream.url, singleflight_wait=0.3)) as app:
         view = app.feed_url("/latest.html")
         front = f"{app.url}/?forum={app.forum_key}&list=latest"
 
@@ -222,7 +232,7 @@ def test_a_feed_keeps_its_cold_slot_after_reading_the_directory():
     slot it took must stay taken until the feed is done, or a slow forum holds more builds than there are
     slots (the directory's scope used to give it back)."""
     with FakeForum(mode="json", json_lists=True) as upstream, \
-            running_app(settings_for(upstream.url, cold_slots=1, forum_budget=0, request_deadline=4)) as app:
+            procfile_app(settings_for(upstream.url, cold_slots=1, forum_budget=0, request_deadline=4)) as app:
         upstream.stall("/t/", 3, prefix=True)  # the topic pages, read after the directory
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(get, app.feed_url("/latest.atom?exclude_category=999&content=full"))
@@ -239,21 +249,17 @@ def test_a_feed_keeps_its_cold_slot_after_reading_the_directory():
 
 @pytest.mark.timeout(120)
 def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_forum():
-    with spawn() as forum:
-        key = forum.url.split("//", 1)[1]
-        env = {"FEEDBRIDGE_FORUMS": forum.url, "WEB_CONCURRENCY": "1", "FEEDBRIDGE_COLD_SLOTS": "6",
-               "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
-        with procfile_web(env) as (url, _):
-            cached = f"{url}/{key}/latest.atom"
-            assert get(cached).status_code == 200
-            forum.control.stall("/c/", 8, prefix=True)  # long enough for all 32 to arrive on a loaded machine
-            cold = [f"{url}/{key}/c/slow-{i}/{i}.atom" for i in range(1, 33)]
-            with ThreadPoolExecutor(34) as pool:
-                waiting = [pool.submit(lambda u: httpx.get(u, timeout=60), u) for u in cold]
-                time.sleep(1.5)  # every cold request has arrived; the admitted ones wait on the forum
-                hit = httpx.get(cached, timeout=2)
-                health = httpx.get(f"{url}/healthz", timeout=2)
-                statuses = [f.result().status_code for f in waiting]
+    with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING")) as app:
+        cached = app.feed_url("/latest.atom")
+        assert get(cached).status_code == 200
+        forum.control.stall("/c/", 8, prefix=True)  # long enough for all 32 to arrive on a loaded machine
+        cold = [app.feed_url(f"/c/slow-{i}/{i}.atom") for i in range(1, 33)]
+        with ThreadPoolExecutor(34) as pool:
+            waiting = [pool.submit(lambda u: httpx.get(u, timeout=60), u) for u in cold]
+            time.sleep(1.5)  # every cold request has arrived; the admitted ones wait on the forum
+            hit = httpx.get(cached, timeout=2)
+            health = httpx.get(f"{app.url}/healthz", timeout=2)
+            statuses = [f.result().status_code for f in waiting]
     assert hit.status_code == 200 and hit.headers["x-feedbridge-cache"] == "hit"
     assert health.status_code == 200
     # 6 slots (8 threads - 2): those wait on the forum (then 404: no such category); the rest are told to retry.

@@ -5,19 +5,28 @@ tests/test_web.py covers most faults with a cold cache; here each one also meets
 good feed is served: 200, `X-Feedbridge-Cache: stale`, the same bytes and ETag), the time it may take is
 bounded, the good copy survives it (once the fault clears, the next request is a fresh 200 with the same
 bytes), and the process answers `/healthz` afterwards. The faults test_web.py lacks get their cold case.
+
+Every test here runs on the Procfile's gunicorn with its gevent worker, as production does. One server per
+settings combination (four) serves all the tests that have those settings, each test with a fake forum of
+its own (`served`): what the bridge keeps about a forum, its cached pages, its Retry-After and its detected
+source among them, is that forum's alone, so the tests sharing a server do not meet.
 """
 
 from __future__ import annotations
 
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.appserver import free_port, running_app, settings_for
+from tests.appserver import ProcfileApp, free_port, procfile_apps, settings_for
 from tests.upstream import FakeForum, spawn
 
 LIST = "/latest.md"
@@ -71,6 +80,56 @@ FAULTS = [
 ]
 
 
+COLD_ONLY_HERE = [f for f in FAULTS if f.name in (
+    "drip 1 byte/s", "HTML login page 403", "JSON error 403", "redirect to another host", "connection closed",
+)]
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[dict[str, tuple[ProcfileApp, Any]]]:
+    """Each test's server and forum, by the test's name (and its fault's): all the servers boot at once."""
+    with ExitStack() as stack:
+        forums: dict[str, Any] = {}
+        wanted = {}
+        fakes: list[FakeForum] = []
+        stack.callback(stop_together, fakes)
+
+        def forum(name: str, upstream: Any = None) -> Any:
+            """The forum `name`'s test reads: `upstream`, or a new fake forum of its own."""
+            if upstream is None:
+                upstream = FakeForum().start()
+                fakes.append(upstream)
+            forums[name] = upstream
+            return upstream
+
+        for fault in FAULTS:
+            wanted[f"warm {fault.name}"] = settings_for(forum(f"warm {fault.name}").url, cache_ttl=0,
+                                                        **{**FAST, **fault.settings})
+        for fault in COLD_ONLY_HERE:
+            # The forum's source is fixed: a refused /latest.md would otherwise be detection's verdict (JSON, for
+            # the re-check period; tests/test_detect.py), and what is tried here is the list's own answer.
+            wanted[f"cold {fault.name}"] = settings_for(f"markdown:{forum(f'cold {fault.name}').url}",
+                                                        **{**FAST, **fault.settings})
+        wanted["other port"] = settings_for(forum("other port").url, **FAST)
+        # Bound and never listening: every connection to it is refused, and no other server can take the port.
+        closed = stack.enter_context(socket.socket())
+        closed.bind(("127.0.0.1", 0))
+        wanted["refused cold"] = settings_for(f"http://127.0.0.1:{closed.getsockname()[1]}", **FAST)
+        # Its own process, so that killing it drops every kept-alive connection too; on a port below the
+        # kernel's ephemeral range, so that it can come back on it.
+        refused = forum("refused warm", stack.enter_context(spawn(port=free_port())))
+        wanted["refused warm"] = settings_for(refused.url, cache_ttl=0, **FAST)
+        wanted["later page"] = settings_for(forum("later page").url, cache_ttl=0, **FAST)
+        apps = stack.enter_context(procfile_apps(wanted))
+        yield {name: (app, forums.get(name)) for name, app in apps.items()}
+
+
+def stop_together(forums: list[FakeForum]) -> None:
+    """Each stop waits for its server's loop to notice, so many one after the other add up."""
+    with ThreadPoolExecutor(max(len(forums), 1)) as pool:
+        list(pool.map(FakeForum.stop, forums))
+
+
 def get(url: str, **kwargs) -> httpx.Response:
     return httpx.get(url, timeout=30, **kwargs)
 
@@ -86,113 +145,101 @@ def assert_alive(app) -> None:
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
-def test_warm_cache_serves_the_last_good_feed_and_keeps_it(upstream, fault):
-    with running_app(settings_for(upstream.url, cache_ttl=0, **{**FAST, **fault.settings})) as app:
-        url = app.feed_url("/latest.atom")
-        good = get(url)
-        upstream.conditional = False  # a 304 would pre-empt the faults that spoil a body (truncate, drip)
-        assert good.status_code == 200 and good.headers["x-feedbridge-cache"] == "miss"
+def test_warm_cache_serves_the_last_good_feed_and_keeps_it(served, fault):
+    app, upstream = served[f"warm {fault.name}"]
+    url = app.feed_url("/latest.atom")
+    good = get(url)
+    upstream.conditional = False  # a 304 would pre-empt the faults that spoil a body (truncate, drip)
+    assert good.status_code == 200 and good.headers["x-feedbridge-cache"] == "miss"
 
-        fault.arm(upstream)
-        stale, seconds = timed_get(url)
-        assert stale.status_code == 200
-        assert stale.content == good.content
-        assert stale.headers["etag"] == good.headers["etag"]
-        assert stale.headers["content-type"] == good.headers["content-type"]
-        assert stale.headers["x-feedbridge-cache"] == "stale"
-        assert stale.headers["x-feedbridge-stale"].startswith("upstream failed (")
-        assert int(stale.headers["age"]) >= 0
-        assert seconds < fault.seconds, f"{fault.name} took {seconds:.1f}s"
-        # A conditional request still gets its 304 from the stale copy.
-        assert get(url, headers={"If-None-Match": good.headers["etag"]}).status_code == 304
-        assert_alive(app)
+    fault.arm(upstream)
+    stale, seconds = timed_get(url)
+    assert stale.status_code == 200
+    assert stale.content == good.content
+    assert stale.headers["etag"] == good.headers["etag"]
+    assert stale.headers["content-type"] == good.headers["content-type"]
+    assert stale.headers["x-feedbridge-cache"] == "stale"
+    assert stale.headers["x-feedbridge-stale"].startswith("upstream failed (")
+    assert int(stale.headers["age"]) >= 0
+    assert seconds < fault.seconds, f"{fault.name} took {seconds:.1f}s"
+    # A conditional request still gets its 304 from the stale copy.
+    assert get(url, headers={"If-None-Match": good.headers["etag"]}).status_code == 304
+    assert_alive(app)
 
-        upstream.clear()
-        upstream.conditional = True
-        asked = upstream.count(LIST)
-        fresh = get(url)
-        assert fresh.status_code == 200 and fresh.content == good.content
-        if fault.name.startswith("429"):
-            # Retry-After is still running: the forum is not asked, the kept copy is served.
-            assert upstream.count(LIST) == asked
-            assert fresh.headers["x-feedbridge-cache"] == "stale"
-            assert "asked us to wait" in fresh.headers["x-feedbridge-stale"]
-        else:
-            # The kept page is revalidated (a 304 from the forum) and the feed rebuilt: fresh, not stale.
-            assert upstream.requests[-1].headers.get("if-none-match")
-            assert fresh.headers["x-feedbridge-cache"] == "miss"
-
-
-COLD_ONLY_HERE = [f for f in FAULTS if f.name in (
-    "drip 1 byte/s", "HTML login page 403", "JSON error 403", "redirect to another host", "connection closed",
-)]
+    upstream.clear()
+    upstream.conditional = True
+    asked = upstream.count(LIST)
+    fresh = get(url)
+    assert fresh.status_code == 200 and fresh.content == good.content
+    if fault.name.startswith("429"):
+        # Retry-After is still running: the forum is not asked, the kept copy is served.
+        assert upstream.count(LIST) == asked
+        assert fresh.headers["x-feedbridge-cache"] == "stale"
+        assert "asked us to wait" in fresh.headers["x-feedbridge-stale"]
+    else:
+        # The kept page is revalidated (a 304 from the forum) and the feed rebuilt: fresh, not stale.
+        assert upstream.requests[-1].headers.get("if-none-match")
+        assert fresh.headers["x-feedbridge-cache"] == "miss"
 
 
 @pytest.mark.parametrize("fault", COLD_ONLY_HERE, ids=lambda f: f.name)
-def test_cold_cache_answers_the_documented_status(upstream, fault):
-    # The forum's source is fixed: a refused /latest.md would otherwise be detection's verdict (JSON, for the
-    # re-check period; tests/test_detect.py), and what is tried here is the list's own answer.
-    with running_app(settings_for(f"markdown:{upstream.url}", **{**FAST, **fault.settings})) as app:
-        fault.arm(upstream)
-        response, seconds = timed_get(app.feed_url("/latest.atom"))
-        assert response.status_code == fault.cold_status
-        assert fault.words in response.text
-        assert response.headers["content-type"] == "text/plain; charset=utf-8"
-        assert response.headers["cache-control"] == "no-store"
-        assert seconds < fault.seconds
-        assert_alive(app)
-        upstream.clear()
-        assert get(app.feed_url("/latest.atom")).status_code == 200  # nothing bad was cached
+def test_cold_cache_answers_the_documented_status(served, fault):
+    app, upstream = served[f"cold {fault.name}"]
+    fault.arm(upstream)
+    response, seconds = timed_get(app.feed_url("/latest.atom"))
+    assert response.status_code == fault.cold_status
+    assert fault.words in response.text
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    assert response.headers["cache-control"] == "no-store"
+    assert seconds < fault.seconds
+    assert_alive(app)
+    upstream.clear()
+    assert get(app.feed_url("/latest.atom")).status_code == 200  # nothing bad was cached
 
 
-def test_redirect_to_another_local_port_never_reaches_it(upstream):
-    with FakeForum() as other, running_app(settings_for(upstream.url, **FAST)) as app:
+def test_redirect_to_another_local_port_never_reaches_it(served):
+    app, upstream = served["other port"]
+    with FakeForum() as other:
         upstream.redirect(LIST, f"{other.url}/latest.md")
         response = get(app.feed_url("/latest.atom"))
         assert response.status_code == 502 and "outside" in response.text
     assert other.count() == 0
 
 
-def test_connection_refused_cold_is_502_and_quick():
-    closed = f"http://127.0.0.1:{free_port()}"
-    with running_app(settings_for(closed, **FAST)) as app:
-        response, seconds = timed_get(app.feed_url("/latest.atom"))
-        assert response.status_code == 502
-        assert "connection failed" in response.text and "ConnectError" in response.text
-        assert seconds < 2
-        assert_alive(app)
+def test_connection_refused_cold_is_502_and_quick(served):
+    app, _ = served["refused cold"]
+    response, seconds = timed_get(app.feed_url("/latest.atom"))
+    assert response.status_code == 502
+    assert "connection failed" in response.text and "ConnectError" in response.text
+    assert seconds < 2
+    assert_alive(app)
 
 
-def test_connection_refused_warm_serves_stale_then_recovers():
-    port = free_port()
-    forum = spawn(port=port)  # its own process: killing it drops every kept-alive connection too
-    try:
-        with running_app(settings_for(forum.url, cache_ttl=0, **FAST)) as app:
-            url = app.feed_url("/c/compiler/5.rss")
-            good = get(url)
-            assert good.status_code == 200
-            forum.stop()  # nothing listens on the port now: connections are refused
-            stale, seconds = timed_get(url)
-            assert stale.status_code == 200 and stale.content == good.content
-            assert stale.headers["x-feedbridge-cache"] == "stale"
-            assert "ConnectError" in stale.headers["x-feedbridge-stale"]
-            assert seconds < 2
-            assert_alive(app)
-            forum = spawn(port=port)  # the forum comes back on the same port
-            fresh = get(url)
-            assert fresh.status_code == 200 and fresh.content == good.content
-            assert fresh.headers["x-feedbridge-cache"] == "miss"
-    finally:
-        forum.stop()
+def test_connection_refused_warm_serves_stale_then_recovers(served):
+    app, forum = served["refused warm"]
+    url = app.feed_url("/c/compiler/5.rss")
+    good = get(url)
+    assert good.status_code == 200
+    forum.stop()  # nothing listens on the port now: connections are refused
+    stale, seconds = timed_get(url)
+    assert stale.status_code == 200 and stale.content == good.content
+    assert stale.headers["x-feedbridge-cache"] == "stale"
+    assert "ConnectError" in stale.headers["x-feedbridge-stale"]
+    assert seconds < 2
+    assert_alive(app)
+    with spawn(port=int(forum.url.rsplit(":", 1)[1])):  # the forum comes back on the same port
+        fresh = get(url)
+    assert fresh.status_code == 200 and fresh.content == good.content
+    assert fresh.headers["x-feedbridge-cache"] == "miss"
 
 
-def test_fault_on_a_later_page_serves_the_whole_stale_feed(upstream):
+def test_fault_on_a_later_page_serves_the_whole_stale_feed(served):
     """Three pages cached; page 2 fails: the reader gets all three pages' entries, not a shorter feed."""
-    with running_app(settings_for(upstream.url, cache_ttl=0, **FAST)) as app:
-        url = app.feed_url("/c/compiler/5.json?pages=3")
-        good = get(url)
-        assert len(good.json()["items"]) == 72
-        upstream.fail("/c/compiler/5.md?page=2", 500)
-        stale = get(url)
-        assert stale.headers["x-feedbridge-cache"] == "stale"
-        assert stale.content == good.content
+    app, upstream = served["later page"]
+    url = app.feed_url("/c/compiler/5.json?pages=3")
+    good = get(url)
+    assert len(good.json()["items"]) == 72
+    upstream.fail("/c/compiler/5.md?page=2", 500)
+    stale = get(url)
+    assert stale.headers["x-feedbridge-cache"] == "stale"
+    assert stale.content == good.content
