@@ -89,6 +89,7 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--exclude-category", "exclude_categories", type=int, multiple=True,
               help="Drop topics of this category id and its subcategories (repeatable; not for a saved list).")
 @click.option("--min-replies", type=int, help="Keep topics with at least this many replies.")
+@click.option("--max-replies", type=int, help="Keep topics with at most this many replies (0: unanswered topics).")
 @click.option("--min-likes", type=int, help="Keep topics with at least this many likes (a saved list: JSON only).")
 @click.option("--min-views", type=int, help="Keep topics with at least this many views (a saved list: JSON only).")
 @click.option("--exclude-pinned", is_flag=True, help="Leave out pinned topics (a saved list: JSON only).")
@@ -103,9 +104,9 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --config: print a JSON summary.")
 def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | None, limit: int | None,
           tags: tuple[str, ...], exclude_tags: tuple[str, ...], exclude_categories: tuple[int, ...],
-          min_replies: int | None, min_likes: int | None, min_views: int | None, exclude_pinned: bool,
-          digest: str | None, base_url: str | None, self_url: str | None, output: Path | None, config: Path | None,
-          out_dir: Path | None, quiet: bool, as_json: bool) -> None:
+          min_replies: int | None, max_replies: int | None, min_likes: int | None, min_views: int | None,
+          exclude_pinned: bool, digest: str | None, base_url: str | None, self_url: str | None,
+          output: Path | None, config: Path | None, out_dir: Path | None, quiet: bool, as_json: bool) -> None:
     """Build one feed from SOURCE (a Markdown or JSON list: file, '-', or URL), or many from --config.
 
     SOURCE names the feed as a feed path does on the server (`/c/compiler/5.md` is the compiler category's
@@ -120,8 +121,9 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
         sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
-    given = {"q": query, "limit": limit, "min_replies": min_replies, "min_likes": min_likes,
-             "min_views": min_views, "digest": digest, "exclude_pinned": 1 if exclude_pinned else None}
+    given = {"q": query, "limit": limit, "min_replies": min_replies, "max_replies": max_replies,
+             "min_likes": min_likes, "min_views": min_views, "digest": digest,
+             "exclude_pinned": 1 if exclude_pinned else None}
     args = {"author": list(authors), "tag": list(tags), "exclude_tag": list(exclude_tags),
             "exclude_category": [str(c) for c in exclude_categories],
             **{name: [str(value)] for name, value in given.items() if value is not None}}

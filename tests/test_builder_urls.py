@@ -111,7 +111,7 @@ def test_the_form_offers_every_parameter_the_routes_take(served):
     page = lxml_html.fromstring(httpx.get(f"{app.url}/", timeout=30).content)
     names = set(page.xpath("//form[@id='feed-form']//*[@name]/@name"))
     assert {"author", "q", "tags", "tag_match", "exclude_tag", "exclude_category", "exclude_pinned", "min_replies",
-            "min_likes", "min_views", "digest", "limit", "pages", "content", "period", "view", "in_category",
+            "max_replies", "min_likes", "min_views", "digest", "limit", "pages", "content", "period", "view", "in_category",
             "category", "tag", "topic", "user", "list", "format"} <= names
     assert {"started", "search"} <= set(page.xpath("//input[@name='list']/@value"))
     form = FeedForm(forum=app.forum_key, list="latest", in_category="5", exclude_category="6,11",

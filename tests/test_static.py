@@ -391,6 +391,6 @@ def test_the_examples_of_every_signal_key_in_the_docs_are_valid_config(tmp_path)
         config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\npath = "c/compiler/5"\n{keys}\n')
         spec = load_build_config(config).feeds[0].specs[0]
         chosen = spec.filter
-        assert (chosen.min_replies, chosen.min_likes, chosen.min_views) == (10, 5, 1000)
+        assert (chosen.min_replies, chosen.max_replies, chosen.min_likes, chosen.min_views) == (10, 50, 5, 1000)
         assert (chosen.tags_all, chosen.exclude_tags, chosen.exclude_categories) == ({"gpu", "cuda"}, {"meta"}, {11})
         assert spec.digest == "weekly"

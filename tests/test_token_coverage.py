@@ -44,6 +44,7 @@ VARIANTS: dict[str, list[str]] = {
     "exclude_category": ["11"],
     "exclude_pinned": ["1"],
     "min_replies": ["1", "10"],
+    "max_replies": ["0", "5"],  # 0 is a ceiling (the unanswered topics), not "no threshold": it must be signed
     "min_likes": ["5"],
     "min_views": ["1000"],
     "digest": ["daily", "weekly"],

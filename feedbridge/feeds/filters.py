@@ -1,5 +1,5 @@
 """Narrowing a listing's topics to what one feed asks for: authors, tags, a keyword query, thresholds
-(replies, likes, views), excluded tags and categories, a count.
+(at least so many replies, likes, views; at most so many replies), excluded tags and categories, a count.
 
 Filters run on topics already parsed and cached, so they are pure; the values they hold come from feed
 URLs, so `make_filter` validates them and says exactly which one is wrong.
@@ -34,6 +34,10 @@ MAX_AUTHORS = 20
 MAX_TAGS = 20
 MAX_LIMIT = 500
 MAX_THRESHOLD = 10**9
+THRESHOLDS = ("min_replies", "max_replies", "min_likes", "min_views")
+"""The threshold parameters, as feed URLs, the front page's form, static configs and `FeedFilter` name them:
+each a whole number from 0 to MAX_THRESHOLD. A floor of 0 keeps every topic; a ceiling of 0 (`max_replies=0`,
+the unanswered topics) is a real one."""
 MAX_CATEGORIES = 20
 MAX_USERNAME_LENGTH = 60
 # Discourse's max_tag_length can be raised to 100; tags longer than that cannot exist on any site.
@@ -148,6 +152,8 @@ class FeedFilter:
     exclude_categories: frozenset[int] = frozenset()  # as given
     subcategories: frozenset[int] = frozenset()  # theirs, from the forum's directory
     min_replies: int | None = None
+    # A ceiling: 0 keeps the topics nobody has answered yet, so it is never turned into "no threshold".
+    max_replies: int | None = None
     min_likes: int | None = None
     min_views: int | None = None
     # Leave out what the list shows pinned at its top (a welcome or "About" topic, old but always first).
@@ -166,9 +172,11 @@ class FeedFilter:
                 return False
         if topic.category_id in self.exclude_categories or topic.category_id in self.subcategories:
             return False
-        for least, figure in ((self.min_replies, topic.replies), (self.min_likes, topic.likes),
-                              (self.min_views, topic.views)):
-            if least is not None and (figure is None or figure < least):
+        for name, least, most in self.bounds():
+            if least is None and most is None:
+                continue
+            figure: int | None = getattr(topic, name)
+            if figure is None or (least is not None and figure < least) or (most is not None and figure > most):
                 return False
         return self.query is None or self.query.found_in(topic_haystack(topic))
 
@@ -177,7 +185,14 @@ class FeedFilter:
         """Whether `keeps` can refuse a topic at all: the common unfiltered feed skips the scan."""
         return bool(self.authors or self.tags or self.tags_all or self.exclude_tags or self.exclude_categories
                     or self.exclude_pinned or self.query is not None
-                    or any(v is not None for v in (self.min_replies, self.min_likes, self.min_views)))
+                    or any(least is not None or most is not None for _, least, most in self.bounds()))
+
+    def bounds(self) -> tuple[tuple[str, int | None, int | None], ...]:
+        """Each figure a threshold reads (its `Topic` attribute, also its name in titles) with its floor and
+        its ceiling, None for none: the one table `keeps`, `narrows` and `describe` read, so a threshold
+        added here is applied, noticed and named alike."""
+        return (("replies", self.min_replies, self.max_replies), ("likes", self.min_likes, None),
+                ("views", self.min_views, None))
 
     def json_needed(self) -> str | None:
         """The first parameter that needs what a Markdown list lacks (likes, views, tags, category ids);
@@ -226,9 +241,12 @@ class FeedFilter:
         if self.exclude_categories:
             parts.append("without category: " + ", ".join(map(str, sorted(self.exclude_categories)))
                          + " and subcategories")
-        for name, least in (("replies", self.min_replies), ("likes", self.min_likes), ("views", self.min_views)):
+        for name, least, most in self.bounds():
             if least is not None:
                 parts.append(f"{name} ≥ {least}")
+            if most is not None:
+                # what Discourse users ask for by name ("unanswered topics"), rather than "replies ≤ 0"
+                parts.append("unanswered" if (name, most) == ("replies", 0) else f"{name} ≤ {most}")
         if self.exclude_pinned:
             parts.append("without pinned")
         if self.query is not None:
@@ -245,15 +263,17 @@ def make_filter(
     exclude_tags: Iterable[str] | str = (),
     exclude_categories: Iterable[int] = (),
     min_replies: int | None = None,
+    max_replies: int | None = None,
     min_likes: int | None = None,
     min_views: int | None = None,
     exclude_pinned: bool = False,
 ) -> FeedFilter:
     """Validate raw feed parameters into a FeedFilter.
 
-    A blank query means no query (an empty `?q=` in a URL), not an error, and a threshold of 0 no
-    threshold. Raises FilterError for authors, tags, categories, thresholds and limit, QueryError (also a
-    ValueError) for the query.
+    A blank query means no query (an empty `?q=` in a URL), not an error, and a floor (`min_*`) of 0 no
+    threshold; a ceiling of 0 stays one (`max_replies=0`: no replies). Raises FilterError for authors,
+    tags, categories, thresholds (a ceiling below its floor too: no topic could be kept) and limit,
+    QueryError (also a ValueError) for the query.
     """
     author_keys = frozenset(map(_author, _as_names(authors)))
     if len(author_keys) > MAX_AUTHORS:
@@ -272,16 +292,21 @@ def make_filter(
     if len(categories) > MAX_CATEGORIES or not all(
             type(c) is int and 1 <= c <= MAX_THRESHOLD for c in categories):
         raise FilterError(f"exclude_category takes up to {MAX_CATEGORIES} category ids from 1 to {MAX_THRESHOLD}")
-    least: list[int | None] = []
-    for name, value in (("min_replies", min_replies), ("min_likes", min_likes), ("min_views", min_views)):
+    bound: dict[str, int | None] = {}
+    for name, value in (("min_replies", min_replies), ("max_replies", max_replies), ("min_likes", min_likes),
+                        ("min_views", min_views)):
         if value is not None and (type(value) is not int or not 0 <= value <= MAX_THRESHOLD):
             raise FilterError(f"{name} {value!r} is not a whole number from 0 to {MAX_THRESHOLD}")
-        least.append(value or None)
+        bound[name] = value if name.startswith("max_") else value or None
+    if max_replies is not None and min_replies is not None and max_replies < min_replies:
+        raise FilterError(f"max_replies {max_replies} is below min_replies {min_replies}: no topic has at least "
+                          f"{min_replies} and at most {max_replies} replies")
     if limit is not None and (
         isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT
     ):
         raise FilterError(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
     parsed = parse_query(query) if query is not None and query.strip() else None
     return FeedFilter(authors=author_keys, query=parsed, limit=limit, tags=tag_keys, tags_all=all_keys,
-                      exclude_tags=excluded_tags, exclude_categories=categories, min_replies=least[0],
-                      min_likes=least[1], min_views=least[2], exclude_pinned=exclude_pinned is True)
+                      exclude_tags=excluded_tags, exclude_categories=categories, min_replies=bound["min_replies"],
+                      max_replies=bound["max_replies"], min_likes=bound["min_likes"], min_views=bound["min_views"],
+                      exclude_pinned=exclude_pinned is True)

@@ -17,7 +17,7 @@ from urllib.parse import quote, unquote, urlencode
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import RequestError, RouteNotFound
-from feedbridge.feeds.filters import MAX_LIMIT, MAX_THRESHOLD, FeedFilter, make_filter
+from feedbridge.feeds.filters import MAX_LIMIT, MAX_THRESHOLD, THRESHOLDS, FeedFilter, make_filter
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.render.formats import FORMATS
 
@@ -31,8 +31,7 @@ RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topi
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
 """Feeds of posts rather than topics (feeds/posts.py): they take author=, q=, limit=, pages=, content= and,
 on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""
-_TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", "min_replies", "min_likes", "min_views", "digest",
-               "period", "exclude_pinned")
+_TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", *THRESHOLDS, "digest", "period", "exclude_pinned")
 KEYWORD_PARAMS: dict[str, str] = {"filter": "keyword"}
 """The bridge's keyword filter is `q=` on every feed but these, whose `q=` is the forum's own query (a
 `/filter` feed's is its Discourse filter query, as on the forum's `/filter?q=` page, so a pasted URL keeps
@@ -148,9 +147,9 @@ class FeedSpec:
             params.append(("tag", "+".join(sorted(own))))
         params += [("exclude_tag", t) for t in sorted(self.filter.exclude_tags)]
         params += [("exclude_category", str(c)) for c in sorted(self.filter.exclude_categories)]
-        for name in ("min_replies", "min_likes", "min_views"):
-            if (least := getattr(self.filter, name)) is not None:
-                params.append((name, str(least)))
+        for name in THRESHOLDS:
+            if (bound := getattr(self.filter, name)) is not None:  # max_replies=0 included: it is a ceiling
+                params.append((name, str(bound)))
         if self.filter.exclude_pinned:
             params.append(("exclude_pinned", "1"))
         if self.digest is not None:
@@ -286,6 +285,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         exclude_tags=[t for value in values.get("exclude_tag", []) for t in value.split(",") if t.strip()],
         exclude_categories=_ids(values, "exclude_category"),
         min_replies=_int_arg(values, "min_replies", None, 0, MAX_THRESHOLD),
+        max_replies=_int_arg(values, "max_replies", None, 0, MAX_THRESHOLD),
         min_likes=_int_arg(values, "min_likes", None, 0, MAX_THRESHOLD),
         min_views=_int_arg(values, "min_views", None, 0, MAX_THRESHOLD),
         exclude_pinned=_int_arg(values, "exclude_pinned", 0, 0, 1) == 1,
@@ -353,8 +353,7 @@ def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
     return None
 
 
-_SINGLE = ("q", "keyword", "limit", "pages", "period", "category", "content", "min_replies", "min_likes", "min_views",
-           "digest", "exclude_pinned")
+_SINGLE = ("q", "keyword", "limit", "pages", "period", "category", "content", *THRESHOLDS, "digest", "exclude_pinned")
 
 
 def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:

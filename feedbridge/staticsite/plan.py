@@ -20,16 +20,17 @@ from typing import Any
 from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, NotAListError, RequestError
+from feedbridge.feeds.filters import THRESHOLDS
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them.
-PARAMS = ("author", "q", "keyword", "tag", "limit", "pages", "period", "category", "content", "min_replies",
-          "min_likes", "min_views", "exclude_tag", "exclude_category", "exclude_pinned", "digest")
+PARAMS = ("author", "q", "keyword", "tag", "limit", "pages", "period", "category", "content", *THRESHOLDS,
+          "exclude_tag", "exclude_category", "exclude_pinned", "digest")
 _LISTS = ("author", "tag", "exclude_tag", "exclude_category")  # keys that may hold several values
-_WHOLE = ("limit", "pages", "category", "min_replies", "min_likes", "min_views", "exclude_category")
+_WHOLE = ("limit", "pages", "category", *THRESHOLDS, "exclude_category")
 _BOOLEANS = ("exclude_pinned",)  # `true` is the feed parameter's 1
 DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
 _FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", "credential", *PARAMS)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from feedbridge.config import Settings
+from feedbridge.feeds.filters import THRESHOLDS
 from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, keyword_param, split_forum
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
@@ -22,7 +23,6 @@ LISTS = ("latest", "top", "hot", "category", "tag", "started", "search", "filter
 """`started` is the topics a user started (`/u/NAME`); `filter` the forum's own `/filter?q=` list; the last
 three are post feeds (feeds/posts.py): the forum's latest posts, one topic's, one user's."""
 TAG_MATCHES = ("any", "all")
-THRESHOLDS = ("min_replies", "min_likes", "min_views")
 VIEWS = ("", "top")  # a category's default view, or its top list (`/c/SLUG/ID/l/top`)
 _IN_CATEGORY = ("latest", "started", "search", "posts")  # the lists that take `category=` (an id)
 # Parameters the form passes to the feed as typed; spec.parse_feed_request checks them.
@@ -58,6 +58,7 @@ class FeedForm:
     exclude_category: str = ""  # comma-separated category ids
     exclude_pinned: str = ""  # "1" leaves out pinned topics
     min_replies: str = ""
+    max_replies: str = ""  # "0": the unanswered topics
     min_likes: str = ""
     min_views: str = ""
     digest: str = ""  # "" or a key of DIGESTS
