@@ -176,9 +176,9 @@ class Settings:
     forums: tuple[Forum, ...] = text(DEFAULT_FORUMS, "FEEDBRIDGE_FORUMS", read=_forums)
     cache_ttl: int = number(300, "FEEDBRIDGE_CACHE_TTL", 0, 7 * 24 * 3600)
     stale_ttl: int = number(24 * 3600, "FEEDBRIDGE_STALE_TTL", 0, 30 * 24 * 3600)
-    cache_max_bytes: int = number(64 * 1024 * 1024, "FEEDBRIDGE_CACHE_MAX_BYTES", 1024 * 1024, 1 << 34)
+    cache_max_bytes: int = number(64 * 1024 * 1024, "FEEDBRIDGE_CACHE_MAX_BYTES", 256 * 1024, 1 << 34)
     cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=str)
-    # At most pages_max: checked in from_env.
+    # At most pages_max: checked in __post_init__.
     pages_default: int = number(1, "FEEDBRIDGE_PAGES_DEFAULT", 1, 20)
     pages_max: int = number(5, "FEEDBRIDGE_PAGES_MAX", 1, 20)
     fetch_concurrency: int = number(3, "FEEDBRIDGE_FETCH_CONCURRENCY", 1, 8)
@@ -189,12 +189,13 @@ class Settings:
     retries: int = number(2, "FEEDBRIDGE_RETRIES", 0, 5)
     max_redirects: int = 3
     retry_after_max: int = number(3600, "FEEDBRIDGE_RETRY_AFTER_MAX", 1, 24 * 3600)
-    singleflight_wait: float = number(25.0, "FEEDBRIDGE_SINGLEFLIGHT_WAIT", 0.05, 300)
+    # A web request's waits end at its deadline anyway; the static build's waiters sit out a Retry-After.
+    singleflight_wait: float = number(25.0, "FEEDBRIDGE_SINGLEFLIGHT_WAIT", 0.05, 3600)
     content_default: str = text("excerpt", "FEEDBRIDGE_CONTENT", read=_one_of("excerpt", "full"))
     topic_budget: int = number(30, "FEEDBRIDGE_TOPIC_BUDGET", 0, 200)
     topic_ttl: int = number(7 * 24 * 3600, "FEEDBRIDGE_TOPIC_TTL", 60, 90 * 24 * 3600)
     # How long an `auto` forum's detected source (Markdown or JSON) is trusted before it is checked again.
-    source_recheck: int = number(3600, "FEEDBRIDGE_SOURCE_RECHECK", 60, 7 * 24 * 3600)
+    source_recheck: int = number(3600, "FEEDBRIDGE_SOURCE_RECHECK", 1, 7 * 24 * 3600)
     # Python's and gunicorn's level names alike (gunicorn's own lines follow it too).
     log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL",
                           read=lambda raw: _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")(raw.upper()))
@@ -206,7 +207,7 @@ class Settings:
     # Core limits one address to 50 requests in any 10 s as well as 200 a minute (lib/middleware/request_tracker.rb,
     # config/discourse_defaults.conf `max_reqs_per_ip_per_10_seconds`): a burst must stay under that too. 0: off.
     forum_budget_10s: int = number(40, "FEEDBRIDGE_FORUM_BUDGET_10S", 0, 100_000)
-    # Below worker_timeout: checked in from_env.
+    # Below worker_timeout: checked in __post_init__.
     request_deadline: float = number(25.0, "FEEDBRIDGE_REQUEST_DEADLINE", 1.0, 3600)
     worker_timeout: int = number(40, "FEEDBRIDGE_WORKER_TIMEOUT", 2, 3600)
     # Each waits on the forum with its pages and topics in memory; past it, 503 + Retry-After or the stale copy.
@@ -236,6 +237,25 @@ class Settings:
     # (feedbridge.web.allowance): a third of a worker's minute, as a client's share of a forum's budget. 0: off.
     cpu_allowance: float = number(20.0, "FEEDBRIDGE_CPU_ALLOWANCE", 0.0, 3600.0)
 
+    def __post_init__(self) -> None:
+        """Every number within its bounds and the settings consistent, however they were made: from the
+        environment, by the static build's config, or in code (a bound checked only on reading the
+        environment let a static build wait 600 s where the bound is 300)."""
+        for f in fields(self):
+            env = f.metadata.get("env")
+            value = getattr(self, f.name)
+            if env is not None and env.low is not None and env.high is not None and not env.low <= value <= env.high:
+                raise ConfigError(f"{env.names[0]} must be between {env.low} and {env.high}, not {value}",
+                                  env.names[0])
+        if self.pages_default > self.pages_max:
+            raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({self.pages_default}) must be at most "
+                              f"FEEDBRIDGE_PAGES_MAX ({self.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
+        if self.request_deadline >= self.worker_timeout:
+            # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
+            raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({self.request_deadline:g}) must be below "
+                              f"FEEDBRIDGE_WORKER_TIMEOUT ({self.worker_timeout}), so a slow forum gives an "
+                              "answer, not a killed worker", "FEEDBRIDGE_REQUEST_DEADLINE")
+
     def credential_for(self, forum: Forum) -> Credential | None:
         return next((c for c in self.credentials if c.host == forum.key), None)
 
@@ -250,14 +270,6 @@ class Settings:
         env = os.environ if environ is None else environ
         values = {f.name: f.metadata["env"].value(env) for f in fields(cls) if "env" in f.metadata}
         settings = cls(**{name: value for name, value in values.items() if value is not None})
-        if settings.pages_default > settings.pages_max:
-            raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({settings.pages_default}) must be at most "
-                              f"FEEDBRIDGE_PAGES_MAX ({settings.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
-        if settings.request_deadline >= settings.worker_timeout:
-            # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
-            raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({settings.request_deadline:g}) must be below "
-                              f"FEEDBRIDGE_WORKER_TIMEOUT ({settings.worker_timeout}), so a slow forum gives an "
-                              "answer, not a killed worker", "FEEDBRIDGE_REQUEST_DEADLINE")
         settings.check_credentials()
         return settings
 

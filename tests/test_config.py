@@ -1,11 +1,12 @@
 """Settings from the environment: defaults, bounds, and errors that name the variable."""
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import ConfigError
+from feedbridge.staticsite.plan import load_build_config
 
 
 def test_defaults_follow_the_readme():
@@ -60,3 +61,25 @@ def test_every_number_is_bounded_where_it_is_declared():
                 Settings.from_env({env.names[0]: str(outside)})
             assert raised.value.setting == env.names[0]
     assert Settings() == Settings.from_env({})
+
+
+def test_bounds_hold_however_the_settings_are_made(tmp_path):
+    """Made in code (`Settings(...)`, `dataclasses.replace`) or by the static build's config, a number past
+    its bound and inconsistent settings are the same errors as from the environment."""
+    for f in fields(Settings):
+        env = f.metadata.get("env")
+        if env is None or env.low is None or env.high is None:
+            continue
+        for outside in (env.low - 1, env.high + 1):
+            with pytest.raises(ConfigError, match=f"{env.names[0]} must be between") as raised:
+                replace(Settings(), **{f.name: type(f.default)(outside)})
+            assert raised.value.setting == env.names[0]
+    with pytest.raises(ConfigError, match="FEEDBRIDGE_PAGES_DEFAULT .* must be at most"):
+        Settings(pages_default=6, pages_max=5)
+    with pytest.raises(ConfigError, match="FEEDBRIDGE_REQUEST_DEADLINE .* must be below"):
+        Settings(request_deadline=40.0, worker_timeout=40)
+    config = tmp_path / "feeds.toml"
+    config.write_text('site_url = "https://feeds.example.org/"\n[[feeds]]\nforum = "https://forum.example.org"\nname = "latest"\npath = "latest"\n',
+                      encoding="utf-8")
+    built = load_build_config(config)  # its settings made in code: within every bound
+    assert built.settings.singleflight_wait > built.settings.request_deadline

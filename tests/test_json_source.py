@@ -379,7 +379,7 @@ def test_source_prefixes_and_recheck_setting():
     with pytest.raises(ConfigError, match="source prefix must be one of auto, markdown, json"):
         Settings.from_env({"FEEDBRIDGE_FORUMS": "rss:https://a.example"})
     with pytest.raises(ConfigError, match="FEEDBRIDGE_SOURCE_RECHECK"):
-        Settings.from_env({"FEEDBRIDGE_SOURCE_RECHECK": "5"})
+        Settings.from_env({"FEEDBRIDGE_SOURCE_RECHECK": "0"})
     assert Forum("https://a.example").source == "auto"
 
 

@@ -11,7 +11,7 @@
   as the forum counts them, on arrival (moving windows, `feedbridge.store.control.Windows`, holding each
   request `LEEWAY` past their length: shared through Redis, split between the workers without it), below
   core's, so the bridge is never the client that gets the forum to rate-limit it for everyone. One client
-  (its address, see `feedbridge.web.context`) may spend at most a third of each window (`CLIENT_SHARE`).
+  (its address, see `feedbridge.web.context`) may spend at most a third of the minute's (`CLIENT_SHARE`).
   Signed-in requests have the key's own budget (under core's `max_user_api_reqs_per_minute` 20 and
   `_per_day` 2,880, `max_admin_api_reqs_per_minute` 60) and are counted in the forum's windows too: core
   counts them against the bridge's address as well. Past any: `BridgeBusy`, a 503 with Retry-After = when
@@ -122,7 +122,13 @@ _LAST = {BURST: "10 seconds", 60: "minute", DAY: "day"}
 
 class ForumBudget:
     """Upstream requests per forum in any 10 s (`per_burst`), minute (`per_window`, over `windows`) and day
-    (`per_day`), and each client's share of the 10 s and the minute's (over `shares`).
+    (`per_day`), and each client's share of the minute's (over `shares`).
+
+    The share is of the minute only: one cold `content=full` feed is a list and 30 topic pages, 31 requests
+    within a second, so a share of the 10 s window small enough to leave others room in it would refuse
+    every such feed. A client that spends its share at once fills the 10 s window for the rest of those
+    10 s (others get their stale copies, or 503 with a Retry-After of at most 10 s), then waits out the
+    minute.
 
     Every window is split between the instance's `processes` (`Windows.split`), so its workers together
     stay within it without Redis. The forum's windows hold each request `LEEWAY` past their length
@@ -152,12 +158,6 @@ class ForumBudget:
         self.bursts = self.windows.spanning(BURST) if per_burst else None
         self.forum = forum
         self.kind = "signed-in requests" if forum is not None else "upstream requests"
-        # A client's part of each of the forum's windows, the 10 s one first: without its own part of that
-        # one, one client could fill it (a third of the minute's is as much) and stop every other for 10 s.
-        self.client_shares = [(self.shares, self.share, per_window, "a minute")]
-        if per_burst:
-            self.client_shares.insert(0, (self.shares.spanning(BURST), max(per_burst // share, 1), per_burst,
-                                          "in 10 seconds"))
 
     def spans(self, forum: Forum) -> list[_Span]:
         """The forum-wide windows one request to `forum` is counted in, shortest first."""
@@ -179,11 +179,11 @@ class ForumBudget:
             if not span.windows.test(span.limit, *span.ids):
                 self._forum_busy(forum, span)
         mine = (f"{self.scope}client", forum.key, caller.client)
-        for windows, share, whole, last in self.client_shares:
-            if not windows.hit(share, *mine):
-                retry = self._retry(windows, share, mine)
-                raise BridgeBusy(f"this client has used its share ({share}) of the {whole} upstream requests "
-                                 f"{last} the bridge makes to {forum.key}; retry in {retry:.0f}s", retry_after=retry)
+        if not self.shares.hit(self.share, *mine):
+            retry = self._retry(self.shares, self.share, mine)
+            raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
+                             f"requests a minute the bridge makes to {forum.key}; retry in {retry:.0f}s",
+                             retry_after=retry)
         for span in spans:
             if not span.windows.hit(span.limit, *span.ids):
                 self._forum_busy(forum, span)
