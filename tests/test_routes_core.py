@@ -5,7 +5,6 @@ and `exclude_pinned=1` on every topic feed. Over a real socket, against the fake
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,10 @@ from feedbridge.errors import RequestError
 from feedbridge.feeds import signing
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from tests.appserver import RunningApp, running_app, settings_for
+from tests.test_signal import app, forum  # noqa: F401  (the fake forum in both modes, and the app before it)
 from tests.test_static import run as run_static
 from tests.test_static import write_config
-from tests.upstream import JSON_ROOT, MODES, PROJECT_ROOT, FakeForum
+from tests.upstream import JSON_ROOT, PROJECT_ROOT, FakeForum
 
 EXPECTED = json.loads((PROJECT_ROOT / "fixtures" / "site-expected.json").read_text(encoding="utf-8"))
 GRAPHS = "/c/hardware/gpu/graphs/13"
@@ -33,18 +33,6 @@ ABOUT_GPU = 40
 def listed(rel: str) -> list[dict[str, Any]]:
     topics: list[dict[str, Any]] = EXPECTED[rel]["topics"]
     return topics
-
-
-@pytest.fixture(params=MODES)
-def forum(request: pytest.FixtureRequest) -> Iterator[FakeForum]:
-    with FakeForum(mode=request.param, json_lists=True) as fake:
-        yield fake
-
-
-@pytest.fixture
-def app(forum: FakeForum) -> Iterator[RunningApp]:
-    with running_app(settings_for(forum.url)) as running:
-        yield running
 
 
 def get(url: str) -> httpx.Response:
