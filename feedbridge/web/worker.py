@@ -30,8 +30,9 @@ connection, `handle_request` per request) and gevent's socket API, no private at
   out; behind a router every peer is the router, which has to bound each client's connections itself.
 
 The cost of greenlets: a request that computes (a cold build) holds the worker's whole event loop for its
-CPU time, where threads would have interleaved every few milliseconds; the per-page and per-topic caps
-bound that time.
+CPU time, where threads would have interleaved every few milliseconds: the per-page and per-topic caps
+bound that time, loops over entries give the loop a turn per entry (`feedbridge.render.turns`), and CPU a
+client spends without asking the forum is charged to its allowance (`feedbridge.web.allowance`).
 """
 
 from __future__ import annotations
