@@ -202,10 +202,13 @@ def test_every_post_request_counts_against_the_forum_budget():
             running_app(settings_for(forum.url, forum_budget=15)) as app:
         response = get(app, "/t/9446.atom?limit=500")  # the head and 9 batches: past a client's share of 5
         assert response.status_code == 503 and "Retry-After" in response.headers
-        assert forum.count() == 5
+        # The head, then batches until the share refuses one; the request answers at that refusal, and a batch
+        # of its pool not sent by then never is (its admission has ended): at most the share, never more.
+        sent = forum.count()
+        assert 2 <= sent <= 5
         # Nor does the stale fallback pass the first page (posts 1-20, cached with the head) off as the newest.
         assert get(app, "/t/9446.atom?limit=500").status_code == 503
-        assert forum.count() == 5
+        assert forum.count() <= 5  # what the first left of the share, and no more
 
 
 # --- the forum's latest posts, a user's posts -----------------------------------------------------------
