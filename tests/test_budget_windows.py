@@ -156,7 +156,8 @@ def test_two_instances_on_one_redis_stay_within_one_budget(small_forum: ForumPro
     """lib/middleware/request_tracker.rb: core counts the bridge's address, however many instances it runs.
     Two instances of two workers each share their windows through Redis: together they send the forum at
     most the one 10 s budget (10, where four workers each on its own share would have sent 4 × 5, and
-    without the 10 s window the minute's 16), and each instance sent some of them."""
+    without the 10 s window the minute's 16), however the burst fell between the instances (on a loaded
+    machine one of them may send all 10, and the other only refuse)."""
     environ = env(small_forum, FEEDBRIDGE_CACHE_URL=redis_server.url, **SMALL)
     with ExitStack() as stack:
         apps = [stack.enter_context(procfile_web(environ))[0] for _ in range(2)]
@@ -165,6 +166,6 @@ def test_two_instances_on_one_redis_stay_within_one_budget(small_forum: ForumPro
     assert refused == {}
     assert 5 < len(log) <= 10
     assert_polite(answers)
+    assert {a.app for a in answers} == set(apps)  # both instances were asked, and answered
     served = Counter(a.app for a in answers if a.status == 200)
-    assert set(served) == set(apps), served
-    assert sum(served.values()) == len(log)
+    assert sum(served.values()) == len(log), served
