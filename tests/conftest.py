@@ -12,11 +12,13 @@ settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("fuzz", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Modules that measure a server under load (probes answered within a bound, a p99 beside idle, the benchmark
-# smoke runs, requests that must reach the forum within a second of being counted): `.ci/run` runs them on their own after the rest, which it spreads over parallel workers
-# (pytest-xdist), so that what they measure is the server and not the suite beside it.
-EXCLUSIVE_MODULES = frozenset({"test_bench_smoke", "test_budget_windows", "test_connections", "test_cpu_fairness",
-                               "test_load", "test_serving", "test_web_hardening"})
+# Modules that measure a server under load (probes answered within a bound, a p99 beside idle, wrk without a
+# socket error, requests that must reach the forum within a second of being counted): `.ci/run` runs them on
+# their own after the rest, which it spreads over parallel workers (pytest-xdist), so that what they measure
+# is the server and not the suite beside it. The benchmark smoke tests are not among them: they check that
+# every row is written, and accept a missed target.
+EXCLUSIVE_MODULES = frozenset({"test_budget_windows", "test_connections", "test_cpu_fairness", "test_load",
+                               "test_serving", "test_web_hardening"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
