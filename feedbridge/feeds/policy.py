@@ -210,6 +210,11 @@ class CachePolicy:
 
         def once() -> E:
             nonlocal ran
+            # Stored by a build that ended after this request looked (`held`) and before its turn to lead one:
+            # no flight was left to join, and building again would ask the forum for what it just gave.
+            again: E | None = self.fresh(key, fresh_for)
+            if again is not None:
+                return again
             ran = True
             tally = _Tally()
             outer = _BUILDS.set((*_BUILDS.get(), tally))
