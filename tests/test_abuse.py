@@ -217,7 +217,10 @@ def test_html_view_and_front_page_answer_504_when_a_shared_fetch_is_too_slow(ups
 
         with ThreadPoolExecutor(3) as pool:
             leader = pool.submit(one, view)
-            time.sleep(0.2)  # the leader's fetch is under way: the next two wait on it
+            deadline = time.monotonic() + 10
+            while not upstream.count("/latest.md") and time.monotonic() < deadline:
+                time.sleep(0.02)  # until the leader's fetch has reached the forum (a fixed pause lost the race
+                # on a loaded machine): the next two wait on it
             waiter, page = pool.submit(one, view), pool.submit(one, front)
             answers = [leader.result(), waiter.result(), page.result()]
     assert answers[0].status_code == 200
