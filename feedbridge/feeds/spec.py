@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 from urllib.parse import quote, unquote, urlencode
 
 from feedbridge.config import Forum, Settings
@@ -302,9 +302,16 @@ def keyword_param(kind: str | None) -> str:
     return KEYWORD_PARAMS.get(kind or "", "q")
 
 
+def route_of(path: str) -> tuple[RouteKind, dict[str, str | Any]] | None:
+    """The kind of the feed path `path` (after the forum's key, without its format) and the parts its route
+    names (`slugs`, `id`, `user`, ...), as the routes read it; None when no route matches."""
+    return next(((kind, match.groupdict()) for kind, pattern in _PATHS if (match := pattern.fullmatch(path))), None)
+
+
 def kind_of(path: str) -> RouteKind | None:
-    """The kind of the feed path `path` (after the forum's key, without its format), as the routes read it."""
-    return next((kind for kind, pattern in _PATHS if pattern.fullmatch(path)), None)
+    """The kind of the feed path `path`, as `route_of` reads it."""
+    found = route_of(path)
+    return None if found is None else found[0]
 
 
 def _period(values: Mapping[str, list[str]]) -> str:

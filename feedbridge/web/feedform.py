@@ -15,7 +15,7 @@ from typing import Any
 
 from feedbridge.config import Settings
 from feedbridge.feeds.filters import THRESHOLDS
-from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, ROUTES, TOP_PERIODS, keyword_param, split_forum
+from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, TOP_PERIODS, keyword_param, route_of, split_forum
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
 
@@ -30,7 +30,6 @@ _PASSED = ("author", "q", "exclude_tag", "exclude_category", *THRESHOLDS, "exclu
            "pages", "content")
 
 # The feed routes' grammar (feeds/spec.py), without the format: a feed path back into form values.
-_FEED_PATHS = tuple((kind, re.compile(pattern)) for kind, pattern in ROUTES.items())
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
 _TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?\d{1,9}")
 _TAG_SEPARATORS = re.compile(r"[\s,+]")
@@ -159,8 +158,7 @@ def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -
     keywords are the feed's `q=`, or `keyword=` where `q=` is the forum's (`spec.KEYWORD_PARAMS`)."""
     form = replace(base, list="latest", category="", view="", tag="", topic="", user="", period="all",
                    in_category="", filter_query="")
-    kind, parts = next(((kind, match.groupdict()) for kind, pattern in _FEED_PATHS
-                        if (match := pattern.fullmatch(path))), ("list", {"list": "latest"}))
+    kind, parts = route_of(path) or ("list", {"list": "latest"})
     period = next(iter(args.get("period", [])), "all")
     period = period if period in TOP_PERIODS else "all"
     in_category = next(iter(args.get("category", [])), "")
