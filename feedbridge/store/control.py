@@ -45,7 +45,7 @@ WINDOW = 60
 ENTRIES_PER_KIND = 4096
 """At most this many entries of one kind in a process (a failure costs a budgeted upstream request)."""
 WINDOWS_HELD = 65536
-"""In-process windows with hits in the last `seconds` that are tracked for clearing (see `_Idle`)."""
+"""In-process windows with hits in the last `seconds` that are tracked for clearing (see `IdleWindows`)."""
 
 
 class ControlStore(Protocol):
@@ -132,7 +132,7 @@ class Windows:
         self._storage, self._link = storage, link
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared = None if storage is None or link is None else (MovingWindowRateLimiter(storage), link)
-        self._idle = _Idle(self._local, self._item, self.held)
+        self._idle = IdleWindows(self._local, self._item, self.held)
         self._lock = threading.Lock()
 
     @property
@@ -192,9 +192,9 @@ class Windows:
         return link.run(lambda _client: op(limiter))
 
 
-class _Idle(TTLCache[tuple[Any, ...], None]):
-    """The in-process windows hit within the last `seconds` (a window's `held`); one that leaves is cleared
-    from the storage.
+class IdleWindows(TTLCache[tuple[Any, ...], None]):
+    """The in-process windows hit within the last `seconds` (a window's `held`), keyed `(limit, *ids)`; one
+    that leaves is cleared from the storage. Also the CPU allowance's (`feedbridge.web.allowance`).
 
     `limits`' memory storage empties a moving window's list of hits as they age but keeps the key, one
     per client ever seen; clearing it once nothing was hit for a whole window frees it and changes no

@@ -13,7 +13,7 @@ until its moving window has room again.
   left, and its cost is counted whole, up to the window's limit (`limits` refuses a cost larger than the
   room left without counting any of it, which would let the most expensive request through for free).
 - Per process: the CPU protected is each worker's own, and a client spending in two workers holds two
-  event loops. The windows of clients that stopped spending are cleared (`_Seen`), so a flood of
+  event loops. The windows of clients that stopped spending are cleared (`store.control.IdleWindows`), so a flood of
   addresses costs a bounded map.
 - The CPU is `time.thread_time()` across the request. Under the gevent worker every greenlet of a worker
   shares that thread, so it also counts what other requests ran while this one yielded (`render.turns`)
@@ -28,22 +28,19 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from cachetools import TTLCache
 from flask import current_app, request
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from feedbridge.errors import BridgeBusy
+from feedbridge.store.control import IdleWindows
 from feedbridge.web.context import service
 
 UNIT = 0.01
 """Seconds of CPU per unit counted in the window (a request costs at least one)."""
 WINDOW = 60
-CLIENTS_HELD = 65536
-"""Clients whose windows are tracked for clearing once idle for a whole window."""
 
 
 class CpuSpent(BridgeBusy):
@@ -61,7 +58,7 @@ class CpuAllowance:
         self.limit = max(math.ceil(seconds / UNIT), 1)
         self.item: RateLimitItem = RateLimitItemPerSecond(self.limit, WINDOW, namespace="cpu")
         self.limiter = MovingWindowRateLimiter(MemoryStorage())
-        self._seen = _Seen(self.limiter, self.item)
+        self._seen = IdleWindows(self.limiter, lambda _limit: self.item, WINDOW)
         self._lock = threading.Lock()
 
     @property
@@ -83,7 +80,7 @@ class CpuAllowance:
         if not self.on:
             return
         with self._lock:
-            self._seen[client] = None
+            self._seen[(self.limit, client)] = None
             room = self.limiter.get_window_stats(self.item, client).remaining
             cost = min(max(math.ceil(seconds / UNIT), 1), room)
             if cost > 0:
@@ -116,24 +113,3 @@ def client() -> str:
 
 
 _EXTENSION = "feedbridge.allowance"
-
-
-class _Seen(TTLCache[str, None]):
-    """Clients charged within the last window; one that leaves (idle for a window, or pushed out by the size
-    bound) has its window cleared from the storage, where `limits` would keep its empty key for good."""
-
-    def __init__(self, limiter: MovingWindowRateLimiter, item: RateLimitItem):
-        super().__init__(CLIENTS_HELD, WINDOW, timer=time.monotonic)
-        self.limiter = limiter
-        self.item = item
-
-    def expire(self, time: float | None = None) -> list[tuple[str, None]]:
-        gone: list[tuple[str, None]] = list(super().expire(time))
-        for client, _ in gone:
-            self.limiter.clear(self.item, client)
-        return gone
-
-    def popitem(self) -> tuple[str, Any]:
-        client, value = super().popitem()
-        self.limiter.clear(self.item, client)
-        return client, value
