@@ -33,6 +33,7 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN
 from feedbridge.feeds.spec import DIGESTS, FeedSpec, parse_feed_request
 from feedbridge.feeds.urls import NoFeed, feed_for_url
+from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.atomic import write_atomic
@@ -166,7 +167,7 @@ def serve(host: str, port: int | None, workers: int | None, demo: bool) -> None:
     # `--port 0` works, and a port in use is one clear line; --bind overrides the config's 0.0.0.0:$PORT.
     argv = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
             "--bind", f"fd://{listener.fileno()}",
-            "feedbridge.demo.app:create_app()" if demo else "feedbridge.web.app:create_app()"]
+            "feedbridge.demo.wsgi:create_app()" if demo else "feedbridge.web.app:create_app()"]
     bridge = _url(host, listener.getsockname()[1])
     if demo:
         _say_demo(bridge)
@@ -267,7 +268,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[s
     if spec.filter.exclude_categories:
         raise click.UsageError("exclude_category needs the forum's categories directory to drop subcategories too, "
                                "which a saved list does not carry: build from the list's URL")
-    service = FeedService(settings, MemoryStore(settings.cache_max_bytes),
+    service = build_service(settings, MemoryStore(settings.cache_max_bytes),
                           _SavedList(settings, local_pages={spec.page_url(0, source): text}))
     try:
         first, topics = _upstream(lambda: service.topics(spec))
@@ -322,7 +323,7 @@ def _service(forum: Forum) -> Iterator[FeedService]:
     """A service of its own, over an empty memory store: one run reads the forum as one server request does."""
     settings = _settings(forum)
     fetcher = Fetcher(settings)
-    service = FeedService(settings, MemoryStore(settings.cache_max_bytes), fetcher)
+    service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher)
     try:
         yield service
     finally:

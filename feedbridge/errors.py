@@ -15,7 +15,8 @@
         ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
         ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
         │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
-        └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
+        ├── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
+        └── NotHeld                   502   unusable      a cached-only read found no copy (feeds/reads.py)
 
 Callers catch the narrowest class they can act on; the web layer has one handler that turns any of
 them into `status` and `message`. `retry_after` travels with upstream errors so the reader is told
@@ -158,6 +159,12 @@ class BridgeBusy(UpstreamRateLimited):
 class UpstreamTimeout(UpstreamError):
     status = 504
     default_reason = Reason.TIMEOUT
+
+
+class NotHeld(UpstreamError):
+    """A read from cached copies only (the forum just failed) found none: what the read failed with is the
+    forum's error, which the caller answers with; this one says only that there is nothing to fall back on,
+    and is no failure of the forum (a topic page not held keeps its excerpt without counting as one)."""
 
 
 _CLASS_OF: dict[Reason, type[UpstreamError]] = {

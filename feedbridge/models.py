@@ -42,7 +42,7 @@ class Topic:
     views: int | None = None
     # A digest's entry (feeds/digest.py) stands for a period, not a topic: its own entry id.
     entry_id: str | None = None
-    # A post feed's entry (feeds/posts.py) is one post of the topic: its number (the entry id ends with it).
+    # A post feed's entry (feeds/post_feeds.py) is one post of the topic: its number (the entry id ends with it).
     post_number: int | None = None
     # Whether the list shows it pinned at its top (JSON lists' `pinned`); None where the list does not say
     # (no Markdown dialect marks it), so that a filter on it must read the JSON list of the same page.
@@ -157,7 +157,7 @@ class TopicHead:
     read: tuple[tuple[int, Post | None], ...] = ()
     skipped: int = 0
     # A mega topic (core's TopicView::MEGA_TOPIC_POSTS_COUNT posts or more) comes without its stream but with
-    # `lastId` and its highest post number, from which feeds/posts.py asks for the ids of its end; on the
+    # `lastId` and its highest post number, from which feeds/post_feeds.py asks for the ids of its end; on the
     # end as read so far, `after_number` is the post number its ids come after.
     last_id: int | None = None
     highest_post_number: int | None = None

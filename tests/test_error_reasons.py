@@ -19,8 +19,8 @@ from feedbridge.errors import (
     UpstreamRefused,
     UpstreamTimeout,
 )
-from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import MARKDOWN
+from feedbridge.feeds.wiring import build_service
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web.app import create_app
@@ -64,7 +64,7 @@ def test_the_fetcher_says_why_in_fields(upstream: FakeForum, arm: Callable[[Fake
 def test_a_remembered_failure_keeps_its_reason_and_status(upstream: FakeForum) -> None:
     upstream.fail(LIST, 503)
     config = settings(upstream)
-    service = FeedService(config, MemoryStore(1 << 24), Fetcher(config))
+    service = build_service(config, MemoryStore(1 << 24), Fetcher(config))
     errors = []
     for _ in range(2):
         with pytest.raises(UpstreamError) as raised:

@@ -34,6 +34,7 @@ from feedbridge.discourse.topic import MAX_POSTS, parse_topic
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON
+from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Topic
 from feedbridge.store.entries import TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import MemoryStore
@@ -216,7 +217,7 @@ def counted_by_the_service(forum: FakeForum, read: Callable[[FeedService, Forum]
     settings = replace(Settings(forums=(parse_forum("json:" + forum.url),)), retries=0, forum_budget=0)
     store, fetcher = MemoryStore(256 * MIB), Fetcher(settings)
     try:
-        read(FeedService(settings, store, fetcher), settings.forums[0])
+        read(build_service(settings, store, fetcher), settings.forums[0])
     finally:
         fetcher.close()
     assert len(store) == 1

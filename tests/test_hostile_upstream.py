@@ -27,7 +27,7 @@ import pytest
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import ConfigError
-from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.wiring import build_service
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher, is_within, normalise_url
 from tests.appserver import PROJECT_ROOT, running_app, settings_for
@@ -332,10 +332,10 @@ def test_a_stored_wait_past_the_maximum_is_not_honoured(upstream):
     settings = settings_for(upstream.url, **FAST)
     fetcher = Fetcher(settings)
     try:
-        service = FeedService(settings, MemoryStore(1 << 20), fetcher)
+        service = build_service(settings, MemoryStore(1 << 20), fetcher)
         forum = settings.forums[0]
-        service.control.set(service.waits.key(forum), time.time() + 1e11, 3600)
-        assert service.fetch(forum, upstream.url + LIST).status == 200
+        service.control.set(service.gate.waits.key(forum), time.time() + 1e11, 3600)
+        assert service.gate.fetch(forum, upstream.url + LIST).status == 200
         assert upstream.count(LIST) == 1
     finally:
         fetcher.close()

@@ -25,6 +25,7 @@ from feedbridge.errors import ConfigError
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.feeds.wiring import build_service
 from feedbridge.store import codec
 from feedbridge.store.control import MemoryControl
 from feedbridge.store.entries import SourceEntry
@@ -187,7 +188,7 @@ def test_decision_is_shared_through_the_control_store():
         for _ in range(2):  # two services (two workers) on one store
             fetcher = Fetcher(settings)
             try:
-                FeedService(settings, store, fetcher, control=control).feed(spec, None)
+                build_service(settings, store, fetcher, control=control).feed(spec, None)
             finally:
                 fetcher.close()
             store.delete(FeedService.feed_key(spec, None))

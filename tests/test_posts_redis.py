@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from feedbridge.discourse.posts import parse_post_batch, parse_topic_head
-from feedbridge.feeds.posts import shown
+from feedbridge.feeds.post_feeds import shown
 from feedbridge.models import Topic
 from feedbridge.store import codec
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown

@@ -24,6 +24,7 @@ from feedbridge.errors import BotWall, NotPublic, UpstreamError, UpstreamNotFoun
 from feedbridge.feeds.detect import UNDECIDED
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import MARKDOWN
+from feedbridge.feeds.wiring import build_service
 from feedbridge.store.entries import SourceEntry
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import CHALLENGE_PEEK, Fetcher
@@ -235,12 +236,12 @@ def test_a_forum_refusing_the_bridges_key_is_a_failure_of_the_bridge_not_members
 
 def detector_service(forum: FakeForum) -> tuple[FeedService, Settings]:
     settings = replace(Settings(forums=(parse_forum(forum.url),)), retries=0, negative_ttl=0)
-    return FeedService(settings, MemoryStore(1 << 24), Fetcher(settings)), settings
+    return build_service(settings, MemoryStore(1 << 24), Fetcher(settings)), settings
 
 
 def test_a_bot_wall_on_the_probe_keeps_the_decision_and_decides_nothing_without_one(upstream: FakeForum) -> None:
     service, settings = detector_service(upstream)
-    forum, detector = settings.forums[0], service.lists.detector
+    forum, detector = settings.forums[0], service.detector
     upstream.challenge(LIST)
     with pytest.raises(BotWall):  # no decision: the feed's error, nothing written, /latest.json not asked
         detector.source(forum)
@@ -262,7 +263,7 @@ def test_a_bot_wall_on_the_probe_keeps_the_decision_and_decides_nothing_without_
 
 def test_a_bot_wall_with_an_undecided_record_leaves_it_as_it_was(upstream: FakeForum) -> None:
     service, settings = detector_service(upstream)
-    forum, detector = settings.forums[0], service.lists.detector
+    forum, detector = settings.forums[0], service.detector
     undecided = SourceEntry(UNDECIDED, 0.0, 1.0)
     service.control.set(detector.key(forum), undecided, 3600)
     upstream.challenge(LIST)

@@ -12,7 +12,7 @@ kind and every filter answers as it does for the real forum.
 
 The bridge is configured with the forum itself, `https://dev-discuss.pytorch.org`, so its forum key, every
 title, feed URL and entry id are the ones a real deployment has, the same on every run. Its fetcher's
-transport (`LocalCopy`, wired in by `feedbridge.demo.app`) answers from the package's files instead of the
+transport (`LocalCopy`, wired in by `feedbridge.demo.wsgi`) answers from the package's files instead of the
 network: a request for any other host fails as a refused connection, so the demo reads nothing from the
 internet. A reader following an entry's link goes to the real topic, as with any feed of that forum.
 """
@@ -42,7 +42,7 @@ JSON_SITE: Traversable = files(__name__) / "json"
 _ID = re.compile(r"\d{1,12}")
 _USERNAME = re.compile(r"[\w.-]{1,60}")  # what the feed routes take (feeds/spec.py ROUTES)
 MAX_POST_IDS = 200
-"""Post ids one batch request may name: the bridge asks for 50 (`feeds.posts.BATCH`)."""
+"""Post ids one batch request may name: the bridge asks for 50 (`feeds.post_feeds.BATCH`)."""
 # The package's files never change while it runs: one validator for all of them, as a static host sends.
 STARTED = formatdate(usegmt=True)
 

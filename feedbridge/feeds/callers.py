@@ -1,8 +1,8 @@
 """Who asks, until when, and what they may spend: the request-side half of the cache policy.
 
-- `Caller`: one web request, made once in its own thread. Its deadline (FEEDBRIDGE_REQUEST_DEADLINE)
-  bounds every wait on top of a fetch (further pages, topic pages, another request's fetch); the service
-  answers with what it has by then.
+- `Caller`: one web request, made once at its edge and current for all it runs (`enter`, `current`). Its
+  deadline (FEEDBRIDGE_REQUEST_DEADLINE) bounds every wait on top of a fetch (further pages, topic pages,
+  another request's fetch); the service answers with what it has by then.
 - `Admission`: what the request holds, shared by all it runs, pool work included: at most one cold slot
   (`feedbridge.feeds.policy`), taken by its first read that goes upstream, and the refusals its reads met.
 - `ForumBudget`: upstream requests per forum counted as Discourse counts the bridge's address
@@ -17,8 +17,8 @@
   counts them against the bridge's address as well. Past any: `BridgeBusy`, a 503 with Retry-After = when
   the refusing window has room again, or the stale copy.
 
-Callers without a `Caller` (the static build, the CLI) get the cache and negative caching only: they
-pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
+Reads outside a web request (the static build, the CLI) have no `Caller` and get the cache and negative
+caching only: they pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
@@ -36,6 +37,7 @@ from feedbridge.errors import BridgeBusy
 from feedbridge.store.control import Windows
 
 T = TypeVar("T")
+J = TypeVar("J")
 
 CLIENT_SHARE = 3
 """One client may spend at most 1/CLIENT_SHARE of a forum's budget per minute."""
@@ -56,7 +58,7 @@ the budget of them as long as none takes a second to be sent."""
 class Admission:
     """What one web request holds, shared by everything it runs, its pool work included: one cold slot at
     most, taken by whichever of its reads first goes upstream (`CachePolicy.take_slot`) and given back when
-    the request ends (`Caller.end`, at the web layer's teardown), after which nothing is fetched for it."""
+    the request ends (`leave`, at the web layer's teardown), after which nothing is fetched for it."""
 
     slot: threading.BoundedSemaphore | None = None
     ended: bool = False
@@ -67,9 +69,10 @@ class Admission:
 class Caller:
     """One web request: who asks (for the budget's fair share), until when, and what it holds.
 
-    The same `Caller` is handed to the work the request fans out (`CallerPool`): a page 2 or a topic page
-    read in the pool takes the request's slot if the request holds none yet, and is refused with the
-    request's own reads when none is free, so no read of the request goes upstream without a slot.
+    It is the request's scope (`current`), set once at the edge (`enter`) and seen by the work the request
+    fans out, since the pool runs each job in a copy of its submitter's context (`CallerPool`): a page 2 or
+    a topic page read in the pool takes the request's slot if the request holds none yet, and is refused
+    with the request's own reads when none is free, so no read of the request goes upstream without a slot.
     """
 
     client: str
@@ -90,17 +93,61 @@ class Caller:
             slot.release()
 
 
-def result(future: Future[T], caller: Caller | None) -> T:
-    """A pool future's result, within the request's deadline (FutureTimeout past it); unbounded without one."""
+_CURRENT: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("feedbridge_caller", default=None)
+"""The web request being served, in its own thread or greenlet and in the pool work it submits; None in a
+static build or the CLI, which have no deadline, share or slot."""
+
+
+def current() -> Caller | None:
+    """The request whose deadline, share and slot bound the current read, if a web request makes it."""
+    return _CURRENT.get()
+
+
+def enter(caller: Caller) -> contextvars.Token[Caller | None]:
+    """At the web request's start: `caller` is the scope of everything it runs, until `leave`."""
+    return _CURRENT.set(caller)
+
+
+def leave(token: contextvars.Token[Caller | None]) -> None:
+    """At the web request's teardown: it ends (`Caller.end`) and the thread or greenlet serves no request."""
+    caller = _CURRENT.get()
+    _CURRENT.reset(token)
+    if caller is not None:
+        caller.end()
+
+
+def result(future: Future[T]) -> T:
+    """A pool future's result, within the current request's deadline (FutureTimeout past it); unbounded
+    outside a web request."""
+    caller = current()
     return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
 
 
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
-    a copy of the submitter's context (`contextvars`, e.g. the static build's per-feed request tally)."""
+    a copy of the submitter's context (`contextvars`: the request's `Caller`, the static build's per-feed
+    request tally, the builds a read is part of)."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(_call, contextvars.copy_context(), fn, args, kwargs)
+
+    def waves(self, jobs: Sequence[J], run: Callable[[J], T], size: int) -> Iterator[tuple[J, Future[T]]]:
+        """`run(job)` for every job, `size` at a time, each wave submitted once every job of the one before
+        is taken: each job with its future, done, in order. A consumer that stops taking (a list that ended)
+        starts no further wave. When the request's deadline passes, what has not started is cancelled and
+        FutureTimeout raised: the consumer decides what a partial answer is worth.
+
+        The one wave loop of the service: list pages, topic pages, batches of posts and posts' topics."""
+        for start in range(0, len(jobs), size):
+            wave = jobs[start : start + size]
+            futures = [self.submit(run, job) for job in wave]
+            for job, future in zip(wave, futures, strict=True):
+                caller = current()
+                if not wait([future], timeout=None if caller is None else max(caller.left(), 0.0)).done:
+                    for rest in futures:
+                        rest.cancel()
+                    raise FutureTimeout
+                yield job, future
 
 
 def _call(context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
@@ -172,6 +219,7 @@ class ForumBudget:
         return made + (self.forum.spans(forum) if self.forum is not None else [])
 
     def spend(self, forum: Forum, caller: Caller) -> None:
+        """One request to `forum` for `caller`, or BridgeBusy when a window (or the caller's share) is full."""
         if self.per_window <= 0:
             return
         spans = self.spans(forum)

@@ -49,7 +49,6 @@ from collections.abc import Callable
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import BotWall, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamRefused
-from feedbridge.feeds.callers import Caller
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing
@@ -65,7 +64,7 @@ UNDECIDED = "undecided"
 RETRY = 60.0
 """Seconds (at most) until an inconclusive probe is asked again: a tenth of the re-check period, up to this."""
 
-ReadPage = Callable[[Forum, str, Source, Caller | None], Listing]
+ReadPage = Callable[[Forum, str, Source], Listing]
 """One list page through the page cache (`ListReader.page`); raises UpstreamError."""
 
 
@@ -76,20 +75,24 @@ class SourceDetector:
         self.flight = flight
         self.read_page = read_page
 
-    def source(self, forum: Forum, caller: Caller | None = None, ask: bool = True) -> Source:
-        """The configured source, else the decided one, probing first when the record is due.
-
-        `ask=False` (stale pages: the forum just failed) never probes: the record as it is, or Markdown.
-        """
+    def source(self, forum: Forum) -> Source:
+        """The configured source, else the decided one, probing first when the record is due."""
         if forum.source != "auto":
             return SOURCES[forum.source]
         key = self.key(forum)
         entry: SourceEntry | None = self.control.get(key)
-        if ask and self._due(entry):
+        if self._due(entry):
             previous = entry
-            entry = self.flight.do(key, lambda: self._probe(forum, previous, caller),
+            entry = self.flight.do(key, lambda: self._probe(forum, previous),
                                    self.settings.singleflight_wait, lambda: self._settled(key))
-        return MARKDOWN if entry is None else SOURCES.get(entry.source, MARKDOWN)
+        return _read_by(entry)
+
+    def decided(self, forum: Forum) -> Source:
+        """The configured source, else the record as it is (or Markdown), never probing: what a read from
+        cached copies uses, the forum having just failed."""
+        if forum.source != "auto":
+            return SOURCES[forum.source]
+        return _read_by(self.control.get(self.key(forum)))
 
     def refused(self, spec: FeedSpec, source: Source, exc: UpstreamError) -> UpstreamError:
         """The error for a list the forum refused: that list's own, except for the JSON probe list of a forum
@@ -108,7 +111,7 @@ class SourceDetector:
     def key(forum: Forum) -> str:
         return keys.source(forum.base_url)
 
-    def _probe(self, forum: Forum, previous: SourceEntry | None, caller: Caller | None) -> SourceEntry:
+    def _probe(self, forum: Forum, previous: SourceEntry | None) -> SourceEntry:
         """One transition of the table in the module docstring; stores and returns the new record.
 
         A 429 (the forum's, or the bridge's own budget or slots) is no answer at all: the record is left as
@@ -117,7 +120,7 @@ class SourceDetector:
         and nothing is written (the JSON probe would only meet the same wall)."""
         inconclusive: UpstreamError
         try:
-            self.read_page(forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN, caller)
+            self.read_page(forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN)
             return self._store(forum, previous, MARKDOWN.name, settled=True)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             return self._store(forum, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
@@ -138,7 +141,7 @@ class SourceDetector:
             return self._store(forum, previous, previous.source, settled=False, reason=previous.reason,
                                status=previous.status)
         try:
-            self.read_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON, caller)
+            self.read_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
             state = JSON.name
         except (UpstreamRateLimited, BotWall):
             if previous is None:
@@ -168,3 +171,7 @@ class SourceDetector:
     def _settled(self, key: str) -> SourceEntry | None:
         entry: SourceEntry | None = self.control.get(key)
         return None if self._due(entry) else entry
+
+
+def _read_by(entry: SourceEntry | None) -> Source:
+    return MARKDOWN if entry is None else SOURCES.get(entry.source, MARKDOWN)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from feedbridge.config import Forum
 from feedbridge.errors import BridgeBusy, UpstreamRateLimited
-from feedbridge.feeds.callers import Caller, ForumBudget
+from feedbridge.feeds.callers import ForumBudget, current
 from feedbridge.feeds.policy import CachePolicy, refused
 from feedbridge.feeds.waits import ForumWaits
 from feedbridge.upstream.fetcher import Fetched, Fetcher
@@ -28,13 +28,13 @@ class Gate:
     budget: ForumBudget
     signed: bool
 
-    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-              caller: Caller | None = None) -> Fetched:
+    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
-        web request's fetches are charged to the forum's budget."""
+        web request's fetches (`callers.current`) take its slot and are charged to the forum's budget."""
         self.waits.check(forum)
+        caller = current()
         if caller is not None:
-            self.policy.take_slot(caller)
+            self.policy.take_slot()
             try:
                 self.budget.spend(forum, caller)
             except BridgeBusy as exc:

@@ -4,7 +4,7 @@ Kept apart from assembling a feed (`feedbridge.feeds.service`) because it is the
 consumer of a list (feeds, views, previews, the source probes, the CLI): which URLs make up a list, how far
 to page, and when a missing page ends it. What the forum answered reaches the reader in the words every
 route uses (`errors.explained`: missing or private, members only, a bot wall, slow down). Every page goes through the
-page cache (`CachePolicy`) and every request through the `Gate`.
+page cache (`CachePolicy`) and every request through the `Gate`, when read live (`feeds/reads.py`).
 """
 
 from __future__ import annotations
@@ -25,36 +25,30 @@ from feedbridge.errors import (
     UpstreamTimeout,
     explained,
 )
-from feedbridge.feeds.callers import Caller, CallerPool, result
+from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.detect import SourceDetector
-from feedbridge.feeds.gate import Gate
-from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.reads import Reads
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing
 from feedbridge.store import keys
-from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import PageEntry, listing_bytes
-from feedbridge.store.protocols import Flight
 
 log = logging.getLogger(__name__)
 
 
 class ListReader:
-    """The lists of one scope (public, or the signed-in twin's): its gate, page cache and pool."""
+    """The lists of one scope (public, or the signed-in twin's) read one way (`feeds/reads.py`)."""
 
-    def __init__(self, settings: Settings, gate: Gate, policy: CachePolicy, pool: CallerPool,
-                 control: ControlStore, flight: Flight):
-        """The source detector is built here because its probes are list pages read through this reader's
-        cache: a `/latest` feed built just after a probe reads the probe's page from there."""
+    def __init__(self, settings: Settings, reads: Reads, pool: CallerPool, detector: SourceDetector):
+        """`detector` says what a refusal of a probe list means (`SourceDetector.refused`); its probes read
+        through the live reader's `page`, so a `/latest` feed built just after a probe reads its page cached."""
         self.settings = settings
-        self.gate = gate
-        self.policy = policy
+        self.reads = reads
         self.pool = pool
-        self.detector = SourceDetector(settings, control, flight,
-                                       lambda forum, url, source, caller: self.page(forum, url, False, caller, source))
+        self.detector = detector
 
-    def listings(self, spec: FeedSpec, stale_pages: bool = False, caller: Caller | None = None) -> list[Listing]:
+    def listings(self, spec: FeedSpec) -> list[Listing]:
         """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
 
         A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
@@ -66,37 +60,35 @@ class ListReader:
         author, only when the forum refuses that.
         """
         try:
-            return self._read(spec, stale_pages, caller)
+            return self._read(spec)
         except UpstreamError as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
-                            signed=self.gate.signed, missing=spec.missing) from None
+                            signed=self.reads.signed, missing=spec.missing) from None
 
-    def _read(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> list[Listing]:
+    def _read(self, spec: FeedSpec) -> list[Listing]:
         """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
         is not a refusal of that list: the latest list is behind the same wall, and is not asked. A `/filter`
         feed reads `/filter.json` on every forum (core's filtered list has no Markdown twin), so it needs no
         source, and what only a signed-in reader's `/filter` reads is refused to a public read before any
         request: to the forum's anonymous reader it is no topics at all."""
         if spec.forum_query is not None:
-            if spec.forum_query.signed_in_only and not self.gate.signed:
+            if spec.forum_query.signed_in_only and not self.reads.signed:
                 raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
-            return self._pages(spec, lambda n: spec.page_url(n, JSON), JSON, stale_pages, caller)
-        source = self.detector.source(spec.forum, caller, ask=not stale_pages)
+            return self._pages(spec, lambda n: spec.page_url(n, JSON), JSON)
+        source = self.reads.source(spec.forum)
         if spec.user is not None:
-            refusals = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
             try:
-                own = self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON, stale_pages, caller)
+                own = self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON)
                 return [replace(listing, started_by=spec.user) for listing in own]
-            except refusals as exc:
+            except self.reads.moves_on as exc:
                 log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
         if spec.intersection:  # /tag/a+b: Discourse's own list where it has one, else the first tag's, filtered
-            missing = UpstreamError if stale_pages else (UpstreamNotFound, UpstreamRefused)
             try:
-                return self._pages(spec, spec.intersection_url, JSON, stale_pages, caller)
-            except missing as exc:
+                return self._pages(spec, spec.intersection_url, JSON)
+            except self.reads.moves_on as exc:
                 log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
-            return self._pages(spec, lambda n: spec.page_url(n, source), source, stale_pages, caller)
+            return self._pages(spec, lambda n: spec.page_url(n, source), source)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise self.detector.refused(spec, source, exc) from None
 
@@ -108,48 +100,37 @@ class ListReader:
         return (f"q: {' '.join(terms)} only means something to a signed-in user of the forum (core's /filter reads "
                 f"it for the signed-in user alone, and gives anyone else no topics): {how}")
 
-    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source, stale_pages: bool,
-               caller: Caller | None) -> list[Listing]:
-        listings = [self.page(spec.forum, url(0), stale_pages, caller, source)]
-        wave = self.settings.fetch_concurrency
-        next_page = 1
-        while next_page < spec.pages and listings[-1].next_page_url is not None:
-            numbers = range(next_page, min(next_page + wave, spec.pages))
-            futures = [self.pool.submit(self.page, spec.forum, url(n), stale_pages, caller, source)
-                       for n in numbers]
-            for future in futures:
+    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[Listing]:
+        listings = [self.page(spec.forum, url(0), source)]
+        if listings[-1].next_page_url is None:
+            return listings
+        try:
+            for _n, done in self.pool.waves(range(1, spec.pages), lambda n: self.page(spec.forum, url(n), source),
+                                            self.settings.fetch_concurrency):
                 try:
-                    listing = result(future, caller)
+                    listing = done.result()
                 except UpstreamNotFound:
                     return listings
-                except FutureTimeout:
-                    raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while reading "
-                                          f"{spec.pages} pages of {url(0)}") from None
                 if not listing.topics:
                     return listings
                 listings.append(listing)
                 if listing.next_page_url is None:
                     return listings
-            next_page = numbers.stop
+        except FutureTimeout:
+            raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while reading "
+                                  f"{spec.pages} pages of {url(0)}") from None
         return listings
 
-    def page(self, forum: Forum, url: str, stale_pages: bool = False, caller: Caller | None = None,
-             source: Source = MARKDOWN) -> Listing:
-        """One parsed list page: from cache while fresh, else fetched; with `stale_pages`, any cached copy
-        or nothing (the forum just failed: asking it again would only double the load)."""
-        key = keys.page(url)
-        if stale_pages:
-            held: PageEntry = self.policy.held(key, url)
-            return held.listing
-        got = self.policy.get(key, lambda held: self._fetch_page(forum, url, held, caller, source),
-                              caller=caller, stale=False,
-                              what=url)
-        return got.entry.listing
+    def page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
+        """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or
+        NotHeld (read from cached copies)."""
+        entry: PageEntry = self.reads.entry(keys.page(url), lambda held: self._fetch_page(forum, url, held, source),
+                                            url)
+        return entry.listing
 
-    def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, caller: Caller | None,
-                    source: Source) -> PageEntry:
-        fetched = self.gate.fetch(forum, url, cached.etag if cached else None,
-                                  cached.last_modified if cached else None, caller=caller)
+    def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, source: Source) -> PageEntry:
+        fetched = self.reads.fetch(forum, url, url, cached.etag if cached else None,
+                                   cached.last_modified if cached else None)
         now = time.time()
         if fetched.status == 304 and cached is not None:
             return PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size)

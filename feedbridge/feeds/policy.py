@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from feedbridge.config import Settings
-from feedbridge.errors import BridgeBusy, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
-from feedbridge.feeds.callers import Caller
+from feedbridge.errors import BridgeBusy, NotHeld, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
+from feedbridge.feeds.callers import Caller, current
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry, is_fresh
@@ -121,7 +121,7 @@ class CachePolicy:
         topic is not asked for on every rebuild, and asked again after it in case it comes back."""
         self.store.set(key, entry, max(self.fresh_for, 60.0))
 
-    def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
+    def get(self, key: str, build: Callable[[E | None], E], *, stale: bool = True,
             what: str = "", fresh_for: float | None = None, keep_for: float | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
 
@@ -136,7 +136,7 @@ class CachePolicy:
         if is_fresh(held, fresh_for):
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
-            return Got(self._build(key, build, held, fresh_for, keep_for, caller, what), "miss")
+            return Got(self._build(key, build, held, fresh_for, keep_for, what), "miss")
         except UpstreamError as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
@@ -146,20 +146,22 @@ class CachePolicy:
 
     def held(self, key: str, what: str) -> Any:
         """The copy held for `key`, however old, without asking the forum: what a build from stale pages
-        reads once the forum has just failed. UpstreamError naming `what` when there is none."""
+        reads once the forum has just failed (`feeds/reads.py`). NotHeld naming `what` when there is none."""
         entry = self.store.get(key)
         if entry is None:
-            raise UpstreamError(f"no copy of {what} to fall back on")
+            raise NotHeld(f"no copy of {what} to fall back on")
         return entry
 
-    def take_slot(self, caller: Caller | None, why: str = "") -> None:
+    def take_slot(self, why: str = "") -> None:
         """Before a request sends anything upstream (`Gate.fetch`), or waits on another's fetch with a
         copy to fall back on: the request's slot (taken once, by whichever of its reads comes first, pool
         work included), or BridgeBusy (with `why` as its message).
 
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
         being fetched by another request needs none. Work that outlives its request (pool work the request
-        stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back."""
+        stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back. Reads outside
+        a web request (a static build, the CLI) take none."""
+        caller = current()
         if caller is None:
             return
         admission = caller.admission
@@ -191,16 +193,17 @@ class CachePolicy:
         self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
-               caller: Caller | None, what: str) -> E:
+               what: str) -> E:
         remembered = self.remembered(key)
         if remembered is not None:
             raise remembered
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
-            self.take_slot(caller, f"{what or key} is being fetched already and this process's "
+            self.take_slot(f"{what or key} is being fetched already and this process's "
                                    f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
                                    f"retry in {BUSY_RETRY:.0f}s")
+        caller = current()
         wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
         if wait <= 0:
             raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "

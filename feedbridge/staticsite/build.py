@@ -23,6 +23,7 @@ import click
 
 from feedbridge.errors import UpstreamError
 from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.wiring import build_service
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.plan import (
@@ -80,7 +81,7 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
         config.settings, concurrency=config.concurrency, delay=config.delay, max_wait=config.max_wait,
         local_pages=config.local_pages, on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds),
     )
-    service = FeedService(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher)
+    service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher)
     try:
         with ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed") as pool:
             outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress),

@@ -106,7 +106,7 @@ class FailureEntry:
 
 @dataclass(frozen=True, slots=True)
 class HeadEntry:
-    """A topic's `/t/ID.json` head (`feedbridge.feeds.posts`): its first posts and the ids of all of them, with
+    """A topic's `/t/ID.json` head (`feedbridge.feeds.post_feeds`): its first posts and the ids of all of them, with
     the validators to ask again with. Shared through Redis like the posts read after it."""
 
     head: TopicHead
@@ -121,7 +121,7 @@ class HeadEntry:
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """A post as a post feed's entry (`feedbridge.feeds.posts`), with when it was read (for the topic TTL) and
+    """A post as a post feed's entry (`feedbridge.feeds.post_feeds`), with when it was read (for the topic TTL) and
     its id (for content=full)."""
 
     topic: Topic

@@ -18,12 +18,12 @@ from werkzeug.exceptions import HTTPException
 from feedbridge import __version__
 from feedbridge.config import Settings
 from feedbridge.errors import ConfigError, FeedbridgeError, UpstreamError
-from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.wiring import build_service
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web import pages, routes
-from feedbridge.web.context import client_addresses, end_caller
+from feedbridge.web.context import client_addresses, close_scope, open_scope
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import configure_logging, log_request
 from feedbridge.web.responses import plain_error
@@ -41,9 +41,9 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
                                  fresh_for=settings.cache_ttl, fetch_deadline=settings.total_timeout)
     except ValueError as exc:
         raise ConfigError(f"FEEDBRIDGE_CACHE_URL / REDIS_URL: {exc}", "FEEDBRIDGE_CACHE_URL") from None
-    app.extensions["feedbridge"] = service = FeedService(settings, backends.store, Fetcher(settings, transport),
-                                                         backends.flight, control=backends.control,
-                                                         windows=backends.windows)
+    app.extensions["feedbridge"] = service = build_service(settings, backends.store, Fetcher(settings, transport),
+                                                           backends.flight, control=backends.control,
+                                                           windows=backends.windows)
     app.extensions["feedbridge.resolved"] = urls = ResolvedUrls()
     app.wsgi_app = client_addresses(HitPath(app.wsgi_app, service, urls),  # type: ignore[method-assign,assignment]
                                     settings.trusted_hops)
@@ -52,8 +52,9 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.after_request(_security_headers)
     app.context_processor(_template_globals)
     app.before_request(_start_timer)
+    app.before_request(open_scope)
     app.after_request(_log_request)
-    app.teardown_request(end_caller)
+    app.teardown_request(close_scope)
     app.register_error_handler(Exception, _error)
     return app
 

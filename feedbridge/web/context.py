@@ -1,5 +1,5 @@
-"""The request's resources, one accessor each: the app's `FeedService`, and this request's `Caller` (its
-deadline, its share of the forum's budget and its slot).
+"""The request's resources: the app's `FeedService` (one accessor), and this request's scope, a `Caller`
+(its deadline, its share of the forum's budget and its slot) opened and closed around it.
 
 Who the client is, for its share of a forum's budget: the address that reached the first proxy we trust.
 `FEEDBRIDGE_TRUSTED_HOPS` says how many proxies stand in front (a PaaS router is one), and Werkzeug's
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from flask import current_app, g, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from feedbridge.feeds.callers import Caller
+from feedbridge.feeds import callers
 from feedbridge.feeds.service import FeedService
 
 if TYPE_CHECKING:
@@ -36,20 +36,17 @@ def service() -> FeedService:
     return svc
 
 
-def caller() -> Caller:
-    """This request's caller, made once however many service calls the request makes, and ended at its
-    teardown (`end_caller`): one admission per request."""
-    if "caller" not in g:
-        g.caller = service().caller(request.environ.get("REMOTE_ADDR") or "-")
-    made: Caller = g.caller
-    return made
+def open_scope() -> None:
+    """At the request's start: its `Caller` (deadline, share of the forum's budget, slot), the scope of
+    everything the request runs however many service calls it makes (`feeds.callers.current`)."""
+    g.request_scope = callers.enter(service().caller(request.environ.get("REMOTE_ADDR") or "-"))
 
 
-def end_caller(_exc: BaseException | None = None) -> None:
+def close_scope(_exc: BaseException | None = None) -> None:
     """At the request's teardown: its slot goes back, and pool work it left behind fetches nothing more."""
-    made: Caller | None = g.pop("caller", None)
-    if made is not None:
-        made.end()
+    token = g.pop("request_scope", None)
+    if token is not None:
+        callers.leave(token)
 
 
 def client_addresses(app: WSGIApplication, trusted_hops: int) -> WSGIApplication:

@@ -50,7 +50,7 @@ from feedbridge.render.opml import opml_document as opml_list
 from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
 from feedbridge.web.allowance import CpuSpent, allowance, client
-from feedbridge.web.context import caller, service
+from feedbridge.web.context import service
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved, in_turns
 
@@ -192,7 +192,7 @@ def opml(key: str) -> Response:
     forum = svc.settings.forum_for_key(key)
     if forum is None:
         raise RouteNotFound(f"unknown forum {key[:80]!r}")
-    categories = svc.categories(forum, caller())
+    categories = svc.categories(forum)
     body = opml_document(forum, categories, request.host_url.rstrip("/"))
     response = Response(body, content_type=OPML_TYPE)
     filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
@@ -223,7 +223,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         form = form_from_path(path, args, svc.settings)
         built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
         # the last good pages rather than an error, while there are any (shown, never kept)
-        view = scope.view(spec, caller())
+        view = scope.view(spec)
         built.topics, built.total = view.topics, len(view.topics)
         html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
                                edit_url=url_for("pages.index", **form.args()))
@@ -295,8 +295,7 @@ def _kept(svc: FeedService, key: str, render: Callable[[], str]) -> FeedEntry:
         return fresh
     try:
         with allowance().spending(client()):
-            return svc.policy.get(key, lambda _held: _entry(render().encode()), caller=caller(),
-                                  what="the page").entry
+            return svc.policy.get(key, lambda _held: _entry(render().encode()), what="the page").entry
     except UpstreamError:
         held: FeedEntry | None = svc.store.get(key)
         if held is None:
@@ -336,7 +335,7 @@ def preview_of(svc: FeedService, built: Built) -> None:
     assert built.spec is not None
     spec = built.spec
     try:
-        view = svc.view(spec, caller())
+        view = svc.view(spec)
     except UpstreamError as exc:
         built.preview_error = unavailable(spec.forum, exc)
         return
@@ -371,7 +370,7 @@ def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedF
 
 def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], Unavailable | None]:
     try:
-        return svc.categories(forum, caller()), None
+        return svc.categories(forum), None
     except UpstreamError as exc:
         log.warning("categories directory unavailable: %s", exc.message)
         return (), unavailable(forum, exc)

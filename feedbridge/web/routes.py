@@ -22,7 +22,7 @@ from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
 from feedbridge.web import pages
 from feedbridge.web.allowance import CpuSpent, allowance, client
-from feedbridge.web.context import caller, service
+from feedbridge.web.context import service
 from feedbridge.web.hits import Resolved, ResolvedUrls, in_turns
 from feedbridge.web.responses import feed_headers
 
@@ -71,12 +71,11 @@ def feed(path: str) -> Response:
     scope = svc.scope(resolved.signed)
     stale_why = "upstream failed"
     if scope.fresh(resolved.key) is not None:  # a hit (a conditional one, or one for a browser): never charged
-        result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key, caller=caller())
+        result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
     else:
         try:
             with allowance().spending(client()):
-                result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key,
-                                    caller=caller())
+                result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
         except CpuSpent as spent:
             held = scope.store.get(resolved.key)
             if held is None:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 from feedbridge.config import Forum, Settings
@@ -56,11 +56,11 @@ from feedbridge.discourse.posts import (
     parse_user_actions,
 )
 from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, explained
-from feedbridge.feeds.callers import Caller, CallerPool, result
+from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
-from feedbridge.feeds.gate import Gate
 from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.reads import Reads
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing, Post, Topic, TopicHead
 from feedbridge.store import keys
@@ -128,37 +128,38 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None =
 
 
 class PostFeeds:
-    """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route."""
+    """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route, read one way
+    (`feeds/reads.py`)."""
 
-    def __init__(self, settings: Settings, gate: Gate, policy: CachePolicy, store: Store, pool: CallerPool):
-        """The scope's own parts (public, or the signed-in twin's): its gate, cache and pool."""
+    def __init__(self, settings: Settings, reads: Reads, policy: CachePolicy, store: Store, pool: CallerPool):
+        """The scope's own parts (public, or the signed-in twin's): how it reads, its cache and pool."""
         self.settings = settings
-        self.gate = gate
+        self.reads = reads
         self.policy = policy
         self.store = store
         self.pool = pool
 
-    def topics(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> tuple[Listing, list[Topic]]:
+    def topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         """The feed's posts; what the forum answered instead is told in the words list feeds use for it
         (`errors.explained`), so a private topic, a members-only forum or a bot wall reads the same here."""
         try:
-            return self._topics(spec, stale_pages, caller)
+            return self._topics(spec)
         except UpstreamError as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
-                            signed=self.gate.signed) from None
+                            signed=self.reads.signed) from None
 
-    def _topics(self, spec: FeedSpec, stale_pages: bool, caller: Caller | None) -> tuple[Listing, list[Topic]]:
+    def _topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         base = spec.forum.base_url
         limit = spec.filter.limit or DEFAULT_LIMIT
         if spec.kind == "topic_posts" and spec.topic_id is not None:
-            head, posts = self._topic(spec, stale_pages, caller)
+            head, posts = self._topic(spec)
             first = Listing(title=head.title, base_url=base, dialect="json", topics=())
             return first, kept(spec.filter, posts, limit=limit)
         if spec.kind == "posts":
-            posts = self._collected(spec, stale_pages, caller, self._latest_pages)
+            posts = self._collected(spec, self._latest_pages)
             first = Listing(title="latest posts", base_url=base, dialect="json", topics=())
             return first, kept(spec.filter, posts, spec.category_id, limit)
-        posts = self._collected(spec, stale_pages, caller, self._action_pages)
+        posts = self._collected(spec, self._action_pages)
         poster = (spec.poster or "").casefold()  # the title spells the user as the forum does, not as typed
         spelled = next((s.topic.author for s in posts if (s.topic.author or "").casefold() == poster), spec.poster)
         first = Listing(title=f"posts by {spelled}", base_url=base, dialect="json", topics=())
@@ -166,23 +167,22 @@ class PostFeeds:
             return first, kept(spec.filter, posts, limit=limit)
         by_id = {s.topic.entry_id: s for s in posts}
         candidates = [by_id[t.entry_id] for t in kept(replace(spec.filter, query=None), posts, limit=None)]
-        full = self._full(spec.forum, candidates[: self.settings.topic_budget], stale_pages, caller)
+        full = self._full(spec.forum, candidates[: self.settings.topic_budget])
         return first, kept(spec.filter, (replace(s, topic=full.get(s.topic.entry_id or "", s.topic))
                                          for s in candidates), limit=limit)
 
     # --- one topic ---------------------------------------------------------------------------------------
 
-    def _topic(self, spec: FeedSpec, stale: bool, caller: Caller | None) -> tuple[TopicHead, list[Shown]]:
+    def _topic(self, spec: FeedSpec) -> tuple[TopicHead, list[Shown]]:
         assert spec.topic_id is not None
         forum = spec.forum
-        head = self._head(forum, spec.topic_id, stale, caller)
+        head = self._head(forum, spec.topic_id)
         window = spec.filter.limit or DEFAULT_LIMIT
         if spec.filter.narrows:
             window = max(window, FILTERED_WINDOW * spec.pages)
-        return head, self._newest(forum, head, window, stale, caller)
+        return head, self._newest(forum, head, window)
 
-    def _newest(self, forum: Forum, head: TopicHead, window: int, stale: bool,
-                caller: Caller | None) -> list[Shown]:
+    def _newest(self, forum: Forum, head: TopicHead, window: int) -> list[Shown]:
         """The topic's newest `window` posts, newest first. What is no post (a small action, a whisper, a
         deleted, hidden or withdrawn post) takes no entry, so the stream's end is read back in rounds until
         that many are found: `window + SLACK` slots, then at least a batch more each round, never past
@@ -193,17 +193,17 @@ class PostFeeds:
         while len(found) < window and looked < bound:
             looked = min(looked + step, bound)
             if head.last_id is not None:
-                stream = self._end(forum, head, looked, stale, caller).stream
+                stream = self._end(forum, head, looked).stream
             chunk = [i for i in reversed(stream[-looked:]) if i not in seen]
             if not chunk:
                 break
             seen.update(chunk)
-            known = self._read(forum, head, chunk, stale, caller)
+            known = self._read(forum, head, chunk)
             found += [s for i in chunk if (s := known.get(i)) is not None]
             step = max(window - len(found) + SLACK, BATCH)
         return found[:window]
 
-    def _end(self, forum: Forum, head: TopicHead, span: int, stale: bool, caller: Caller | None) -> TopicHead:
+    def _end(self, forum: Forum, head: TopicHead, span: int) -> TopicHead:
         """The end of a mega topic's stream, the ids of its posts numbered past `highest_post_number - span`
         (or all after its first page): held while the topic's `lastId` stays the same, else asked for in one
         request however many they are (`/t/ID/post_ids.json?post_number=N`, all the ids after post N)."""
@@ -215,10 +215,9 @@ class PostFeeds:
         if (held is not None and held.head.last_id == head.last_id and held.head.after_number is not None
                 and held.head.after_number <= after):
             return held.head
-        if stale:
-            raise UpstreamError(f"no copy of the newest posts of topic {head.id} to fall back on")
         asked = f"{url}?{urlencode([('post_number', str(after))])}"
-        ids = _parsed(parse_post_ids, self.gate.fetch(forum, asked, caller=caller).text, asked)
+        fetched = self.reads.fetch(forum, asked, f"the newest posts of topic {head.id}")
+        ids = _parsed(parse_post_ids, fetched.text, asked)
         if after == 1:  # the ids come after post 1, which is on the head's first page
             given = set(ids)
             ids = tuple(i for i, _ in head.read if i not in given) + ids
@@ -226,8 +225,8 @@ class PostFeeds:
         self.policy.keep_read(key, HeadEntry(end, None, None, time.time()))
         return end
 
-    def _read(self, forum: Forum, head: TopicHead, wanted: Sequence[int], stale: bool,
-              caller: Caller | None, inline: bool = False) -> dict[int, Shown | None]:
+    def _read(self, forum: Forum, head: TopicHead, wanted: Sequence[int],
+              inline: bool = False) -> dict[int, Shown | None]:
         """The posts of `wanted` ids: those read before (within the topic TTL), those on the head, and the
         rest in batches, newest first. A post read before is not asked for again within the topic TTL, so an
         edit to one shows when that has passed (to one of the first 20, when the head changes). A batch not
@@ -245,15 +244,20 @@ class PostFeeds:
                 known[post_id] = None if post is None else shown(post, base, now)
                 changed = True
         missing = [i for i in reversed(wanted) if i not in known]
-        if missing and stale:
-            raise UpstreamError(f"no copy of {len(missing)} posts of topic {head.id} to fall back on")
         if missing:
             batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
             def run(ids: list[int]) -> tuple[tuple[int, Post | None], ...]:
-                return self._batch(forum, head, ids, caller)
+                return self._batch(forum, head, ids)
 
-            done = [run(b) for b in batches] if inline else self._waves(batches, run, caller, partial=False)
-            for batch, got in zip(batches, done, strict=False):
+            if inline:
+                done = [run(b) for b in batches]
+            else:
+                try:
+                    done = [got.result() for _b, got in self.pool.waves(batches, run, self.settings.fetch_concurrency)]
+                except FutureTimeout:
+                    raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while "
+                                          f"reading {len(batches)} batches of posts") from None
+            for batch, got in zip(batches, done, strict=True):
                 for post_id in batch:
                     known[post_id] = None
                 known.update({i: None if p is None else shown(p, base, now) for i, p in got})
@@ -262,16 +266,13 @@ class PostFeeds:
             self.policy.keep_read(key, PostsEntry(tuple(newest), now))
         return known
 
-    def _head(self, forum: Forum, topic_id: int, stale: bool, caller: Caller | None) -> TopicHead:
+    def _head(self, forum: Forum, topic_id: int) -> TopicHead:
         url = f"{forum.base_url}/t/{topic_id}.json"
         key = keys.post_head(forum.base_url, url)
-        if stale:
-            held: HeadEntry = self.policy.held(key, url)
-            return held.head
 
         def fetch(held: HeadEntry | None) -> HeadEntry:
-            fetched = self.gate.fetch(forum, url, held.etag if held else None,
-                                      held.last_modified if held else None, caller=caller)
+            fetched = self.reads.fetch(forum, url, url, held.etag if held else None,
+                                       held.last_modified if held else None)
             if fetched.status == 304 and held is not None:
                 return replace(held, stored_at=time.time())
             head = _parsed(parse_topic_head, fetched.text, url)
@@ -279,59 +280,29 @@ class PostFeeds:
                 raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
             return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
 
-        got = self.policy.get(key, fetch, caller=caller, stale=False,
-                              what=url)
-        head: TopicHead = got.entry.head
-        return head
+        entry: HeadEntry = self.reads.entry(key, fetch, url)
+        return entry.head
 
-    def _batch(self, forum: Forum, head: TopicHead, ids: Sequence[int],
-               caller: Caller | None) -> tuple[tuple[int, Post | None], ...]:
+    def _batch(self, forum: Forum, head: TopicHead, ids: Sequence[int]) -> tuple[tuple[int, Post | None], ...]:
         query = urlencode([("post_ids[]", str(i)) for i in ids])
         url = f"{forum.base_url}/t/{head.id}/posts.json?{query}"
-        fetched = self.gate.fetch(forum, url, caller=caller)
+        fetched = self.reads.fetch(forum, url, f"{len(ids)} posts of topic {head.id}")
         return _parsed(lambda text: parse_post_batch(text, head), fetched.text, url)
-
-    def _waves(self, jobs: Sequence[T], run: Callable[[T], Any], caller: Caller | None,
-               partial: bool = True) -> list[Any]:
-        """`run(job)` for each job, `fetch_concurrency` at a time, results in order. When the request's
-        deadline passes: the results before it (`partial`), or UpstreamTimeout."""
-        results: list[Any] = []
-        wave = self.settings.fetch_concurrency
-        for start in range(0, len(jobs), wave):
-            futures = [self.pool.submit(run, job) for job in jobs[start : start + wave]]
-            for future in futures:
-                try:
-                    results.append(result(future, caller))
-                except FutureTimeout:
-                    for rest in futures:
-                        rest.cancel()
-                    if not partial:
-                        raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while "
-                                              f"reading {len(jobs)} batches of posts") from None
-                    log.warning("post feed: the %gs deadline passed; %d of %d requests done",
-                                self.settings.request_deadline, len(results), len(jobs))
-                    return results
-        return results
 
     # --- the forum's latest posts, a user's posts ---------------------------------------------------------
 
-    def _collected(self, spec: FeedSpec, stale: bool, caller: Caller | None,
-                   pages: Callable[[FeedSpec, Caller | None], list[Shown]]) -> list[Shown]:
+    def _collected(self, spec: FeedSpec, pages: Callable[[FeedSpec], list[Shown]]) -> list[Shown]:
         key = keys.post_list(spec.forum.base_url, spec.kind, spec.poster, spec.pages)
-        if stale:
-            held: CollectedEntry = self.policy.held(key, f"the {spec.label} of {spec.forum.key}")
-            return list(held.posts)
-        got = self.policy.get(key, lambda _held: CollectedEntry(tuple(pages(spec, caller)), time.time()),
-                              caller=caller, stale=False,
-                              what=spec.label)
-        return list(got.entry.posts)
+        entry: CollectedEntry = self.reads.entry(key, lambda _held: CollectedEntry(tuple(pages(spec)), time.time()),
+                                                 f"the {spec.label} of {spec.forum.key}")
+        return list(entry.posts)
 
-    def _latest_pages(self, spec: FeedSpec, caller: Caller | None) -> list[Shown]:
+    def _latest_pages(self, spec: FeedSpec) -> list[Shown]:
         base = spec.forum.base_url
         read: dict[int, Shown | None] = {}
         url = f"{base}/posts.json"
         for _ in range(spec.pages):
-            rows = _parsed(parse_latest_posts, self.gate.fetch(spec.forum, url, caller=caller).text, url)
+            rows = _parsed(parse_latest_posts, self.reads.fetch(spec.forum, url, url).text, url)
             new = [(i, p) for i, p in rows if i not in read]
             now = time.time()
             read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
@@ -340,14 +311,14 @@ class PostFeeds:
             url = f"{base}/posts.json?before={min(i for i, _ in rows)}"
         return [s for s in read.values() if s is not None]
 
-    def _action_pages(self, spec: FeedSpec, caller: Caller | None) -> list[Shown]:
+    def _action_pages(self, spec: FeedSpec) -> list[Shown]:
         base = spec.forum.base_url
         read: dict[int, Shown | None] = {}
         for page in range(spec.pages):
             query = urlencode([("offset", str(page * ACTIONS_PAGE)), ("username", spec.poster or ""),
                                ("filter", "4,5")])
             url = f"{base}/user_actions.json?{query}"
-            rows = _parsed(parse_user_actions, self.gate.fetch(spec.forum, url, caller=caller).text, url)
+            rows = _parsed(parse_user_actions, self.reads.fetch(spec.forum, url, url).text, url)
             new = [(i, p) for i, p in rows if i not in read]
             now = time.time()
             read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
@@ -355,7 +326,7 @@ class PostFeeds:
                 break
         return [s for s in read.values() if s is not None]
 
-    def _full(self, forum: Forum, posts: list[Shown], stale: bool, caller: Caller | None) -> dict[str, Topic]:
+    def _full(self, forum: Forum, posts: list[Shown]) -> dict[str, Topic]:
         """The bodies of user-action posts (which carry excerpts), by entry id: per topic its head (which holds
         the first post) and batches of the replies' ids, read and cached as a topic feed's are. A post whose
         topic fails, or is not reached within the deadline, keeps its excerpt."""
@@ -364,21 +335,27 @@ class PostFeeds:
             groups.setdefault(post.topic.id, []).append(post)
 
         def bodies(topic_id: int) -> dict[str, Topic]:
-            head = self._head(forum, topic_id, stale, caller)
+            head = self._head(forum, topic_id)
             ids = [s.post_id for s in groups[topic_id] if s.post_id is not None]
             if any(s.post_id is None for s in groups[topic_id]):
                 ids += [i for i, p in head.read if p is not None and p.post_number == 1]
-            known = self._read(forum, head, ids, stale, caller, inline=True)
+            known = self._read(forum, head, ids, inline=True)
             return {s.topic.entry_id or "": s.topic for s in known.values() if s is not None}
 
         found: dict[str, Topic] = {}
         order = list(groups)
-        for topic_id, got in zip(order, self._waves(order, lambda tid: _or_none(bodies, tid), caller),
-                                 strict=False):
-            if got is None:
-                log.warning("content=full: the posts of topic %d keep their excerpt", topic_id)
-                continue
-            found.update(got)
+        taken = 0
+        try:
+            for topic_id, done in self.pool.waves(order, lambda tid: _or_none(bodies, tid),
+                                                  self.settings.fetch_concurrency):
+                got, taken = done.result(), taken + 1
+                if got is None:
+                    log.warning("content=full: the posts of topic %d keep their excerpt", topic_id)
+                    continue
+                found.update(got)
+        except FutureTimeout:
+            log.warning("post feed: the %gs deadline passed; the posts of %d of %d topics read",
+                        self.settings.request_deadline, taken, len(order))
         return found
 
 

@@ -1,4 +1,4 @@
-"""The service `serve --demo` runs under gunicorn (`feedbridge.demo.app:create_app()`)."""
+"""The service `serve --demo` runs under gunicorn (`feedbridge.demo.wsgi:create_app()`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,117 @@
+"""Topics read from their own pages for `content=full`: the first post, creation date, category and tags.
+
+A list gives a topic's excerpt; its page (`/t/SLUG/ID.md` or `.json`, by the forum's source) gives the rest.
+Pages are read in waves of `fetch_concurrency` through the pool, within the request's deadline, each
+cached by the topic's last activity (so it never goes stale: a new post is a new key), a deleted topic
+remembered as such for the cache TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, replace
+
+from feedbridge.config import Forum, Settings
+from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from feedbridge.feeds.callers import CallerPool, current
+from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.reads import Reads
+from feedbridge.models import Topic
+from feedbridge.store import keys
+from feedbridge.store.control import ControlStore
+from feedbridge.store.entries import TopicEntry, topic_bytes
+from feedbridge.store.protocols import Store
+from feedbridge.upstream.fetcher import is_within
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TopicPages:
+    """One scope's topic pages, read one way (`feeds/reads.py`); `failures` counts the reads the forum failed
+    since the process started (`/healthz`)."""
+
+    settings: Settings
+    reads: Reads
+    policy: CachePolicy
+    store: Store
+    control: ControlStore
+    pool: CallerPool
+    failures: int = field(default=0, init=False)
+
+    def enriched(self, forum: Forum, topics: list[Topic]) -> list[Topic]:
+        """Each topic with what its page adds; its excerpt alone when that fails.
+
+        Within the request's deadline: when it passes, the topics not read by then keep what is cached of
+        them, the fetches under way finish in the background (and are cached, or remembered as failed),
+        those not started never start (cancelled by the wave, or refused by `_page` when a busy pool starts
+        them late), and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses
+        what is cached without asking again.
+        """
+        slow_key = keys.topic_slow(forum.base_url)
+        if self.control.get(slow_key) is not None:
+            return [self._held(forum, topic) for topic in topics]
+        results: list[Topic] = []
+        failures = 0
+        try:
+            for topic, done in self.pool.waves(topics, lambda topic: self._page(forum, topic),
+                                               self.settings.fetch_concurrency):
+                try:
+                    results.append(done.result())
+                except NotHeld:
+                    results.append(topic)
+                except (UpstreamError, NotATopicError, ValueError) as exc:
+                    failures += 1
+                    log.warning("content=full: topic %d falls back to its excerpt: %s", topic.id, exc)
+                    results.append(topic)
+        except FutureTimeout:
+            log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
+                        self.settings.request_deadline, len(topics) - len(results))
+            if self.settings.negative_ttl > 0:
+                self.control.set(slow_key, time.time(), self.settings.negative_ttl)
+            results += [self._held(forum, topic) for topic in topics[len(results):]]
+        if failures:
+            self.failures += failures
+            log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
+        return results
+
+    def _held(self, forum: Forum, topic: Topic) -> Topic:
+        entry: TopicEntry | None = self.store.get(keys.topic(forum.base_url, topic.id, topic.last_posted_at))
+        return topic if entry is None else _with_page(topic, entry)
+
+    def _page(self, forum: Forum, topic: Topic) -> Topic:
+        """The topic enriched from its page; UpstreamTimeout, before any work, when the pool starts it after
+        the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered)."""
+        caller = current()
+        if caller is not None and caller.left() <= 0:
+            raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
+        key = keys.topic(forum.base_url, topic.id, topic.last_posted_at)
+
+        def fetch(_held: TopicEntry | None) -> TopicEntry:
+            if not is_within(forum, topic.url):
+                raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
+            source = self.reads.source(forum)
+            try:
+                url = source.topic_url(topic.url)
+                fetched = self.reads.fetch(forum, url, url)
+                full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
+            except (UpstreamNotFound, NotATopicError):
+                self.policy.remember_missing(key, TopicEntry(None, time.time(), topic_bytes(None)))
+                raise
+            return TopicEntry(full, time.time(), topic_bytes(full))
+
+        # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
+        entry: TopicEntry = self.reads.entry(key, fetch, f"topic {topic.id}", fresh_for=float("inf"),
+                                             keep_for=self.policy.keep_read_for)
+        return _with_page(topic, entry)
+
+
+def _with_page(topic: Topic, entry: TopicEntry) -> Topic:
+    full = entry.topic
+    if full is None:
+        return topic
+    return replace(topic, created_at=full.created_at, content_html=full.content_html,
+                   category=full.category or topic.category, tags=full.tags,
+                   category_id=topic.category_id if full.category_id is None else full.category_id)

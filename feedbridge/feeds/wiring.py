@@ -1,0 +1,78 @@
+"""Making a `FeedService`: the one place its parts are built and joined, so the service only calls them.
+
+    backends (store, control, flight, windows) ─┬─ CachePolicy (cold slots: one set per process)
+    fetcher, ForumWaits, ForumBudget ───────────┴─ Gate ── LiveReads ─┬─ Readers (live)
+                                      SourceDetector ── CachedReads ──┴─ Readers (cached)
+
+With FEEDBRIDGE_CREDENTIALS set, a second scope is made over the same backends, each wrapped in the
+private scope (`feedbridge.store.scoped`): its pages, feeds, failures, waits and source decisions are its
+own, its fetches send the forum's key, and its budget is the key's (under Discourse's limits for one key,
+counted in the forum's windows too), so a 429 on it never stops public reading. It shares the pool and
+the cold slots with the public scope: both kinds of request wait on the same forums in the same process.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from feedbridge.config import Settings
+from feedbridge.feeds.callers import CallerPool, ForumBudget
+from feedbridge.feeds.detect import SourceDetector
+from feedbridge.feeds.directory import Directory
+from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.lists import ListReader
+from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.post_feeds import PostFeeds
+from feedbridge.feeds.reads import CachedReads, LiveReads, Reads
+from feedbridge.feeds.service import FeedService, Readers
+from feedbridge.feeds.topic_pages import TopicPages
+from feedbridge.feeds.waits import ForumWaits
+from feedbridge.store.control import ControlStore, MemoryControl, Windows
+from feedbridge.store.memory import SingleFlight
+from feedbridge.store.protocols import Flight, Store
+from feedbridge.store.scoped import ScopedFlight, ScopedStore
+from feedbridge.upstream.fetcher import Fetcher
+
+PRIVATE = "private"
+"""The scope of everything read with a forum's key (`feedbridge.store.scoped`)."""
+
+
+def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
+                  control: ControlStore | None = None, windows: Windows | None = None) -> FeedService:
+    """The public scope, and its signed-in twin when the bridge has credentials. `store` holds cached copies;
+    `control` what steers requests to forums (their Retry-After, remembered failures, source decisions),
+    beyond the reach of cache floods; `windows` the budgets' counters."""
+    control = control or MemoryControl()
+    flight = flight or SingleFlight()
+    windows = windows or Windows()
+    pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
+    slots = threading.BoundedSemaphore(settings.cold_slots)
+    budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
+                         processes=settings.workers)
+    public = _scope(settings, store, control, flight, fetcher, pool, slots, budget, signed=False)
+    if settings.credentials:
+        keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
+                            per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
+        public.signed_in = _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
+                                  ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, signed=True)
+    return public
+
+
+def _scope(settings: Settings, store: Store, control: ControlStore, flight: Flight, fetcher: Fetcher,
+           pool: CallerPool, slots: threading.BoundedSemaphore, budget: ForumBudget, *, signed: bool) -> FeedService:
+    policy = CachePolicy(settings, store, flight, control, slots=slots)
+    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed)
+    # The probes read list pages live, through the page cache: a `/latest` feed built just after a probe
+    # reads the probe's page from there.
+    detector = SourceDetector(settings, control, flight,
+                              lambda forum, url, source: live.lists.page(forum, url, source))
+
+    def readers(reads: Reads) -> Readers:
+        return Readers(ListReader(settings, reads, pool, detector),
+                       TopicPages(settings, reads, policy, store, control, pool),
+                       Directory(reads, store), PostFeeds(settings, reads, policy, store, pool))
+
+    live = readers(LiveReads(policy, gate, detector))
+    return FeedService(settings, store, control, policy, budget, gate, detector, pool, fetcher, live,
+                       readers(CachedReads(policy, detector, signed)), public=not signed)
+
