@@ -30,7 +30,7 @@ from feedbridge.errors import ConfigError, NotAListError, RequestError, Upstream
 from feedbridge.feeds import signing
 from feedbridge.feeds.assemble import feed_body
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.sources import JSON, MARKDOWN
+from feedbridge.feeds.sources import JSON, MARKDOWN, source_of
 from feedbridge.feeds.spec import DIGESTS, FeedSpec, parse_feed_request
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.feeds.wiring import build_service
@@ -259,10 +259,10 @@ def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[s
     parameter, never a feed filtered on nothing. The settings are the defaults, not the environment's,
     as the static build's are. `updated` stands in for the build time as the feed's date when no topic
     has one, so a saved list gives the same bytes on every run."""
-    source = JSON if listing.dialect == JSON.name else MARKDOWN
+    source = source_of(listing)
     settings = Settings(forums=(replace(_forum(listing.base_url), source=source.name),))
     spec = _spec(settings, listing.url, fmt, args)
-    if source is MARKDOWN and (lacking := spec.filter.saved_list_lacks()):
+    if lacking := spec.filter.saved_list_lacks(source.lacks):
         raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
                                "category ids): build from a saved JSON list, or from the list's URL")
     if spec.filter.exclude_categories:

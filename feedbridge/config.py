@@ -46,13 +46,13 @@ def parse_forum(url: str) -> Forum:
     if colon and prefix in SOURCE_CHOICES:
         source, text = prefix, rest.strip()
     elif colon and rest.strip().startswith(("http://", "https://")):
-        raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r}: the source prefix must be one of "
-                          f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
+        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{url!r}: the source prefix must be one of "
+                                f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r} is not an http(s) base URL")
+        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{url!r} is not an http(s) base URL")
     if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigError(f"FEEDBRIDGE_FORUMS: {url!r} must be a plain base URL (no query, fragment or user)")
+        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{url!r} must be a plain base URL (no query, fragment or user)")
     return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}", source)
 
 

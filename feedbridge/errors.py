@@ -1,13 +1,19 @@
-"""Every error feedbridge raises on purpose, in one hierarchy, each carrying the HTTP status it means.
+"""Every error feedbridge raises on purpose: those a reader may be answered with in one hierarchy, each
+carrying the HTTP status it means, and the few that never reach one below it.
 
     FeedbridgeError                 status  reason        raised when
     ├── ConfigError                   500                 a setting (environment or TOML) is missing or malformed
     ├── RequestError                  400                 a request cannot name a feed: a bad parameter
+    │   ├── FilterError                                   a filter's value (author, tag, category, threshold, limit)
+    │   ├── QueryError                                    a keyword query that does not parse (feeds/query.py)
+    │   ├── FilterQueryError                              a /filter query the bridge will not send
     │   ├── RouteNotFound             404                 no such forum, route or format
     │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/signing.py)
     ├── UnreadableError               502                 text that is not what it claims (parsers: pure, no I/O)
     │   ├── NotAListError                                 not a topic list
-    │   └── NotATopicError                                not a topic page
+    │   │   └── NoBaseURL                                 a list whose URL is relative, read without a base URL
+    │   ├── NotATopicError                                not a topic page
+    │   └── NotPostsError                                 not the posts document asked for (discourse/posts.py)
     └── UpstreamError                 502   (the raiser's) the forum did not give a usable answer
         ├── UpstreamNotFound          404   not_found     the forum answered 404/410
         ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
@@ -15,14 +21,25 @@
         ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
         ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
         │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
+        │       └── CpuSpent          429                 a client spent its CPU allowance (web/allowance.py)
         ├── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
         └── NotHeld                   502   unusable      a cached-only read found no copy (feeds/reads.py)
+
+Outside it, what has no status because the one caller that acts on it (the static build's command, the
+Redis store, the sanitiser, the fetcher) catches it first; each keeps the built-in base it is known by:
+
+    BuildConfigError   Exception    a static build's config file is wrong, at `line` (staticsite/plan.py)
+    DecodeError        ValueError   stored bytes are not a value this version wrote (store/codec.py)
+    HostileMarkup      ValueError   HTML nested too deep, or built past what the pre-scan follows
+    UnsafePath         ValueError   a URL path with an encoded slash or backslash: never fetched
 
 Callers catch the narrowest class they can act on; the web layer has one handler that turns any of
 them into `status` and `message`. `retry_after` travels with upstream errors so the reader is told
 when to come back. Upstream errors also carry what went wrong as fields, set by whoever raises them:
 `reason` (a `Reason`) and `upstream_status` (the forum's HTTP status, when it answered one), so a page
-can say it in words without reading the message, which is for people and changes with wrapping. Parse
+can say it in words without reading the message, which is for people and changes with wrapping. So do
+request errors (`param`, the query parameter at fault) and config errors (`setting`, and `detail`, what is
+wrong without the setting's name), so a static config's error points at the key's line by them. Parse
 errors are not upstream errors by themselves (the CLI reads files), and the service says which URL they
 came from when it wraps them.
 
@@ -45,15 +62,41 @@ class FeedbridgeError(Exception):
 
 
 class ConfigError(FeedbridgeError, ValueError):
-    """`setting` names the variable or TOML key, so a config file's error can point at its line."""
+    """`setting` names the variable or TOML key, so a config file's error can point at its line. `detail` is
+    the message without the setting's name (`about`), for a caller that names the value its own way: a
+    static config's `forum =` key, where FEEDBRIDGE_FORUMS would name a setting the file does not have."""
 
-    def __init__(self, message: str, setting: str | None = None):
+    def __init__(self, message: str, setting: str | None = None, detail: str | None = None):
         super().__init__(message)
         self.setting = setting
+        self.detail = message if detail is None else detail
+
+    @classmethod
+    def about(cls, setting: str, detail: str) -> ConfigError:
+        """`SETTING: detail`, the shape of most settings' errors, with both parts kept apart."""
+        return cls(f"{setting}: {detail}", setting, detail)
 
 
 class RequestError(FeedbridgeError):
+    """`param` names the query parameter at fault, None for the path or the request as a whole."""
+
     status = 400
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+class FilterError(RequestError):
+    """A filter value from a feed URL is invalid; the message names the value, for the 400 page."""
+
+
+class QueryError(RequestError):
+    """The query text cannot be parsed; the message says what is wrong, for the feed's 400 page."""
+
+
+class FilterQueryError(RequestError):
+    """A `/filter` query the bridge will not send: too long, too many terms, or a malformed term."""
 
 
 class RouteNotFound(RequestError):
@@ -72,8 +115,17 @@ class NotAListError(UnreadableError):
     """The text is not a Discourse topic list (an HTML login page, JSON, a topic page, binary data)."""
 
 
+class NoBaseURL(NotAListError):
+    """A Markdown list naming itself by a relative URL, read with no base URL to make its links absolute: a
+    saved list whose forum has to be named (a static config's `path` and `forum`)."""
+
+
 class NotATopicError(UnreadableError):
     """The text is not a Discourse topic page."""
+
+
+class NotPostsError(UnreadableError):
+    """The text is not the Discourse posts document that was asked for."""
 
 
 class Reason(StrEnum):
@@ -156,6 +208,13 @@ class BridgeBusy(UpstreamRateLimited):
     default_reason = Reason.BUSY
 
 
+class CpuSpent(BridgeBusy):
+    """This client has spent its CPU allowance: 429 (its own requests, not the bridge or the forum, are too
+    many), with Retry-After when the window has room again."""
+
+    status = 429
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     default_reason = Reason.TIMEOUT
@@ -220,3 +279,24 @@ def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed
         return UpstreamRateLimited(f"{where}: the forum asked the bridge to slow down ({answer})", retry,
                                    upstream_status=status)
     return exc
+
+
+class BuildConfigError(Exception):
+    """A static build's config file is wrong; `line` is where, when the text shows it (`FILE:LINE: message`)."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+class DecodeError(ValueError):
+    """Stored bytes are not a value this version wrote."""
+
+
+class HostileMarkup(ValueError):
+    """HTML nested deeper than `discourse.nesting.MAX_DEPTH`, or built in a way the pre-scan does not follow."""
+
+
+class UnsafePath(ValueError):
+    """A path whose meaning depends on who decodes it (an encoded `/` or `\\`): never fetched."""

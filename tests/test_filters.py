@@ -2,16 +2,16 @@ from datetime import UTC, datetime
 
 import pytest
 
+from feedbridge.errors import FilterError, QueryError
 from feedbridge.feeds.filters import (
     MAX_AUTHORS,
     MAX_LIMIT,
     FeedFilter,
-    FilterError,
     html_to_text,
     make_filter,
     topic_text,
 )
-from feedbridge.feeds.query import QueryError, parse_query
+from feedbridge.feeds.query import parse_query
 from feedbridge.models import Topic
 
 

@@ -29,8 +29,9 @@ from feedbridge.discourse import nesting
 from feedbridge.discourse import topic as topic_module
 from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing, parse_json_topic
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
-from feedbridge.discourse.nesting import MAX_DEPTH, HostileMarkup, check_nesting
+from feedbridge.discourse.nesting import MAX_DEPTH, check_nesting
 from feedbridge.discourse.topic import MAX_POSTS, parse_topic
+from feedbridge.errors import HostileMarkup
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON

@@ -21,7 +21,7 @@ from lxml import etree, html
 
 from feedbridge.cli import main
 from feedbridge.config import Forum, Settings, parse_forum
-from feedbridge.errors import ConfigError
+from feedbridge.errors import ConfigError, DecodeError
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
@@ -388,7 +388,7 @@ def test_codec_refuses_a_malformed_source_entry():
     good = SourceEntry("json", 1.0, 2.0, "upstream answered 404", 404)
     assert codec.decode(codec.encode(good)) == good
     for bad in (replace(good, stored_at="soon"), replace(good, due_at="soon"), replace(good, source=None)):
-        with pytest.raises(codec.DecodeError):
+        with pytest.raises(DecodeError):
             codec.decode(codec.encode(bad))
 
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from feedbridge.discourse.posts import parse_post_batch, parse_topic_head
+from feedbridge.errors import DecodeError
 from feedbridge.feeds.post_feeds import shown
 from feedbridge.models import Topic
 from feedbridge.store import codec
@@ -109,7 +110,7 @@ def test_collected_posts_round_trip() -> None:
 ], ids=["a topic's posts", "collected posts"])
 def test_a_post_dated_without_its_offset_is_refused(entry: object) -> None:
     """The check reaches into the (id, post) pairs: sorting an aware date against a naive one would raise."""
-    with pytest.raises(codec.DecodeError, match="offset"):
+    with pytest.raises(DecodeError, match="offset"):
         codec.decode(codec.encode(entry))
 
 

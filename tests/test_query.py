@@ -2,12 +2,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedbridge.errors import RequestError
+from feedbridge.errors import QueryError, RequestError
 from feedbridge.feeds.query import (
     MAX_QUERY_LENGTH,
     MAX_TERMS,
     Query,
-    QueryError,
     Term,
     normalize,
     parse_query,

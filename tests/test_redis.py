@@ -22,7 +22,7 @@ from werkzeug.test import TestResponse
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.errors import ConfigError, UpstreamTimeout
+from feedbridge.errors import ConfigError, DecodeError, UpstreamTimeout
 from feedbridge.models import Category, Listing, Topic
 from feedbridge.store import codec, redis_store
 from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
@@ -106,7 +106,7 @@ def test_feed_entry_keeps_its_bytes_raw() -> None:
                                   b'{"t":"number","v":1}\nextra', b'{"t":"exec"}\n', b"page\n", b"page\n\xc1",
                                   b"number\n\xa11", b"number\n\x01\x01", b"number\n\xc3", b"Topic\n\x80"])
 def test_malformed_values_are_decode_errors(data: bytes) -> None:
-    with pytest.raises(codec.DecodeError):
+    with pytest.raises(DecodeError):
         codec.decode(data)
 
 
@@ -130,7 +130,7 @@ def test_ill_typed_values_are_refused(value: object) -> None:
     """What a writer to the shared store puts there is used only when it has the declared types: the old
     codec built `Topic(id='not-an-int', title=123)` against its own docstring."""
     data = codec.encode(value)  # encoding does not check types: this is what a forged entry looks like
-    with pytest.raises(codec.DecodeError):
+    with pytest.raises(DecodeError):
         codec.decode(data)
 
 

@@ -19,10 +19,11 @@ import pytest
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.json_pages import parse_json_categories
+from feedbridge.errors import BuildConfigError, DecodeError
 from feedbridge.feeds.figures import MAX_PARENTS
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.models import Category
-from feedbridge.staticsite.plan import BuildConfigError, load_build_config
+from feedbridge.staticsite.plan import load_build_config
 from feedbridge.store import codec
 from feedbridge.store.entries import DirectoryEntry
 from tests.appserver import RunningApp, running_app, settings_for
@@ -278,7 +279,7 @@ def test_subcategory_ids_are_shared_through_the_store_and_only_when_whole():
     assert [c.subcategory_ids for c in found] == [(12, 14), (), None, None]
     entry = DirectoryEntry(found, 1_800_000_000.0)
     assert codec.decode(codec.encode(entry)) == entry
-    with pytest.raises(codec.DecodeError):
+    with pytest.raises(DecodeError):
         codec.decode(codec.encode(DirectoryEntry((Category("gpu", "hardware/gpu", 12, "", ("13",)),), 1.0)))
 
 

@@ -17,8 +17,9 @@ import pytest
 from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.errors import RequestError
-from feedbridge.feeds.filters import MAX_THRESHOLD, FeedFilter, FilterError, make_filter
+from feedbridge.errors import FilterError, RequestError
+from feedbridge.feeds.filters import MAX_THRESHOLD, FeedFilter, make_filter
+from feedbridge.feeds.sources import MARKDOWN
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.models import Topic
 from feedbridge.web.feedform import FeedForm, form_from_path
@@ -88,7 +89,8 @@ def test_max_replies_zero_keeps_only_the_topics_without_replies_and_drops_unknow
     assert unanswered.max_replies == 0 and unanswered.narrows  # 0 is a ceiling, not "no threshold"
     assert kept(unanswered) == {1, 5}
     assert not unanswered.keeps(topic(4, None))  # the list did not say: not kept, as min_replies does
-    assert unanswered.json_needed() is None and unanswered.saved_list_lacks() is None  # replies: on every list
+    # replies: on every list
+    assert unanswered.json_needed(MARKDOWN.lacks) is None and unanswered.saved_list_lacks(MARKDOWN.lacks) is None
 
 
 def test_a_floor_of_zero_is_no_threshold_but_a_ceiling_of_zero_is_one():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from feedbridge.errors import RequestError
+from feedbridge.errors import FilterQueryError
 
 MAX_FILTER_CHARS = 500
 MAX_FILTER_TERMS = 20
@@ -45,10 +45,6 @@ SIGNED_IN_ONLY: dict[str, frozenset[str]] = {
 }
 
 
-class FilterQueryError(RequestError):
-    """A `/filter` query the bridge will not send: too long, too many terms, or a malformed term."""
-
-
 @dataclass(frozen=True, slots=True)
 class FilterQuery:
     """A `/filter` query as the forum will be sent it, and what of it only a signed-in reader can use."""
@@ -63,12 +59,14 @@ class FilterQuery:
 def parse_filter_query(text: str) -> FilterQuery:
     """The query's terms, checked; FilterQueryError (a 400) saying what is wrong. Pure."""
     if len(text) > MAX_FILTER_CHARS:
-        raise FilterQueryError(f"q: a filter query of at most {MAX_FILTER_CHARS} characters, not {len(text)}")
+        raise FilterQueryError(f"q: a filter query of at most {MAX_FILTER_CHARS} characters, not {len(text)}",
+                               param="q")
     terms = split_terms(text)
     if not terms:
-        raise FilterQueryError("q is required on /filter: a Discourse filter query, e.g. ?q=status:open likes-min:5")
+        raise FilterQueryError("q is required on /filter: a Discourse filter query, e.g. ?q=status:open likes-min:5",
+                               param="q")
     if len(terms) > MAX_FILTER_TERMS:
-        raise FilterQueryError(f"q: a filter query of at most {MAX_FILTER_TERMS} terms, not {len(terms)}")
+        raise FilterQueryError(f"q: a filter query of at most {MAX_FILTER_TERMS} terms, not {len(terms)}", param="q")
     read = [(term, term_key(term)) for term in terms]  # every term checked, whatever its key
     return FilterQuery(tuple(terms), tuple(term for term, found in read if found and _signed_in_only(*found)))
 
@@ -102,13 +100,13 @@ def term_key(term: str) -> tuple[str, str] | None:
     if term[0] in _QUOTES or ":" not in term:
         if ":" in term:  # core's scan would still find `in:x` inside `"a in:x"`
             raise FilterQueryError(f"q: {_quoted(term)}: a quoted phrase holds no ':' (write key:value terms "
-                                   "outside quotes)")
+                                   "outside quotes)", param="q")
         return None
     given, _, value = term.partition(":")
     key = given.removeprefix(next((p for p in PREFIXES if given.startswith(p)), ""))
     if not 0 < len(key) <= MAX_KEY_CHARS or not set(key) <= _KEY_CHARS or not value:
         raise FilterQueryError(f"q: {_quoted(term)} is not a filter term: write key:value (status:open, tag:a+b, "
-                               f"-category:meta; a key of letters, digits, _ and -), or a word without ':'")
+                               f"-category:meta; a key of letters, digits, _ and -), or a word without ':'", param="q")
     return key, value
 
 

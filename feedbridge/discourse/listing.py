@@ -28,7 +28,7 @@ from feedbridge.discourse.fields import (
     unescape,
     utc,
 )
-from feedbridge.errors import NotAListError
+from feedbridge.errors import NoBaseURL, NotAListError
 from feedbridge.models import Listing, Topic
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
     list_url = absolute(list_url_raw, origin_hint) if list_url_raw else source_url
     base = (base_url or derive_base(list_url) or derive_base(source_url) or "").rstrip("/")
     if not base:
-        raise NotAListError(f"{_EXPECTED}: its URL is relative and no base URL was given")
+        raise NoBaseURL(f"{_EXPECTED}: its URL is relative and no base URL was given")
 
     plugin = "Topics on this page" in fields and not (list_url_raw or "").startswith(("http://", "https://"))
     dialect = _dialect(plugin, "Topics on this page" in fields, blocks, text)

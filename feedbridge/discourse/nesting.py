@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 import string
 
+from feedbridge.errors import HostileMarkup
+
 MAX_DEPTH = 100
 """Deeper than any post a person writes; html5ever's cost for a megabyte nested this deep is ~0.3 s."""
 
@@ -52,10 +54,6 @@ _COMMENT_CLOSER = re.compile(r"--!?>")
 _END_TAG_FOLLOWS = frozenset("\t\n\f\r />")
 # ASCII only, as the standard lowercases tag names: str.lower() maps the Kelvin sign to "k".
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-
-
-class HostileMarkup(ValueError):
-    """HTML nested deeper than `MAX_DEPTH`, or built in a way the pre-scan does not follow."""
 
 
 def check_nesting(html: str, limit: int = MAX_DEPTH) -> int:

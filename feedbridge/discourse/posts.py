@@ -30,7 +30,7 @@ from typing import Any, TypeGuard
 
 from feedbridge.discourse.fields import utc
 from feedbridge.discourse.json_pages import MAX_TOPIC_CHARS, load_json
-from feedbridge.errors import UnreadableError
+from feedbridge.errors import NotPostsError
 from feedbridge.models import Post, TopicHead
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 MAX_ID = 10**18
 MAX_POSTS = 200
 """Posts read from one answer: a topic's head has 20, `/posts.json` 50, a user's actions 30 a page, and a
-batch what was asked for (at most `feeds.posts.BATCH`)."""
+batch what was asked for (at most `feeds.post_feeds.BATCH`)."""
 MAX_STREAM = 200_000
 """Post ids read from a topic's `post_stream.stream`: core lists every post, and only its end is used."""
 MAX_TITLE_CHARS = 1000
@@ -49,10 +49,6 @@ REGULAR, MODERATOR_ACTION = 1, 2
 _READABLE_TYPES = (REGULAR, MODERATOR_ACTION)
 _NEW_TOPIC, _REPLY = 4, 5
 _TAG = re.compile(r"<[^<>]{0,2000}>")
-
-
-class NotPostsError(UnreadableError):
-    """The text is not the Discourse posts document that was asked for."""
 
 
 _EXPECTED_TOPIC = 'expected a Discourse topic in JSON ({"id": ..., "post_stream": {"posts": [...], "stream": [...]}})'

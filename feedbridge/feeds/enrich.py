@@ -50,8 +50,9 @@ from cachetools import LRUCache
 from markdown_it import MarkdownIt
 
 from feedbridge.discourse.json_pages import JsonTopic
-from feedbridge.discourse.nesting import HostileMarkup, check_nesting
+from feedbridge.discourse.nesting import check_nesting
 from feedbridge.discourse.topic import TopicPage
+from feedbridge.errors import HostileMarkup
 from feedbridge.models import Topic
 from feedbridge.render.turns import take_turn
 

@@ -17,27 +17,26 @@ from dataclasses import replace
 
 from feedbridge.errors import RequestError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.filters import FeedFilter
-from feedbridge.feeds.sources import JSON
+from feedbridge.feeds.sources import source_of
 from feedbridge.models import Category, Listing, Topic
 
 
 def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
               json_page: Callable[[int], Listing]) -> list[Listing]:
-    """`listings` with each Markdown page's topics given the figures of page `n` of the JSON list
-    (`json_page(n)`), when the filter needs them; a topic not on that page keeps its own (none)."""
-    needed = feed_filter.json_needed()
-    if needed is None or all(listing.dialect == JSON.name for listing in listings):
-        return list(listings)
+    """`listings` with each page's topics given the figures of page `n` of the JSON list (`json_page(n)`),
+    when the filter needs what its source lacks; a topic not on that page keeps its own (none)."""
     pages = []
     for number, listing in enumerate(listings):
-        if listing.dialect == JSON.name:
+        needed = feed_filter.json_needed(source_of(listing).lacks)
+        if needed is None:
             pages.append(listing)
             continue
         try:
             figures = {topic.id: topic for topic in json_page(number).topics}
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise RequestError(f"{needed} needs the forum's JSON list, since its Markdown list carries no likes, "
-                               f"views, tags or category ids, and the forum refused it: {exc.message}") from None
+                               f"views, tags or category ids, and the forum refused it: {exc.message}",
+                               param=needed) from None
         pages.append(replace(listing, topics=tuple(_with(topic, figures.get(topic.id)) for topic in listing.topics)))
     return pages
 
@@ -87,7 +86,8 @@ def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
         else:
             if asked == MAX_PARENTS:
                 raise RequestError(f"exclude_category: more than {MAX_PARENTS} categories would each cost a "
-                                   "request for their subcategories; exclude fewer categories")
+                                   "request for their subcategories; exclude fewer categories",
+                                   param="exclude_category")
             asked += 1
             found = list(children(parent))
             if any(c.id == parent or (c.id in listed and (path is None or not listed[c.id].slugs.startswith(path)))

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from cachetools import LRUCache
 
-from feedbridge.errors import RequestError
+from feedbridge.errors import FilterError, QueryError
 from feedbridge.feeds.query import Query, haystack, parse_query
 from feedbridge.models import Topic
 from feedbridge.render.turns import take_turn
@@ -48,10 +48,6 @@ _TAG_FORBIDDEN = re.compile(r"""[/?#\[\]@!$&'()*+,;=.%\\`^\s|{}"<>]""")
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
-class FilterError(RequestError):
-    """A filter value from a feed URL is invalid; the message names the value, for the 400 page."""
-
-
 def _username_key(name: str) -> str:
     # Discourse compares usernames NFC-normalised and lower-cased; casefold is the Unicode-correct lower.
     return unicodedata.normalize("NFC", name).casefold()
@@ -69,7 +65,7 @@ def _author(raw: str) -> str:
     if not name or len(name) > MAX_USERNAME_LENGTH or not _has_valid_username_chars(name):
         raise FilterError(
             f"{raw!r} is not a valid username"
-            f" (letters, digits, _ . - and at most {MAX_USERNAME_LENGTH} characters)"
+            f" (letters, digits, _ . - and at most {MAX_USERNAME_LENGTH} characters)", param="author"
         )
     return _username_key(name)
 
@@ -194,21 +190,24 @@ class FeedFilter:
         return (("replies", self.min_replies, self.max_replies), ("likes", self.min_likes, None),
                 ("views", self.min_views, None))
 
-    def json_needed(self) -> str | None:
-        """The first parameter that needs what a Markdown list lacks (likes, views, tags, category ids);
-        None when the list's own figures will do. Replies are on both lists; the pinned flag only on JSON."""
-        for name, needed in (("min_likes", self.min_likes is not None), ("min_views", self.min_views is not None),
-                             ("tag", bool(self.tags_all)), ("exclude_tag", bool(self.exclude_tags)),
-                             ("exclude_category", bool(self.exclude_categories)),
-                             ("exclude_pinned", self.exclude_pinned)):
-            if needed:
+    def json_needed(self, lacks: frozenset[str]) -> str | None:
+        """The first parameter that reads a `Topic` field of `lacks` (what a list of some source leaves out,
+        `Source.lacks`), which the JSON list of the same page then supplies; None when the list's own will do.
+        An any-of `tag=` is not one: the service reads a list's missing tags from the topics' own pages."""
+        for name, field, given in (("min_likes", "likes", self.min_likes is not None),
+                                   ("min_views", "views", self.min_views is not None),
+                                   ("tag", "tags", bool(self.tags_all)),
+                                   ("exclude_tag", "tags", bool(self.exclude_tags)),
+                                   ("exclude_category", "category_id", bool(self.exclude_categories)),
+                                   ("exclude_pinned", "pinned", self.exclude_pinned)):
+            if given and field in lacks:
                 return name
         return None
 
-    def saved_list_lacks(self) -> str | None:
-        """The first parameter a saved Markdown list alone cannot serve: what `json_needed` names, and any
-        `tag=` (the service reads a Markdown list's tags from topic pages, which a saved list has none of)."""
-        return self.json_needed() or ("tag" if self.tags else None)
+    def saved_list_lacks(self, lacks: frozenset[str]) -> str | None:
+        """The first parameter a saved list lacking `lacks` cannot serve alone: what `json_needed` names, and
+        an any-of `tag=` when it lacks tags (the topic pages they would come from are not saved with it)."""
+        return self.json_needed(lacks) or ("tag" if self.tags and "tags" in lacks else None)
 
     def apply(self, topics: Iterable[Topic]) -> list[Topic]:
         """Unique topics, newest activity first (undated last), filtered, then cut to `limit`.
@@ -267,45 +266,51 @@ def make_filter(
     min_likes: int | None = None,
     min_views: int | None = None,
     exclude_pinned: bool = False,
+    keyword: str = "q",
 ) -> FeedFilter:
     """Validate raw feed parameters into a FeedFilter.
 
     A blank query means no query (an empty `?q=` in a URL), not an error, and a floor (`min_*`) of 0 no
     threshold; a ceiling of 0 stays one (`max_replies=0`: no replies). Raises FilterError for authors,
     tags, categories, thresholds (a ceiling below its floor too: no topic could be kept) and limit,
-    QueryError (also a ValueError) for the query.
+    QueryError for the query; each names its parameter (`param`), the query's as `keyword` says (a `/filter`
+    feed's is `keyword`).
     """
     author_keys = frozenset(map(_author, _as_names(authors)))
     if len(author_keys) > MAX_AUTHORS:
-        raise FilterError(f"{len(author_keys)} authors given; at most {MAX_AUTHORS}")
+        raise FilterError(f"{len(author_keys)} authors given; at most {MAX_AUTHORS}", param="author")
     tag_sets = []
     for name, given in (("tag", tags), ("tag", tags_all), ("exclude_tag", exclude_tags)):
         try:
             keys = frozenset(map(_tag, _as_names(given)))
         except FilterError as exc:
-            raise FilterError(f"{name}: {exc.message}") from None
+            raise FilterError(f"{name}: {exc.message}", param=name) from None
         if len(keys) > MAX_TAGS:
-            raise FilterError(f"{name}: {len(keys)} tags given; at most {MAX_TAGS}")
+            raise FilterError(f"{name}: {len(keys)} tags given; at most {MAX_TAGS}", param=name)
         tag_sets.append(keys)
     tag_keys, all_keys, excluded_tags = tag_sets
     categories = frozenset(exclude_categories)
     if len(categories) > MAX_CATEGORIES or not all(
             type(c) is int and 1 <= c <= MAX_THRESHOLD for c in categories):
-        raise FilterError(f"exclude_category takes up to {MAX_CATEGORIES} category ids from 1 to {MAX_THRESHOLD}")
+        raise FilterError(f"exclude_category takes up to {MAX_CATEGORIES} category ids from 1 to {MAX_THRESHOLD}",
+                          param="exclude_category")
     bound: dict[str, int | None] = {}
     for name, value in (("min_replies", min_replies), ("max_replies", max_replies), ("min_likes", min_likes),
                         ("min_views", min_views)):
         if value is not None and (type(value) is not int or not 0 <= value <= MAX_THRESHOLD):
-            raise FilterError(f"{name} {value!r} is not a whole number from 0 to {MAX_THRESHOLD}")
+            raise FilterError(f"{name} {value!r} is not a whole number from 0 to {MAX_THRESHOLD}", param=name)
         bound[name] = value if name.startswith("max_") else value or None
     if max_replies is not None and min_replies is not None and max_replies < min_replies:
         raise FilterError(f"max_replies {max_replies} is below min_replies {min_replies}: no topic has at least "
-                          f"{min_replies} and at most {max_replies} replies")
+                          f"{min_replies} and at most {max_replies} replies", param="max_replies")
     if limit is not None and (
         isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT
     ):
-        raise FilterError(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
-    parsed = parse_query(query) if query is not None and query.strip() else None
+        raise FilterError(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}", param="limit")
+    try:
+        parsed = parse_query(query) if query is not None and query.strip() else None
+    except QueryError as exc:
+        raise QueryError(exc.message, param=keyword) from None
     return FeedFilter(authors=author_keys, query=parsed, limit=limit, tags=tag_keys, tags_all=all_keys,
                       exclude_tags=excluded_tags, exclude_categories=categories, min_replies=bound["min_replies"],
                       max_replies=bound["max_replies"], min_likes=bound["min_likes"], min_views=bound["min_views"],

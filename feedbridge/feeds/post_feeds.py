@@ -48,14 +48,13 @@ from urllib.parse import quote, urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.posts import (
-    NotPostsError,
     parse_latest_posts,
     parse_post_batch,
     parse_post_ids,
     parse_topic_head,
     parse_user_actions,
 )
-from feedbridge.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, explained
+from feedbridge.errors import NotPostsError, UpstreamError, UpstreamRefused, UpstreamTimeout, explained
 from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter

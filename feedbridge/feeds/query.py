@@ -45,7 +45,7 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 
-from feedbridge.errors import RequestError
+from feedbridge.errors import QueryError
 
 MAX_QUERY_LENGTH = 500
 MAX_TERMS = 32
@@ -54,10 +54,6 @@ OR = "OR"
 
 # A bare term runs to whitespace or a quote; `"?` makes an unclosed phrase run to the end.
 _TOKEN = re.compile(r'(-?)(?:"([^"]*)"?|([^\s"]+))')
-
-
-class QueryError(RequestError):
-    """The query text cannot be parsed; the message says what is wrong, for the feed's 400 page."""
 
 
 _WORD = re.compile(r"[^\W_]+[+#]*")

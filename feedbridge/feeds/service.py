@@ -33,7 +33,7 @@ from feedbridge.feeds.gate import Gate
 from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.post_feeds import PostFeeds
-from feedbridge.feeds.sources import JSON, MARKDOWN, Source
+from feedbridge.feeds.sources import JSON, MARKDOWN, Source, lacking
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.topic_pages import TopicPages
 from feedbridge.models import Category, Listing, Topic
@@ -183,8 +183,8 @@ class FeedService:
                              lambda n: readers.lists.page(spec.forum, spec.page_url(n, JSON), JSON))
         spec = readers.directory.excluding(spec)
         everything = listed(spec, listings)
-        # JSON lists carry every topic's tags: tag= then costs no topic page.
-        tags_listed = all(listing.dialect == JSON.name for listing in listings)
+        # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.
+        tags_listed = "tags" not in lacking(listings)
         if spec.content == "full" or (spec.filter.tags and not tags_listed):
             keep_tags = spec.filter.tags if tags_listed else frozenset()
             candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)

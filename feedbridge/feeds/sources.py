@@ -4,11 +4,12 @@ One small record per source says how to build each upstream URL and which parser
 the service never tests "which source?" beyond picking the record. The URL paths are the same for both
 (`/c/SLUG/ID`, `/tag/NAME`, `/top?period=`, `/t/SLUG/ID`); only the suffix and the parsers differ.
 
-What each gives a feed entry:
+What each gives a feed entry (what a source's lists leave out is `Source.lacks`, the one place the
+filters, the figures' completion, the service and the saved-list builds learn it from):
 
 - Markdown (core since September 2026, admins can turn it off): title, author, replies, last activity
   and an excerpt for every topic; no creation date, tags or category (content=full reads those from
-  each topic's `.md` page).
+  each topic's `.md` page), no likes, views or pinned flag (the JSON list of the same page has them).
 - JSON (every Discourse release since 2013): title, author, replies, last activity, creation date,
   tags and category id for every topic, an excerpt only for pinned topics; content=full takes the first
   post's cooked HTML from `/t/ID.json`.
@@ -19,7 +20,7 @@ list (see `ListReader.listings`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
@@ -52,6 +53,7 @@ class Source:
     read_listing: Callable[..., Listing]  # (text, *, base_url, source_url) -> Listing
     read_categories: Callable[[str], tuple[Category, ...]]
     read_topic: Callable[[Topic, str, str, str], Topic]  # (list topic, page text, base URL, page URL) -> enriched
+    lacks: frozenset[str] = frozenset()  # the `Topic` fields the other source's lists carry and its own do not
 
     def list_url(self, base_url: str, path: str, params: tuple[tuple[str, str], ...] = (), page: int = 0) -> str:
         """`path` is already percent-quoted (it comes from `FeedSpec.list_path`)."""
@@ -66,9 +68,21 @@ class Source:
         return f"{base_url}/categories{self.suffix}"
 
 
-MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic)
+MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic,
+                  frozenset({"created_at", "tags", "category_id", "likes", "views", "pinned"}))
 JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_topic)
 SOURCES = {source.name: source for source in (MARKDOWN, JSON)}
+
+
+def source_of(listing: Listing) -> Source:
+    """The source a listing was read from: a JSON list's dialect is the source's name, a Markdown list's the
+    version of the format it was written in (`c4`, `p1`, ...)."""
+    return JSON if listing.dialect == JSON.name else MARKDOWN
+
+
+def lacking(listings: Iterable[Listing]) -> frozenset[str]:
+    """The `Topic` fields some of `listings` leave unset (`Source.lacks`): none when all are JSON lists."""
+    return frozenset().union(*(source_of(listing).lacks for listing in listings))
 
 
 def user_list_url(base_url: str, user: str, page: int = 0) -> str:

@@ -9,7 +9,7 @@ from the request. No request text can change which host is fetched, or reach `..
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 from urllib.parse import quote, unquote, urlencode
@@ -29,7 +29,7 @@ MAX_INTERSECTION = 5
 
 RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts"]
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
-"""Feeds of posts rather than topics (feeds/posts.py): they take author=, q=, limit=, pages=, content= and,
+"""Feeds of posts rather than topics (feeds/post_feeds.py): they take author=, q=, limit=, pages=, content= and,
 on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""
 _TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", *THRESHOLDS, "digest", "period", "exclude_pinned")
 KEYWORD_PARAMS: dict[str, str] = {"filter": "keyword"}
@@ -177,12 +177,13 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise RouteNotFound(f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
                             + ", ".join(f.key for f in settings.forums))
     forum, rest = found
+    unmatched = f"no feed route matches /{_shorten(rest)} on {forum.key}"
     for name, pattern in _FEED_ROUTES:  # noqa: B007 (the match and its name are used after the loop)
         match = pattern.fullmatch(rest)
         if match:
             break
     else:
-        raise RouteNotFound(f"no feed route matches /{_shorten(rest)} on {forum.key}")
+        raise RouteNotFound(unmatched)
     parts = match.groupdict()
     fmt = parts["fmt"]
     if fmt not in FORMATS:
@@ -191,89 +192,18 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     pages = _int_arg(values, "pages", settings.pages_default, 1, settings.pages_max)
     content = _one(values, "content") or settings.content_default
     if content not in ("excerpt", "full"):
-        raise RequestError(f"content must be 'excerpt' or 'full', not {content!r}")
-    authors = [a for value in values.get("author", []) for a in value.split(",") if a.strip()]
-    list_params: tuple[tuple[str, str], ...] = ()
-    intersection: tuple[str, ...] = ()
-    tags_all: list[str] = []
-    forum_query: FilterQuery | None = None
+        raise RequestError(f"content must be 'excerpt' or 'full', not {content!r}", param="content")
     keyword = keyword_param(name)
     if keyword != "keyword" and "keyword" in values:
         raise RequestError("keyword= is the keyword filter of /filter feeds, whose q= is the forum's filter query; "
-                           "on this feed the keyword filter is q=")
-
-    if name == "list":
-        list_path = html_path = "/" + parts["list"]
-        label = parts["list"]
-        if parts["list"] == "top":
-            period = _period(values)
-            list_params = (("period", period),)
-            label = f"top ({period})"
-        elif parts["list"] == "latest" and "category" in values:
-            list_params = (("category", str(_int_arg(values, "category", 0, 1, 10**9))),)
-    elif name == "category":
-        slugs = [quote(s) for s in parts["slugs"].split("/")]
-        list_path = html_path = f"/c/{'/'.join(slugs)}/{parts['id']}"
-        label = parts["slugs"].replace("/", " / ")
-        if parts["top"]:
-            period = _period(values)
-            list_path = html_path = list_path + "/l/top"
-            list_params = (("period", period),)
-            label += f" · top ({period})"
-    elif name == "tag":
-        names = parts["tag"].split("+")
-        if len(names) > MAX_INTERSECTION or not all(re.fullmatch(SLUG, n) for n in names) or (
-                len(names) > 1 and parts["id"]):
-            raise RouteNotFound(f"no feed route matches /{_shorten(rest)} on {forum.key}: a tag, or up to "
-                                f"{MAX_INTERSECTION} tags joined by + (tag/a+b)")
-        tag = quote(names[0])
-        list_path = html_path = f"/tag/{tag}" + (f"/{parts['id']}" if parts["id"] else "")
-        label = f"tag {parts['tag']}"
-        if len(names) > 1:
-            intersection = tuple(quote(n) for n in names)
-            html_path = "/tags/intersection/" + "/".join(intersection)
-            tags_all += names
-    elif name == "filter":
-        forum_query = parse_filter_query(_one(values, "q") or "")
-        list_path, list_params = "/filter", (("q", str(forum_query)),)
-        html_path = "/filter?" + urlencode(list_params)
-        label = f"filter {forum_query}"
-    elif name in POST_KINDS:
-        if given := next((key for key in _TOPIC_ONLY if values.get(key)), None):
-            raise RequestError(f"{given}= is for topic feeds; post feeds take author, q, limit, pages and content"
-                               + (" (and category on /posts)" if name == "posts" else ""))
-        if name != "posts" and "category" in values:
-            raise RequestError("category= is for /posts among post feeds: a topic's or a user's posts take none")
-        if name == "topic_posts":
-            list_path = f"/t/{parts['topic']}"
-            html_path = f"/t/{quote(parts['slug'] or 'topic')}/{parts['topic']}"
-            label = f"posts of topic {parts['topic']}"
-        elif name == "posts":
-            list_path, html_path, label = "/posts", "/latest", "latest posts"
-            if "category" in values:
-                list_params = (("category", str(_int_arg(values, "category", 0, 1, 10**9))),)
-        else:
-            authors = [parts["user"]]
-            list_path = f"/u/{quote(parts['user'])}/posts"
-            html_path = f"/u/{quote(parts['user'])}/activity"
-            label = f"posts by {parts['user']}"
-    else:
-        list_path = "/latest"
-        if "category" in values:
-            list_params = (("category", str(_int_arg(values, "category", 0, 1, 10**9))),)
-        if name == "user":
-            authors = [parts["user"]]
-            html_path = f"/u/{quote(parts['user'])}/activity/topics"
-            label = f"topics by {parts['user']}"
-        else:
-            if not _one(values, "q"):
-                raise RequestError("q is required on /search: give a keyword query, e.g. ?q=inductor")
-            html_path = "/search?" + urlencode({"q": _one(values, "q")})
-            label = "search"
+                           "on this feed the keyword filter is q=", param="keyword")
+    own = KINDS[name](parts, values, unmatched)
+    authors = own.authors if own.authors is not None else [
+        a for value in values.get("author", []) for a in value.split(",") if a.strip()]
 
     digest = _one(values, "digest") or None
     if digest is not None and digest not in DIGESTS:
-        raise RequestError(f"digest must be one of {', '.join(DIGESTS)}, not {_shorten(digest)!r}")
+        raise RequestError(f"digest must be one of {', '.join(DIGESTS)}, not {_shorten(digest)!r}", param="digest")
     limit = _int_arg(values, "limit", None, 1, MAX_LIMIT)
     any_tags, given_all = _tag_args(values.get("tag", []))
     feed_filter = make_filter(
@@ -281,7 +211,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         query=_one(values, keyword),
         limit=limit if digest is None else None,
         tags=any_tags,
-        tags_all=tags_all + given_all,
+        tags_all=[*own.tags_all, *given_all],
         exclude_tags=[t for value in values.get("exclude_tag", []) for t in value.split(",") if t.strip()],
         exclude_categories=_ids(values, "exclude_category"),
         min_replies=_int_arg(values, "min_replies", None, 0, MAX_THRESHOLD),
@@ -289,12 +219,133 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         min_likes=_int_arg(values, "min_likes", None, 0, MAX_THRESHOLD),
         min_views=_int_arg(values, "min_views", None, 0, MAX_THRESHOLD),
         exclude_pinned=_int_arg(values, "exclude_pinned", 0, 0, 1) == 1,
+        keyword=keyword,
     )
-    return FeedSpec(forum, name, label, list_path, list_params, html_path, fmt, feed_filter, pages, content,
-                    parts["user"] if name == "user" else None, digest,
-                    (limit or DIGESTS[digest]) if digest is not None else 0, intersection,
-                    int(parts["topic"]) if name == "topic_posts" else None,
-                    parts["user"] if name == "user_posts" else None, forum_query)
+    return FeedSpec(forum, name, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter, pages,
+                    content, own.user, digest, (limit or DIGESTS[digest]) if digest is not None else 0,
+                    own.intersection, own.topic_id, own.poster, own.forum_query)
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """The part of a `FeedSpec` one route kind decides: the list and page it reads, its label, and the
+    fields only that kind has (`FeedSpec` says what each means)."""
+
+    list_path: str
+    html_path: str
+    label: str
+    list_params: tuple[tuple[str, str], ...] = ()
+    authors: tuple[str, ...] | None = None  # the path's user, in place of `author=` (None: `author=`)
+    tags_all: tuple[str, ...] = ()  # the path's tags, added to `tag=a+b`'s
+    intersection: tuple[str, ...] = ()
+    forum_query: FilterQuery | None = None
+    topic_id: int | None = None
+    user: str | None = None
+    poster: str | None = None
+
+
+KindBuilder = Callable[[Mapping[str, Any], Mapping[str, list[str]], str], KindSpec]
+"""A route kind's part of its spec, from the parts its route's match names, the checked query values, and
+what a path is told that the route's pattern lets through but the kind refuses (`no feed route matches`)."""
+
+
+def _list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    name = parts["list"]
+    if name == "top":
+        period = _period(values)
+        return KindSpec(f"/{name}", f"/{name}", f"top ({period})", (("period", period),))
+    return KindSpec(f"/{name}", f"/{name}", name, _category(values) if name == "latest" else ())
+
+
+def _category_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    path = "/c/" + "/".join(quote(s) for s in parts["slugs"].split("/")) + f"/{parts['id']}"
+    label = parts["slugs"].replace("/", " / ")
+    if not parts["top"]:
+        return KindSpec(path, path, label)
+    period = _period(values)
+    return KindSpec(path + "/l/top", path + "/l/top", f"{label} · top ({period})", (("period", period),))
+
+
+def _tag_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    names = parts["tag"].split("+")
+    if len(names) > MAX_INTERSECTION or not all(re.fullmatch(SLUG, n) for n in names) or (
+            len(names) > 1 and parts["id"]):
+        raise RouteNotFound(f"{unmatched}: a tag, or up to {MAX_INTERSECTION} tags joined by + (tag/a+b)")
+    path = f"/tag/{quote(names[0])}" + (f"/{parts['id']}" if parts["id"] else "")
+    label = f"tag {parts['tag']}"
+    if len(names) == 1:
+        return KindSpec(path, path, label)
+    intersection = tuple(quote(n) for n in names)
+    return KindSpec(path, "/tags/intersection/" + "/".join(intersection), label, tags_all=tuple(names),
+                    intersection=intersection)
+
+
+def _user_topics(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    user = parts["user"]
+    return KindSpec("/latest", f"/u/{quote(user)}/activity/topics", f"topics by {user}", _category(values),
+                    authors=(user,), user=user)
+
+
+def _search(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    list_params = _category(values)
+    if not (query := _one(values, "q")):
+        raise RequestError("q is required on /search: give a keyword query, e.g. ?q=inductor", param="q")
+    return KindSpec("/latest", "/search?" + urlencode({"q": query}), "search", list_params)
+
+
+def _filter_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    forum_query = parse_filter_query(_one(values, "q") or "")
+    list_params = (("q", str(forum_query)),)
+    return KindSpec("/filter", "/filter?" + urlencode(list_params), f"filter {forum_query}", list_params,
+                    forum_query=forum_query)
+
+
+def _topic_posts(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    _post_args("topic_posts", values)
+    topic = parts["topic"]
+    return KindSpec(f"/t/{topic}", f"/t/{quote(parts['slug'] or 'topic')}/{topic}", f"posts of topic {topic}",
+                    topic_id=int(topic))
+
+
+def _latest_posts(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    _post_args("posts", values)
+    return KindSpec("/posts", "/latest", "latest posts", _category(values))
+
+
+def _user_posts(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+    _post_args("user_posts", values)
+    user = parts["user"]
+    return KindSpec(f"/u/{quote(user)}/posts", f"/u/{quote(user)}/activity", f"posts by {user}", authors=(user,),
+                    poster=user)
+
+
+KINDS: dict[RouteKind, KindBuilder] = {
+    "list": _list,
+    "category": _category_list,
+    "tag": _tag_list,
+    "user": _user_topics,
+    "search": _search,
+    "filter": _filter_list,
+    "topic_posts": _topic_posts,
+    "posts": _latest_posts,
+    "user_posts": _user_posts,
+}
+"""Each route kind's part of its spec: the one place a kind's list, page, label and own fields are decided."""
+
+
+def _post_args(kind: RouteKind, values: Mapping[str, list[str]]) -> None:
+    """What a post feed refuses: what only topics have (`_TOPIC_ONLY`), and `category=` but on /posts."""
+    if given := next((key for key in _TOPIC_ONLY if values.get(key)), None):
+        raise RequestError(f"{given}= is for topic feeds; post feeds take author, q, limit, pages and content"
+                           + (" (and category on /posts)" if kind == "posts" else ""), param=given)
+    if kind != "posts" and "category" in values:
+        raise RequestError("category= is for /posts among post feeds: a topic's or a user's posts take none",
+                           param="category")
+
+
+def _category(values: Mapping[str, list[str]]) -> tuple[tuple[str, str], ...]:
+    """A list's own `category=` (an id), for the kinds whose forum list takes one."""
+    return (("category", str(_int_arg(values, "category", 0, 1, 10**9))),) if "category" in values else ()
 
 
 def keyword_param(kind: str | None) -> str:
@@ -317,7 +368,8 @@ def kind_of(path: str) -> RouteKind | None:
 def _period(values: Mapping[str, list[str]]) -> str:
     period = _one(values, "period") or "all"
     if period not in TOP_PERIODS:
-        raise RequestError(f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}")
+        raise RequestError(f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}",
+                           param="period")
     return period
 
 
@@ -332,7 +384,7 @@ def _tag_args(values: Sequence[str]) -> tuple[list[str], list[str]]:
         every = [group for group in groups if "+" in group or " " in group]
         if every and (len(groups) > 1 or len(values) > 1):
             raise RequestError(f"tag: give either any of several tags (tag=a,b) or all of them (tag=a+b), "
-                               f"not both in {_shorten(value)!r}")
+                               f"not both in {_shorten(value)!r}", param="tag")
         if every:
             all_of = [t for t in every[0].replace(" ", "+").split("+") if t]
         else:
@@ -346,7 +398,7 @@ def _ids(values: Mapping[str, list[str]], key: str) -> list[int]:
         item = raw.strip()
         if not item.isascii() or not item.isdigit() or not 1 <= int(item) <= MAX_THRESHOLD:
             raise RequestError(f"{key} must be category ids (whole numbers from 1 to {MAX_THRESHOLD}), "
-                               f"not {_shorten(raw)!r}")
+                               f"not {_shorten(raw)!r}", param=key)
         found.append(int(item))
     return found
 
@@ -369,11 +421,11 @@ def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         items = list(items)
         for item in items:
             if len(item) > MAX_PARAM_CHARS:
-                raise RequestError(f"{key} is longer than {MAX_PARAM_CHARS} characters")
+                raise RequestError(f"{key} is longer than {MAX_PARAM_CHARS} characters", param=key)
             if any(ord(c) < 32 or ord(c) == 127 for c in item):
-                raise RequestError(f"{key} contains control characters")
+                raise RequestError(f"{key} contains control characters", param=key)
         if key in _SINGLE and len(items) > 1:
-            raise RequestError(f"{key} was given {len(items)} times; give it once")
+            raise RequestError(f"{key} was given {len(items)} times; give it once", param=key)
         values[key] = items
     return values
 
@@ -392,7 +444,7 @@ def _int_arg(values: Mapping[str, list[str]], key: str, default: int | None, low
     if raw is None or raw == "":
         return default
     if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
-        raise RequestError(f"{key} must be a whole number from {low} to {high}, not {_shorten(raw)!r}")
+        raise RequestError(f"{key} must be a whole number from {low} to {high}, not {_shorten(raw)!r}", param=key)
     return int(raw)
 
 

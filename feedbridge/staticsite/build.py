@@ -21,14 +21,13 @@ from urllib.parse import quote, urljoin
 
 import click
 
-from feedbridge.errors import UpstreamError
+from feedbridge.errors import BuildConfigError, UpstreamError
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.wiring import build_service
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.plan import (
     BuildConfig,
-    BuildConfigError,
     FeedPlan,
     load_build_config,
 )

@@ -19,8 +19,9 @@ from typing import Any
 
 from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.errors import ConfigError, NotAListError, RequestError
+from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError
 from feedbridge.feeds.filters import THRESHOLDS
+from feedbridge.feeds.sources import MARKDOWN
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FEED_FORMATS
@@ -42,13 +43,6 @@ _FETCH = {"concurrency": (1, 8, 2), "delay": (0, 60, 0.5), "max_wait": (0, 3600,
 # files, no absolute paths, nothing a static host treats specially.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 _FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
-
-
-class BuildConfigError(Exception):
-    def __init__(self, message: str, line: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.line = line
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +247,7 @@ class _Checker:
                 specs.append(parse_feed_request(Settings(forums=(forum,)), f"{forum.key}/{path}.{fmt}", args))
             except RequestError as exc:
                 raise self.fail(f"feed {name!r}: {exc.message}", "feeds", index,
-                                self.culprit(exc.message, args)) from None
+                                exc.param if exc.param in args else "path") from None
         return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
 
     def local_list(self, file: Path, item: dict[str, Any], forum: Forum,
@@ -274,7 +268,7 @@ class _Checker:
         try:
             listing = parse_listing(text, base_url=forum.base_url if explicit else None)
         except NotAListError as exc:
-            hint = " (give its path and forum)" if "relative" in str(exc) and not explicit else ""
+            hint = " (give its path and forum)" if isinstance(exc, NoBaseURL) and not explicit else ""
             raise self.fail(f"source {str(file)!r}: {exc}{hint}", "feeds", index, "source") from None
         if explicit:
             return text, replace(forum, source="markdown"), self.string(item, "path", "feeds", index) or "", {}
@@ -289,20 +283,11 @@ class _Checker:
         """A feed built from a source file reads nothing else, and a Markdown list carries no likes, views,
         tags or category ids: a parameter that needs them would read the forum (its JSON list, topic pages,
         directory) or filter on nothing, so it is refused here, by name."""
-        lacking = spec.filter.saved_list_lacks()
+        lacking = spec.filter.saved_list_lacks(MARKDOWN.lacks)
         if lacking is not None:
             raise self.fail(f"feed {name!r}: {lacking} needs what a saved Markdown list does not carry (likes, "
                             "views, tags, category ids); give the feed a path to read the forum instead",
                             "feeds", index, lacking)
-
-    @staticmethod
-    def culprit(message: str, args: dict[str, list[str]]) -> str:
-        """Which key a spec error is about: the one it names, or whose value it quotes; else the path."""
-        for key, values in args.items():
-            if message.startswith(key) or (key == "q" and "query" in message.lower()) or any(
-                    repr(v) in message or repr(v.strip()) in message for v in values):
-                return key
-        return "path"
 
     # typed access
     def unknown(self, table: dict[str, Any], allowed: tuple[str, ...], name: str, index: int = 0) -> None:
@@ -355,4 +340,4 @@ class _Checker:
         try:
             return parse_forum(value)
         except ConfigError as exc:
-            raise self.fail(str(exc).removeprefix("FEEDBRIDGE_FORUMS: "), table, index, key) from None
+            raise self.fail(exc.detail, table, index, key) from None

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from feedbridge.errors import DecodeError
 from feedbridge.store.entries import (
     CollectedEntry,
     DirectoryEntry,
@@ -68,10 +69,6 @@ _DECODERS: dict[bytes, msgspec.msgpack.Decoder[Any]] = {
     kind.encode(): msgspec.msgpack.Decoder(model) for kind, model in KINDS.items()
 }
 _ENCODER = msgspec.msgpack.Encoder()
-
-
-class DecodeError(ValueError):
-    """Stored bytes are not a value this version wrote."""
 
 
 def encode(value: Any) -> bytes:

@@ -26,6 +26,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from feedbridge.errors import DecodeError
 from feedbridge.store import codec
 from feedbridge.store.entries import is_fresh
 from feedbridge.store.memory import MemoryStore
@@ -120,7 +121,7 @@ class RedisStore:
             return None, 0.0
         try:
             return codec.decode(data), max(pttl, 0) / 1000
-        except codec.DecodeError as exc:
+        except DecodeError as exc:
             log.warning("ignoring an unreadable cache entry %s: %s", name, exc)
             return None, 0.0
 

@@ -33,6 +33,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     BotWall,
     Reason,
+    UnsafePath,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
@@ -50,10 +51,6 @@ class Fetched:
     text: str = ""
     etag: str | None = None
     last_modified: str | None = None
-
-
-class UnsafePath(ValueError):
-    """A path whose meaning depends on who decodes it (an encoded `/` or `\\`): never fetched."""
 
 
 _ENCODED_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)

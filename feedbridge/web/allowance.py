@@ -34,20 +34,13 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from feedbridge.errors import BridgeBusy
+from feedbridge.errors import CpuSpent
 from feedbridge.store.control import IdleWindows
 from feedbridge.web.context import service
 
 UNIT = 0.01
 """Seconds of CPU per unit counted in the window (a request costs at least one)."""
 WINDOW = 60
-
-
-class CpuSpent(BridgeBusy):
-    """This client has spent its CPU allowance: 429 (its own requests, not the bridge or the forum, are too
-    many), with Retry-After when the window has room again."""
-
-    status = 429
 
 
 class CpuAllowance:

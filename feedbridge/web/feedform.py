@@ -21,7 +21,7 @@ from feedbridge.render.formats import FORMATS
 
 LISTS = ("latest", "top", "hot", "category", "tag", "started", "search", "filter", "posts", "topic", "user")
 """`started` is the topics a user started (`/u/NAME`); `filter` the forum's own `/filter?q=` list; the last
-three are post feeds (feeds/posts.py): the forum's latest posts, one topic's, one user's."""
+three are post feeds (feeds/post_feeds.py): the forum's latest posts, one topic's, one user's."""
 TAG_MATCHES = ("any", "all")
 VIEWS = ("", "top")  # a category's default view, or its top list (`/c/SLUG/ID/l/top`)
 _IN_CATEGORY = ("latest", "started", "search", "posts")  # the lists that take `category=` (an id)

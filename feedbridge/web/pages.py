@@ -34,7 +34,7 @@ from flask import (
 )
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import Reason, RequestError, RouteNotFound, UpstreamError
+from feedbridge.errors import CpuSpent, Reason, RequestError, RouteNotFound, UpstreamError
 from feedbridge.feeds import signing
 from feedbridge.feeds.assemble import feed_title
 from feedbridge.feeds.service import FeedService
@@ -49,7 +49,7 @@ from feedbridge.render.opml import Subscription
 from feedbridge.render.opml import opml_document as opml_list
 from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
-from feedbridge.web.allowance import CpuSpent, allowance, client
+from feedbridge.web.allowance import allowance, client
 from feedbridge.web.context import service
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved, in_turns

@@ -15,13 +15,13 @@ from urllib.parse import urlencode
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
-from feedbridge.errors import RequestError
+from feedbridge.errors import CpuSpent, RequestError
 from feedbridge.feeds import signing
 from feedbridge.feeds.service import FeedResult, FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
 from feedbridge.web import pages
-from feedbridge.web.allowance import CpuSpent, allowance, client
+from feedbridge.web.allowance import allowance, client
 from feedbridge.web.context import service
 from feedbridge.web.hits import Resolved, ResolvedUrls, in_turns
 from feedbridge.web.responses import feed_headers
