@@ -108,7 +108,7 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetche
             bodies = [service.scope(plan.signed).feed(spec, urljoin(config.site_url, quote(file))).entry.body
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
-        outcome.fetch = "file" if plan.source else "fetched" if outcome.requests else "cached"
+        outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
         written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:

@@ -52,7 +52,7 @@ class FeedPlan:
     name: str
     specs: tuple[FeedSpec, ...]
     files: tuple[str, ...]  # relative to the output folder, one per spec
-    source: str | None = None  # the local file that stands in for the list, if any
+    saved_list: str | None = None  # the local file (the config's `source =`) that stands in for the list, if any
     signed: bool = False  # read with the forum's key (`credential =`), in the private scope
 
     @property
