@@ -116,13 +116,6 @@ def leave(token: contextvars.Token[Caller | None]) -> None:
         caller.end()
 
 
-def result(future: Future[T]) -> T:
-    """A pool future's result, within the current request's deadline (FutureTimeout past it); unbounded
-    outside a web request."""
-    caller = current()
-    return future.result(timeout=None if caller is None else max(caller.left(), 0.0))
-
-
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
     a copy of the submitter's context (`contextvars`: the request's `Caller`, the static build's per-feed

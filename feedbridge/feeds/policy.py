@@ -201,8 +201,8 @@ class CachePolicy:
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
             self.take_slot(f"{what or key} is being fetched already and this process's "
-                                   f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
-                                   f"retry in {BUSY_RETRY:.0f}s")
+                           f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
+                           f"retry in {BUSY_RETRY:.0f}s")
         caller = current()
         wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
         if wait <= 0:
