@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import httpx
+from flask import Flask
 from werkzeug.serving import make_server
 
 from bench.procs import free_port
@@ -41,12 +42,20 @@ def settings_for(upstream_url: str, **overrides) -> Settings:
 
 @contextmanager
 def running_app(settings: Settings) -> Iterator[RunningApp]:
+    with serving(settings) as (running, _app):
+        yield running
+
+
+@contextmanager
+def serving(settings: Settings) -> Iterator[tuple[RunningApp, Flask]]:
+    """`running_app`, with the Flask app at hand so a test can look into its store."""
     app = create_app(settings)
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll interval: `shutdown` waits for the loop to see it (0.5 s by default, in every test).
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield RunningApp(f"http://127.0.0.1:{server.port}", settings.forums[0].key)
+        yield RunningApp(f"http://127.0.0.1:{server.port}", settings.forums[0].key), app
     finally:
         server.shutdown()
         app.extensions["feedbridge"].fetcher.close()

@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import feedparser
 import httpx
 import pytest
-from flask import Flask
-from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.web.app import create_app
-from tests.appserver import RunningApp, procfile_app, running_app, settings_for
+from tests.appserver import procfile_app, running_app, serving, settings_for
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
 from tests.upstream import FakeForum, spawn
 
@@ -35,20 +30,6 @@ COMPILER = "/c/compiler/5"
 
 def get(url: str, **kwargs) -> httpx.Response:
     return httpx.get(url, timeout=30, **kwargs)
-
-
-@contextmanager
-def serving(settings: Settings) -> Iterator[tuple[RunningApp, Flask]]:
-    """`running_app`, with the Flask app at hand so a test can look into its store."""
-    app = create_app(settings)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield RunningApp(f"http://127.0.0.1:{server.port}", settings.forums[0].key), app
-    finally:
-        server.shutdown()
-        app.extensions["feedbridge"].fetcher.close()
 
 
 def client_from(address: str) -> httpx.Client:

@@ -39,7 +39,7 @@ def forum() -> Iterator[FakeForum]:
 @pytest.fixture(scope="module")
 def base_url(forum: FakeForum) -> Iterator[str]:
     server = make_server("127.0.0.1", 0, create_app(Settings(forums=(parse_forum(forum.url),))), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # shutdown waits a poll
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()

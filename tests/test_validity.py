@@ -4,7 +4,7 @@ and OPML structure (issue 16).
 The W3C Feed Validation Service is not on PyPI, and is not vendored here; its checks that concern this
 output are written out from the specs instead: RFC 4287 (Atom), RSS 2.0, JSON Feed 1.1, RFC 3986 (URIs),
 OPML 2.0, and the HTML rule the Nu Html Checker applies to links. Renderer tests work on hand-built topics;
-the service, CLI and static-build tests go through a real socket or a real subprocess.
+the service tests go through a real socket, and the CLI and static-build tests run the command itself.
 """
 
 from __future__ import annotations
