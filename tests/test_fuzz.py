@@ -60,6 +60,7 @@ def _bulk(unit: str, size: int) -> str:
 
 
 BIG = st.sampled_from([1_000, 64 * 1024, MB])
+SMALLER = st.sampled_from([1_000, 64 * 1024])
 HOSTILE_UNITS = ["[", "]", "\\", "\\[", "[@", "](", "((", "<", "**", "# ", "## [", "[a](?page=1) ", "?page=1",
                  "\\\\", "[](", "x", "\u0301", "\u202e", "\x00"]
 
@@ -68,6 +69,10 @@ HOSTILE_UNITS = ["[", "]", "\\", "\\[", "[@", "](", "((", "<", "**", "# ", "## [
 def mutated_fixture(draw: st.DrawFn) -> str:
     """A fixture after a few line-level and character-level mutations."""
     lines = draw(st.sampled_from(TEXTS)).split("\n")
+    # One megabyte line at most per text: feedparser, the oracle, reads an RSS body at about 6 µs a
+    # character, so six of them made one example cost a minute or more, past the test's timeout on a busy
+    # machine, without testing anything one does not.
+    big = BIG
     for _ in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["drop", "duplicate", "swap", "unseparate", "flatten", "insert", "splice",
                                      "bulk", "nest"]))
@@ -89,7 +94,10 @@ def mutated_fixture(draw: st.DrawFn) -> str:
             at = draw(st.integers(0, len(lines[i])))
             lines[i] = lines[i][:at] + draw(st.sampled_from(NASTY)) + lines[i][at:]
         elif kind == "bulk":  # a 1 KB to 1 MB line
-            lines.insert(i, _bulk(draw(st.sampled_from(HOSTILE_UNITS)), draw(BIG)))
+            size = draw(big)
+            lines.insert(i, _bulk(draw(st.sampled_from(HOSTILE_UNITS)), size))
+            if size == MB:
+                big = SMALLER
         else:  # deep nesting of brackets, parentheses and backslashes
             depth = draw(st.integers(1, 5000))
             opener, closer = draw(st.sampled_from([("[", "]"), ("(", ")"), ("\\", ""), ("[\\", "\\]"), ("](", ")")]))
