@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from werkzeug.serving import make_server
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.web.app import create_app
+from tests.appserver import running_app
 from tests.test_demo import serve
 from tests.upstream import FakeForum
 
@@ -38,12 +36,8 @@ def forum() -> Iterator[FakeForum]:
 
 @pytest.fixture(scope="module")
 def base_url(forum: FakeForum) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, create_app(Settings(forums=(parse_forum(forum.url),))), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # shutdown waits a poll
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(timeout=5)
+    with running_app(Settings(forums=(parse_forum(forum.url),))) as app:
+        yield app.url
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import feedparser
 import httpx
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from feedbridge.cli import main
 from tests.appserver import free_port, running_app, settings_for
@@ -28,11 +28,18 @@ def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     project for each call (about 0.8 s of CPU, which the suite paid over a hundred times a run). An
     exception the command does not turn into an exit status is raised here, where a subprocess would
     print its traceback. `spawn` runs the real `python -m feedbridge`."""
+    result = invoke(*args, stdin=stdin)
+    return subprocess.CompletedProcess(["feedbridge", *args], result.exit_code, result.stdout_bytes,
+                                       result.stderr_bytes)
+
+
+def invoke(*args: str, stdin: bytes | None = None) -> Result:
+    """click's result of the command run in this process; an exception it did not turn into an exit status
+    is raised."""
     result = CliRunner().invoke(main, list(args), input=stdin)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
-    return subprocess.CompletedProcess(["feedbridge", *args], result.exit_code, result.stdout_bytes,
-                                       result.stderr_bytes)
+    return result
 
 
 def spawn(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:

@@ -13,13 +13,12 @@ from pathlib import Path
 import feedparser
 import httpx
 import pytest
-from click.testing import CliRunner
 from lxml import etree, html
 
-from feedbridge.cli import main
 from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from tests.appserver import running_app, settings_for
+from tests.test_cli import invoke
 from tests.upstream import FakeForum
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,8 +55,7 @@ def write_config(tmp_path: Path, forum: str, feeds: str = FEEDS, fetch: str = "d
 
 
 def run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, ["build", "--config", str(config), *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    result = invoke("build", "--config", str(config), *args)
     return result.exit_code, result.stdout, result.stderr
 
 
