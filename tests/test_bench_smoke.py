@@ -7,7 +7,7 @@ import pytest
 
 from bench import rsshub
 from bench.__main__ import main
-from bench.serving import HIT_RPS_TARGET
+from bench.serving import COLD_CPU_TARGET, HIT_RPS_TARGET
 
 
 def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, capsys) -> None:
@@ -20,6 +20,7 @@ def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, 
     names = [cells[1].strip() for cells in rows]
     assert sum("markdown-it" in cells[5] for cells in rows) == 2
     assert any(name.startswith("parse 33 pages") for name in names)
+    assert any(name.startswith("count the bytes a parsed real page holds") for name in names)
     assert {name.split(",")[0] for name in names if name.startswith("render")} == {
         "render atom", "render rss", "render json"}
     for cells in rows:
@@ -44,7 +45,7 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     by_section: dict[str, list[list[str]]] = {}
     for cells in rows:
         by_section.setdefault(cells[0], []).append(cells)
-    assert {s: len(r) for s, r in by_section.items()} == {"1": 6, "2": 8, "5": 3, "6": 1}
+    assert {s: len(r) for s, r in by_section.items()} == {"1": 6, "2": 9, "5": 3, "6": 1}
     for cells in rows:
         assert re.fullmatch(r"[\d.,]+ (ms|µs|req/s|fetches|MiB)", cells[2]), cells
         assert cells[6] in ("yes", "**MISSED**", "-"), cells
@@ -57,6 +58,8 @@ def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: P
     assert re.fullmatch(r"[\d.,]+ µs", cpu[3]) and float(cpu[4].rstrip("×")) > 0, cpu  # both servers measured
     names = [cells[1] for cells in by_section["2"]]
     assert any(name.startswith("library floor") for name in names)
+    own = next(cells for cells in by_section["2"] if cells[1].startswith("server CPU per cold request vs the library"))
+    assert re.fullmatch(r"[\d.,]+ ms", own[3]) and own[5] == f"≤ {COLD_CPU_TARGET:g}×", own  # both measured
     peers = {cells[1]: cells for cells in by_section["2"] if "RSSHub" in cells[1]}
     assert len(peers) == 4, names  # cold paced and back-to-back, cached requests/s and p99
     for cells in peers.values():  # RSSHub's own figure, measured in this run, beside ours
