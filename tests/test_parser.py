@@ -10,7 +10,7 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from feedbridge.discourse.listing import parse_listing
+from feedbridge.discourse.listing import MAX_ROW, parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
 from feedbridge.render.documents import FeedMeta
@@ -245,6 +245,28 @@ def test_fast_path_agrees_on_blocks_near_its_shape(block, why, url):
     fast, general, _ = parse_both_ways(text, None)
     assert fast == general, why
 
+
+
+def test_a_block_too_long_for_the_fast_path_reads_the_same_through_the_line_loop():
+    """Past four rows' worth (`MAX_ROW`) a block takes the line loop, which reads each row capped: the topic
+    is the same, the long excerpt included, and only the fast path's count tells which path read it."""
+    rows = '**Author:** [@a](https://f.org/u/a)\\\n**Replies:** 5\\\n**Last updated:** [x](u "2024-01-01T00:00:00Z")\n'
+    for words, fast_reads in ((10, 1), (4 * MAX_ROW // 5 + 1, 0)):
+        excerpt = " ".join(["word"] * words)
+        text = f"# T\n\n**URL:** https://f.org/latest.md\n\n---\n\n## [A](https://f.org/t/a/7)\n\n{rows}\n{excerpt}\n\n---\n"
+        fast, general, matched = parse_both_ways(text, None)
+        assert fast == general and matched == fast_reads, words
+        (topic,) = fast.topics
+        assert (topic.author, topic.replies, topic.excerpt) == ("a", 5, excerpt)
+        assert topic.last_posted_at == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_a_metadata_row_longer_than_max_row_is_read_as_no_link():
+    name = "b" * MAX_ROW
+    text = (f"# T\n\n**URL:** https://f.org/latest.md\n\n## [A](https://f.org/t/a/7)\n\n**Author:** [@{name}]"
+            f"(https://f.org/u/{name})\\\n**Replies:** 5\n\nexcerpt\n")
+    (topic,) = parse_listing(text).topics
+    assert topic.author is None and topic.author_url is None and topic.replies == 5
 
 # --- plugin excerpts, stray control characters, lists that are not topic lists (issue 16) --------------
 

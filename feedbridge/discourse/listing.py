@@ -42,6 +42,13 @@ would hold ~400 MB and make a feed of 30 MB. Keeping the first ones, rather than
 serves the newest topics of a forum that pads its list, and a list is never refused for its length."""
 
 
+MAX_ROW = 4096
+"""Characters of a metadata row that the link patterns read: a row is a label, a username or a date, and a
+URL (core's are far shorter). `USER_LINK` and `DATED_LINK` repeat a group, and on a long row of escapes
+(`[@\\]\\]…`, 512,000 characters) the backtracking state they keep made a search cost 3.7× more for twice
+the text (tests/test_fuzz.py, "escaped author"); a longer row is read as no link."""
+
+
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
 
 _URL_BREAK = re.compile(r"[()\s]")
@@ -210,14 +217,16 @@ def _dialect(plugin: bool, counted: bool, blocks: list[_Block], text: str) -> st
     if not blocks:
         return "c4"  # an empty list has no rows to tell by; only current sites serve a nav line and no topics
     if 'class="topic-metadata"' in text or any(
-        '"' in line and DATED_LINK.search(line) for b in blocks[:3] for line in b.lines[:6]
+        '"' in line and DATED_LINK.search(line, 0, MAX_ROW) for b in blocks[:3] for line in b.lines[:6]
     ):
         return "c4"
-    return "c3" if any(USER_LINK.search(line) for b in blocks for line in b.lines[:6]) else "c2"
+    return "c3" if any(USER_LINK.search(line, 0, MAX_ROW) for b in blocks for line in b.lines[:6]) else "c2"
 
 
 def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
-    fast = None if plugin else _C4_TOPIC.match(block.chunk)
+    # A block longer than four rows' worth takes the general path, which reads each row capped: the fast
+    # path's one regex repeats groups over the whole block, as the link patterns do (MAX_ROW).
+    fast = None if plugin or len(block.chunk) > 4 * MAX_ROW else _C4_TOPIC.match(block.chunk)
     if fast is not None and (topic := _c4_topic(fast, base)) is not None:
         return topic
     heading = block.heading.rstrip()
@@ -324,7 +333,7 @@ def _row_fields(
         elif value.isdigit() and value.isascii() and len(value) < 10:
             replies = int(value)
         else:
-            dated = DATED_LINK.match(value)
+            dated = DATED_LINK.match(value) if len(value) <= MAX_ROW else None
             moment = utc(dated["iso"] if dated else value)
             if moment is None:
                 return None
@@ -336,7 +345,7 @@ def _row_fields(
 
 
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
-    link = USER_LINK.match(value)
+    link = USER_LINK.match(value) if len(value) <= MAX_ROW else None
     if link:
         return unescape(link["name"]), _profile_url(link["url"], base)
     if not value.startswith("@") or len(value) < 2:
