@@ -10,7 +10,8 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from feedbridge.discourse.listing import MAX_ROW, parse_listing
+from feedbridge.discourse.fields import MAX_ROW
+from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
 from feedbridge.render.documents import FeedMeta
@@ -246,7 +247,6 @@ def test_fast_path_agrees_on_blocks_near_its_shape(block, why, url):
     assert fast == general, why
 
 
-
 def test_a_block_too_long_for_the_fast_path_reads_the_same_through_the_line_loop():
     """Past four rows' worth (`MAX_ROW`) a block takes the line loop, which reads each row capped: the topic
     is the same, the long excerpt included, and only the fast path's count tells which path read it."""
@@ -267,6 +267,7 @@ def test_a_metadata_row_longer_than_max_row_is_read_as_no_link():
             f"(https://f.org/u/{name})\\\n**Replies:** 5\n\nexcerpt\n")
     (topic,) = parse_listing(text).topics
     assert topic.author is None and topic.author_url is None and topic.replies == 5
+
 
 # --- plugin excerpts, stray control characters, lists that are not topic lists (issue 16) --------------
 

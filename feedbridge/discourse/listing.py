@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 from feedbridge.discourse.fields import (
     DATED_LINK,
     MAX_PAGE_LINKS,
+    MAX_ROW,
     USER_LINK,
     absolute,
     derive_base,
@@ -40,13 +41,6 @@ MAX_TOPICS = 1000
 most 100 with `per_page`); a hostile page packs 200,000 minimal topics into 5 MB, which parsed and cached
 would hold ~400 MB and make a feed of 30 MB. Keeping the first ones, rather than refusing the page, still
 serves the newest topics of a forum that pads its list, and a list is never refused for its length."""
-
-
-MAX_ROW = 4096
-"""Characters of a metadata row that the link patterns read: a row is a label, a username or a date, and a
-URL (core's are far shorter). `USER_LINK` and `DATED_LINK` repeat a group, and on a long row of escapes
-(`[@\\]\\]…`, 512,000 characters) the backtracking state they keep made a search cost 3.7× more for twice
-the text (tests/test_fuzz.py, "escaped author"); a longer row is read as no link."""
 
 
 _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:** …')"
