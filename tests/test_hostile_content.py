@@ -22,11 +22,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import feedparser
+import httpx
 import pytest
 
 from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.discourse import nesting
 from feedbridge.discourse import topic as topic_module
+from feedbridge.discourse.fields import MAX_ROW
 from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing, parse_json_topic
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.discourse.nesting import MAX_DEPTH, check_nesting
@@ -40,7 +43,7 @@ from feedbridge.models import Topic
 from feedbridge.store.entries import TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
-from tests.appserver import PROJECT_ROOT
+from tests.appserver import PROJECT_ROOT, running_app, settings_for
 from tests.upstream import DEFAULT_ROOT, JSON_ROOT, FakeForum
 
 T = TypeVar("T")
@@ -110,6 +113,30 @@ def test_deeply_nested_posts_cost_bounded_cpu(upstream: FakeForum) -> None:
     assert "ordinary" in report["content"]["104"]  # the well-formed post is still read in full
     assert all("deep" not in report["content"][str(i)] for i in ids[:3])  # the hostile ones keep the excerpt
 
+
+
+# --- a list row of escapes, long enough to make the link patterns backtrack -------------------------------
+
+def test_a_list_row_of_a_quarter_million_escapes_is_a_topic_without_an_author(upstream: FakeForum) -> None:
+    """The forum serves a list whose first author row is `[@` and 256,000 escaped brackets (512 KB, far past
+    the `MAX_ROW` the link patterns read): the feed over a real socket has both topics, the hostile one without
+    an author, the next one as the forum wrote it. What reading it costs is test_fuzz's "escaped author"."""
+    base = upstream.url
+    hostile = "**Author:** [@" + "\\]" * 256_000 + "\n"
+    assert len(hostile) > 100 * MAX_ROW
+    upstream.set_body("/latest.md", (
+        f"# Latest\n\n**URL:** {base}/latest.md\n\n---\n\n## [Hostile]({base}/t/hostile/1)\n\n{hostile}\n---\n\n"
+        f"## [Fine]({base}/t/fine/2)\n\n**Author:** [@alice]({base}/u/alice)\\\n**Replies:** 3\\\n"
+        f'**Last activity:** [May 1]({base}/t/fine/2/4 "2026-05-01T10:00:00Z")\n\nfine text\n\n---\n'))
+    with running_app(settings_for(upstream.url, retries=0)) as app:
+        answer = httpx.get(app.feed_url("/latest.atom"), timeout=30)
+    assert answer.status_code == 200, answer.text[:300]
+    feed = feedparser.parse(answer.content)
+    assert feed.bozo == 0
+    by_title = {entry.title: entry for entry in feed.entries}
+    assert set(by_title) == {"Hostile", "Fine"}
+    assert by_title["Fine"].author == "alice" and by_title["Fine"].summary == "fine text"
+    assert "author" not in by_title["Hostile"]  # no author of its own: the feed's, the forum, stands for it
 
 def test_the_pre_scan_refuses_depth_and_passes_real_posts() -> None:
     assert check_nesting(DEEP[: 8 * (MAX_DEPTH // 2)]) == MAX_DEPTH
