@@ -24,13 +24,13 @@ from feedbridge import __version__
 from feedbridge.models import Topic
 from feedbridge.render.documents import (
     JSON_FEED_VERSION,
+    SLASH_NS,
     FeedMeta,
     entry_id,
     render_atom,
     render_json,
     render_rss,
 )
-from feedbridge.render.feedgen_ext import SLASH_NS
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import FORMATS as REGISTRY
 from feedbridge.render.formats import render
@@ -449,9 +449,10 @@ def test_threads_rendering_the_same_topics_all_get_the_same_bytes():
 
 
 def test_threads_rendering_rss_leave_the_process_locale_as_it_was():
-    """feedgen sets the C locale around each RSS date and restores what it saw: two threads at once could
-    leave the whole process in the C locale, and every later text file opened without an encoding was
-    read as ASCII (the suite failed so on Python 3.13)."""
+    """RSS dates are English whatever the locale, written without touching it: a renderer that set the C locale
+    around each date and restored what it saw (feedgen did) could leave the whole process in the C locale when
+    two threads did so at once, and every later text file opened without an encoding was read as ASCII (the
+    suite failed so on Python 3.13)."""
     before = locale.setlocale(locale.LC_ALL)
     topics = [topic(i) for i in range(1, 31)]
     with ThreadPoolExecutor(8) as pool:
