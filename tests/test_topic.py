@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedbridge.discourse.fields import MAX_ROW
 from feedbridge.discourse.topic import TopicPage, parse_topic
 from feedbridge.errors import NotATopicError
 from feedbridge.feeds.enrich import MAX_MARKDOWN_CHARS, enrich, markdown_to_safe_html
@@ -191,6 +192,28 @@ def test_missing_created_falls_back_to_the_first_post_and_otherwise_is_none() ->
     assert parse_topic(read(ORPHAN)).created_at == datetime(2023, 3, 3, 15, 3, 3, tzinfo=UTC)
     no_created = re.sub(r"\*\*Created:\*\*.*\n", "", read(MINCUT_2))
     assert parse_topic(no_created).created_at is None
+
+
+def test_a_created_row_longer_than_max_row_is_read_as_no_date() -> None:
+    """The link patterns read at most `MAX_ROW` characters of a row, as in lists: a longer Created row is no
+    date, and the creation time comes from the first post as when the row is missing."""
+    row = re.search(r"\*\*Created:\*\*.*\n", read(MINCUT)).group()
+    posted = datetime(2022, 2, 2, 20, 7, 5, tzinfo=UTC)  # the first post's `####` line
+    for text_chars, want in ((MAX_ROW // 2, datetime(2020, 1, 1, tzinfo=UTC)), (MAX_ROW, posted)):
+        long_row = f'**Created:** [{"x" * text_chars}]({HOST}/t/{MINCUT.removesuffix(".md")} "2020-01-01T00:00:00Z")\n'
+        assert parse_topic(read(MINCUT).replace(row, long_row)).created_at == want, text_chars
+
+
+def test_an_author_line_longer_than_max_row_is_not_a_posts_metadata() -> None:
+    """In a page without its metadata divs a `###` author line belongs to the `####` line after it only when
+    its author link is within the line's first `MAX_ROW` characters; past them it is body text."""
+    for name_chars, in_first_post in ((MAX_ROW // 4, False), (MAX_ROW, True)):  # the name is in the URL too
+        name = "b" * name_chars
+        text = without_divs(read(MINCUT)).replace("[@albanD](https://dev-discuss.pytorch.org/u/albanD)",
+                                                  f"[@{name}](https://dev-discuss.pytorch.org/u/{name})")
+        first = parse_topic(text).first_post_markdown
+        assert first.startswith("**Intro**")
+        assert (f"[@{name}]" in first) is in_first_post, name_chars
 
 
 def test_without_url_row_the_topic_url_comes_from_the_links_or_the_source() -> None:

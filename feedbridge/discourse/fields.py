@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit
 
@@ -26,7 +27,25 @@ MAX_ROW = 4096
 """Characters of a metadata row that the link patterns read: a row is a label, a username or a date, and a
 URL (core's are far shorter). The two patterns above repeat a group, and on a long row of escapes
 (`[@\\]\\]…`, 512,000 characters) the backtracking state they keep made a search cost 3.7× more for twice
-the text (tests/test_fuzz.py, "escaped author"); the list parser reads a longer row as no link."""
+the text (tests/test_fuzz.py, "escaped author"); every parser reads a longer row as no link."""
+
+
+def first_link(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The first match of a link pattern (`USER_LINK`, `DATED_LINK`) in `text`, read a line at a time and in
+    each line its first `MAX_ROW` characters only: no link spans lines (their texts, URLs and dates hold
+    no newline), and a line longer than that is a hostile row's, read as holding no link from there on."""
+    for line in text.split("\n"):
+        if found := pattern.search(line, 0, MAX_ROW):
+            return found
+    return None
+
+
+def links(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """Every match of a link pattern in `text`, a line at a time, as `first_link` reads them."""
+    for line in text.split("\n"):
+        yield from pattern.finditer(line, 0, MAX_ROW)
+
+
 _ESCAPE = re.compile(r"\\(.)")
 _escaped_char = operator.itemgetter(1)
 

@@ -23,9 +23,12 @@ from urllib.parse import urlsplit, urlunsplit
 from feedbridge.discourse.fields import (
     DATED_LINK,
     MAX_PAGE_LINKS,
+    MAX_ROW,
     USER_LINK,
     absolute,
     derive_base,
+    first_link,
+    links,
     sniff,
     unescape,
     utc,
@@ -120,7 +123,7 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     first = next((post for post in posts if _post_number(post, topic_id) == 1), None)
     created_at = header.created_at
     if created_at is None and first is not None:
-        dated = DATED_LINK.search(first.meta)
+        dated = first_link(DATED_LINK, first.meta)
         created_at = utc(dated["iso"]) if dated else None
     return TopicPage(
         id=topic_id,
@@ -164,7 +167,7 @@ def _meta_close(lines: list[str], i: int) -> int | None:
         return None
     for j in range(i + 1, min(i + _META_MAX_LINES, len(lines))):
         if _META_CLOSE.fullmatch(lines[j]):
-            dated = DATED_LINK.search("\n".join(lines[i + 1 : j]))
+            dated = first_link(DATED_LINK, "\n".join(lines[i + 1 : j]))
             return j if dated and _topic_path(dated["url"]) else None
     return None
 
@@ -193,10 +196,10 @@ def _flat_meta(lines: list[str], i: int) -> tuple[int, int] | None:
     line = lines[i]
     if not _FLAT_META.fullmatch(line):
         return None
-    dated = DATED_LINK.search(line[line.index("####") :])
+    dated = first_link(DATED_LINK, line[line.index("####") :])
     if not (dated and _topic_path(dated["url"])):
         return None
-    author_before = i > 0 and lines[i - 1].startswith("### ") and USER_LINK.search(lines[i - 1])
+    author_before = i > 0 and lines[i - 1].startswith("### ") and first_link(USER_LINK, lines[i - 1])
     if line.lstrip().startswith("####") and author_before:
         return i - 1, i + 1
     return i, i + 1
@@ -232,7 +235,7 @@ def _header(text: str) -> _Header:
         end = following.start() if following else len(text)
         value = _strip_hard_break(text[row.end() : end].split("\n", 1)[0])
         label = row["label"].strip()
-        dated = DATED_LINK.fullmatch(value)
+        dated = DATED_LINK.fullmatch(value) if len(value) <= MAX_ROW else None
         if label == "URL":
             header.url = header.url or value or None
         elif label == "Page":
@@ -263,7 +266,7 @@ def _tags(value: str) -> tuple[str, ...]:
 def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
     """A topic URL when the `**URL:**` row is missing: from the Created link or the first post's link."""
     for text in ["\n".join(header)] + [p.meta for p in posts[:1]]:
-        for link in DATED_LINK.finditer(text):
+        for link in links(DATED_LINK, text):
             if _topic_path(link["url"]):
                 return link["url"]
     return None
@@ -271,7 +274,7 @@ def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
 
 def _post_number(post: _Post, topic_id: int) -> int | None:
     """From the post's dated link, `/t/slug/ID/N`; a link to the topic itself is post 1."""
-    dated = DATED_LINK.search(post.meta)
+    dated = first_link(DATED_LINK, post.meta)
     match = _topic_path(dated["url"]) if dated else None
     return int(match["post"] or 1) if match and int(match["id"]) == topic_id else None
 
