@@ -17,7 +17,6 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +26,7 @@ import httpx
 import pytest
 
 from tests.appserver import ProcfileApp, free_port, procfile_apps, settings_for
-from tests.upstream import FakeForum, spawn
+from tests.upstream import FakeForum, spawn, stop_together
 
 LIST = "/latest.md"
 # Short timeouts keep the slow faults quick; no connection retries, so "refused" is one attempt. Failures are
@@ -122,12 +121,6 @@ def served() -> Iterator[dict[str, tuple[ProcfileApp, Any]]]:
         wanted["later page"] = settings_for(forum("later page").url, cache_ttl=0, **FAST)
         apps = stack.enter_context(procfile_apps(wanted))
         yield {name: (app, forums.get(name)) for name, app in apps.items()}
-
-
-def stop_together(forums: list[FakeForum]) -> None:
-    """Each stop waits for its server's loop to notice, so many one after the other add up."""
-    with ThreadPoolExecutor(max(len(forums), 1)) as pool:
-        list(pool.map(FakeForum.stop, forums))
 
 
 def get(url: str, **kwargs) -> httpx.Response:

@@ -4,6 +4,10 @@ Each case here was a 500, an unbounded cost or an escape before (issue 13, point
 decompression bombs, malformed validators, unbounded or unreadable `Retry-After`, undecodable charsets,
 slow redirect chains, and dot segments that leave a subfolder forum. A cold cache must answer the
 documented status with a clear message; a warm one must serve the last good copy (200, stale).
+
+The hostile answers and the compressed lists are served to the Procfile's gunicorn with its gevent worker,
+as production reads them (`served`: one server per settings combination, each case with a fake forum of its
+own, as in tests/test_faults.py); the cases that look into one fetch's settings run on the threaded app.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
 import feedparser
@@ -30,8 +35,8 @@ from feedbridge.errors import ConfigError
 from feedbridge.feeds.wiring import build_service
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher, is_within, normalise_url
-from tests.appserver import PROJECT_ROOT, running_app, settings_for
-from tests.upstream import DEFAULT_ROOT, MARKDOWN, FakeForum, Fault, compression_bomb
+from tests.appserver import PROJECT_ROOT, ProcfileApp, procfile_apps, running_app, settings_for
+from tests.upstream import DEFAULT_ROOT, MARKDOWN, FakeForum, Fault, compression_bomb, stop_together
 
 LIST = "/latest.md"
 FAST = {"read_timeout": 2.0, "total_timeout": 5.0, "connect_timeout": 1.0, "retries": 0}
@@ -117,59 +122,78 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("hostile", HOSTILE, ids=lambda h: h.name)
-def test_cold_cache_answers_a_clear_error(upstream, hostile):
-    with running_app(settings_for(upstream.url, **FAST)) as app:
-        hostile.arm(upstream)
-        response = get(app.feed_url("/latest.atom"))
-        assert_plain_error(response, hostile.status, hostile.words)
-        if hostile.retry_after is None:  # a failure is remembered, and said when it will be asked again
-            assert response.headers.get("retry-after") in (None, *map(str, range(1, Settings().negative_ttl + 1)))
-        else:
-            assert response.headers.get("retry-after") == hostile.retry_after
-        assert get(f"{app.url}/healthz").status_code == 200
-
-
-@pytest.mark.parametrize("hostile", HOSTILE, ids=lambda h: h.name)
-def test_warm_cache_serves_the_last_good_copy(upstream, hostile):
-    with running_app(settings_for(upstream.url, cache_ttl=0, **FAST)) as app:
-        url = app.feed_url("/latest.atom")
-        good = get(url)
-        assert good.status_code == 200
-        upstream.conditional = False  # the same list under a hostile header must not get a 304
-        hostile.arm(upstream)
-        stale = get(url)
-        assert stale.status_code == 200 and stale.content == good.content
-        assert stale.headers["x-feedbridge-cache"] == "stale"
-        assert hostile.words.split(" (")[0] in stale.headers["x-feedbridge-stale"]
-
-
 def raw_deflate(data: bytes) -> bytes:
     encoder = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
     return encoder.compress(data) + encoder.flush()
 
 
-@pytest.mark.parametrize("coding,compress", [
-    ("gzip", gzip.compress),
-    ("x-gzip", gzip.compress),
-    ("deflate", zlib.compress),  # the zlib format RFC 9110 means
-    ("deflate", raw_deflate),  # what some servers send instead
-    ("identity", lambda data: data),
-], ids=["gzip", "x-gzip", "deflate-zlib", "deflate-raw", "identity"])
-def test_compressed_lists_are_read_like_plain_ones(upstream, coding, compress):
-    with running_app(settings_for(upstream.url, cache_ttl=0, **FAST)) as app:
-        upstream.conditional = False
-        url = app.feed_url("/latest.atom")
-        plain = get(url)
-        # The fake forum points the fixture's links at itself, but cannot inside a compressed body: done here.
-        served = LATEST.replace(b"https://dev-discuss.pytorch.org", upstream.url.encode())
-        upstream.set_body(LIST, compress(served), headers={"Content-Encoding": coding})
-        compressed = get(url)
-        assert compressed.status_code == 200, compressed.text
-        assert compressed.headers["x-feedbridge-cache"] == "miss"
-        assert compressed.content == plain.content
-        assert_entries(compressed, 30)
-        assert upstream.requests[-1].headers["accept-encoding"] == "gzip, deflate"
+COMPRESSED = {
+    "gzip": ("gzip", gzip.compress),
+    "x-gzip": ("x-gzip", gzip.compress),
+    "deflate-zlib": ("deflate", zlib.compress),  # the zlib format RFC 9110 means
+    "deflate-raw": ("deflate", raw_deflate),  # what some servers send instead
+    "identity": ("identity", lambda data: data),
+}
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[dict[str, tuple[ProcfileApp, FakeForum]]]:
+    """Each case's server and fake forum, by name: the cold cases' server keeps copies, the warm and the
+    compressed cases' rebuild on every request (cache TTL 0); both boot at once."""
+    cases = ({f"cold {hostile.name}": {} for hostile in HOSTILE}
+             | {f"warm {hostile.name}": {"cache_ttl": 0} for hostile in HOSTILE}
+             | {f"compressed {name}": {"cache_ttl": 0} for name in COMPRESSED})
+    with ExitStack() as stack:
+        forums = {name: FakeForum().start() for name in cases}
+        stack.callback(stop_together, list(forums.values()))
+        apps = stack.enter_context(procfile_apps({name: settings_for(forums[name].url, **FAST, **extra)
+                                                  for name, extra in cases.items()}))
+        yield {name: (apps[name], forums[name]) for name in cases}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=lambda h: h.name)
+def test_cold_cache_answers_a_clear_error(served, hostile):
+    app, upstream = served[f"cold {hostile.name}"]
+    hostile.arm(upstream)
+    response = get(app.feed_url("/latest.atom"))
+    assert_plain_error(response, hostile.status, hostile.words)
+    if hostile.retry_after is None:  # a failure is remembered, and said when it will be asked again
+        assert response.headers.get("retry-after") in (None, *map(str, range(1, Settings().negative_ttl + 1)))
+    else:
+        assert response.headers.get("retry-after") == hostile.retry_after
+    assert get(f"{app.url}/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=lambda h: h.name)
+def test_warm_cache_serves_the_last_good_copy(served, hostile):
+    app, upstream = served[f"warm {hostile.name}"]
+    url = app.feed_url("/latest.atom")
+    good = get(url)
+    assert good.status_code == 200
+    upstream.conditional = False  # the same list under a hostile header must not get a 304
+    hostile.arm(upstream)
+    stale = get(url)
+    assert stale.status_code == 200 and stale.content == good.content
+    assert stale.headers["x-feedbridge-cache"] == "stale"
+    assert hostile.words.split(" (")[0] in stale.headers["x-feedbridge-stale"]
+
+
+@pytest.mark.parametrize("name", COMPRESSED)
+def test_compressed_lists_are_read_like_plain_ones(served, name):
+    app, upstream = served[f"compressed {name}"]
+    coding, compress = COMPRESSED[name]
+    upstream.conditional = False
+    url = app.feed_url("/latest.atom")
+    plain = get(url)
+    # The fake forum points the fixture's links at itself, but cannot inside a compressed body: done here.
+    served_list = LATEST.replace(b"https://dev-discuss.pytorch.org", upstream.url.encode())
+    upstream.set_body(LIST, compress(served_list), headers={"Content-Encoding": coding})
+    compressed = get(url)
+    assert compressed.status_code == 200, compressed.text
+    assert compressed.headers["x-feedbridge-cache"] == "miss"
+    assert compressed.content == plain.content
+    assert_entries(compressed, 30)
+    assert upstream.requests[-1].headers["accept-encoding"] == "gzip, deflate"
 
 
 # --- memory under decompression bombs, measured in a worker process of its own ------------------------

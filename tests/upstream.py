@@ -53,6 +53,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime, formatdate, parsedate_to_datetime
@@ -732,6 +733,12 @@ def spawn(*options: str, port: int = 0, root: Path | str | None = None) -> Forum
         process.kill()
         raise RuntimeError(f"fake forum process did not start (exit {process.wait()}): {line!r}")
     return ForumProcess(process, line, RemoteForum(line))
+
+
+def stop_together(forums: list[FakeForum]) -> None:
+    """Each stop waits for its server's loop to notice, so many one after the other add up."""
+    with ThreadPoolExecutor(max(len(forums), 1)) as pool:
+        list(pool.map(FakeForum.stop, forums))
 
 
 @pytest.fixture
