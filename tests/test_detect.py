@@ -1,20 +1,25 @@
 """Source detection (`feedbridge.feeds.detect`): one test per transition of its state machine, over a real socket.
 
-The fake forum answers the probes; the web app runs on 127.0.0.1. Which source a feed was read through is
-seen from outside, in the forum's request log (`.md` or `.json` URLs). A short `source_recheck` puts the
-re-check (and the retry after an inconclusive probe, a tenth of it) within a test; `cache_ttl=0` and
+The fake forum answers the probes; the bridge is the Procfile's gunicorn with its gevent worker, as in
+production: one server per settings combination, each test with a fake forum of its own (`served`, as in
+tests/test_faults.py), so what one test's bridge decided about its forum is that forum's alone. Nothing
+probes a forum before its test's first feed request. Which source a feed was read through is seen from
+outside, in the forum's request log (`.md` or `.json` URLs). A short `source_recheck` puts the re-check
+(and the retry after an inconclusive probe, a tenth of it) within a test; `cache_ttl=0` and
 `negative_ttl=0` where a cached probe page or a remembered failure would hide a probe from the log.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
 
 import httpx
 import pytest
 
-from tests.appserver import running_app, settings_for
-from tests.upstream import DEFAULT_ROOT, JSON_ROOT, FakeForum
+from tests.appserver import ProcfileApp, procfile_apps, settings_for
+from tests.upstream import DEFAULT_ROOT, JSON_ROOT, FakeForum, stop_together
 
 COMPILER = "/c/compiler/5"
 RECHECK = 2
@@ -29,21 +34,50 @@ def md(forum: FakeForum) -> list[str]:
     return [r.path for r in forum.requests if r.path.endswith(".md")]
 
 
+RECHECKED = {"cache_ttl": 0, "source_recheck": RECHECK, "negative_ttl": 0}
+SLOW_PROBE = {"source_recheck": RECHECK, "negative_ttl": 0, "read_timeout": 1.0, "total_timeout": 1.0}
+CASES: dict[str, tuple[dict, dict]] = {  # each test's fake forum (its arguments) and settings
+    **{f"conclusive {mode} {answer}": ({"mode": mode}, {}) for mode, answer in (
+        ("markdown", "list"), ("json", "404"), ("json", "403"), ("json", "login"))},
+    **{f"markdown probe fails {fault}": ({"mode": "json"}, SLOW_PROBE) for fault in ("500", "6MB", "slow")},
+    "both inconclusive": ({}, RECHECKED),
+    "undecided then json": ({"mode": "json"}, {"source_recheck": RECHECK, "negative_ttl": 0}),
+    "429 first": ({"mode": "json"}, {}),
+    "inconclusive recheck markdown": ({"mode": "markdown"}, RECHECKED),
+    "inconclusive recheck json": ({"mode": "json"}, RECHECKED),
+    "429 recheck": ({"mode": "json"}, RECHECKED),
+    "markdown off": ({"root": JSON_ROOT}, RECHECKED),
+    "private category": ({"mode": "json"}, {"cache_ttl": 0}),
+    "garbage json": ({"mode": "json"}, {"negative_ttl": 0}),
+}
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[dict[str, tuple[ProcfileApp, FakeForum]]]:
+    """Each test's server and fake forum, by case name; all the servers boot at once."""
+    with ExitStack() as stack:
+        forums = {name: FakeForum(**forum).start() for name, (forum, _settings) in CASES.items()}
+        stack.callback(stop_together, list(forums.values()))
+        apps = stack.enter_context(procfile_apps({name: settings_for(forums[name].url, **settings)
+                                                  for name, (_forum, settings) in CASES.items()}))
+        yield {name: (apps[name], forums[name]) for name in CASES}
+
+
 # --- (none) → a decision, from the Markdown probe alone ---------------------------------------------------
 
-@pytest.mark.parametrize("mode,fault,suffix", [
-    ("markdown", None, ".md"),  # a list: Markdown
-    ("json", None, ".json"),  # 404: JSON
-    ("json", lambda forum: forum.json_error("/latest.md", status=403), ".json"),
-    ("json", lambda forum: forum.html_login("/latest.md"), ".json"),  # a login page where a list should be
+@pytest.mark.parametrize("case,fault,suffix", [
+    ("markdown list", None, ".md"),  # a list: Markdown
+    ("json 404", None, ".json"),  # 404: JSON
+    ("json 403", lambda forum: forum.json_error("/latest.md", status=403), ".json"),
+    ("json login", lambda forum: forum.html_login("/latest.md"), ".json"),  # a login page where a list should be
 ])
-def test_a_conclusive_probe_decides_without_asking_json(mode, fault, suffix):
-    with FakeForum(mode=mode) as forum, running_app(settings_for(forum.url)) as app:
-        if fault:
-            fault(forum)
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        assert forum.count(f"{COMPILER}{suffix}") == 1
-        assert forum.count("/latest.md") == 1 and forum.count("/latest.json") == 0
+def test_a_conclusive_probe_decides_without_asking_json(served, case, fault, suffix):
+    app, forum = served[f"conclusive {case}"]
+    if fault:
+        fault(forum)
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    assert forum.count(f"{COMPILER}{suffix}") == 1
+    assert forum.count("/latest.md") == 1 and forum.count("/latest.json") == 0
 
 
 # --- (none) → inconclusive Markdown probe → /latest.json ------------------------------------------------
@@ -53,126 +87,121 @@ def test_a_conclusive_probe_decides_without_asking_json(mode, fault, suffix):
     lambda forum: forum.huge("/latest.md", size=6 * 2**20, declare_length=False),
     lambda forum: forum.stall("/latest.md", 3.0),
 ], ids=["500", "6MB", "slow"])
-def test_a_json_forum_whose_markdown_probe_fails_is_read_from_json(fault):
+def test_a_json_forum_whose_markdown_probe_fails_is_read_from_json(served, request, fault):
     """Must hold 6: its feeds come from the JSON lists at once, and stay so at every re-check."""
-    with FakeForum(mode="json") as forum, running_app(settings_for(
-            forum.url, source_recheck=RECHECK, negative_ttl=0, read_timeout=1.0, total_timeout=1.0)) as app:
-        fault(forum)
-        for path in (f"{COMPILER}.atom", "/c/hardware/gpu/12.rss", "/tag/gpu.json"):
-            assert get(app.feed_url(path)).status_code == 200, path
-        time.sleep(RECHECK + 0.1)
-        assert get(app.feed_url("/hot.atom")).status_code == 200
-        assert set(md(forum)) == {"/latest.md"} and forum.count("/latest.md") >= 2  # probed again, still JSON
-        assert forum.count(f"{COMPILER}.json") == 1
+    app, forum = served[f"markdown probe fails {request.node.callspec.id}"]
+    fault(forum)
+    for path in (f"{COMPILER}.atom", "/c/hardware/gpu/12.rss", "/tag/gpu.json"):
+        assert get(app.feed_url(path)).status_code == 200, path
+    time.sleep(RECHECK + 0.1)
+    assert get(app.feed_url("/hot.atom")).status_code == 200
+    assert set(md(forum)) == {"/latest.md"} and forum.count("/latest.md") >= 2  # probed again, still JSON
+    assert forum.count(f"{COMPILER}.json") == 1
 
 
-def test_with_both_probes_inconclusive_or_refused_markdown_is_read_and_retried_soon(upstream):
+def test_with_both_probes_inconclusive_or_refused_markdown_is_read_and_retried_soon(served):
     """(none) → UNDECIDED (a Markdown forum whose /latest.md failed once; it has no /latest.json) → MARKDOWN."""
+    app, upstream = served["both inconclusive"]
     upstream.fail("/latest.md", 500, times=1)
-    with running_app(settings_for(upstream.url, cache_ttl=0, source_recheck=RECHECK, negative_ttl=0)) as app:
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # read as Markdown meanwhile
-        assert upstream.count("/latest.json") == 1 and upstream.count(f"{COMPILER}.md") == 1
-        time.sleep(RETRIED)
-        assert get(app.feed_url("/hot.atom")).status_code == 200
-        assert upstream.count("/latest.md") == 2  # retried before the re-check period, and decided
-        upstream.fail("/latest.md", 500)
-        time.sleep(RECHECK + 0.1)
-        assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # read as Markdown meanwhile
+    assert upstream.count("/latest.json") == 1 and upstream.count(f"{COMPILER}.md") == 1
+    time.sleep(RETRIED)
+    assert get(app.feed_url("/hot.atom")).status_code == 200
+    assert upstream.count("/latest.md") == 2  # retried before the re-check period, and decided
+    upstream.fail("/latest.md", 500)
+    time.sleep(RECHECK + 0.1)
+    assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
     assert upstream.count("/latest.md") == 3 and upstream.count("/latest.json") == 1  # decided: JSON not asked
 
 
-def test_an_undecided_forum_is_decided_by_json_once_its_json_probe_answers():
+def test_an_undecided_forum_is_decided_by_json_once_its_json_probe_answers(served):
     """UNDECIDED → JSON: both probes failed once; on the retry /latest.json is a list."""
-    with FakeForum(mode="json") as forum, \
-            running_app(settings_for(forum.url, source_recheck=RECHECK, negative_ttl=0)) as app:
-        forum.fail("/latest.md", 500)
-        forum.fail("/latest.json", 500, times=1)
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 404  # read as Markdown: this forum has none
-        time.sleep(RETRIED)
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        assert forum.count(f"{COMPILER}.json") == 1
+    app, forum = served["undecided then json"]
+    forum.fail("/latest.md", 500)
+    forum.fail("/latest.json", 500, times=1)
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 404  # read as Markdown: this forum has none
+    time.sleep(RETRIED)
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    assert forum.count(f"{COMPILER}.json") == 1
 
 
-def test_a_429_on_the_first_probe_is_the_feeds_error_and_decides_nothing():
-    with FakeForum(mode="json") as forum, running_app(settings_for(forum.url)) as app:
-        forum.rate_limit("/latest.md", retry_after=1, times=1)
-        limited = get(app.feed_url(f"{COMPILER}.atom"))
-        assert limited.status_code == 503 and forum.count("/latest.json") == 0  # the forum said wait: nothing else
-        time.sleep(1.2)
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        assert md(forum) == ["/latest.md", "/latest.md"]
+def test_a_429_on_the_first_probe_is_the_feeds_error_and_decides_nothing(served):
+    app, forum = served["429 first"]
+    forum.rate_limit("/latest.md", retry_after=1, times=1)
+    limited = get(app.feed_url(f"{COMPILER}.atom"))
+    assert limited.status_code == 503 and forum.count("/latest.json") == 0  # the forum said wait: nothing else
+    time.sleep(1.2)
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    assert md(forum) == ["/latest.md", "/latest.md"]
 
 
 # --- a decision, then an inconclusive probe: kept, and asked again sooner --------------------------------
 
 @pytest.mark.parametrize("mode,suffix", [("markdown", ".md"), ("json", ".json")])
-def test_an_inconclusive_recheck_keeps_the_decision_and_is_retried_sooner(mode, suffix):
-    with FakeForum(mode=mode) as forum, \
-            running_app(settings_for(forum.url, cache_ttl=0, source_recheck=RECHECK, negative_ttl=0)) as app:
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        forum.fail("/latest.md", 500)
-        time.sleep(RECHECK + 0.1)
-        assert get(app.feed_url("/hot.atom")).status_code == 200
-        time.sleep(RETRIED)
-        assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
-        assert forum.count("/latest.md") == 3  # the decision, the re-check, the retry
-        assert forum.count("/latest.json") == 0  # decided: JSON is not tried
-        assert forum.count(f"/hot{suffix}") == 1 and forum.count(f"/top{suffix}?period=weekly") == 1
+def test_an_inconclusive_recheck_keeps_the_decision_and_is_retried_sooner(served, mode, suffix):
+    app, forum = served[f"inconclusive recheck {mode}"]
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    forum.fail("/latest.md", 500)
+    time.sleep(RECHECK + 0.1)
+    assert get(app.feed_url("/hot.atom")).status_code == 200
+    time.sleep(RETRIED)
+    assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
+    assert forum.count("/latest.md") == 3  # the decision, the re-check, the retry
+    assert forum.count("/latest.json") == 0  # decided: JSON is not tried
+    assert forum.count(f"/hot{suffix}") == 1 and forum.count(f"/top{suffix}?period=weekly") == 1
 
 
-def test_a_429_on_a_recheck_changes_nothing_and_leaves_the_probe_due():
+def test_a_429_on_a_recheck_changes_nothing_and_leaves_the_probe_due(served):
     """A refusal to answer postpones nothing: the first request after the forum's wait probes again."""
-    with FakeForum(mode="json") as forum, \
-            running_app(settings_for(forum.url, cache_ttl=0, source_recheck=RECHECK, negative_ttl=0)) as app:
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        time.sleep(RECHECK + 0.1)
-        forum.rate_limit("/latest.md", retry_after=1, times=1)
-        assert get(app.feed_url("/hot.atom")).status_code == 503  # the forum said wait, for this feed too
-        time.sleep(1.2)
-        assert get(app.feed_url("/hot.atom")).status_code == 200
-        assert md(forum) == ["/latest.md"] * 3 and forum.count("/latest.json") == 0
+    app, forum = served["429 recheck"]
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    time.sleep(RECHECK + 0.1)
+    forum.rate_limit("/latest.md", retry_after=1, times=1)
+    assert get(app.feed_url("/hot.atom")).status_code == 503  # the forum said wait, for this feed too
+    time.sleep(1.2)
+    assert get(app.feed_url("/hot.atom")).status_code == 200
+    assert md(forum) == ["/latest.md"] * 3 and forum.count("/latest.json") == 0
 
 
-def test_a_forum_that_turns_markdown_off_is_followed_at_the_recheck():
+def test_a_forum_that_turns_markdown_off_is_followed_at_the_recheck(served):
     """MARKDOWN → JSON (the other way is `test_json_source.test_a_forum_that_turns_markdown_on_is_followed`)."""
-    with FakeForum(JSON_ROOT) as forum, \
-            running_app(settings_for(forum.url, cache_ttl=0, source_recheck=RECHECK, negative_ttl=0)) as app:
-        for path in ("/latest.md", f"{COMPILER}.md"):
-            forum.set_body(path, (DEFAULT_ROOT / path.lstrip("/")).read_text(encoding="utf-8"))
-        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        forum.clear()  # every .md is 404 now
-        time.sleep(RECHECK + 0.1)
-        assert get(app.feed_url(f"{COMPILER}.rss")).status_code == 200
+    app, forum = served["markdown off"]
+    for path in ("/latest.md", f"{COMPILER}.md"):
+        forum.set_body(path, (DEFAULT_ROOT / path.lstrip("/")).read_text(encoding="utf-8"))
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+    forum.clear()  # every .md is 404 now
+    time.sleep(RECHECK + 0.1)
+    assert get(app.feed_url(f"{COMPILER}.rss")).status_code == 200
     assert forum.count(f"{COMPILER}.md") == 1 and forum.count(f"{COMPILER}.json") == 1
 
 
 # --- what list pages answer is never a transition -----------------------------------------------------
 
-def test_a_private_category_cannot_flip_the_source_for_other_readers():
+def test_a_private_category_cannot_flip_the_source_for_other_readers(served):
     """Must hold 5: /latest.md is an HTML page and one category is private (403). Requesting that category,
     then any cold feed, used to replace the decision by Markdown for a minute, so every other reader's
     category feeds answered 404; the attacker could repeat it every minute."""
-    with FakeForum(mode="json") as forum, running_app(settings_for(forum.url, cache_ttl=0)) as app:
-        forum.html_login("/latest.md")
-        forum.json_error("/c/staff/7.json", status=403)
-        refusals = []
-        for cold in ("/tag/gpu.atom", "/hot.rss"):
-            refusals.append(get(app.feed_url("/c/staff/7.atom")))
-            assert get(app.feed_url(cold)).status_code == 200
-            for reader in (f"{COMPILER}.atom", "/c/hardware/gpu/12.rss"):
-                assert get(app.feed_url(reader)).status_code == 200, reader
-        assert md(forum) == ["/latest.md"]
+    app, forum = served["private category"]
+    forum.html_login("/latest.md")
+    forum.json_error("/c/staff/7.json", status=403)
+    refusals = []
+    for cold in ("/tag/gpu.atom", "/hot.rss"):
+        refusals.append(get(app.feed_url("/c/staff/7.atom")))
+        assert get(app.feed_url(cold)).status_code == 200
+        for reader in (f"{COMPILER}.atom", "/c/hardware/gpu/12.rss"):
+            assert get(app.feed_url(reader)).status_code == 200, reader
+    assert md(forum) == ["/latest.md"]
     for private in refusals:  # that list's own error (not public: 403), no guess about the forum
         assert private.status_code == 403 and "answered 403" in private.text and "login-only" not in private.text
 
 
-def test_a_garbage_json_list_is_that_lists_error_and_changes_nothing():
-    with FakeForum(mode="json") as forum, running_app(settings_for(forum.url, negative_ttl=0)) as app:
-        assert get(app.feed_url("/hot.atom")).status_code == 200
-        forum.set_body(f"{COMPILER}.json", '{"users": [], "primary_groups": []}')
-        broken = get(app.feed_url(f"{COMPILER}.atom"))
-        assert broken.status_code == 502 and "not a topic list" in broken.text
-        assert "login-only" not in broken.text and "neither" not in broken.text
-        for path in ("/tag/gpu.atom", "/c/hardware/gpu/12.rss"):
-            assert get(app.feed_url(path)).status_code == 200
-        assert md(forum) == ["/latest.md"]  # the decision stood: no probe was asked again
+def test_a_garbage_json_list_is_that_lists_error_and_changes_nothing(served):
+    app, forum = served["garbage json"]
+    assert get(app.feed_url("/hot.atom")).status_code == 200
+    forum.set_body(f"{COMPILER}.json", '{"users": [], "primary_groups": []}')
+    broken = get(app.feed_url(f"{COMPILER}.atom"))
+    assert broken.status_code == 502 and "not a topic list" in broken.text
+    assert "login-only" not in broken.text and "neither" not in broken.text
+    for path in ("/tag/gpu.atom", "/c/hardware/gpu/12.rss"):
+        assert get(app.feed_url(path)).status_code == 200
+    assert md(forum) == ["/latest.md"]  # the decision stood: no probe was asked again
