@@ -138,6 +138,36 @@ def test_a_list_row_of_a_quarter_million_escapes_is_a_topic_without_an_author(up
     assert by_title["Fine"].author == "alice" and by_title["Fine"].summary == "fine text"
     assert "author" not in by_title["Hostile"]  # no author of its own: the feed's, the forum, stands for it
 
+def test_a_topic_page_whose_rows_are_a_quarter_million_escapes_gives_its_first_post(upstream: FakeForum) -> None:
+    """The topic page a `content=full` feed reads has its Created row and a post's `###` author line made of
+    `[` and 256,000 escaped brackets, far past the `MAX_ROW` the link patterns read: the feed over a real
+    socket still carries the first post, dated by its own `####` line, and the hostile rows hold no link."""
+    base = upstream.url
+    slug = "min-cut-optimal-recomputation-i-e-activation-checkpointing-with-aotautograd"
+    page = (DEFAULT_ROOT / "t" / slug / "467.md").read_text(encoding="utf-8")
+    page = page.replace("https://dev-discuss.pytorch.org", base)
+    escapes = "\\]" * 256_000
+    created = next(line for line in page.split("\n") if line.startswith("**Created:**"))
+    author = next(line for line in page.split("\n") if line.startswith("### Post #2"))
+    hostile = page.replace(created, f'**Created:** [{escapes}]({base}/t/{slug}/467 "2020-01-01T00:00:00Z")')
+    hostile = hostile.replace(author, f"### Post #2 by [@{escapes}]({base}/u/x)")
+    assert len(hostile) > len(page) + 200 * MAX_ROW
+    upstream.set_body(f"/t/{slug}/467.md", hostile)
+    upstream.set_body("/latest.md", (
+        f"# Latest\n\n**URL:** {base}/latest.md\n\n---\n\n## [Min-cut]({base}/t/{slug}/467)\n\n"
+        f"**Author:** [@Chillee]({base}/u/Chillee)\\\n**Replies:** 3\\\n"
+        f'**Last activity:** [May 1]({base}/t/{slug}/467/4 "2026-05-01T10:00:00Z")\n\nexcerpt\n\n---\n'))
+    with running_app(settings_for(upstream.url, retries=0)) as app:
+        answer = httpx.get(app.feed_url("/latest.atom?content=full"), timeout=30)
+    assert answer.status_code == 200, answer.text[:300]
+    feed = feedparser.parse(answer.content)
+    assert feed.bozo == 0 and len(feed.entries) == 1
+    (entry,) = feed.entries
+    assert "AOTAutograd" in entry.content[0].value  # the first post, read from the hostile page
+    assert entry.published == "2022-02-02T20:07:05+00:00"  # its `####` line's date, not the hostile row's
+    assert "\\]\\]" not in entry.content[0].value  # the long author line closed the first post as metadata
+
+
 def test_the_pre_scan_refuses_depth_and_passes_real_posts() -> None:
     assert check_nesting(DEEP[: 8 * (MAX_DEPTH // 2)]) == MAX_DEPTH
     with pytest.raises(HostileMarkup):
