@@ -223,6 +223,9 @@ class Settings:
     # Connections one address holds in a worker near its capacity before its own idle ones are the first
     # closed (feedbridge.web.worker); not applied behind a router, where every peer is the router.
     peer_connections: int = number(64, "FEEDBRIDGE_PEER_CONNECTIONS", 1, 100_000)
+    # The IPv6 prefix that is one client (feedbridge.web.context.client_of): a subscriber's line is given a
+    # /64 (RFC 6177), and rotating addresses within it must not buy new shares. 128: each address alone.
+    ipv6_prefix: int = number(64, "FEEDBRIDGE_IPV6_PREFIX", 16, 128)
     # Private forums (feedbridge.feeds.signing): the keys the bridge signs in with, the secret its feed
     # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
     # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,

@@ -83,3 +83,14 @@ def test_bounds_hold_however_the_settings_are_made(tmp_path):
                       encoding="utf-8")
     built = load_build_config(config)  # its settings made in code: within every bound
     assert built.settings.singleflight_wait > built.settings.request_deadline
+
+
+def test_an_ipv6_client_is_its_prefix_and_a_mapped_ipv4_address_its_ipv4_one():
+    from feedbridge.web.context import client_of
+
+    assert client_of("2001:db8:1:2:aaaa::1", 64) == client_of("2001:db8:1:2:bbbb::9", 64) == "2001:db8:1:2::/64"
+    assert client_of("2001:db8:1:3::1", 64) != client_of("2001:db8:1:2::1", 64)
+    assert client_of("2001:db8::1", 128) != client_of("2001:db8::2", 128)
+    assert client_of("2001:db8:0:ff00::1", 56) == client_of("2001:db8:0:ff11::1", 56)
+    assert client_of("::ffff:192.0.2.7", 64) == client_of("192.0.2.7", 64) == "192.0.2.7"
+    assert client_of("-", 64) == "-"

@@ -14,10 +14,16 @@ client name itself by sending the header, and so spend the whole forum budget al
 0 only makes all clients one client, which spends less of the forum, never more. Set it to the number
 of proxies that append to the header (1 on Heroku, Render, Fly.io and the like), and no higher: one
 hop too many takes a value the client wrote.
+
+An IPv6 client is its prefix, not its address (`client_of`, `FEEDBRIDGE_IPV6_PREFIX`, /64 by default): a
+subscriber's line is given a /64 or more, so every address of it is one client, or rotating addresses
+within it would buy a new share of the forum, of the CPU and of the connections with every request.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from flask import current_app, g, request
@@ -55,3 +61,19 @@ def client_addresses(app: WSGIApplication, trusted_hops: int) -> WSGIApplication
     if trusted_hops <= 0:
         return app
     return ProxyFix(app, x_for=trusted_hops, x_proto=0, x_host=0, x_port=0, x_prefix=0)
+
+
+@lru_cache(maxsize=1024)
+def client_of(address: str, ipv6_prefix: int) -> str:
+    """Who `address` is as a client: an IPv4 address itself, an IPv6 one its `ipv6_prefix` network
+    (`2001:db8:1:2::/64`), an IPv4-mapped IPv6 address the IPv4 one; anything else (a Unix socket's
+    empty peer, `-`) as it is. Memoised within a fixed size: a flood of addresses costs a bounded table."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, ipv6_prefix), strict=False))
+    return str(ip)
