@@ -3,8 +3,8 @@
 Each setting is one line of `Settings`: its field, its default, the variables it is read from and, for a
 number, its bounds (`number`, `text`), so a default or a bound is written once and `Settings()` and
 `Settings.from_env({})` cannot disagree. Every size, count and timeout that protects the service or the
-forums it reads is bounded here, in one place, so the README's table of limits and the code cannot
-drift apart.
+forums it reads is bounded here, in one place, and docs/configuration.md's table is checked against these
+fields (tests/test_docs.py), so the two cannot drift apart.
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def sniff(text: str | bytes, max_chars: int, error: type[ValueError], expected: 
     window = min(len(head), _SNIFF_CHARS)
     if len(_NOT_TEXT.findall(head, 0, window)) * _BINARY_SHARE > window:
         raise error(f"{expected}, got binary data")
-    # What XML cannot carry is dropped before any field is read, as the README promises: a stray NUL or ESC
+    # What XML cannot carry is dropped before any field is read, as docs/entries.md promises: a stray NUL or ESC
     # in a title leaves the list fine and the character goes.
     if has_xml_invalid(head):
         head = XML_INVALID.sub("", head).lstrip("\ufeff \t\r\n")

@@ -1,3 +1,3 @@
-"""Rendering: the format registry (`formats`) and the Atom, RSS and JSON Feed writers (`feeds`), pure functions
+"""Rendering: the format registry (`formats`) and the Atom, RSS and JSON Feed writers (`documents`), pure functions
 of their input.
 """

@@ -1,5 +1,7 @@
-"""The formats a feed comes in, one record each: every layer (routes, renderers, response headers, the
-front page, the static site, the CLI) reads this table, so adding a format is one line here.
+"""The formats a feed comes in, one record each: routes, response headers, the front page, the static site
+and the CLI read this table. Adding a format is its record here, its renderer (`render.documents`), and the
+places that name the formats themselves: the `.html` view's links (`web/templates/feed.html`), the front
+page's script (`web/static/pages.js`) and the XML formats' stylesheet (`web/routes.py`).
 
 `html` is a format of its own for routing and links (every feed is also a web page), but it has no
 renderer here: the web layer renders it with a template, from the same topics.
