@@ -9,7 +9,7 @@ from feedbridge.errors import ConfigError
 from feedbridge.staticsite.plan import load_build_config
 
 
-def test_defaults_follow_the_readme():
+def test_defaults_follow_the_configuration_docs():
     settings = Settings.from_env({})
     assert [f.base_url for f in settings.forums] == ["https://dev-discuss.pytorch.org"]
     assert (settings.cache_ttl, settings.stale_ttl, settings.pages_max) == (300, 86400, 5)

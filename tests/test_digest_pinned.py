@@ -112,7 +112,7 @@ def test_filtered_out_pinned_topics_still_mark_nothing():
 
 
 def test_a_closed_day_loses_a_topic_that_is_active_again_and_keeps_its_id():
-    """What README says a closed period's entry does when one of its topics gets a new post."""
+    """What docs/feeds.md says a closed period's entry does when one of its topics gets a new post."""
     listed = [welcome(True), *TOPICS]
     before = {e.entry_id: e for e in digested(spec(), [listing(listed, more=False)], listed)}
     revived = replace(TOPICS[4], last_posted_at=DAY + timedelta(hours=22))

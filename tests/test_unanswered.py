@@ -221,7 +221,7 @@ def test_a_signed_urls_token_does_not_open_the_feed_with_max_replies_changed():
 
 
 def test_the_forums_own_filter_agrees_on_the_topics_it_covers():
-    """The server-side alternative the README names, `filter?q=posts-max:1`, is the same topics where both
+    """The server-side alternative docs/feeds.md names, `filter?q=posts-max:1`, is the same topics where both
     read the same ones: the whole latest list of the fake forum (its /filter reads that list)."""
     with FakeForum(mode="json") as forum, running_app(settings_for(forum.url)) as app:
         bridged = httpx.get(app.feed_url("/latest.atom?max_replies=0&pages=2"), timeout=30)
