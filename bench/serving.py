@@ -196,7 +196,7 @@ def cold_section(ctx: Context) -> list[Row]:
                      f"with opcache and PHP_CLI_SERVER_WORKERS={rssbridge.PHP_WORKERS}; cached = wrk as in 1 against "
                      "RSS-Bridge's file cache (its default 1 h timeout) and feedbridge's default settings.")
     ctx.notes.append(f"2: library floor = `bench/floor.py` under the same gunicorn settings: per request an httpx "
-                     "fetch of the same page and an lxml Atom render of the same 30 topics (parsed once at start), "
+                     "fetch of the same page and a feedgen Atom render of the same 30 topics (parsed once at start), "
                      "nothing else. Server CPU = user + system time of the server's processes (/proc) over the "
                      f"cold requests, per request: feedbridge {ours_cpu:.2f} ms, floor {base_cpu:.2f} ms, "
                      f"RSS-Bridge {peer_cpu:.2f} ms.")
@@ -215,7 +215,7 @@ def cold_section(ctx: Context) -> list[Row]:
     return hub_rows + [
         Row("2", "cold feed (fetch + parse + filter + render) vs RSS-Bridge, median latency", ours, peer, "ms",
             ours / peer, f"≤ {COLD_TARGET:g}×", ours / peer <= COLD_TARGET),
-        Row("2", "library floor of a cold feed (gunicorn + Flask + httpx + lxml, no feedbridge code) vs "
+        Row("2", "library floor of a cold feed (gunicorn + Flask + httpx + feedgen, no feedbridge code) vs "
             "RSS-Bridge, median latency", base, peer, "ms", base / peer, "(reference)", None),
         Row("2", "server CPU per cold request vs the library floor's (what is ours on top of the libraries)",
             ours_cpu, base_cpu, "ms", ours_cpu / base_cpu if base_cpu else None, f"≤ {COLD_CPU_TARGET:g}×",

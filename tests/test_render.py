@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import locale
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -244,6 +245,14 @@ def test_created_at_becomes_atom_published_and_json_date_published():
     assert (item["date_published"], item["date_modified"]) == ("2026-03-02T12:30:15Z", "2026-03-20T12:30:15Z")
 
 
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_a_date_without_a_timezone_is_refused_when_the_feed_is_built(fmt):
+    """feedgen checks every date it is given for a timezone: a naive one (a parser's mistake) fails the build
+    instead of being written as if it were the server's local time."""
+    with pytest.raises(ValueError, match="timezone"):
+        render(fmt, META, [topic(1, last_posted_at=datetime(2026, 3, 1, 12, 30))])
+
+
 def test_json_dates_only_when_known():
     items = json_feed()["items"]
     assert items[0]["date_modified"] == "2026-03-25T12:30:15Z"
@@ -449,15 +458,53 @@ def test_threads_rendering_the_same_topics_all_get_the_same_bytes():
 
 
 def test_threads_rendering_rss_leave_the_process_locale_as_it_was():
-    """RSS dates are English whatever the locale, written without touching it: a renderer that set the C locale
-    around each date and restored what it saw (feedgen did) could leave the whole process in the C locale when
-    two threads did so at once, and every later text file opened without an encoding was read as ASCII (the
-    suite failed so on Python 3.13)."""
+    """feedgen writes each RSS date between `setlocale(LC_ALL, "C")` and a restore of the locale it saw: two
+    threads doing so at once could leave the whole process in the C locale, and every later text file opened
+    without an encoding was read as ASCII (the suite failed so on Python 3.13). With the interpreter asked to
+    switch threads every microsecond, these renders without the renderer's lock left the process in the C
+    locale in 30 runs of 31 here."""
     before = locale.setlocale(locale.LC_ALL)
+    assert before != "C"  # else a process left in the C locale would look unchanged
     topics = [topic(i) for i in range(1, 31)]
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda _: [render("rss", META, topics) for _ in range(40)], range(8)))
-    assert locale.setlocale(locale.LC_ALL) == before
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: [render("rss", META, topics) for _ in range(40)], range(8)))
+    finally:
+        sys.setswitchinterval(interval)
+        after = locale.setlocale(locale.LC_ALL)
+        locale.setlocale(locale.LC_ALL, before)  # a failure here must not change the rest of the suite
+    assert after == before
+
+
+GREENLETS = """
+from gevent import monkey
+monkey.patch_all()  # first, as gunicorn's gevent worker does before it imports the app
+import locale
+import gevent
+from feedbridge.render import turns
+from feedbridge.render.formats import render
+from tests.test_render import META, topic
+turns.TURN = 0.0  # a turn at every entry, also while an RSS render holds the lock
+before = locale.setlocale(locale.LC_ALL)
+topics = [topic(i) for i in range(1, 31)]
+jobs = [gevent.spawn(lambda: [render("rss", META, topics) for _ in range(5)]) for _ in range(8)]
+gevent.joinall(jobs, raise_error=True)
+print(len({body for job in jobs for body in job.value}), locale.setlocale(locale.LC_ALL) == before)
+"""
+
+
+def test_greenlets_rendering_rss_wait_for_each_other_without_blocking_the_loop():
+    """Under the gevent worker, eight greenlets render RSS at once, each taking its turns while it holds the lock
+    around feedgen's locale switch: they all finish, with the same bytes, and the locale as it was. The lock is
+    gevent's once gevent has patched `threading`; one made before (the renderer imported before the patch) would
+    block the worker's only thread when a second render asks for it, and this script never ends."""
+    done = subprocess.run([sys.executable, "-c", GREENLETS], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "True"]
+
 
 def test_an_undated_entry_takes_each_feeds_own_date():
     undated = [topic(1, last_posted_at=None)]

@@ -1,17 +1,33 @@
-"""Atom 1.0 and RSS 2.0 (lxml's element tree) and JSON Feed 1.1 (json) from a sequence of topics.
+"""Atom 1.0 and RSS 2.0 (through feedgen) and JSON Feed 1.1 (json) from a sequence of topics.
 
-The XML is built with lxml's documented element API (`Element`, `SubElement`, `tostring`), which escapes
-every text and attribute: no markup is written by hand. feedgen, which builds the same tree through lxml,
-was left for it: its per-entry setters (each checks and copies a dict of fields, then `atom_str` walks
-them all again) made the same bytes cost 27 µs an Atom entry and 30 µs an RSS item, against 16 and 19 µs
-here (bench row 4, two runs each on one machine), and a cold feed request's server CPU 3.20 ms against
-2.93–2.97 ms (row 2, "server CPU per cold request"). It also set the process's C locale around every RSS
-date (`email.utils.format_datetime` writes English names without one).
+feedgen builds the Atom and RSS documents, through its documented API (`FeedGenerator`, `FeedEntry`, its
+extension mechanism), on lxml, which escapes every text and attribute: no markup is written by hand. What
+it checks as a feed is built, each a `ValueError` here rather than a document a validator or a reader
+rejects later:
+- required elements: Atom's `id`, `title` and `updated` on the feed and on every entry; RSS's channel
+  `title`, `link` and `description`, and a title or description on every item;
+- an alternate link or content: an Atom entry with neither is refused (RFC 4287 §4.1.1);
+- timezone-aware dates: every date setter refuses a naive `datetime`, so no date is written without its
+  offset (`_utc` passes a naive one on unconverted for that);
+- link relations: a feed link's `rel` must be one of IANA's registered relations, an entry link's one of
+  alternate, enclosure, related, self and via.
+It also has setters for what a feed may gain (`icon` and `logo`, RSS's `image`, `language`, which is also
+Atom's `xml:lang`, an item's `comments`, `ttl`, `enclosure`). What it has none for goes through its
+extension mechanism, one class per XML namespace (`_Namespace`): `slash:comments` and `dc:creator` today.
+What it costs: about 26 µs an Atom entry and 29 µs an RSS item, where lxml's element API used by hand took
+14–16 and 17–19 µs (bench row 4, both measured in turn in one process): about 0.3 ms more CPU for a
+30-entry feed, paid once per cache period beside a round trip to the forum.
+
+Where feedgen's defaults would make a document impure or wrong, each is set here: it dates the feed and
+every entry now unless told otherwise (every date is set from the topics; an undated RSS channel loses
+the `lastBuildDate` feedgen writes anyway, `_Undated`); it prepends entries (they are appended); it takes
+RSS's channel `<link>` from the last link added (the alternate is added last there); feedgen 1.0 drops
+the `rel` of an entry's links (an entry has exactly one, its alternate); and it writes each RSS date under
+the process-wide C locale (`_RSS_DATES`).
 
 Rendering is a pure function of its input: the same topics and `FeedMeta` give the same bytes. No clock is
-read (every `updated`/`lastBuildDate` is set from the topics or left out), entries keep the order they are
-given in, and JSON keys keep a fixed order. So ETags and HTTP caches built
-on the output stay valid, and readers see no phantom updates.
+read, entries keep the order they are given in, and JSON keys keep a fixed order. So ETags and HTTP caches
+built on the output stay valid, and readers see no phantom updates.
 
 Identity: an entry's id (Atom `id`, RSS `guid`, JSON `id`) is `{forum}/t/{topic id}`, built from the
 forum and the topic id only. The slug follows title edits and the dates move with every reply; the id
@@ -37,9 +53,9 @@ Characters XML cannot carry (C0 controls other than tab/newline/carriage return,
 lone surrogates) are removed from every string before rendering, in JSON too: one stray byte in a
 forum post must not make the whole feed unparsable, or make lxml raise.
 
-Each entry gives other requests a turn (`render.turns`) as it is built: 500 entries of long posts take
-0.1–0.2 s, and what cannot be split is the one serialising call at the end (lxml's `tostring`,
-`json.dumps`), about 10 ms per 100 long entries.
+Each entry gives other requests a turn (`render.turns`) as it is added and again as feedgen builds its XML
+(`_TurnTakingEntry`): 500 entries of long posts take 0.1–0.2 s, and what cannot be split is the one
+serialising call at the end (lxml's `tostring`, `json.dumps`), about 10 ms per 100 long entries.
 """
 
 from __future__ import annotations
@@ -47,14 +63,17 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import format_datetime
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from lxml import etree
-from lxml.etree import Element, SubElement
+from feedgen.entry import FeedEntry
+from feedgen.ext.base import BaseEntryExtension, BaseExtension
+from feedgen.feed import FeedGenerator
+from lxml.etree import SubElement
 
 from feedbridge import __version__
 from feedbridge.models import XML_INVALID, Topic, has_xml_invalid, iso_utc
@@ -68,21 +87,8 @@ JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 
 _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
-ATOM_NS = "http://www.w3.org/2005/Atom"
-SLASH_NS = "http://purl.org/rss/1.0/modules/slash/"  # slash:comments, the reply count readers show
-DC_NS = "http://purl.org/dc/elements/1.1/"  # dc:creator, RSS's author by name
-CONTENT_NS = "http://purl.org/rss/1.0/modules/content/"  # content:encoded, RSS's full content
-SLASH_COMMENTS = f"{{{SLASH_NS}}}comments"
-DC_CREATOR = f"{{{DC_NS}}}creator"
-CONTENT_ENCODED = f"{{{CONTENT_NS}}}encoded"
-ATOM_LINK = f"{{{ATOM_NS}}}link"
-# Every prefix is declared once, on the root element, so entries never repeat an xmlns declaration. Atom's
-# elements are plain names under the root's `xmlns` attribute, which declares them Atom's to any parser
-# (as feedgen wrote them): the same elements named in Clark notation (`{ATOM_NS}entry`) cost lxml 1.5 to
-# 2 times as much each to build (measured on a 30-entry tree).
-_ATOM_NSMAP = {"slash": SLASH_NS}
-_RSS_NSMAP = {"slash": SLASH_NS, "dc": DC_NS, "atom": ATOM_NS, "content": CONTENT_NS}
-_BOOL = {True: "true", False: "false"}
+SLASH_NS = "http://purl.org/rss/1.0/modules/slash/"
+DC_NS = "http://purl.org/dc/elements/1.1/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,96 +111,182 @@ def entry_id(forum_url: str, topic_id: int) -> str:
     return f"{forum_url.rstrip('/')}/t/{topic_id}"
 
 
+class _Namespace(BaseEntryExtension):
+    """The elements of one XML namespace that feedgen has no setter for, as one feedgen extension class.
+
+    A subclass names the prefix and the namespace, and is registered as both halves:
+    `fg.register_extension(prefix, Cls, Cls)`. feedgen then declares the prefix once, on the root (entries
+    never repeat an `xmlns`), and gives every entry an instance of its own as `entry.<prefix>`: each `add`
+    becomes one element of that entry, in the order of the calls, and the feed's own instance writes its
+    elements into the Atom feed or the RSS channel. A new namespace (`thr:total`, `sy:updatePeriod`) is a
+    subclass of two lines and a registration."""
+
+    prefix: ClassVar[str]
+    uri: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._elements: list[tuple[str, str]] = []
+
+    def add(self, name: str, text: str) -> None:
+        self._elements.append((f"{{{self.uri}}}{name}", text))
+
+    def extend_ns(self) -> dict[str, str]:
+        return {self.prefix: self.uri}
+
+    def extend_atom(self, element: Any) -> Any:
+        for tag, text in self._elements:
+            SubElement(element, tag).text = text
+        return element
+
+    def extend_rss(self, element: Any) -> Any:
+        # The feed's instance is given the <rss> root, whose elements belong in its channel.
+        self.extend_atom(element[0] if element.tag == "rss" else element)
+        return element
+
+
+class _Slash(_Namespace):
+    """`slash:comments`: the reply count that feed readers show next to an entry."""
+
+    prefix, uri = "slash", SLASH_NS
+
+
+class _DublinCore(_Namespace):
+    """`dc:creator`: RSS's author by name (RSS's own `<author>` must be an e-mail address). feedgen's own
+    Dublin Core extension writes it too, but walks all fifteen DC terms for every item."""
+
+    prefix, uri = "dc", DC_NS
+
+
+class _Undated(BaseExtension):
+    """RSS only, registered when no topic carries a date: feedgen writes a `lastBuildDate` in every
+    channel, the time of rendering when none was set, and a made-up date is worse than none."""
+
+    def extend_rss(self, rss: Any) -> Any:
+        channel = rss[0]
+        channel.remove(channel.find("lastBuildDate"))
+        return rss
+
+
+class _TurnTakingEntry(FeedEntry):
+    """feedgen's entry, taking a turn before feedgen builds its XML element: `atom_str` and `rss_str` build
+    every entry's element in one call, 10 ms per 100 long entries that would otherwise never yield."""
+
+    def atom_entry(self, extensions: bool = True) -> Any:
+        take_turn()
+        return super().atom_entry(extensions)
+
+    def rss_entry(self, extensions: bool = True) -> Any:
+        take_turn()
+        return super().rss_entry(extensions)
+
+
 def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    feed = Element("feed", xmlns=ATOM_NS, nsmap=_ATOM_NSMAP)
+    fg = _feed_generator(meta)
     feed_date = _newest(topics) or meta.updated
-    _text(feed, "id", meta.feed_id)
-    _text(feed, "title", meta.title)
-    _text(feed, "updated", _iso(feed_date))
+    fg.updated(_utc(feed_date))
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
-    _person(feed, urlsplit(meta.forum_url).netloc or meta.forum_url, meta.forum_url)
+    fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
     # The alternate (the forum's page) first: readers such as @extractus/feed-extractor take the first
     # <link> as the feed's home page.
-    SubElement(feed, "link", href=meta.html_url, rel="alternate", type="text/html")
-    if meta.self_url:
-        SubElement(feed, "link", href=meta.self_url, rel="self", type=_media(ATOM_TYPE))
-    _text(feed, "generator", "feedbridge").set("version", __version__)
-    _text(feed, "subtitle", _description(meta))
+    fg.link(href=meta.html_url, rel="alternate", type="text/html")
+    _self_link(fg, meta, ATOM_TYPE)
+    fg.generator("feedbridge", version=__version__)
     for topic in topics:
-        feed.append(_atom_entry(meta.forum_url, topic, feed_date))
-    return _with_prolog(etree.tostring(feed, encoding="UTF-8", xml_declaration=False), meta.stylesheet_url)
+        _add_atom_entry(fg, meta.forum_url, topic, feed_date)
+    return _with_prolog(fg.atom_str(xml_declaration=False), meta.stylesheet_url)
 
 
-def _atom_entry(forum_url: str, topic: Topic, feed_date: datetime) -> etree._Element:
-    take_turn()
-    entry = Element("entry")
-    _text(entry, "id", topic.entry_id or entry_id(forum_url, topic.id))
-    _text(entry, "title", topic.title)
-    _text(entry, "updated", _iso(_updated(topic) or feed_date))  # required by Atom, optional (absent) elsewhere
+def _add_atom_entry(fg: Any, forum_url: str, topic: Topic, feed_date: datetime) -> None:
+    entry = _add_entry(fg, topic)
+    entry.id(topic.entry_id or entry_id(forum_url, topic.id))
+    entry.updated(_utc(_updated(topic) or feed_date))  # required by Atom, optional (absent) elsewhere
     if topic.author:
-        _person(entry, topic.author, topic.author_url)
-    if topic.content_html:
-        _text(entry, "content", topic.content_html).set("type", "html")
-    # Exactly one link, the topic's page: a reader takes it as the entry's alternate.
-    SubElement(entry, "link", href=topic.url)
+        entry.author(name=topic.author, uri=topic.author_url)  # feedgen skips a None uri
     if topic.excerpt:
-        _text(entry, "summary", topic.excerpt)  # type text: the excerpt is plain text
-    for term in _categories(topic):
-        SubElement(entry, "category", term=term)
+        entry.summary(topic.excerpt)  # type text: the excerpt is plain text
     if topic.created_at:
-        _text(entry, "published", _iso(topic.created_at))
-    if topic.replies is not None:
-        _text(entry, SLASH_COMMENTS, str(topic.replies))
-    return entry
+        entry.published(_utc(topic.created_at))
 
 
 def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
     meta, topics = _cleaned(meta, topics)
-    rss = Element("rss", version="2.0", nsmap=_RSS_NSMAP)
-    channel = SubElement(rss, "channel")
-    _text(channel, "title", meta.title)
-    _text(channel, "link", meta.html_url)
-    _text(channel, "description", _description(meta))
-    if meta.self_url:
-        SubElement(channel, ATOM_LINK, href=meta.self_url, rel="self", type=_media(RSS_TYPE))
-    _text(channel, "docs", "http://www.rssboard.org/rss-specification")  # what format this is, for a human
-    _text(channel, "generator", f"feedbridge {__version__}")
-    # No date is made up: a channel none of whose topics is dated has no lastBuildDate.
+    fg = _feed_generator(meta)
+    fg.register_extension("dc", _DublinCore, _DublinCore, atom=False)
     if last_build := _newest(topics):
-        _text(channel, "lastBuildDate", _rfc822(last_build))
+        fg.lastBuildDate(_utc(last_build))
+    else:
+        fg.register_extension("undated", _Undated, atom=False)  # feedgen skips it on the entries
+    _self_link(fg, meta, RSS_TYPE)
+    fg.link(href=meta.html_url, rel="alternate", type="text/html")  # the last link is the channel's <link>
+    fg.generator(f"feedbridge {__version__}")
     for topic in topics:
-        channel.append(_rss_item(meta.forum_url, topic))
-    return _with_prolog(etree.tostring(rss, encoding="UTF-8", xml_declaration=False), meta.stylesheet_url)
+        _add_rss_entry(fg, meta.forum_url, topic)
+    with _RSS_DATES:
+        rss = fg.rss_str(xml_declaration=False)
+    return _with_prolog(rss, meta.stylesheet_url)
 
 
-def _rss_item(forum_url: str, topic: Topic) -> etree._Element:
-    take_turn()
-    item = Element("item")
-    _text(item, "title", topic.title)
-    _text(item, "link", topic.url)
-    # <description> is HTML by RSS convention: the plain-text excerpt escaped, so `a<b` stays text; the
-    # first post, when there is one, in content:encoded beside it, or as the description without an excerpt.
-    description = html.escape(topic.excerpt, quote=False) if topic.excerpt else topic.content_html
-    if description:
-        _text(item, "description", description)
-    if topic.excerpt and topic.content_html:
-        _text(item, CONTENT_ENCODED, topic.content_html)
+# feedgen writes each RSS date between `setlocale(LC_ALL, "C")` and a restore of the locale it saw before
+# (`feedgen.util.formatRFC2822`), for English day and month names. Two threads doing that at once can leave
+# the whole process in the C locale for good (one saves the other's "C" and restores it), after which every
+# text file opened without an encoding is read as ASCII: seen in the test suite. One RSS string at a time
+# keeps the dance whole. Greenlets never interleave inside it (it does not wait), and under the gevent
+# worker this lock is gevent's, as the worker patches `threading` before it imports the app: an RSS render
+# that takes its turns while holding it makes the other RSS renders wait, never the worker's loop. (Made
+# before the patch, as gunicorn's `preload_app` would, it would be a thread lock that hangs the worker.)
+_RSS_DATES = threading.Lock()
+
+
+def _add_rss_entry(fg: Any, forum_url: str, topic: Topic) -> None:
+    entry = _add_entry(fg, topic)
     # guid isPermaLink="true": the id URL resolves (Discourse redirects /t/ID to the topic), so
     # readers that link the guid still land on the topic. A digest's id names a period, no page; a post's
     # (`/t/ID/NUMBER`) is its page.
-    permalink = topic.entry_id is None or topic.post_number is not None
-    _text(item, "guid", topic.entry_id or entry_id(forum_url, topic.id)).set("isPermaLink", _BOOL[permalink])
-    for term in _categories(topic):
-        _text(item, "category", term)
-    if published := topic.created_at or topic.last_posted_at:
-        _text(item, "pubDate", _rfc822(published))
-    if topic.replies is not None:
-        _text(item, SLASH_COMMENTS, str(topic.replies))
+    entry.guid(topic.entry_id or entry_id(forum_url, topic.id),
+               permalink=topic.entry_id is None or topic.post_number is not None)
     if topic.author:
-        _text(item, DC_CREATOR, topic.author)  # RSS's own <author> must be an e-mail address
-    return item
+        entry.dc.add("creator", topic.author)
+    if topic.excerpt:
+        # <description> is HTML by RSS convention: the plain-text excerpt escaped, so `a<b` stays text. The
+        # first post, when there is one, goes in content:encoded beside it, or is the description without it.
+        entry.summary(html.escape(topic.excerpt, quote=False))
+    if published := topic.created_at or topic.last_posted_at:
+        entry.pubDate(_utc(published))
+
+
+def _feed_generator(meta: FeedMeta) -> Any:
+    """The parts Atom and RSS share. The dates and the links' order differ, and are set by the caller."""
+    fg = FeedGenerator()
+    fg.register_extension("slash", _Slash, _Slash)
+    fg.id(meta.feed_id)
+    fg.title(meta.title)
+    fg.description(_description(meta))  # RSS's description, Atom's subtitle
+    return fg
+
+
+def _self_link(fg: Any, meta: FeedMeta, media_type: str) -> None:
+    if meta.self_url:
+        fg.link(href=meta.self_url, rel="self", type=media_type.partition(";")[0])
+
+
+def _add_entry(fg: Any, topic: Topic) -> Any:
+    """The part Atom and RSS share; feedgen gives the entry the extensions registered on the feed."""
+    take_turn()
+    # feedgen prepends by default, which would reverse the caller's order
+    entry = fg.add_entry(_TurnTakingEntry(), order="append")
+    entry.title(topic.title)
+    # Exactly one link, the topic's page, which feedgen takes as the entry's alternate: feedgen 1.0 drops
+    # rel attributes on entry links, so a second one would turn into a duplicate rel=alternate.
+    entry.link(href=topic.url)
+    if topic.content_html:
+        entry.content(topic.content_html, type="html")  # Atom content, RSS content:encoded
+    if terms := _categories(topic):
+        entry.category([{"term": term} for term in terms])
+    if topic.replies is not None:
+        entry.slash.add("comments", str(topic.replies))
+    return entry
 
 
 def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
@@ -236,34 +328,11 @@ def _json_item(topic: Topic, forum_url: str) -> dict[str, object]:
         item["_feedbridge"] = {"replies": topic.replies}
     return item
 
-
-def _text(parent: etree._Element, tag: str, text: str) -> etree._Element:
-    child = SubElement(parent, tag)
-    child.text = text
-    return child
-
-
-def _person(parent: etree._Element, name: str, uri: str | None) -> None:
-    author = SubElement(parent, "author")
-    _text(author, "name", name)
-    if uri:
-        _text(author, "uri", uri)
-
-
-def _iso(moment: datetime) -> str:
+def _utc(moment: datetime) -> datetime:
     """Equal times give equal text (`Topic`s that compare equal give equal feeds, and ETags): written in
-    UTC, as JSON Feed's are; the parsers give UTC already."""
-    return moment.astimezone(UTC).isoformat()
-
-
-def _rfc822(moment: datetime) -> str:
-    """RSS's date, in UTC as Atom's: English day and month names whatever the process locale."""
-    return format_datetime(moment.astimezone(UTC))
-
-
-def _media(media_type: str) -> str:
-    """The type of a rel=self link: the media type without its parameters."""
-    return media_type.partition(";")[0]
+    UTC, as JSON Feed's are; the parsers give UTC already. A naive time is passed on as it is, for feedgen
+    to refuse rather than read as the server's local time."""
+    return moment.astimezone(UTC) if moment.tzinfo else moment
 
 
 def _updated(topic: Topic) -> datetime | None:
