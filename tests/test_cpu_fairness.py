@@ -14,12 +14,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
 from feedbridge.feeds import enrich, filters
+from feedbridge.feeds.callers import CallerPool
+from feedbridge.feeds.cpu import counting
 from feedbridge.feeds.enrich import sanitize_html
 from feedbridge.feeds.filters import make_filter, topic_haystack
 from feedbridge.models import Topic
@@ -189,6 +192,66 @@ def test_a_client_past_its_cpu_allowance_gets_429_while_hits_and_other_clients_a
     assert served.forum.count() == 0
 
 
+WAIT = 6.0
+"""Seconds the forum holds each of the waiting client's cold lists."""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("served", [{"FEEDBRIDGE_CPU_ALLOWANCE": "8"}], indirect=True)
+def test_a_client_waiting_on_the_forum_is_charged_its_own_cpu_not_what_another_computed_meanwhile(served):
+    """Issue 43, item 4. A client's six cold feeds wait 6 s on the forum while another address builds variants
+    of the long topic back to back, within its own 8 s allowance, on the same worker; then the waiting client
+    asks for two variants of its own (built from what the bridge holds: the allowance applies). Each of them
+    is answered: the six waits cost it their own milliseconds. Before, the CPU was `thread_time` across each
+    request, every greenlet's: each wait was charged what the other computed meanwhile, six times over, and
+    the waiting client's next views got 429."""
+    costly = Costly(served)
+    sender = threading.Thread(target=costly.run, daemon=True)
+    served.forum.stall("/latest.json", WAIT, prefix=True)
+    try:
+        sender.start()
+        time.sleep(0.5)  # the costly requests are under way
+        with ThreadPoolExecutor(6) as waiting:
+            cold = list(waiting.map(lambda n: from_address("127.0.0.6", served.feed(f"/latest.atom?category={n}")),
+                                    range(1, 7)))
+    finally:
+        costly.stop.set()
+        served.forum.clear()
+        sender.join(60)
+    after = [from_address("127.0.0.6", served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(3000 + n)}"))
+             for n in range(2)]
+    assert [(r.status_code, r.headers.get("x-feedbridge-cache")) for r in cold] == [(200, "miss")] * 6
+    # The other address computed all along, within its allowance: built variants, never refused.
+    assert sum(1 for s in costly.statuses if s[1:] == (200, "miss")) >= 8, costly.statuses
+    assert all(status == 200 for _, status, _ in costly.statuses), costly.statuses
+    assert [(r.status_code, r.headers.get("x-feedbridge-cache")) for r in after] == [(200, "miss")] * 2, \
+        [(r.status_code, r.text[:120]) for r in after]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("served", [{"FEEDBRIDGE_CPU_ALLOWANCE": "0.5", "FEEDBRIDGE_TRUSTED_HOPS": "1"}],
+                         indirect=True)
+def test_behind_a_router_an_ipv6_client_rotating_addresses_within_its_64_has_one_cpu_allowance(served):
+    """Issue 43, item 3. Behind a router, one /64 builds variants of the long topic, each from a new address of
+    it: refused after a few, as one address is (the test above); another /64 still builds. Before, each
+    address was a client with an allowance of its own: 60 variants, never a 429."""
+    answers = []
+    with httpx.Client(timeout=60) as router:
+        for n in range(60):
+            answers.append(router.get(served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(4000 + n)}"),
+                                      headers={"X-Forwarded-For": f"2001:db8:64:1:{n:x}::{n + 1:x}"}))
+            if answers[-1].status_code == 429:
+                break
+        theirs = router.get(served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(5000)}"),
+                            headers={"X-Forwarded-For": "2001:db8:64:2::1"})
+    refused = answers[-1]
+    assert refused.status_code == 429 and "CPU" in refused.text, [a.status_code for a in answers]
+    assert 2 <= len(answers) <= 50
+    assert all(a.status_code == 200 and a.headers["x-feedbridge-cache"] == "miss" for a in answers[:-1])
+    assert theirs.status_code == 200 and theirs.text.count("<entry>") == 111
+    assert served.forum.count() == 0
+
+
 # --- the parts, in process -------------------------------------------------------------------------------
 
 def long_topics(count: int, tag: str) -> list[Topic]:
@@ -237,6 +300,32 @@ def test_a_post_is_sanitized_once_per_base_url(monkeypatch):
     assert sanitize_html(post, "https://forum.example/t/a/1") == first and len(cleaned) == 1
     other = sanitize_html(post, "https://other.example/t/a/1")
     assert len(cleaned) == 2 and "https://other.example/t/x/1" in other and "script" not in other
+
+
+def burn(seconds: float) -> None:
+    """Compute until this thread has run `seconds` more of CPU (the clock the meters read)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_what_a_requests_pool_work_computes_is_charged_to_it_and_what_other_threads_compute_is_not():
+    """`feeds.cpu.counting`: a pool job runs in a copy of its submitter's context (`CallerPool`), so what it
+    computes counts for the request that submitted it, as the request's own work does; a thread outside
+    computing meanwhile counts for nobody. Before, a thread's `thread_time` missed the pool's work."""
+    pool = CallerPool(max_workers=2)
+    outside = threading.Thread(target=burn, args=(0.3,))
+    try:
+        with counting() as spent:
+            outside.start()
+            for job in [pool.submit(burn, 0.1) for _ in range(2)]:
+                job.result()
+            burn(0.05)
+            outside.join()
+            charged = spent()
+    finally:
+        pool.shutdown()
+    assert 0.25 <= charged < 0.35
 
 
 def test_the_allowance_counts_a_request_whole_even_past_what_was_left():

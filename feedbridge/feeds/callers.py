@@ -34,6 +34,7 @@ from typing import Any, NoReturn, TypeVar
 
 from feedbridge.config import Forum
 from feedbridge.errors import BridgeBusy
+from feedbridge.feeds.cpu import run_in
 from feedbridge.store.control import Windows
 
 T = TypeVar("T")
@@ -119,10 +120,10 @@ def leave(token: contextvars.Token[Caller | None]) -> None:
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
     a copy of the submitter's context (`contextvars`: the request's `Caller`, the static build's per-feed
-    request tally, the builds a read is part of)."""
+    request tally, the builds a read is part of, the CPU meter its work is charged to: `feeds.cpu.run_in`)."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        return super().submit(_call, contextvars.copy_context(), fn, args, kwargs)
+        return super().submit(run_in, contextvars.copy_context(), fn, *args, **kwargs)
 
     def waves(self, jobs: Sequence[J], run: Callable[[J], T], size: int) -> Iterator[tuple[J, Future[T]]]:
         """`run(job)` for every job, `size` at a time, each wave submitted once every job of the one before
@@ -141,10 +142,6 @@ class CallerPool(ThreadPoolExecutor):
                         rest.cancel()
                     raise FutureTimeout
                 yield job, future
-
-
-def _call(context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    return context.run(fn, *args, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,12 @@ until its moving window has room again.
 - Per process: the CPU protected is each worker's own, and a client spending in two workers holds two
   event loops. The windows of clients that stopped spending are cleared (`store.control.IdleWindows`), so a flood of
   addresses costs a bounded map.
-- The CPU is `time.thread_time()` across the request. Under the gevent worker every greenlet of a worker
-  shares that thread, so it also counts what other requests ran while this one yielded (`render.turns`)
-  or waited on the forum: an overcharge bounded by what the others spent meanwhile, and the others are
-  cached hits (microseconds) or themselves charged. In plain threads it is the request's own.
+- The CPU is the request's own (`feedbridge.feeds.cpu.counting`): what its greenlet and its pool work ran,
+  never what other requests ran while it waited on the forum or took its turn (`render.turns`). Counted
+  across the thread, as it once was, a client whose cold feeds waited 6 s while another address computed
+  was charged the other's 6 s and refused (issue 43, item 4).
+- The client is the request's (`feedbridge.web.context.client`): its address, an IPv6 one's /64, so
+  rotating addresses within a prefix buys no new allowance.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from flask import current_app, request
+from flask import current_app
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from feedbridge.errors import CpuSpent
+from feedbridge.feeds.cpu import counting
 from feedbridge.store.control import IdleWindows
 from feedbridge.web.context import service
 
@@ -85,11 +88,11 @@ class CpuAllowance:
         charged with the CPU it took, whatever its outcome."""
         if not self.has_room(client):
             raise self.refusal(client)
-        started = time.thread_time()
-        try:
-            yield
-        finally:
-            self.charge(client, time.thread_time() - started)
+        with counting() as spent:
+            try:
+                yield
+            finally:
+                self.charge(client, spent())
 
 
 def allowance() -> CpuAllowance:
@@ -98,11 +101,6 @@ def allowance() -> CpuAllowance:
     if made is None:
         made = current_app.extensions.setdefault(_EXTENSION, CpuAllowance(service().settings.cpu_allowance))
     return made
-
-
-def client() -> str:
-    """Who is charged: the address the request's budget share is keyed by (`feedbridge.web.context`)."""
-    return request.environ.get("REMOTE_ADDR") or "-"
 
 
 _EXTENSION = "feedbridge.allowance"

@@ -1,13 +1,13 @@
 """The request's resources: the app's `FeedService` (one accessor), and this request's scope, a `Caller`
 (its deadline, its share of the forum's budget and its slot) opened and closed around it.
 
-Who the client is, for its share of a forum's budget: the address that reached the first proxy we trust.
-`FEEDBRIDGE_TRUSTED_HOPS` says how many proxies stand in front (a PaaS router is one), and Werkzeug's
-`ProxyFix` (`client_addresses`) replaces `REMOTE_ADDR` with the `X-Forwarded-For` entry that many places
-from the right: the one the outermost trusted proxy appended, from the peer it saw. Whatever the client
-wrote further left is never read, so rotating a made-up leftmost value buys no new share. gunicorn
-itself never replaces `REMOTE_ADDR` (its `FORWARDED_ALLOW_IPS` only decides whose `X-Forwarded-Proto`
-it believes).
+Who the client is, for its share of a forum's budget and of the CPU: the address that reached the first
+proxy we trust. `FEEDBRIDGE_TRUSTED_HOPS` says how many proxies stand in front (a PaaS router is one), and
+Werkzeug's `ProxyFix` (`client_addresses`) replaces `REMOTE_ADDR` with the `X-Forwarded-For` entry that
+many places from the right: the one the outermost trusted proxy appended, from the peer it saw. Whatever
+the client wrote further left is never read, so rotating a made-up leftmost value buys no new share.
+gunicorn itself never replaces `REMOTE_ADDR` (its `FORWARDED_ALLOW_IPS` only decides whose
+`X-Forwarded-Proto` it believes).
 
 The default is 0, the peer's own address: with no proxy in front, trusting one hop would let every
 client name itself by sending the header, and so spend the whole forum budget alone; behind a router,
@@ -43,9 +43,19 @@ def service() -> FeedService:
 
 
 def open_scope() -> None:
-    """At the request's start: its `Caller` (deadline, share of the forum's budget, slot), the scope of
-    everything the request runs however many service calls it makes (`feeds.callers.current`)."""
-    g.request_scope = callers.enter(service().caller(request.environ.get("REMOTE_ADDR") or "-"))
+    """At the request's start: its `Caller` (who the client is, deadline, share of the forum's budget, slot),
+    the scope of everything the request runs however many service calls it makes (`feeds.callers.current`).
+    The one place a request's client is made from its address: the budget's share and the CPU allowance
+    (`client`) both read it from here."""
+    svc = service()
+    g.request_scope = callers.enter(svc.caller(client_of(request.remote_addr or "-", svc.settings.ipv6_prefix)))
+
+
+def client() -> str:
+    """Who the current request is as a client (`client_of` its address), as `open_scope` made it."""
+    caller = callers.current()
+    assert caller is not None, "open_scope runs before every view"
+    return caller.client
 
 
 def close_scope(_exc: BaseException | None = None) -> None:

@@ -49,8 +49,8 @@ from feedbridge.render.opml import Subscription
 from feedbridge.render.opml import opml_document as opml_list
 from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
-from feedbridge.web.allowance import allowance, client
-from feedbridge.web.context import service
+from feedbridge.web.allowance import allowance
+from feedbridge.web.context import client, service
 from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved, in_turns
 

@@ -21,8 +21,8 @@ from feedbridge.feeds.service import FeedResult, FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
 from feedbridge.web import pages
-from feedbridge.web.allowance import allowance, client
-from feedbridge.web.context import service
+from feedbridge.web.allowance import allowance
+from feedbridge.web.context import client, service
 from feedbridge.web.hits import Resolved, ResolvedUrls, in_turns
 from feedbridge.web.responses import feed_headers
 
