@@ -13,9 +13,10 @@ The packages are the stages of one request, in the order data flows through them
       → web/                       the response, with validators
 
 `models` (Topic, Listing, Category), `errors` (one hierarchy, each error with its HTTP status) and
-`config` (Settings from the environment) are the vocabulary all stages share; tests/test_layout.py keeps
-imports running down this list.
+`config` (Settings from the environment) are the vocabulary all stages share; `metrics` (Prometheus' counters)
+is a leaf the stages that decide an outcome count into. tests/test_layout.py keeps imports running down this
+list.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 USER_AGENT = f"feedbridge/{__version__}"

@@ -9,7 +9,9 @@ fields (tests/test_docs.py), so the two cannot drift apart.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
@@ -171,6 +173,22 @@ def _on_off(raw: str) -> bool:
     return _one_of("on", "off")(raw) == "on"
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+MAX_NETWORKS = 64
+
+
+def _networks(raw: str) -> tuple[Network, ...]:
+    """Addresses and CIDR networks, separated by commas (or spaces): a network with host bits set
+    (`10.0.0.5/8`) is refused rather than widened, since it names more peers than its writer likely meant."""
+    items = [item for item in re.split(r"[,\s]+", raw) if item]
+    if len(items) > MAX_NETWORKS:
+        raise ValueError(f"at most {MAX_NETWORKS} addresses or networks")
+    try:
+        return tuple(ipaddress.ip_network(item) for item in items)
+    except ValueError as exc:
+        raise ValueError(f"addresses or CIDR networks separated by commas ({exc})") from None
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     forums: tuple[Forum, ...] = text(DEFAULT_FORUMS, "FEEDBRIDGE_FORUMS", read=_forums)
@@ -200,6 +218,12 @@ class Settings:
     log_level: str = text("INFO", "FEEDBRIDGE_LOG_LEVEL",
                           read=lambda raw: _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")(raw.upper()))
     access_log: bool = text(False, "FEEDBRIDGE_ACCESS_LOG", read=_on_off)
+    # One JSON object per line (feedbridge.web.logs), feedbridge's lines and gunicorn's alike.
+    log_format: str = text("text", "FEEDBRIDGE_LOG_FORMAT", read=_one_of("text", "json"))
+    # Prometheus' /metrics (feedbridge.metrics): off unless asked for, and answered only to these peers.
+    metrics: bool = text(False, "FEEDBRIDGE_METRICS", read=_on_off)
+    metrics_allow: tuple[Network, ...] = text((ipaddress.ip_network("127.0.0.1"),), "FEEDBRIDGE_METRICS_ALLOW",
+                                              read=_networks)
     # Abuse bounds (feedbridge.feeds.policy and .callers): remembered failures, the per-forum budget of
     # upstream requests, one deadline per request, and the requests per process that may wait on upstream.
     negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import signal
@@ -118,10 +119,18 @@ def _start_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str] 
     port = port or free_port()
     full_env = {**os.environ, **env, "PORT": str(port)}
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
-    log = stdout or tempfile.TemporaryFile("a+")  # append: gunicorn reopens /dev/stdout with its own offset
+    log = stdout or appending(tempfile.TemporaryFile("a+"))
     process = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], cwd=PROJECT_ROOT, env=full_env,
                                stdout=log, stderr=stderr or subprocess.STDOUT, text=True, start_new_session=session)
     return _Started(process, f"http://127.0.0.1:{port}", log, command, env)
+
+
+def appending(log: IO[str]) -> IO[str]:
+    """`log` with O_APPEND on its descriptor, which Python's "a" mode does not set on a file it did not open
+    by name (a temporary file): gunicorn reopens /dev/stdout with an offset of its own, and without the flag
+    the workers' first lines, written at the descriptor's shared offset, overwrite the master's."""
+    fcntl.fcntl(log.fileno(), fcntl.F_SETFL, fcntl.fcntl(log.fileno(), fcntl.F_GETFL) | os.O_APPEND)
+    return log
 
 
 # --- Settings as the Procfile reads them --------------------------------------------------------------

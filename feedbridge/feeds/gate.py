@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from feedbridge import metrics
 from feedbridge.config import Forum
 from feedbridge.errors import BridgeBusy, UpstreamRateLimited
 from feedbridge.feeds.callers import ForumBudget, current
@@ -31,13 +32,18 @@ class Gate:
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
         web request's fetches (`callers.current`) take its slot and are charged to the forum's budget."""
-        self.waits.check(forum)
+        try:
+            self.waits.check(forum)
+        except UpstreamRateLimited:
+            metrics.refused("retry_after")
+            raise
         caller = current()
         if caller is not None:
             self.policy.take_slot()
             try:
                 self.budget.spend(forum, caller)
             except BridgeBusy as exc:
+                metrics.refused("budget")
                 raise refused(exc) from None
         try:
             return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed)

@@ -33,6 +33,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from feedbridge import metrics
 from feedbridge.config import Settings
 from feedbridge.errors import BridgeBusy, NotHeld, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
 from feedbridge.feeds.callers import Caller, current
@@ -171,6 +172,7 @@ class CachePolicy:
             if admission.ended:
                 raise UpstreamTimeout("the request this read was for has ended; nothing is fetched for it")
             if not self.slots.acquire(blocking=False):
+                metrics.refused("slot")
                 raise refused(BridgeBusy(why or f"{self.settings.cold_slots} requests are already waiting on the "
                                          f"forum in this process; retry in {BUSY_RETRY:.0f}s",
                                          retry_after=BUSY_RETRY))

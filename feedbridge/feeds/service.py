@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
+from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import UpstreamError
 from feedbridge.feeds.assemble import feed_body, listed
@@ -207,9 +208,10 @@ class FeedService:
 
     def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 readers: Readers) -> FeedEntry:
-        first, topics = self.topics(spec, readers)
-        built = time.time()
-        body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC))
+        with metrics.building(spec.kind):
+            first, topics = self.topics(spec, readers)
+            built = time.time()
+            body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC))
         dates = [t.last_posted_at for t in topics if t.last_posted_at is not None]
         return FeedEntry(
             body=body,

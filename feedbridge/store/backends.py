@@ -27,17 +27,22 @@ LOCK_MARGIN = 5.0
 @dataclass(frozen=True, slots=True)
 class Backends:
     """`store`: cached copies (evictable); `control` and `windows`: decisions and budgets (never evicted by
-    readers' traffic, see `feedbridge.store.control`); `flight`: one fetch per cold key."""
+    readers' traffic, see `feedbridge.store.control`); `flight`: one fetch per cold key; `cache`: the
+    process's own cache, the store itself or its first level (what `/metrics` measures); `link`: Redis, when
+    configured (whether it answers, `/healthz` says)."""
 
     store: Store
     control: ControlStore
     windows: Windows
     flight: Flight
+    cache: MemoryStore
+    link: RedisLink | None = None
 
 
 def memory_backends(max_bytes: int) -> Backends:
     """One process alone: the static build, the CLI, a server without Redis."""
-    return Backends(MemoryStore(max_bytes), MemoryControl(), Windows(), SingleFlight())
+    cache = MemoryStore(max_bytes)
+    return Backends(cache, MemoryControl(), Windows(), SingleFlight(), cache)
 
 
 def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float, fetch_deadline: float) -> Backends:
@@ -45,7 +50,7 @@ def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float, fe
     if not cache_url:
         return memory_backends(max_bytes)
     link = RedisLink(cache_url)
-    store = TieredStore(MemoryStore(max_bytes), RedisStore(link), fresh_for=fresh_for,
-                        recheck=min(fresh_for, LOCAL_RECHECK))
+    cache = MemoryStore(max_bytes)
+    store = TieredStore(cache, RedisStore(link), fresh_for=fresh_for, recheck=min(fresh_for, LOCAL_RECHECK))
     return Backends(store, RedisControl(link), redis_windows(link),
-                    RedisFlight(link, lock_ttl=fetch_deadline + LOCK_MARGIN))
+                    RedisFlight(link, lock_ttl=fetch_deadline + LOCK_MARGIN), cache, link)

@@ -97,6 +97,11 @@ class MemoryStore:
         with self._lock:
             return len(self._probation) + len(self._protected)
 
+    def held(self) -> tuple[int, int]:
+        """Entries held and the bytes they are counted at, against `max_bytes` (`feedbridge.metrics`)."""
+        with self._lock:
+            return len(self._probation) + len(self._protected), self._bytes["probation"] + self._bytes["protected"]
+
     def _segment(self, name: str) -> OrderedDict[str, _Item]:
         return self._protected if name == "protected" else self._probation
 

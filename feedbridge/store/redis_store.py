@@ -84,6 +84,10 @@ class RedisLink:
                     log.warning("Redis is reachable again; the shared cache is back in use")
         return result
 
+    def answers(self) -> bool:
+        """Redis answers a PING now (within the link's timeouts); False at once while the breaker is open."""
+        return self.run(lambda client: client.ping()) is not None
+
     def _failed(self, exc: BaseException) -> None:
         now = time.monotonic()
         with self._lock:

@@ -28,7 +28,7 @@ import h11
 import httpx
 import rfc3986
 
-from feedbridge import USER_AGENT
+from feedbridge import USER_AGENT, metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     BotWall,
@@ -42,6 +42,14 @@ from feedbridge.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A forum's last answer to this process (`/healthz`): its HTTP status, or why none came, and when."""
+
+    status: str
+    at: float  # time.time()
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +266,8 @@ class Fetcher:
         # httpx retries only failed connection attempts, never a request that reached the server.
         self.transport = transport or httpx.HTTPTransport(retries=settings.retries)
         self.credentials = {credential.host: credential for credential in settings.credentials}
+        self.last: dict[str, Answer] = {}
+        """Each forum's last answer, by its key: a forum the process asked (a configured one, or the CLI's)."""
 
     def close(self) -> None:
         self.transport.close()
@@ -286,11 +296,16 @@ class Fetcher:
             headers["If-Modified-Since"] = last_modified
         for hop in range(self.settings.max_redirects + 1):
             started = time.monotonic()
-            fetched, location = self._once(url, headers, deadline, hop)
-            log.info(
-                "upstream GET %s -> %s %.0fms", url, fetched.status if fetched else "redirect",
-                (time.monotonic() - started) * 1000,
-            )
+            timeout = self._hop_timeout(url, deadline, hop)
+            try:
+                fetched, location, status = self._once(url, headers, timeout, deadline, hop)
+            except UpstreamError as exc:
+                self._answered(forum, url, str(exc.upstream_status or exc.reason))
+                raise
+            self._answered(forum, url, str(status))
+            ms = (time.monotonic() - started) * 1000
+            log.info("upstream GET %s -> %s %.0fms", url, fetched.status if fetched else "redirect", ms,
+                     extra={"fields": {"url": url, "status": status, "ms": round(ms, 1)}})
             if fetched is not None:
                 return fetched
             try:
@@ -308,6 +323,11 @@ class Fetcher:
         raise UpstreamError(f"upstream redirected more than {self.settings.max_redirects} times from {url}",
                             reason=Reason.REDIRECT)
 
+    def _answered(self, forum: Forum, url: str, status: str) -> None:
+        """One request sent to `forum` ended: its last answer, and its count (`feedbridge.metrics`)."""
+        self.last[forum.key] = Answer(status, time.time())
+        metrics.upstream(forum.key, forum.base_url, url, status)
+
     def _hop_timeout(self, url: str, deadline: float, hop: int) -> dict[str, float]:
         """Each wait of this hop (connect, pool, every read) bounded by what is left of the whole fetch."""
         remaining = deadline - time.monotonic()
@@ -321,13 +341,14 @@ class Fetcher:
         after = f" after {hop} redirect{'s' if hop != 1 else ''}" if hop else ""
         return f"upstream took longer than {self.settings.total_timeout:g}s for {url}{after}"
 
-    def _once(self, url: str, headers: dict[str, str], deadline: float, hop: int) -> tuple[Fetched | None, str]:
-        timeout = self._hop_timeout(url, deadline, hop)
+    def _once(self, url: str, headers: dict[str, str], timeout: dict[str, float], deadline: float,
+              hop: int) -> tuple[Fetched | None, str, int]:
+        """The answer (None for a redirect), the redirect's Location, and the forum's status."""
         try:
             request = httpx.Request("GET", url, headers=headers, extensions={"timeout": timeout})
             response = self.transport.handle_request(request)
             try:
-                return self._answer(response, url, deadline, hop)
+                return *self._answer(response, url, deadline, hop), response.status_code
             finally:
                 response.close()
         except UpstreamError:

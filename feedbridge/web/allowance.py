@@ -36,6 +36,7 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
+from feedbridge import metrics
 from feedbridge.errors import CpuSpent
 from feedbridge.feeds.cpu import counting
 from feedbridge.store.control import IdleWindows
@@ -66,6 +67,7 @@ class CpuAllowance:
 
     def refusal(self, client: str) -> CpuSpent:
         """The error for a client without room: its message says how much it spent and when to come back."""
+        metrics.refused("allowance")
         reset = self.limiter.get_window_stats(self.item, client).reset_time
         retry = min(max(reset - time.time(), 1.0), float(WINDOW))
         return CpuSpent(f"this client has used its {self.seconds:g} s of the bridge's CPU a minute on pages and "

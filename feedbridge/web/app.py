@@ -10,23 +10,28 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import httpx
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
 from werkzeug.exceptions import HTTPException
 
-from feedbridge import __version__
+from feedbridge import __version__, metrics
 from feedbridge.config import Settings
 from feedbridge.errors import ConfigError, FeedbridgeError, UpstreamError
 from feedbridge.feeds.wiring import build_service
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
+from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web import pages, routes
 from feedbridge.web.context import client_addresses, close_scope, open_scope
 from feedbridge.web.hits import HitPath, ResolvedUrls
-from feedbridge.web.logs import configure_logging, log_request
+from feedbridge.web.logs import RequestIds, configure_logging, log_request
 from feedbridge.web.responses import plain_error
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +39,7 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None, transport: httpx.BaseTransport | None = None) -> Flask:
     """`transport`, when given, is what the fetcher sends requests through instead of the network."""
     settings = settings or Settings.from_env()
-    configure_logging(settings.log_level, access_log=settings.access_log)
+    configure_logging(settings.log_level, access_log=settings.access_log, log_format=settings.log_format)
     app = Flask(__name__)
     try:
         backends = make_backends(settings.cache_url, max_bytes=settings.cache_max_bytes,
@@ -45,8 +50,9 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
                                                            backends.flight, control=backends.control,
                                                            windows=backends.windows)
     app.extensions["feedbridge.resolved"] = urls = ResolvedUrls()
-    app.wsgi_app = client_addresses(HitPath(app.wsgi_app, service, urls),  # type: ignore[method-assign,assignment]
-                                    settings.trusted_hops)
+    app.extensions["feedbridge.redis"] = backends.link
+    app.wsgi_app = _edge(client_addresses(HitPath(app.wsgi_app, service, urls),  # type: ignore[method-assign,assignment]
+                                          settings.trusted_hops), settings, backends.cache)
     app.register_blueprint(pages.bp)
     app.register_blueprint(routes.bp)
     app.after_request(_security_headers)
@@ -56,6 +62,17 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.after_request(_log_request)
     app.teardown_request(close_scope)
     app.register_error_handler(Exception, _error)
+    return app
+
+
+def _edge(app: WSGIApplication, settings: Settings, cache: MemoryStore) -> WSGIApplication:
+    """The layers in front of everything: the request id its log lines carry (with JSON logs), and outermost,
+    where REMOTE_ADDR is still the socket's peer, `/metrics` (when on) for the peers allowed to read it."""
+    if settings.log_format == "json":
+        app = RequestIds(app)
+    if settings.metrics:
+        metrics.switch_on(cache.held)
+        app = metrics.Endpoint(app, settings.metrics_allow)
     return app
 
 
@@ -80,8 +97,12 @@ def _start_timer() -> None:
 
 
 def _log_request(response: Response) -> Response:
-    started = g.get("started", time.perf_counter())
-    log_request(request.method, request.full_path.rstrip("?"), response.status_code, started, g.get("cache", "-"))
+    started, cache = g.get("started", time.perf_counter()), g.get("cache", "-")
+    log_request(request.method, request.full_path.rstrip("?"), response.status_code, started, cache)
+    if metrics.on() and request.endpoint == "feeds.feed":
+        resolved = current_app.extensions["feedbridge.resolved"].get(request.environ)
+        kind, fmt = (resolved.spec.kind, resolved.spec.fmt) if resolved else (metrics.UNKNOWN, metrics.UNKNOWN)
+        metrics.feed_answered(kind, fmt, response.status_code, cache)
     return response
 
 

@@ -8,14 +8,34 @@ single-flight table for all its connections.
 
 Without Redis nothing shares a budget's moving window between processes, so each worker spends 1/N of
 every budget (`feedbridge.store.control.Windows`): `pre_fork` tells each worker its N.
+
+With FEEDBRIDGE_METRICS=on every worker counts into prometheus_client's multiprocess files
+(`feedbridge.metrics`): their directory is made fresh here, as the master reads this file, before anything
+in the master imports prometheus_client (which picks its mode by PROMETHEUS_MULTIPROC_DIR on import: the
+worker class's imports may reach it) and before any worker is forked; an operator's own value of the
+variable is replaced, since files a past run left there would be counted again. `child_exit` marks a dead
+worker's gauges gone (prometheus_client's documented hook), `on_exit` removes the directory.
+
+With FEEDBRIDGE_LOG_FORMAT=json gunicorn's own lines are JSON objects like feedbridge's (`JsonLogger`).
+Not through `logconfig_dict`: given a logging configuration, gunicorn turns its access log on, whose request
+line would carry a signed feed URL's token and cost every request its formatting; feedbridge writes its own
+request line (FEEDBRIDGE_ACCESS_LOG), tokens hidden.
 """
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
+from gunicorn.glogging import Logger
+
 from feedbridge.config import Settings
+from feedbridge.web.logs import EscapeControls, JsonFormatter
 
 _settings = Settings.from_env()  # bad values stop the server here, with the variable's name
+_metrics_dir = tempfile.mkdtemp(prefix="feedbridge-metrics-") if _settings.metrics else None
+if _metrics_dir is not None:  # the name is feedbridge.metrics.MULTIPROC_DIR, which would import the library
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
 
 bind = f"0.0.0.0:{_settings.port}"
 workers = _settings.web_concurrency
@@ -52,3 +72,32 @@ def pre_fork(server: Any, worker: Any) -> None:
     Settings): the arbiter's `num_workers` is the count it keeps, however it was set (WEB_CONCURRENCY,
     `--workers`, a TTIN/TTOU signal), where a `raw_env` line would carry only this file's `workers`."""
     os.environ["FEEDBRIDGE_WORKERS"] = str(server.num_workers)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """In the master, once a worker has exited: its live gauges (the cache's size) no longer count."""
+    if _metrics_dir is not None:
+        from prometheus_client import multiprocess  # here: only once the variable above is set
+
+        multiprocess.mark_process_dead(worker.pid, _metrics_dir)  # type: ignore[no-untyped-call]
+
+
+def on_exit(server: Any) -> None:
+    if _metrics_dir is not None:
+        shutil.rmtree(_metrics_dir, ignore_errors=True)
+
+
+class JsonLogger(Logger):
+    """gunicorn's logger with its handlers' lines as JSON objects, escaped and with tokens hidden as
+    feedbridge's are (`feedbridge.web.logs`); run again on every configuration reload, as gunicorn's is."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in (*self.error_log.handlers, *self.access_log.handlers):
+            handler.setFormatter(JsonFormatter())
+            if not any(isinstance(f, EscapeControls) for f in handler.filters):
+                handler.addFilter(EscapeControls())
+
+
+if _settings.log_format == "json":
+    logger_class = JsonLogger

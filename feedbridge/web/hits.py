@@ -25,6 +25,7 @@ from cachetools import LRUCache
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
+from feedbridge import metrics
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
@@ -118,6 +119,7 @@ class HitPath:
         start_response("200 OK", headers)
         query = environ.get("QUERY_STRING")
         log_request("GET", environ.get("PATH_INFO", "") + (f"?{query}" if query else ""), 200, started, "hit")
+        metrics.feed_answered(resolved.spec.kind, resolved.spec.fmt, 200, "hit")
         return in_turns(entry.body)
 
     def _to_flask(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:

@@ -15,15 +15,34 @@ in the thread that logs it: no thread of logging's own, so a fork (gunicorn's, a
 mid-write, and a worker killed outright loses no line it had logged. Making and writing that record is
 the largest share of a cached hit's own work, and a PaaS router logs every request already, so
 `FEEDBRIDGE_ACCESS_LOG=off` turns the request lines off and leaves every other record as it is.
+
+`FEEDBRIDGE_LOG_FORMAT=json` writes each record as one JSON object on a line (`JsonFormatter`): its time
+(UTC), level, logger, message and process, the request id of the request it was logged for, and the fields
+the line carries (`extra={"fields": {...}}`: a request line's method, path, status, ms and cache; an upstream
+fetch's url, status and ms), each string escaped and its tokens hidden as the message is. gunicorn's own
+lines come out the same way (`feedbridge.web.gunicorn_conf`). The request id is made at the edge for each
+request (`RequestIds`), never taken from the client (an `X-Request-ID` it sends is ignored: anyone could
+make their lines pass for another's), is current for everything the request runs (a context variable, which
+the service's pool copies into the work a request fans out, so its upstream fetches' lines carry it), and
+is sent back as `X-Request-Id`, for a reader's report to be found in the log.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import secrets
 import sys
 import time
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import unquote_plus
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger("feedbridge.access")
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -70,14 +89,72 @@ class EscapeControls(logging.Filter):
         return True
 
 
-def configure_logging(level: str, *, access_log: bool = True) -> None:
-    """A stdout handler unless the host (gunicorn, a test runner) installed its own, and the escaping filter
-    on every handler of the root logger either way. Request lines follow `level` unless `access_log` is off."""
+REQUEST_ID: ContextVar[str | None] = ContextVar("feedbridge_request_id", default=None)
+"""The id of the request being served (`RequestIds`), in its own greenlet or thread and in its pool work."""
+
+
+class RequestIds:
+    """WSGI middleware: a new id for each request, current while the app answers it and sent back with it."""
+
+    def __init__(self, app: WSGIApplication):
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        made = secrets.token_hex(8)
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
+            headers.append(("X-Request-Id", made))
+            return start_response(status, headers, exc_info)
+
+        token = REQUEST_ID.set(made)
+        try:
+            return self.app(environ, start)
+        finally:
+            REQUEST_ID.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (see the module docstring); ASCII, so no byte of it needs a
+    particular encoding of stdout."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname, "logger": record.name, "message": record.getMessage(), "pid": record.process,
+        }
+        request_id = REQUEST_ID.get()
+        if request_id is not None:
+            line["request_id"] = request_id
+        for name, value in getattr(record, "fields", {}).items():
+            line[name] = hide_tokens(escape_controls(value)) if isinstance(value, str) else value
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exception"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = record.stack_info
+        return json.dumps(line, separators=(",", ":"))
+
+
+class _Stdout(logging.StreamHandler[TextIO]):
+    """The handler `configure_logging` installs, told apart from a host's own; `fields`: it writes them (JSON),
+    so the request line carries them (a text line would only pay for them)."""
+
+    fields = False
+
+
+def configure_logging(level: str, *, access_log: bool = True, log_format: str = "text") -> None:
+    """A stdout handler in `log_format` (`text` or `json`) unless the host (gunicorn, a test runner) installed
+    its own, and the escaping filter on every handler of the root logger either way. Request lines follow
+    `level` unless `access_log` is off. With `json`, Python's warnings are records too, not lines of their own."""
     root = logging.getLogger()
     if not root.handlers:
-        stdout = logging.StreamHandler(sys.stdout)
-        stdout.setFormatter(logging.Formatter(FORMAT))
-        root.addHandler(stdout)
+        root.addHandler(_Stdout(sys.stdout))
+    for handler in root.handlers:
+        if isinstance(handler, _Stdout):
+            handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(FORMAT))
+    _Stdout.fields = log_format == "json"
+    logging.captureWarnings(log_format == "json")
     for handler in root.handlers:
         if not any(isinstance(f, EscapeControls) for f in handler.filters):
             handler.addFilter(EscapeControls())
@@ -87,7 +164,13 @@ def configure_logging(level: str, *, access_log: bool = True) -> None:
 
 def log_request(method: str, path: str, status: int, started: float, cache: str) -> None:
     """The one line per request, from the hit path and from Flask alike; `path` includes the query."""
-    if "?" in path and log.isEnabledFor(logging.INFO):
+    if not log.isEnabledFor(logging.INFO):
+        return
+    if "?" in path:
         path, _, query = path.partition("?")
         path += "?" + hidden_query(query)
-    log.info("%s %s %d %.1fms cache=%s", method, path, status, (time.perf_counter() - started) * 1000, cache)
+    ms = (time.perf_counter() - started) * 1000
+    extra = None
+    if _Stdout.fields:
+        extra = {"fields": {"method": method, "path": path, "status": status, "ms": round(ms, 1), "cache": cache}}
+    log.info("%s %s %d %.1fms cache=%s", method, path, status, ms, cache, extra=extra)

@@ -10,6 +10,7 @@ or `429`.
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
@@ -20,6 +21,7 @@ from feedbridge.feeds import signing
 from feedbridge.feeds.service import FeedResult, FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
+from feedbridge.store.redis_store import RedisLink
 from feedbridge.web import pages
 from feedbridge.web.allowance import allowance
 from feedbridge.web.context import client, service
@@ -56,9 +58,19 @@ def valid_host(host: str) -> bool:
 
 @bp.get("/healthz")
 def healthz() -> Response:
+    """200 while the process serves; what it says is this worker's view, and nothing is asked of a forum for
+    it: each forum's last answer to this worker (its HTTP status or why none came, and how long ago; null
+    before the first), and whether Redis, when configured, answers a PING now."""
     svc = service()
-    return jsonify(status="ok", version=__version__, forums=[f.key for f in svc.settings.forums],
-                   topic_fetch_failures=svc.topic_failures)
+    link: RedisLink | None = current_app.extensions["feedbridge.redis"]
+    upstream: dict[str, dict[str, object]] = {}
+    for forum in svc.settings.forums:
+        answer = svc.fetcher.last.get(forum.key)
+        upstream[forum.key] = {"last": answer and answer.status,
+                               "seconds_ago": answer and round(time.time() - answer.at, 1)}
+    return jsonify(status="ok", version=__version__, forums=list(upstream), topic_fetch_failures=svc.topic_failures,
+                   redis="not configured" if link is None else "answers" if link.answers() else "does not answer",
+                   upstream=upstream)
 
 
 @bp.get("/<path:path>")
