@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
@@ -27,11 +27,11 @@ from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
-from feedbridge.feeds import signing
+from feedbridge.feeds import params, signing
 from feedbridge.feeds.assemble import feed_body
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN, source_of
-from feedbridge.feeds.spec import DIGESTS, FeedSpec, parse_feed_request
+from feedbridge.feeds.spec import FeedSpec, feed_kind, parse_feed_request, route_of
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
@@ -79,22 +79,38 @@ def parse(source: str, base_url: str | None) -> None:
     click.echo(json.dumps(listing_to_dict(listing), ensure_ascii=False, indent=2))
 
 
+def _parameter_options(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with an option for each parameter of the table (`feeds/params.py`) the CLI takes: the
+    feed parameter of its name (`--query` is the keyword filter: `q=`, or `keyword=` on a /filter feed), a
+    whole number, a choice or a flag as the parameter's value is, repeatable where it is given many times.
+    What it must be beyond that (bounds, names, tags) the table checks, as for a URL (exit 2, naming it)."""
+    for param in reversed(OPTIONS):
+        declared = [f"--{param.option_name}", *([param.short] if param.short else [])]
+        help = param.help[0].upper() + param.help[1:] + (" (repeatable)." if param.many else ".")
+        if param.value == "flag":
+            command = click.option(*declared, is_flag=True, default=None, help=help)(command)
+        elif param.value == "choice":
+            command = click.option(*declared, type=click.Choice([v for v, _ in param.choices]), help=help)(command)
+        else:
+            command = click.option(*declared, type=int if param.numeric else str,
+                                   multiple=param.many, help=help)(command)
+    return command
+
+
+def _dest(param: params.Param) -> str:
+    """The name click gives the value of `param`'s option."""
+    return param.option_name.replace("-", "_")
+
+
+OPTIONS = params.firsts((p for p in params.PARAMETERS if p.cli), _dest)
+"""The table's rows with a CLI option, one per option (the first of those that share one: `--query` is `q=`,
+and `keyword=` on /filter), in order."""
+
+
 @main.command()
 @click.argument("source", required=False)
 @click.option("--format", "fmt", type=click.Choice(FEED_FORMATS), default="atom", show_default=True)
-@click.option("--author", "authors", multiple=True, help="Keep topics started by this user (repeatable).")
-@click.option("--query", "-q", help='Keyword query: words, "phrases", -exclusions, OR.')
-@click.option("--limit", type=int, help="At most this many entries (with --digest: periods).")
-@click.option("--tag", "tags", multiple=True, help="Keep topics with any of these tags (repeatable); a+b: with all.")
-@click.option("--exclude-tag", "exclude_tags", multiple=True, help="Drop topics with this tag (repeatable).")
-@click.option("--exclude-category", "exclude_categories", type=int, multiple=True,
-              help="Drop topics of this category id and its subcategories (repeatable; not for a saved list).")
-@click.option("--min-replies", type=int, help="Keep topics with at least this many replies.")
-@click.option("--max-replies", type=int, help="Keep topics with at most this many replies (0: unanswered topics).")
-@click.option("--min-likes", type=int, help="Keep topics with at least this many likes (a saved list: JSON only).")
-@click.option("--min-views", type=int, help="Keep topics with at least this many views (a saved list: JSON only).")
-@click.option("--exclude-pinned", is_flag=True, help="Leave out pinned topics (a saved list: JSON only).")
-@click.option("--digest", type=click.Choice(DIGESTS), help="One entry per UTC day or ISO week.")
+@_parameter_options
 @click.option("--base-url", help="Forum root for relative URLs; a saved JSON list needs it.")
 @click.option("--self-url", help="The URL the feed will be published at (rel=self).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here (atomically).")
@@ -103,18 +119,15 @@ def parse(source: str, base_url: str | None) -> None:
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), help="With --config: output folder.")
 @click.option("--quiet", is_flag=True, help="With --config: print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="With --config: print a JSON summary.")
-def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | None, limit: int | None,
-          tags: tuple[str, ...], exclude_tags: tuple[str, ...], exclude_categories: tuple[int, ...],
-          min_replies: int | None, max_replies: int | None, min_likes: int | None, min_views: int | None,
-          exclude_pinned: bool, digest: str | None, base_url: str | None, self_url: str | None,
-          output: Path | None, config: Path | None, out_dir: Path | None, quiet: bool, as_json: bool) -> None:
+def build(source: str | None, fmt: str, base_url: str | None, self_url: str | None, output: Path | None,
+          config: Path | None, out_dir: Path | None, quiet: bool, as_json: bool, **options: Any) -> None:
     """Build one feed from SOURCE (a Markdown or JSON list: file, '-', or URL), or many from --config.
 
     SOURCE names the feed as a feed path does on the server (`/c/compiler/5.md` is the compiler category's
     feed): a URL is read through the service, as the server reads it; a saved list (whose own URL, when it
     has one, names the list; else it is taken for `latest`) through the service too, the file standing in
     for that URL as a `source =` file does in a static build, and a parameter that needs what the file
-    does not carry is refused by name (exit 2).
+    does not carry is refused by name (exit 2). The feed options are the feed URL's parameters.
     """
     if config is not None:
         from feedbridge.staticsite.build import run_config
@@ -122,19 +135,14 @@ def build(source: str | None, fmt: str, authors: tuple[str, ...], query: str | N
         sys.exit(run_config(config, out_dir=out_dir, quiet=quiet, as_json=as_json))
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
-    given = {"q": query, "limit": limit, "min_replies": min_replies, "max_replies": max_replies,
-             "min_likes": min_likes, "min_views": min_views, "digest": digest,
-             "exclude_pinned": 1 if exclude_pinned else None}
-    args = {"author": list(authors), "tag": list(tags), "exclude_tag": list(exclude_tags),
-            "exclude_category": [str(c) for c in exclude_categories],
-            **{name: [str(value)] for name, value in given.items() if value is not None}}
+    given = {name: value for name, value in options.items() if value is not None and value is not False and value != ()}
     if source.startswith(("http://", "https://")):
-        spec = _spec(_settings(_url_forum(source, base_url)), source, fmt, args)
+        spec = _spec(_settings(_url_forum(source, base_url)), source, fmt, given)
         with _service(spec.forum) as service:
             body = _upstream(lambda: service.feed(spec, self_url).entry.body)
     else:
         listing, text = _read_saved(source, base_url)
-        body = _saved_feed(listing, text, fmt, args, self_url, _written_at(source))
+        body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))
     if output is None:
         sys.stdout.buffer.write(body)
     else:
@@ -250,7 +258,7 @@ class _SavedList(PoliteFetcher):
         return super().get(forum, url, etag, last_modified, signed)
 
 
-def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[str]], self_url: str | None,
+def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, object], self_url: str | None,
                 updated: datetime) -> bytes:
     """The feed of a saved list, made by the service as the static build makes one from a source file.
 
@@ -261,7 +269,14 @@ def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[s
     has one, so a saved list gives the same bytes on every run."""
     source = source_of(listing)
     settings = Settings(forums=(replace(_forum(listing.base_url), source=source.name),))
-    spec = _spec(settings, listing.url, fmt, args)
+    if naming := next((p for p in OPTIONS if p.lists and _dest(p) in options), None):
+        raise click.UsageError(f"--{naming.option_name} names the forum list that is read; a saved list is the list "
+                               "its own URL names: build from the list's URL")
+    spec = _spec(settings, listing.url, fmt, options)
+    if spec.pages != 1 or spec.content != "excerpt":
+        asked = f"--pages {spec.pages} reads further pages" if spec.pages != 1 else "--content full reads topic pages"
+        raise click.UsageError(f"a saved list is one page of excerpts: {asked} of the forum, which it does not "
+                               "carry: build from the list's URL")
     if lacking := spec.filter.saved_list_lacks(source.lacks):
         raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
                                "category ids): build from a saved JSON list, or from the list's URL")
@@ -277,22 +292,36 @@ def _saved_feed(listing: Listing, text: str, fmt: str, args: Mapping[str, list[s
     return feed_body(spec, first, topics, self_url, None, updated)
 
 
-def _spec(settings: Settings, list_url: str | None, fmt: str, args: Mapping[str, list[str]]) -> FeedSpec:
+def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:
     """The spec of the feed a forum URL names on the one forum of `settings`, as the front page's paste box
     reads it (`feeds.urls`): `{base}/c/x/5.md` is the feed `c/x/5`, `{base}/t/slug/7` the topic's posts,
     `{base}/u/x/activity` the user's posts, with the list's own query (`period=`, `category=`, `q=`, not
-    `page=`). A list without a URL is its forum's latest list. Options not given are not parameters."""
+    `page=`), and `options` (the parameter options given) as the feed's parameters. A list without a URL is
+    its forum's latest list."""
     forum = settings.forums[0]
     found = feed_for_url(settings, list_url) if list_url else None
     if isinstance(found, NoFeed):
         raise click.BadParameter(found.message)
     path, listed = (found.feed_path(fmt), found.args()) if found else (f"{forum.key}/latest.{fmt}", {})
-    keyword = found.keyword if found else "q"  # --query is the bridge's keyword filter: `keyword=` on /filter
+    route = route_of(found.path) if found else None
+    feed = feed_kind(*route) if route else "latest"
     try:
-        return parse_feed_request(settings, path, {**listed, **{keyword if k == "q" else k: v
-                                                                for k, v in args.items() if v}})
+        return parse_feed_request(settings, path, {**listed, **_parameters(feed, options)})
     except RequestError as exc:
         raise click.BadParameter(exc.message) from None
+
+
+def _parameters(feed: params.FeedKind, options: Mapping[str, object]) -> dict[str, list[str]]:
+    """The feed parameters of the options given, for a feed of kind `feed`: each option's row that the feed
+    takes names its parameter (`--query` is `keyword=` on /filter), else its first row (which the feed then
+    refuses by name)."""
+    found: dict[str, list[str]] = {}
+    for dest, value in options.items():
+        rows = [p for p in params.PARAMETERS if p.cli and _dest(p) == dest]
+        param = next((p for p in rows if feed in p.feeds), rows[0])
+        values = value if isinstance(value, tuple) else (value,)
+        found[param.name] = ["1" if v is True else str(v) for v in values]
+    return found
 
 
 def _url_forum(url: str, base_url: str | None) -> Forum:

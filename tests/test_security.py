@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from feedbridge.feeds.filters import MAX_AUTHORS, MAX_LIMIT
+from feedbridge.feeds.params import MAX_PARAM_CHARS
 from feedbridge.feeds.query import MAX_QUERY_LENGTH
-from feedbridge.feeds.spec import MAX_PARAM_CHARS
 from tests.appserver import running_app, settings_for
 from tests.upstream import FakeForum
 

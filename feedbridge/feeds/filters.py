@@ -26,19 +26,22 @@ from datetime import UTC, datetime
 from cachetools import LRUCache
 
 from feedbridge.errors import FilterError, QueryError
+from feedbridge.feeds.params import (
+    MAX_AUTHORS,
+    MAX_CATEGORIES,
+    MAX_LIMIT,
+    MAX_TAGS,
+    MAX_THRESHOLD,
+    PARAMETERS,
+    Param,
+)
 from feedbridge.feeds.query import Query, haystack, parse_query
 from feedbridge.models import Topic
 from feedbridge.render.turns import take_turn
 
-MAX_AUTHORS = 20
-MAX_TAGS = 20
-MAX_LIMIT = 500
-MAX_THRESHOLD = 10**9
-THRESHOLDS = ("min_replies", "max_replies", "min_likes", "min_views")
-"""The threshold parameters, as feed URLs, the front page's form, static configs and `FeedFilter` name them:
-each a whole number from 0 to MAX_THRESHOLD. A floor of 0 keeps every topic; a ceiling of 0 (`max_replies=0`,
-the unanswered topics) is a real one."""
-MAX_CATEGORIES = 20
+# The bounds of what a filter holds are the parameter table's (`feeds/params.py`), whose rows name the
+# `FeedFilter` field each parameter fills (`Param.filter_field`); a threshold is a whole number from 0 to
+# MAX_THRESHOLD: a floor of 0 keeps every topic, a ceiling of 0 (`max_replies=0`, the unanswered topics) is one.
 MAX_USERNAME_LENGTH = 60
 # Discourse's max_tag_length can be raised to 100; tags longer than that cannot exist on any site.
 MAX_TAG_LENGTH = 100
@@ -192,17 +195,17 @@ class FeedFilter:
 
     def json_needed(self, lacks: frozenset[str]) -> str | None:
         """The first parameter that reads a `Topic` field of `lacks` (what a list of some source leaves out,
-        `Source.lacks`), which the JSON list of the same page then supplies; None when the list's own will do.
-        An any-of `tag=` is not one: the service reads a list's missing tags from the topics' own pages."""
-        for name, field, given in (("min_likes", "likes", self.min_likes is not None),
-                                   ("min_views", "views", self.min_views is not None),
-                                   ("tag", "tags", bool(self.tags_all)),
-                                   ("exclude_tag", "tags", bool(self.exclude_tags)),
-                                   ("exclude_category", "category_id", bool(self.exclude_categories)),
-                                   ("exclude_pinned", "pinned", self.exclude_pinned)):
-            if given and field in lacks:
-                return name
-        return None
+        `Source.lacks`; the table's `Param.needs`), which the JSON list of the same page then supplies; None
+        when the list's own will do."""
+        return next((p.name for p in PARAMETERS if p.needs in lacks and self._reads_list(p)), None)
+
+    def _reads_list(self, param: Param) -> bool:
+        """Whether this filter reads `param`'s field from the list: its value is set. Of `tag=`, only the all-of
+        form (`a+b`): the service reads a list's missing tags for an any-of one from the topics' own pages."""
+        if param.name == "tag":
+            return bool(self.tags_all)
+        value = getattr(self, param.filter_field)
+        return value is not None and value is not False and value != frozenset()
 
     def saved_list_lacks(self, lacks: frozenset[str]) -> str | None:
         """The first parameter a saved list lacking `lacks` cannot serve alone: what `json_needed` names, and

@@ -11,31 +11,30 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal
 from urllib.parse import quote, unquote, urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
-from feedbridge.errors import RequestError, RouteNotFound
-from feedbridge.feeds.filters import MAX_LIMIT, MAX_THRESHOLD, THRESHOLDS, FeedFilter, make_filter
+from feedbridge.errors import RouteNotFound
+from feedbridge.feeds import params
+from feedbridge.feeds.filters import FeedFilter, make_filter
+from feedbridge.feeds.params import DIGESTS, FeedKind, Given, shorten
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.render.formats import FORMATS
 
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
-TOP_PERIODS = ("all", "yearly", "quarterly", "monthly", "weekly", "daily")
-MAX_PARAM_CHARS = 1000
-DIGESTS = {"daily": 7, "weekly": 8}  # each digest and the periods it shows without `limit=`
 MAX_INTERSECTION = 5
 
 RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts"]
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
-"""Feeds of posts rather than topics (feeds/post_feeds.py): they take author=, q=, limit=, pages=, content= and,
-on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""
-_TOPIC_ONLY = ("tag", "exclude_tag", "exclude_category", *THRESHOLDS, "digest", "period", "exclude_pinned")
-KEYWORD_PARAMS: dict[str, str] = {"filter": "keyword"}
+"""Feeds of posts rather than topics (feeds/post_feeds.py); which parameters they take is the table's
+(`params.POSTS`)."""
+KEYWORD_PARAMS: dict[str, str] = dict.fromkeys(params.NAMED["keyword"].feeds, "keyword")
 """The bridge's keyword filter is `q=` on every feed but these, whose `q=` is the forum's own query (a
 `/filter` feed's is its Discourse filter query, as on the forum's `/filter?q=` page, so a pasted URL keeps
-its meaning): there it is `keyword=`. One name per feed: `keyword=` elsewhere is a 400 saying so."""
+its meaning): there it is `keyword=` (the table's rows of `q` and `keyword`). One name per feed:
+`keyword=` elsewhere is a 400 saying so."""
 
 # The route grammar: each kind of forum list as a path pattern, read by the feed routes below and by the
 # front page's form (web/feedform.py), which turns a feed path back into its values; forum URLs become feed
@@ -70,6 +69,7 @@ _FEED_ROUTES: tuple[tuple[RouteKind, re.Pattern[str]], ...] = tuple(
 class FeedSpec:
     forum: Forum
     kind: RouteKind
+    feed: FeedKind  # the kind as the parameter table knows it: a list's and a category's views apart
     label: str
     list_path: str
     list_params: tuple[tuple[str, str], ...]
@@ -137,31 +137,26 @@ class FeedSpec:
         return f"{self.forum.key} · {self.label}" + (f" · {described}" if described else "")
 
     def canonical_query(self) -> list[tuple[str, str]]:
-        """The query string that names this feed: sorted and normalised, so equal feeds share one key."""
-        params: list[tuple[str, str]] = list(self.list_params)  # a user feed's category= too: it changes what is read
-        params += [("author", a) for a in sorted(self.filter.authors) if self.kind not in ("user", "user_posts")]
+        """The query string that names this feed: sorted and normalised, so equal feeds share one key. What
+        the filter holds is named as the filter normalised it, for each parameter this feed takes."""
+        query: list[tuple[str, str]] = list(self.list_params)  # a user feed's category= too: it changes what is read
+        for param in params.held(self.feed):
+            query += [(param.name, value) for value in _canonical(getattr(self.filter, param.filter_field))]
         if self.filter.query is not None:
-            params.append((self.keyword, str(self.filter.query)))
-        params += [("tag", t) for t in sorted(self.filter.tags)]
+            query.append((self.keyword, str(self.filter.query)))
+        query += [("tag", t) for t in sorted(self.filter.tags)]
         if own := self.filter.tags_all - {unquote(t).casefold() for t in self.intersection}:
-            params.append(("tag", "+".join(sorted(own))))
-        params += [("exclude_tag", t) for t in sorted(self.filter.exclude_tags)]
-        params += [("exclude_category", str(c)) for c in sorted(self.filter.exclude_categories)]
-        for name in THRESHOLDS:
-            if (bound := getattr(self.filter, name)) is not None:  # max_replies=0 included: it is a ceiling
-                params.append((name, str(bound)))
-        if self.filter.exclude_pinned:
-            params.append(("exclude_pinned", "1"))
+            query.append(("tag", "+".join(sorted(own))))
         if self.digest is not None:
-            params.append(("digest", self.digest))
+            query.append(("digest", self.digest))
         limit = self.filter.limit if self.digest is None else self.digest_limit
         if limit is not None and (self.digest is None or limit != DIGESTS[self.digest]):
-            params.append(("limit", str(limit)))
+            query.append(("limit", str(limit)))
         if self.pages != 1:
-            params.append(("pages", str(self.pages)))
+            query.append(("pages", str(self.pages)))
         if self.content != "excerpt":
-            params.append(("content", self.content))
-        return sorted(set(params))
+            query.append(("content", self.content))
+        return sorted(set(query))
 
     def cache_key(self) -> str:
         """What names this feed's content: equal specs give equal keys (the query is canonical)."""
@@ -171,13 +166,14 @@ class FeedSpec:
 
 
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
-    """`path` is the request path without its leading slash; `args` maps each parameter to its values."""
+    """`path` is the request path without its leading slash; `args` maps each parameter to its values, which
+    the parameter table reads (`params.parse`: a parameter the feed does not take is refused by name)."""
     found = split_forum(settings, path)
     if found is None:
-        raise RouteNotFound(f"unknown forum {_shorten(path.split('/', 1)[0])!r}: this bridge serves "
+        raise RouteNotFound(f"unknown forum {shorten(path.split('/', 1)[0])!r}: this bridge serves "
                             + ", ".join(f.key for f in settings.forums))
     forum, rest = found
-    unmatched = f"no feed route matches /{_shorten(rest)} on {forum.key}"
+    unmatched = f"no feed route matches /{shorten(rest)} on {forum.key}"
     for name, pattern in _FEED_ROUTES:  # noqa: B007 (the match and its name are used after the loop)
         match = pattern.fullmatch(rest)
         if match:
@@ -188,42 +184,37 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     fmt = parts["fmt"]
     if fmt not in FORMATS:
         raise RouteNotFound(f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
-    values = _checked_args(args)
-    pages = _int_arg(values, "pages", settings.pages_default, 1, settings.pages_max)
-    content = _one(values, "content") or settings.content_default
-    if content not in ("excerpt", "full"):
-        raise RequestError(f"content must be 'excerpt' or 'full', not {content!r}", param="content")
+    feed = feed_kind(name, parts)
+    given = params.parse(settings, feed, args)
+    own = KINDS[name](parts, given, unmatched)
+    held = given.filtered()
+    if own.authors is not None:
+        held["authors"] = own.authors
+    digest = given.text("digest")
+    limit = given.whole("limit")
+    any_tags, given_all = given.tags("tag")
     keyword = keyword_param(name)
-    if keyword != "keyword" and "keyword" in values:
-        raise RequestError("keyword= is the keyword filter of /filter feeds, whose q= is the forum's filter query; "
-                           "on this feed the keyword filter is q=", param="keyword")
-    own = KINDS[name](parts, values, unmatched)
-    authors = own.authors if own.authors is not None else [
-        a for value in values.get("author", []) for a in value.split(",") if a.strip()]
+    feed_filter = make_filter(query=given.text(keyword), limit=limit if digest is None else None, tags=any_tags,
+                              tags_all=[*own.tags_all, *given_all], keyword=keyword, **held)
+    return FeedSpec(forum, name, feed, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter,
+                    given.defaulted("pages"), given.defaulted("content"),
+                    own.user, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
+                    own.topic_id, own.poster, own.forum_query)
 
-    digest = _one(values, "digest") or None
-    if digest is not None and digest not in DIGESTS:
-        raise RequestError(f"digest must be one of {', '.join(DIGESTS)}, not {_shorten(digest)!r}", param="digest")
-    limit = _int_arg(values, "limit", None, 1, MAX_LIMIT)
-    any_tags, given_all = _tag_args(values.get("tag", []))
-    feed_filter = make_filter(
-        authors=authors,
-        query=_one(values, keyword),
-        limit=limit if digest is None else None,
-        tags=any_tags,
-        tags_all=[*own.tags_all, *given_all],
-        exclude_tags=[t for value in values.get("exclude_tag", []) for t in value.split(",") if t.strip()],
-        exclude_categories=_ids(values, "exclude_category"),
-        min_replies=_int_arg(values, "min_replies", None, 0, MAX_THRESHOLD),
-        max_replies=_int_arg(values, "max_replies", None, 0, MAX_THRESHOLD),
-        min_likes=_int_arg(values, "min_likes", None, 0, MAX_THRESHOLD),
-        min_views=_int_arg(values, "min_views", None, 0, MAX_THRESHOLD),
-        exclude_pinned=_int_arg(values, "exclude_pinned", 0, 0, 1) == 1,
-        keyword=keyword,
-    )
-    return FeedSpec(forum, name, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter, pages,
-                    content, own.user, digest, (limit or DIGESTS[digest]) if digest is not None else 0,
-                    own.intersection, own.topic_id, own.poster, own.forum_query)
+
+def feed_kind(kind: RouteKind, parts: Mapping[str, Any]) -> FeedKind:
+    """The kind of feed as the parameter table knows it, from its route's kind and the parts it matched."""
+    if kind == "list":
+        return _LIST_FEEDS[parts["list"]]
+    if kind == "category" and parts.get("top"):
+        return "category_top"
+    return _SAME_FEEDS[kind]
+
+
+_LIST_FEEDS: dict[str, FeedKind] = {"latest": "latest", "top": "top", "hot": "hot"}
+_SAME_FEEDS: dict[RouteKind, FeedKind] = {
+    "category": "category", "tag": "tag", "user": "user", "search": "search", "filter": "filter",
+    "topic_posts": "topic_posts", "posts": "posts", "user_posts": "user_posts"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,29 +235,30 @@ class KindSpec:
     poster: str | None = None
 
 
-KindBuilder = Callable[[Mapping[str, Any], Mapping[str, list[str]], str], KindSpec]
-"""A route kind's part of its spec, from the parts its route's match names, the checked query values, and
-what a path is told that the route's pattern lets through but the kind refuses (`no feed route matches`)."""
+KindBuilder = Callable[[Mapping[str, Any], Given, str], KindSpec]
+"""A route kind's part of its spec, from the parts its route's match names, the parameters as the table read
+them, and what a path is told that the route's pattern lets through but the kind refuses (`no feed route
+matches`)."""
 
 
-def _list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+def _list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     name = parts["list"]
     if name == "top":
-        period = _period(values)
+        period = given.defaulted("period")
         return KindSpec(f"/{name}", f"/{name}", f"top ({period})", (("period", period),))
-    return KindSpec(f"/{name}", f"/{name}", name, _category(values) if name == "latest" else ())
+    return KindSpec(f"/{name}", f"/{name}", name, _category(given))
 
 
-def _category_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+def _category_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     path = "/c/" + "/".join(quote(s) for s in parts["slugs"].split("/")) + f"/{parts['id']}"
     label = parts["slugs"].replace("/", " / ")
     if not parts["top"]:
         return KindSpec(path, path, label)
-    period = _period(values)
+    period = given.defaulted("period")
     return KindSpec(path + "/l/top", path + "/l/top", f"{label} · top ({period})", (("period", period),))
 
 
-def _tag_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     names = parts["tag"].split("+")
     if len(names) > MAX_INTERSECTION or not all(re.fullmatch(SLUG, n) for n in names) or (
             len(names) > 1 and parts["id"]):
@@ -280,40 +272,34 @@ def _tag_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatch
                     intersection=intersection)
 
 
-def _user_topics(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
+def _user_topics(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     user = parts["user"]
-    return KindSpec("/latest", f"/u/{quote(user)}/activity/topics", f"topics by {user}", _category(values),
+    return KindSpec("/latest", f"/u/{quote(user)}/activity/topics", f"topics by {user}", _category(given),
                     authors=(user,), user=user)
 
 
-def _search(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
-    list_params = _category(values)
-    if not (query := _one(values, "q")):
-        raise RequestError("q is required on /search: give a keyword query, e.g. ?q=inductor", param="q")
-    return KindSpec("/latest", "/search?" + urlencode({"q": query}), "search", list_params)
+def _search(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+    return KindSpec("/latest", "/search?" + urlencode({"q": given.text("q") or ""}), "search", _category(given))
 
 
-def _filter_list(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
-    forum_query = parse_filter_query(_one(values, "q") or "")
+def _filter_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+    forum_query = parse_filter_query(given.text("q") or "")
     list_params = (("q", str(forum_query)),)
     return KindSpec("/filter", "/filter?" + urlencode(list_params), f"filter {forum_query}", list_params,
                     forum_query=forum_query)
 
 
-def _topic_posts(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
-    _post_args("topic_posts", values)
+def _topic_posts(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     topic = parts["topic"]
     return KindSpec(f"/t/{topic}", f"/t/{quote(parts['slug'] or 'topic')}/{topic}", f"posts of topic {topic}",
                     topic_id=int(topic))
 
 
-def _latest_posts(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
-    _post_args("posts", values)
-    return KindSpec("/posts", "/latest", "latest posts", _category(values))
+def _latest_posts(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+    return KindSpec("/posts", "/latest", "latest posts", _category(given))
 
 
-def _user_posts(parts: Mapping[str, Any], values: Mapping[str, list[str]], unmatched: str) -> KindSpec:
-    _post_args("user_posts", values)
+def _user_posts(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     user = parts["user"]
     return KindSpec(f"/u/{quote(user)}/posts", f"/u/{quote(user)}/activity", f"posts by {user}", authors=(user,),
                     poster=user)
@@ -333,19 +319,10 @@ KINDS: dict[RouteKind, KindBuilder] = {
 """Each route kind's part of its spec: the one place a kind's list, page, label and own fields are decided."""
 
 
-def _post_args(kind: RouteKind, values: Mapping[str, list[str]]) -> None:
-    """What a post feed refuses: what only topics have (`_TOPIC_ONLY`), and `category=` but on /posts."""
-    if given := next((key for key in _TOPIC_ONLY if values.get(key)), None):
-        raise RequestError(f"{given}= is for topic feeds; post feeds take author, q, limit, pages and content"
-                           + (" (and category on /posts)" if kind == "posts" else ""), param=given)
-    if kind != "posts" and "category" in values:
-        raise RequestError("category= is for /posts among post feeds: a topic's or a user's posts take none",
-                           param="category")
-
-
-def _category(values: Mapping[str, list[str]]) -> tuple[tuple[str, str], ...]:
+def _category(given: Given) -> tuple[tuple[str, str], ...]:
     """A list's own `category=` (an id), for the kinds whose forum list takes one."""
-    return (("category", str(_int_arg(values, "category", 0, 1, 10**9))),) if "category" in values else ()
+    category = given.whole("category")
+    return () if category is None else (("category", str(category)),)
 
 
 def keyword_param(kind: str | None) -> str:
@@ -365,42 +342,15 @@ def kind_of(path: str) -> RouteKind | None:
     return None if found is None else found[0]
 
 
-def _period(values: Mapping[str, list[str]]) -> str:
-    period = _one(values, "period") or "all"
-    if period not in TOP_PERIODS:
-        raise RequestError(f"period must be one of {', '.join(TOP_PERIODS)}, not {_shorten(period)!r}",
-                           param="period")
-    return period
-
-
-def _tag_args(values: Sequence[str]) -> tuple[list[str], list[str]]:
-    """`tag=` in Discourse's `/filter` notation: `a,b` or a repeated `tag=` for any of them, `a+b` for all
-    (a `+` left literal in a query string reaches us as a space, an encoded one as `+`). The two forms do
-    not mix: "a+b,c" has no meaning Discourse gives it."""
-    any_of: list[str] = []
-    all_of: list[str] = []
-    for value in values:
-        groups = [group.strip() for group in value.split(",") if group.strip()]
-        every = [group for group in groups if "+" in group or " " in group]
-        if every and (len(groups) > 1 or len(values) > 1):
-            raise RequestError(f"tag: give either any of several tags (tag=a,b) or all of them (tag=a+b), "
-                               f"not both in {_shorten(value)!r}", param="tag")
-        if every:
-            all_of = [t for t in every[0].replace(" ", "+").split("+") if t]
-        else:
-            any_of += groups
-    return any_of, all_of
-
-
-def _ids(values: Mapping[str, list[str]], key: str) -> list[int]:
-    found = []
-    for raw in (item for value in values.get(key, []) for item in value.split(",") if item.strip()):
-        item = raw.strip()
-        if not item.isascii() or not item.isdigit() or not 1 <= int(item) <= MAX_THRESHOLD:
-            raise RequestError(f"{key} must be category ids (whole numbers from 1 to {MAX_THRESHOLD}), "
-                               f"not {_shorten(raw)!r}", param=key)
-        found.append(int(item))
-    return found
+def _canonical(value: object) -> list[str]:
+    """A filter field's value as query values: none for none, `1` for a flag, each member of a set in order."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return ["1"]
+    if isinstance(value, frozenset):
+        return [str(v) for v in sorted(value)]
+    return [str(value)]
 
 
 def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
@@ -410,43 +360,3 @@ def split_forum(settings: Settings, path: str) -> tuple[Forum, str] | None:
         if path.startswith(forum.key + "/"):
             return forum, path[len(forum.key) + 1 :]
     return None
-
-
-_SINGLE = ("q", "keyword", "limit", "pages", "period", "category", "content", *THRESHOLDS, "digest", "exclude_pinned")
-
-
-def _checked_args(args: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    values: dict[str, list[str]] = {}
-    for key, items in args.items():
-        items = list(items)
-        for item in items:
-            if len(item) > MAX_PARAM_CHARS:
-                raise RequestError(f"{key} is longer than {MAX_PARAM_CHARS} characters", param=key)
-            if any(ord(c) < 32 or ord(c) == 127 for c in item):
-                raise RequestError(f"{key} contains control characters", param=key)
-        if key in _SINGLE and len(items) > 1:
-            raise RequestError(f"{key} was given {len(items)} times; give it once", param=key)
-        values[key] = items
-    return values
-
-
-def _one(values: Mapping[str, list[str]], key: str) -> str | None:
-    items = values.get(key)
-    return items[0].strip() if items else None
-
-
-@overload
-def _int_arg(values: Mapping[str, list[str]], key: str, default: int, low: int, high: int) -> int: ...
-@overload
-def _int_arg(values: Mapping[str, list[str]], key: str, default: None, low: int, high: int) -> int | None: ...
-def _int_arg(values: Mapping[str, list[str]], key: str, default: int | None, low: int, high: int) -> int | None:
-    raw = _one(values, key)
-    if raw is None or raw == "":
-        return default
-    if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
-        raise RequestError(f"{key} must be a whole number from {low} to {high}, not {_shorten(raw)!r}", param=key)
-    return int(raw)
-
-
-def _shorten(text: str, size: int = 80) -> str:
-    return text if len(text) <= size else text[:size] + "…"

@@ -20,19 +20,16 @@ from typing import Any
 from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError
-from feedbridge.feeds.filters import THRESHOLDS
+from feedbridge.feeds import params
 from feedbridge.feeds.sources import MARKDOWN
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
-# Keys of a feed that become feed-URL parameters, exactly as the web service names them.
-PARAMS = ("author", "q", "keyword", "tag", "limit", "pages", "period", "category", "content", *THRESHOLDS,
-          "exclude_tag", "exclude_category", "exclude_pinned", "digest")
-_LISTS = ("author", "tag", "exclude_tag", "exclude_category")  # keys that may hold several values
-_WHOLE = ("limit", "pages", "category", *THRESHOLDS, "exclude_category")
-_BOOLEANS = ("exclude_pinned",)  # `true` is the feed parameter's 1
+# Keys of a feed that become feed-URL parameters, exactly as the web service names them: the table's
+# (`feeds/params.py`), each a string, a whole number or true/false as its value is, a list where it is many.
+PARAMS = tuple(name for name, row in params.NAMED.items() if row.static)
 DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
 _FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", "credential", *PARAMS)
 _TOP_KEYS = ("title", "site_url", "out_dir", "fetch", "defaults", "feeds")
@@ -276,7 +273,8 @@ class _Checker:
         found = feed_for_url(Settings(forums=(forum,)), listing.url or forum.base_url)
         if isinstance(found, NoFeed):
             raise self.fail(f"source {str(file)!r}: {found.message} (give its path)", "feeds", index, "source")
-        listed = {key: int(value) if key in _WHOLE else value for key, value in found.params if key in PARAMS}
+        listed = {key: int(value) if params.NAMED[key].numeric else value
+                  for key, value in found.params if key in PARAMS}
         return text, replace(forum, source="markdown"), found.path, listed
 
     def offline(self, spec: FeedSpec, name: str, index: int) -> None:
@@ -318,18 +316,18 @@ class _Checker:
 
     def values(self, item: dict[str, Any], key: str, index: int) -> list[str]:
         """A feed parameter as the web service receives it: a list of strings."""
-        value = item[key]
-        items = value if isinstance(value, list) and key in _LISTS else [value]
-        if key in _BOOLEANS:
+        value, param = item[key], params.NAMED[key]
+        items = value if isinstance(value, list) and param.many else [value]
+        if param.value == "flag":  # `true` is the feed parameter's 1
             if not isinstance(value, bool):
                 raise self.fail(f"{key} must be true or false, not {value!r}", "feeds", index, key)
             return ["1" if value else "0"]
-        if key in _WHOLE:
+        if param.numeric:
             ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
-            kind = "a whole number" + (" or a list of them" if key in _LISTS else "")
+            kind = "a whole number" + (" or a list of them" if param.many else "")
         else:
             ok = all(isinstance(v, str) for v in items)
-            kind = "a string" + (" or a list of strings" if key in _LISTS else "")
+            kind = "a string" + (" or a list of strings" if param.many else "")
         if not ok:
             raise self.fail(f"{key} must be {kind}, not {value!r}", "feeds", index, key)
         return [str(v) for v in items]

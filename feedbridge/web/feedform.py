@@ -3,31 +3,71 @@
 Pure functions only. The form never builds an upstream URL itself: `feed_request` turns the values
 into the same path and parameters a feed reader would send, and `spec.parse_feed_request` (the
 service's one validation boundary) decides whether they name a feed.
+
+The form has two kinds of fields: those that choose the list (which forum, which kind of list, which
+category, tag, topic or user, the format), written here, and one field per parameter of the table
+(`feeds/params.py`), made from its rows: their names, labels, hints, choices and the lists that take them.
 """
 
 from __future__ import annotations
 
 import builtins
+import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from feedbridge.config import Settings
-from feedbridge.feeds.filters import THRESHOLDS
-from feedbridge.feeds.spec import CATEGORY_VALUE, DIGESTS, TOP_PERIODS, keyword_param, route_of, split_forum
+from feedbridge.feeds import params
+from feedbridge.feeds.params import FeedKind, Param
+from feedbridge.feeds.spec import CATEGORY_VALUE, feed_kind, route_of, split_forum
 from feedbridge.feeds.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
 
-LISTS = ("latest", "top", "hot", "category", "tag", "started", "search", "filter", "posts", "topic", "user")
-"""`started` is the topics a user started (`/u/NAME`); `filter` the forum's own `/filter?q=` list; the last
-three are post feeds (feeds/post_feeds.py): the forum's latest posts, one topic's, one user's."""
+LIST_FEEDS: dict[str, tuple[FeedKind, ...]] = {
+    "latest": ("latest",), "top": ("top",), "hot": ("hot",), "category": ("category", "category_top"),
+    "tag": ("tag",), "started": ("user",), "search": ("search",), "filter": ("filter",), "posts": ("posts",),
+    "topic": ("topic_posts",), "user": ("user_posts",),
+}
+"""The form's lists and the feeds each names. `started` is the topics a user started (`/u/NAME`); `filter`
+the forum's own `/filter?q=` list; the last three are post feeds (feeds/post_feeds.py): the forum's latest
+posts, one topic's, one user's. A category's list is its default view or its top list (`view`)."""
+LISTS = tuple(LIST_FEEDS)
 TAG_MATCHES = ("any", "all")
 VIEWS = ("", "top")  # a category's default view, or its top list (`/c/SLUG/ID/l/top`)
-_IN_CATEGORY = ("latest", "started", "search", "posts")  # the lists that take `category=` (an id)
-# Parameters the form passes to the feed as typed; spec.parse_feed_request checks them.
-_PASSED = ("author", "q", "exclude_tag", "exclude_category", *THRESHOLDS, "exclude_pinned", "digest", "limit",
-           "pages", "content")
+
+_FORM_ROWS = tuple(p for p in params.PARAMETERS if p.label)
+FIELDS: tuple[Param, ...] = params.firsts(_FORM_ROWS, lambda p: p.form_name)
+"""One form field per parameter the form offers; where two rows share a field (the keywords are `q=`, and
+`keyword=` on a /filter feed), the first one's label and widget."""
+
+
+def _for_list(fields: Sequence[Param]) -> str:
+    """The lists whose feeds take any of `fields` (`data-for-list`, which the page's script shows them for);
+    "" where every list does."""
+    names = {p.form_name for p in fields}
+    lists = [name for name, feeds in LIST_FEEDS.items()
+             if any(set(feeds) & p.feeds for p in _FORM_ROWS if p.form_name in names)]
+    return "" if len(lists) == len(LISTS) else " ".join(lists)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """Fields shown together: a fieldset's (`Param.group`, its legend), or one field on its own (no legend)."""
+
+    legend: str
+    fields: tuple[Param, ...]
+    for_list: str  # `_for_list`
+
+
+SECTIONS: tuple[Section, ...] = tuple(
+    Section(legend, fields, _for_list(fields))
+    for legend, group in itertools.groupby(FIELDS, key=lambda p: p.group)
+    for fields in ([tuple(group)] if legend else [(p,) for p in group]))
+"""The parameter fields in the table's order, those of one fieldset together."""
+KEPT = tuple(p.form_name for p in FIELDS if not p.lists) + ("tag_match", "format")
+"""What a pasted URL cannot say (filters, format): kept from the choices already made."""
 
 # The feed routes' grammar (feeds/spec.py), without the format: a feed path back into form values.
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
@@ -35,65 +75,83 @@ _TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?\d{1,9}")
 _TAG_SEPARATORS = re.compile(r"[\s,+]")
 
 
-@dataclass(frozen=True, slots=True)
 class FeedForm:
-    """Everything the front page asks for, as strings exactly as typed (validation happens in spec)."""
+    """Everything the front page asks for, as strings exactly as typed (validation happens in spec): the
+    fields that choose the list (`STRUCTURE`) and one per parameter field (`FIELDS`), read as attributes.
+    Immutable: `replace` makes a changed copy."""
 
-    forum: str = ""  # a configured forum key
-    list: str = "latest"  # one of LISTS
-    category: str = ""  # "slug/id" up to three slugs deep, as in the category's feed path
-    view: str = ""  # the category's: one of VIEWS
-    tag: str = ""
-    topic: str = ""  # the topic list: "slug/id" or "id", as in a topic's URL
-    user: str = ""  # the started and user lists: whose topics, whose posts
-    filter_query: str = ""  # the filter list: a Discourse /filter query, its `q=` (the keywords below are `q`)
-    period: str = "all"  # top lists only
-    in_category: str = ""  # latest, started, search, posts: stay inside this category (its id)
-    author: str = ""  # comma-separated usernames
-    q: str = ""
-    tags: str = ""  # filter tags, separated by commas, spaces or +
-    tag_match: str = "any"  # one of TAG_MATCHES
-    exclude_tag: str = ""
-    exclude_category: str = ""  # comma-separated category ids
-    exclude_pinned: str = ""  # "1" leaves out pinned topics
-    min_replies: str = ""
-    max_replies: str = ""  # "0": the unanswered topics
-    min_likes: str = ""
-    min_views: str = ""
-    digest: str = ""  # "" or a key of DIGESTS
-    limit: str = ""
-    pages: str = ""
-    content: str = ""  # "" (the bridge's default), "excerpt" or "full"
-    format: str = "atom"
+    STRUCTURE: ClassVar[dict[str, str]] = {
+        "forum": "",  # a configured forum key
+        "list": "latest",  # one of LISTS
+        "category": "",  # "slug/id" up to three slugs deep, as in the category's feed path
+        "view": "",  # the category's: one of VIEWS
+        "tag": "",  # the tag list's tag
+        "topic": "",  # the topic list: "slug/id" or "id", as in a topic's URL
+        "user": "",  # the started and user lists: whose topics, whose posts
+        "tag_match": "any",  # the tag filter's: one of TAG_MATCHES
+        "format": "atom",
+    }
+    DEFAULTS: ClassVar[dict[str, str]] = {**STRUCTURE, **{p.form_name: p.default for p in FIELDS}}
+    __slots__ = ("_values",)
+    _values: dict[str, str]
+
+    def __init__(self, **values: str) -> None:
+        if unknown := set(values) - set(self.DEFAULTS):
+            raise TypeError(f"FeedForm has no field {sorted(unknown)[0]!r}")
+        object.__setattr__(self, "_values", {**self.DEFAULTS, **values})
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> str:  # the template's `form[name]`
+        return self._values[name]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a FeedForm is immutable: use replace()")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FeedForm) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        return f"FeedForm({', '.join(f'{k}={v!r}' for k, v in self.args().items())})"
+
+    def replace(self, **values: str) -> FeedForm:
+        return FeedForm(**{**self._values, **values})
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self._values)
 
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> FeedForm:
-        values = {f.name: str(args.get(f.name, "")).strip() for f in fields(cls) if args.get(f.name)}
-        form = cls(**values)
-        return replace(
-            form,
-            list=form.list if form.list in LISTS else "latest",
-            format=form.format if form.format in FORMATS else "atom",
-            period=form.period if form.period in TOP_PERIODS else "all",
-            view=form.view if form.view in VIEWS else "",
-            tag_match=form.tag_match if form.tag_match in TAG_MATCHES else "any",
-            digest=form.digest if form.digest in DIGESTS else "",
-            content=form.content if form.content in ("excerpt", "full") else "",
-        )
+        """The form of the front page's own query string: unknown fields left out, and a choice that is
+        not one of its values taken as its default."""
+        values = {name: str(args.get(name, "")).strip() for name in cls.DEFAULTS if args.get(name)}
+        choices = {"list": LISTS, "format": tuple(FORMATS), "view": VIEWS, "tag_match": TAG_MATCHES,
+                   **{p.form_name: tuple(v for v, _ in p.choices) for p in FIELDS if p.value == "choice"}}
+        return cls(**{name: value for name, value in values.items() if name not in choices or value in choices[name]})
 
     def args(self) -> dict[str, Any]:
         """The front page's own query string for these values (defaults left out)."""
-        default = FeedForm()
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)}
+        return {name: value for name, value in self._values.items() if value != self.DEFAULTS[name]}
+
+    @property
+    def feed(self) -> FeedKind:
+        """The kind of feed these values name (a category's top view apart)."""
+        feeds = LIST_FEEDS.get(self.list, ("latest",))
+        return feeds[-1] if self.list == "category" and self.view == "top" else feeds[0]
 
     def feed_request(self, fmt: str | None = None) -> tuple[str, dict[str, builtins.list[str]]]:
-        """The feed's path (no leading slash) and query parameters, in the shape `parse_feed_request` takes."""
+        """The feed's path (no leading slash) and query parameters, in the shape `parse_feed_request` takes:
+        each field the feed takes, by its parameter's name on this feed."""
         fmt = fmt or self.format
-        args: dict[str, list[str]] = {}
-        top = self.list == "top" or (self.list == "category" and self.view == "top")
         if self.list == "category":
-            name = f"c/{self.category.strip('/')}" + ("/l/top" if top else "")
+            name = f"c/{self.category.strip('/')}" + ("/l/top" if self.view == "top" else "")
         elif self.list == "tag":
             name = f"tag/{self.tag}"
         elif self.list == "topic":
@@ -104,17 +162,13 @@ class FeedForm:
             name = f"u/{self.user.strip().removeprefix('@')}/posts"
         else:
             name = self.list
-        if self.list == "filter":
-            args["q"] = [self.filter_query]
-        if top and self.period != "all":
-            args["period"] = [self.period]
-        if self.in_category and self.list in _IN_CATEGORY:
-            args["category"] = [self.in_category]
-        for key in _PASSED:
-            if value := getattr(self, key):
-                args[keyword_param(self.list) if key == "q" else key] = [value]
-        if names := [t for t in _TAG_SEPARATORS.split(self.tags) if t]:
-            args["tag"] = ["+".join(names) if self.tag_match == "all" else ",".join(names)]
+        args: dict[str, list[str]] = {}
+        for param in params.rows(self.feed):
+            value = self._values.get(param.form_name, "") if param.label else ""
+            if param.value == "tags" and (names := [t for t in _TAG_SEPARATORS.split(value) if t]):
+                args[param.name] = ["+".join(names) if self.tag_match == "all" else ",".join(names)]
+            elif value and value != param.default:
+                args[param.name] = [value]
         return f"{self.forum}/{name}.{fmt}", args
 
     @property
@@ -141,61 +195,61 @@ class Recognised:
     message: str  # what was recognised, or why nothing was
 
 
-def recognise(settings: Settings, url: str, base: FeedForm = FeedForm()) -> Recognised:
+def recognise(settings: Settings, url: str, base: FeedForm | None = None) -> Recognised:
     """Form values from any forum URL a user might paste, through the one converter of forum URLs into
     feeds (`feeds.urls.feed_for_url`): what the user already chose and the URL does not say (format,
     author, query, filters) is kept from `base`."""
     found = feed_for_url(settings, url)
     if isinstance(found, NoFeed):
         return Recognised(None, found.message)
-    form = form_of_feed(found.path, found.args(), replace(base, forum=found.forum.key))
+    form = form_of_feed(found.path, found.args(), (base or FeedForm()).replace(forum=found.forum.key))
     return Recognised(form, found.what)
 
 
 def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -> FeedForm:
     """`base` with the list of the feed path `path` (after the forum's key, without format) and what its
-    list-naming parameters (`period=`, `category=`, `q=` of a search or a filter, a list's `tag=`) say; the
-    keywords are the feed's `q=`, or `keyword=` where `q=` is the forum's (`spec.KEYWORD_PARAMS`)."""
-    form = replace(base, list="latest", category="", view="", tag="", topic="", user="", period="all",
-                   in_category="", filter_query="")
+    parameters say: those that name the list (`period=`, `category=`, a /filter's `q=`) from `args` alone,
+    the others (the keywords, `tag=`, ...) where `args` gives them."""
+    form = base.replace(list="latest", category="", view="", tag="", topic="", user="",
+                        **{p.form_name: p.default for p in FIELDS if p.lists})
     kind, parts = route_of(path) or ("list", {"list": "latest"})
-    period = next(iter(args.get("period", [])), "all")
-    period = period if period in TOP_PERIODS else "all"
-    in_category = next(iter(args.get("category", [])), "")
-    if q := next(iter(args.get(keyword_param(kind), [])), ""):
-        form = replace(form, q=q)
-    if tags := ",".join(args.get("tag", [])):
-        form = replace(form, tags=tags, tag_match="all" if "+" in tags or " " in tags.strip() else "any")
     if kind == "list":
-        form = replace(form, list=parts["list"], period=period if parts["list"] == "top" else "all")
+        form = form.replace(list=parts["list"])
     elif kind == "category":
-        form = replace(form, list="category", category=f"{parts['slugs']}/{parts['id']}",
-                       view="top" if parts["top"] else "", period=period if parts["top"] else "all")
+        form = form.replace(list="category", category=f"{parts['slugs']}/{parts['id']}",
+                            view="top" if parts["top"] else "")
     elif kind == "tag":
-        form = replace(form, list="tag", tag=parts["tag"])  # `/tag/NAME.md` answers 301 to `/tag/NAME/ID.md`
+        form = form.replace(list="tag", tag=parts["tag"])  # `/tag/NAME.md` answers 301 to `/tag/NAME/ID.md`
     elif kind == "user":
         # the author too: the user's topics are the latest list's by that author where the forum refuses
         # the user's own list, and the field keeps them if the list is changed
-        form = replace(form, list="started", user=parts["user"], author=parts["user"])
+        form = form.replace(list="started", user=parts["user"], author=parts["user"])
     elif kind == "topic_posts":
-        form = replace(form, list="topic", topic=f"{parts['slug']}/{parts['topic']}" if parts["slug"]
-                       else parts["topic"])
+        form = form.replace(list="topic",
+                            topic=f"{parts['slug']}/{parts['topic']}" if parts["slug"] else parts["topic"])
     elif kind == "user_posts":
-        form = replace(form, list="user", user=parts["user"])
-    elif kind == "filter":
-        form = replace(form, list="filter", filter_query=next(iter(args.get("q", [])), ""))
-    else:  # search, posts
-        form = replace(form, list=kind)
-    return replace(form, in_category=in_category if form.list in _IN_CATEGORY else "")
+        form = form.replace(list="user", user=parts["user"])
+    else:  # search, filter, posts
+        form = form.replace(list=kind)
+    values: dict[str, str] = {}
+    for param in params.rows(feed_kind(kind, parts)):
+        given = [value for value in args.get(param.name, []) if value]
+        if not param.label or not given:
+            continue
+        values[param.form_name] = ",".join(given)
+        if param.value == "choice" and values[param.form_name] not in (v for v, _ in param.choices):
+            values[param.form_name] = param.default
+        if param.value == "tags":
+            values["tag_match"] = "all" if "+" in values["tags"] or " " in values["tags"].strip() else "any"
+    return form.replace(**values)
 
 
 def form_from_path(path: str, args: Mapping[str, Sequence[str]], settings: Settings) -> FeedForm:
     """The form that builds the feed at `path` (a feed URL path without its leading slash)."""
     stem, _, fmt = path.rpartition(".")
-    flat = {k: ",".join(v) for k, v in args.items() if v and k not in ("tag", "category", "period", "q", "keyword")}
-    base = FeedForm.from_args({**flat, "format": fmt})
+    base = FeedForm.from_args({"format": fmt})
     found = split_forum(settings, stem)
     if found is None:
         return base
     forum, rest = found
-    return form_of_feed(rest, args, replace(base, forum=forum.key))
+    return form_of_feed(rest, args, base.replace(forum=forum.key))

@@ -20,7 +20,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode, urlsplit
 
@@ -38,11 +38,7 @@ from feedbridge.errors import CpuSpent, Reason, RequestError, RouteNotFound, Ups
 from feedbridge.feeds import signing
 from feedbridge.feeds.assemble import feed_title
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.spec import (
-    TOP_PERIODS,
-    FeedSpec,
-    parse_feed_request,
-)
+from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import Subscription
@@ -51,7 +47,7 @@ from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
 from feedbridge.web.allowance import allowance
 from feedbridge.web.context import client, service
-from feedbridge.web.feedform import LISTS, FeedForm, form_from_path, recognise
+from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved, in_turns
 
 log = logging.getLogger(__name__)
@@ -156,13 +152,13 @@ def index() -> Response:
     svc = service()
     form, message = _form_from_request(svc.settings)
     forum = svc.settings.forum_for_key(form.forum) or svc.settings.forums[0]
-    form = replace(form, forum=forum.key)
+    form = form.replace(forum=forum.key)
     categories, categories_error = _categories(svc, forum)
     built = build(svc, form)
     html = render_template(
         "index.html", form=form, built=built, message=message, forums=svc.settings.forums, lists=LISTS,
-        periods=TOP_PERIODS, formats=tuple(FORMATS), categories=categories,
-        categories_error=categories_error, pages_max=svc.settings.pages_max, result=result_html(svc, built),
+        sections=SECTIONS, kept=KEPT, formats=tuple(FORMATS), categories=categories,
+        categories_error=categories_error, settings=svc.settings, result=result_html(svc, built),
     )
     return _html(html, no_store=True)
 
@@ -181,7 +177,7 @@ def recognise_url() -> Response:
     svc = service()
     base, _ = _form_from_request(svc.settings, with_url=False)
     found = recognise(svc.settings, request.args.get("url", ""), base)
-    response = jsonify(form=asdict(found.form) if found.form else None, message=found.message)
+    response = jsonify(form=found.form.as_dict() if found.form else None, message=found.message)
     response.headers["Cache-Control"] = "no-store"
     return response
 
@@ -348,7 +344,7 @@ def preview_of(svc: FeedService, built: Built) -> None:
     built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
     pages = spec.pages
     if not topics and pages < svc.settings.pages_max:
-        built.more_pages_url = url_for("pages.index", **replace(built.form, pages=str(pages + 1)).args())
+        built.more_pages_url = url_for("pages.index", **built.form.replace(pages=str(pages + 1)).args())
 
 
 def _alternates(spec: FeedSpec, path: str, token: Sequence[str] = ()) -> dict[str, str]:
@@ -360,7 +356,7 @@ def _alternates(spec: FeedSpec, path: str, token: Sequence[str] = ()) -> dict[st
 def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedForm, str | None]:
     form = FeedForm.from_args(request.args)
     if not form.forum:
-        form = replace(form, forum=settings.forums[0].key)
+        form = form.replace(forum=settings.forums[0].key)
     url = request.args.get("url", "").strip() if with_url else ""
     if not url:
         return form, None
