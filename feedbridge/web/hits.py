@@ -7,16 +7,16 @@ view, which remembers it here), and the store has the bytes. Anything else — a
 error — goes to Flask as usual. Kept for bench row 1, "cached Atom hit vs the limit": through Flask a hit
 costs about three times a trivial Flask route, far from the 0.85× the row asks for.
 
-A body of several megabytes (a topic's 500 long posts) goes out in slices with a turn between them
-(`in_turns`): gevent's `sendall` yields only when the socket's buffer is full, and to a client that reads
-as fast as loopback delivers it never is, so one 13 MB answer held the worker's loop for its whole copy.
+A hit returns the stored bytes themselves, as one item: the worker (`feedbridge.web.worker.Sending`) sends
+them in views of those bytes with a turn between slices, so a body of several megabytes (a topic's 500
+long posts) neither holds the worker's loop nor costs a copy for each client reading it slowly.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,6 @@ from feedbridge import metrics
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
-from feedbridge.render.turns import take_turn
 from feedbridge.web.logs import log_request
 from feedbridge.web.responses import NOSNIFF, feed_headers
 
@@ -37,19 +36,6 @@ RESOLVED_URLS = 4096
 """Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""
 
 _PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
-SLICE = 256 * 1024
-"""Bytes of a body written between two turns (see the module docstring)."""
-
-
-def in_turns(body: bytes) -> Iterable[bytes]:
-    """`body` as a WSGI iterable: itself when it is one slice, else its slices, each after a turn."""
-    return [body] if len(body) <= SLICE else _slices(body)
-
-
-def _slices(body: bytes) -> Iterator[bytes]:
-    for start in range(0, len(body), SLICE):
-        take_turn()
-        yield body[start : start + SLICE]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +106,7 @@ class HitPath:
         query = environ.get("QUERY_STRING")
         log_request("GET", environ.get("PATH_INFO", "") + (f"?{query}" if query else ""), 200, started, "hit")
         metrics.feed_answered(resolved.spec.kind, resolved.spec.fmt, 200, "hit")
-        return in_turns(entry.body)
+        return [entry.body]
 
     def _to_flask(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Anything but a hit: the Flask app answers, with `nosniff` added to its headers."""

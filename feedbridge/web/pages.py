@@ -48,7 +48,7 @@ from feedbridge.store.entries import FeedEntry
 from feedbridge.web.allowance import allowance
 from feedbridge.web.context import client, service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
-from feedbridge.web.hits import Resolved, in_turns
+from feedbridge.web.hits import Resolved
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -231,11 +231,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         entry = _kept(scope, svc.feed_key(spec, resolved.self_url, PAGE_KEY + request.script_root), render)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
-    if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
-        response = Response(entry.body, content_type="text/html; charset=utf-8")
-    else:  # no 304 to make of it: a long page goes out in turns
-        response = Response(in_turns(entry.body), content_type="text/html; charset=utf-8")
-        response.content_length = len(entry.body)
+    response = Response(entry.body, content_type="text/html; charset=utf-8")
     if resolved.signed:
         response.cache_control.private = True
     else:
