@@ -1,6 +1,6 @@
 """The feed routes: `/healthz` and every feed path, in each format, with content negotiation.
 
-The view only translates: request → `FeedSpec` (once per URL, remembered for the hit path) →
+The view only translates: request → `FeedSpec` (once per URL served, remembered for the hit path) →
 `FeedService` → response with validators. Errors are raised (`feedbridge.errors`) and answered by the
 app's one error handler; conditional GET is Werkzeug's (`make_conditional`). A feed the cache does not
 answer is built within the client's CPU allowance (`feedbridge.web.allowance`): past it, the last good copy
@@ -75,8 +75,19 @@ def healthz() -> Response:
 
 @bp.get("/<path:path>")
 def feed(path: str) -> Response:
+    """The feed or its page; the URL's resolution is remembered for the next request (and the hit path) once
+    it was served: an error (400, 404, 429, 503, ...) is raised past the `remember` and leaves nothing behind."""
     svc = service()
-    resolved = _resolved(svc, path)
+    urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
+    known = urls.get(request.environ)
+    resolved = known or _resolved(svc, path)
+    response = _answer(svc, resolved, path)
+    if known is None:
+        urls.remember(request.environ, resolved)
+    return response
+
+
+def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
     spec = resolved.spec
     if spec.fmt == "html":
         return pages.feed_page(resolved, path)
@@ -110,11 +121,7 @@ def feed(path: str) -> Response:
 
 
 def _resolved(svc: FeedService, path: str) -> Resolved:
-    """The URL resolved once; later requests for it find it here (and the hit path finds it too)."""
-    urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
-    found = urls.get(request.environ)
-    if found is not None:
-        return found
+    """What the URL means: its spec (checked), links and cache key."""
     args = request.args.to_dict(flat=False)
     given = args.pop(signing.TOKEN, [])
     spec = parse_feed_request(svc.settings, path, args)
@@ -124,9 +131,7 @@ def _resolved(svc: FeedService, path: str) -> Resolved:
     query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-    found = Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed)
-    urls.remember(request.environ, found)
-    return found
+    return Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed)
 
 
 def _media_type(fmt: str) -> str:
