@@ -93,4 +93,4 @@ def test_an_ipv6_client_is_its_prefix_and_a_mapped_ipv4_address_its_ipv4_one():
     assert client_of("2001:db8::1", 128) != client_of("2001:db8::2", 128)
     assert client_of("2001:db8:0:ff00::1", 56) == client_of("2001:db8:0:ff11::1", 56)
     assert client_of("::ffff:192.0.2.7", 64) == client_of("192.0.2.7", 64) == "192.0.2.7"
-    assert client_of("-", 64) == "-"
+    assert client_of("-", 64) == client_of("not an address", 64) == client_of("x" * 8000, 64) == "-"
