@@ -139,7 +139,7 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
     if source.startswith(("http://", "https://")):
         spec = _spec(_settings(_url_forum(source, base_url)), source, fmt, given)
         with _service(spec.forum) as service:
-            body = _upstream(lambda: service.feed(spec, self_url).entry.body)
+            body = _upstream(lambda: service.feed(spec, self_url, refresh=False).entry.body)  # a file: no ttl
     else:
         listing, text = _read_saved(source, base_url)
         body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))

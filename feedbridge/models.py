@@ -47,6 +47,8 @@ class Topic:
     # Whether the list shows it pinned at its top (JSON lists' `pinned`); None where the list does not say
     # (no Markdown dialect marks it), so that a filter on it must read the JSON list of the same page.
     pinned: bool | None = None
+    # The topic's picture as the forum lists it (JSON lists' `image_url`), absolute: the entry's thumbnail.
+    image_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,17 @@ class Listing:
     # Set by the service on a page of a user's own list (`/topics/created-by/USER`), never by a parser: that
     # list holds every topic they started and nothing else, and has no category filter of its own.
     started_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """How a forum presents itself (`/site/basic-info.json`): its pictures, absolute http(s) URLs or None where it
+    has none, and its language as an IETF tag (`pt-BR`)."""
+
+    logo_url: str | None = None  # the header's logo, usually wide
+    icon_url: str | None = None  # square: the small logo, else the touch icon, else the favicon
+    favicon_url: str | None = None
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

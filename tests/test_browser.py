@@ -12,11 +12,14 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import sync_playwright
 
 from feedbridge.config import Settings, parse_forum
+from feedbridge.demo import ORIGIN
+from feedbridge.demo import page as forum_page
 from tests.appserver import running_app
 from tests.test_demo import serve
 from tests.upstream import FakeForum
@@ -193,10 +196,44 @@ def test_phone_width_has_no_horizontal_overflow(browser, base_url, key):
     context.close()
 
 
+def loaded(page, selector: str) -> list[int]:
+    """The natural width of each image `selector` finds, once it has loaded or failed: 0 for one that failed (its
+    forum's server refused it, or the page's Content-Security-Policy blocked it)."""
+    page.eval_on_selector_all(selector, "images => images.forEach(i => { i.loading = 'eager'; })")  # lazy ones too
+    page.wait_for_function("s => [...document.querySelectorAll(s)].every(i => i.complete)", arg=selector)
+    widths: list[int] = page.eval_on_selector_all(selector, "images => images.map(i => i.naturalWidth)")
+    return widths
+
+
+def test_thumbnails_and_the_forums_icon_show_in_the_html_view_and_the_preview(browser):
+    """Issue 46: a JSON forum's topics with a picture show it beside the entry, and the forum's icon (from its
+    /site/basic-info.json) beside the title, loaded from the forum by the browser under the page's CSP."""
+    with FakeForum(mode="json") as json_forum, \
+            running_app(Settings(forums=(parse_forum(json_forum.url),))) as app:
+        key = json_forum.url.split("://", 1)[1]
+        context = browser.new_context(viewport={"width": 1100, "height": 900})
+        page = context.new_page()
+        page.goto(f"{app.url}/{key}/c/compiler/5.html")
+        thumbnails = loaded(page, ".entry-thumbnail")
+        assert len(thumbnails) >= 5 and all(width == 64 for width in thumbnails), thumbnails
+        assert len(thumbnails) < page.locator(".entry").count()  # only the topics that have one
+        assert loaded(page, ".feed-heading .forum-icon") == [96]
+        screenshot(page, "feed-html-view-pictures.png")
+        page.goto(f"{app.url}/?forum={key}&list=category&category=compiler/5")
+        assert loaded(page, "#result .forum-icon") == [96]
+        assert [w for w in loaded(page, "#result .entry-thumbnail") if w != 64] == []
+        assert page.locator("#result .entry-thumbnail").count() >= 3
+        context.close()
+
+
 def test_readme_screenshot_is_the_demo_building_a_feed(browser, tmp_path):
-    """docs/screenshot.png: the demo's front page with a keyword feed of the compiler category and its preview."""
+    """docs/screenshot.png: the demo's front page with a keyword feed of the compiler category and its preview.
+    The browser asks the forum for its icon as for any link: here the demo's offline copy answers for it, so the
+    picture shows it and the test reads nothing from the internet."""
     with serve("--demo", "--port", "0") as demo:
         context = browser.new_context(viewport={"width": 1100, "height": 900})
+        context.route(f"{ORIGIN}/**", lambda route: route.fulfill(
+            **dict(zip(("status", "headers", "body"), forum_page(*urlsplit(route.request.url)[2:4]), strict=True))))
         page = context.new_page()
         page.goto(demo.urls["front page"])
         key = demo.urls["Atom feed"].split("/", 3)[3].removesuffix("/c/compiler/5.atom")
@@ -208,6 +245,7 @@ def test_readme_screenshot_is_the_demo_building_a_feed(browser, tmp_path):
         titles = page.locator("#result .entry-title").all_inner_texts()
         assert len(titles) >= 5 and all(t.strip() for t in titles), titles
         assert page.locator("#preview-unavailable").count() == 0
+        assert loaded(page, "#result .forum-icon") == [96]  # the copy's icon
         page.locator("#q").blur()
         page.wait_for_load_state("networkidle")  # leaving the field may refresh the preview once more
         # The picture ends with the fourth entry: where the fifth begins, read in the page in one step once no

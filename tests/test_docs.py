@@ -29,7 +29,7 @@ import pytest
 from feedbridge.cli import main
 from feedbridge.config import Settings
 from feedbridge.feeds import params
-from feedbridge.feeds.params import Param
+from feedbridge.feeds.params import Duration, Param
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -313,6 +313,7 @@ def value(param: Param) -> str:
         "text": f"text, at most {param.chars} characters and {param.most} terms",
         "names": f"names, at most {param.most}",
         "tags": f"tags (`a,b`: any; `a+b`: all), at most {param.most}",
+        "duration": f"hours, days or weeks (`36h`, `7d`, `2w`), at most {Duration(param.high)}",
         "signature": "what `feedbridge sign` appends",
     }[param.value]
     if param.default_setting:

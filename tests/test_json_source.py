@@ -22,6 +22,7 @@ from lxml import etree, html
 from feedbridge.cli import main
 from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.errors import ConfigError, DecodeError
+from feedbridge.feeds import identity
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import parse_feed_request
@@ -160,7 +161,8 @@ def test_markdown_forum_detection_reuses_the_probe_page(upstream):
         assert get(app.feed_url("/latest.atom")).status_code == 200
         assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
     assert upstream.count("/latest.md") == 1  # the probe and the /latest feed share the page
-    assert not [r for r in upstream.requests if r.path.endswith(".json")]
+    # no JSON list: the forum's basic info (its icon, feeds/identity.py) is the one JSON document read
+    assert [r.path for r in upstream.requests if r.path.endswith(".json")] == [identity.PATH]
 
 
 def test_concurrent_cold_feeds_share_one_detection_and_one_fetch(upstream_json):

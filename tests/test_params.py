@@ -45,7 +45,7 @@ def sample(param: Param) -> str:
     if param.value == "text":
         return "status:closed" if param.feeds == {"filter"} else "gpu"
     return {"whole": str(max(param.low, 1)), "ids": "3", "flag": "1", "names": "alice", "tags": "gpu",
-            "signature": "0" * 64}[param.value]
+            "duration": "36h", "signature": "0" * 64}[param.value]
 
 
 def spec(feed: FeedKind, args: dict[str, list[str]]) -> FeedSpec:

@@ -20,7 +20,7 @@ from feedbridge.feeds.post_feeds import MAX_SKIPPED, SLACK
 from tests.appserver import RunningApp, procfile_web, running_app, settings_for
 from tests.fake_posts import BOT, CLOSED, MEGA, MEGA_POSTS, MIXED, SMALL_ACTION, WHISPER, PostSite
 from tests.test_posts import entries, post_of
-from tests.upstream import FakeForum
+from tests.upstream import FakeForum, list_reads
 
 Served = tuple[PostSite, FakeForum, RunningApp]
 
@@ -71,7 +71,7 @@ def test_a_12000_post_mega_topic_gives_its_newest_posts_for_three_requests(serve
     found = numbers(app, f"/t/{MEGA}.{fmt}", fmt)
     assert found == real_posts(site, MEGA)[:30]
     assert found[:3] == [11_999, 11_997, 11_995]  # 12,000 closes it, 11,998 is deleted, 11,996 a whisper
-    targets = [r.target for r in forum.requests]
+    targets = [r.target for r in list_reads(forum.requests)]
     # Its head, the ids after post 12,000 - (30 + SLACK), and one batch of them: whatever the topic's length.
     assert targets[:2] == [f"/t/{MEGA}.json", f"/t/{MEGA}/post_ids.json?post_number={MEGA_POSTS - 30 - SLACK}"]
     assert len(targets) == 3 and len(batches(forum)) == 1
@@ -131,13 +131,15 @@ def test_a_mega_topic_read_under_the_procfiles_gunicorn_spends_the_clients_share
             response = httpx.get(f"{url}/{key}/t/{MEGA}.json", timeout=30)
             assert response.status_code == 200, response.text[:300]
             found = [post_of(e["id"])[1] for e in entries(response.content, "json")]
-            assert found == real_posts(site, MEGA)[:30] and forum.count() == 3
+            # its head, the ids of its end and one batch, and the forum's basic info (its icon): 4 of the share
+            assert found == real_posts(site, MEGA)[:30] and len(list_reads(forum.requests)) == 3
+            assert forum.count() == 4
             # The newest 500: its head (fresh), the ids of a deeper end and 11 batches, past a client's share of 5.
             forum.reset()
             deep = httpx.get(f"{url}/{key}/t/{MEGA}.json?limit=500", timeout=30)
             assert deep.status_code == 503 and "Retry-After" in deep.headers
             assert len(deep.text.strip().splitlines()) == 1
-            assert forum.count() == 5 - 3
+            assert forum.count() == 5 - 4
 
 
 def test_a_short_topic_served_as_a_mega_one_gives_every_post_its_first_from_the_head(served: Served) -> None:
@@ -148,7 +150,7 @@ def test_a_short_topic_served_as_a_mega_one_gives_every_post_its_first_from_the_
     forum.set_body("/t/9003.json", json.dumps(head))
     assert numbers(app, "/t/9003.json") == [5, 4, 3, 2, 1]
     # Post 1 is on the head's first page and post_ids comes after it; posts 2-5 are on that page too.
-    assert [r.target for r in forum.requests] == ["/t/9003.json", "/t/9003/post_ids.json?post_number=1"]
+    assert [r.target for r in list_reads(forum.requests)] == ["/t/9003.json", "/t/9003/post_ids.json?post_number=1"]
 
 
 @pytest.mark.parametrize(("name", "body"), [
@@ -180,7 +182,7 @@ def test_a_closed_topics_limit_1_holds_its_last_real_post(served: Served, fmt: s
     site, forum, app = served
     assert site.topics[CLOSED].posts[-1].action_code == "closed.enabled"
     assert numbers(app, f"/t/{CLOSED}.{fmt}?limit=1", fmt) == [8]
-    assert len(forum.requests) == 1  # 9 slots: all on the head's first page
+    assert len(list_reads(forum.requests)) == 1  # 9 slots: all on the head's first page
 
 
 def test_small_actions_and_whispers_never_appear_and_never_take_a_slot(served: Served) -> None:
@@ -199,8 +201,8 @@ def test_the_newest_20_posts_of_a_446_post_topic_are_20_posts_for_two_requests(s
     found = numbers(app, "/t/9446.atom?limit=20", "atom")
     # Past 442 (deleted), 441 (withdrawn) and 440 (hidden); 445 was moved in with its old date, so it is last.
     assert sorted(found, reverse=True) == real_posts(site, 9446)[:20] and found[-1] == 445
-    assert [r.target for r in forum.requests][0] == "/t/9446.json"
-    assert [len(b) for b in batches(forum)] == [20 + SLACK] and len(forum.requests) == 2
+    assert [r.target for r in list_reads(forum.requests)][0] == "/t/9446.json"
+    assert [len(b) for b in batches(forum)] == [20 + SLACK] and len(list_reads(forum.requests)) == 2
 
 
 def test_reading_back_past_what_is_no_post_stops_at_the_stated_bound(served: Served) -> None:
@@ -209,6 +211,6 @@ def test_reading_back_past_what_is_no_post_stops_at_the_stated_bound(served: Ser
     assert numbers(app, f"/t/{BOT}.json?limit=1") == []
     looked = [len(b) for b in batches(forum)]
     # Rounds of 1 + SLACK slots, then a batch, then what is left of 1 + MAX_SKIPPED: the head and three batches.
-    assert looked == [1 + SLACK, 50, 1 + MAX_SKIPPED - (1 + SLACK) - 50] and len(forum.requests) == 4
+    assert looked == [1 + SLACK, 50, 1 + MAX_SKIPPED - (1 + SLACK) - 50] and len(list_reads(forum.requests)) == 4
     # With room for them, the five posts are found past the 150 small actions.
     assert numbers(app, f"/t/{BOT}.json?limit=100") == [5, 4, 3, 2, 1]

@@ -435,8 +435,9 @@ def test_gunicorn_workers_on_redis_keep_scopes_apart_and_log_no_key_or_token(red
                 assert get(wrong).status_code == 403
             log.seek(0)
             output = log.read()
-        # keyed: the staff list, its topics and (for the source detection) the probe of /latest
-        assert {r.path for r in p.keyed()} <= {f"{STAFF_PATH}.md", "/latest.md"} | {
+        # keyed: the staff list (and its JSON twin, for content=full's pictures), its topics and (for the source
+        # detection) the probe of /latest
+        assert {r.path for r in p.keyed()} <= {f"{STAFF_PATH}.md", f"{STAFF_PATH}.json", "/latest.md"} | {
             f"/t/{t.slug}/{t.id}.md" for t in TOPICS}
         assert any(r.path == "/latest.md" and not carries_key(r) for r in p.forum.requests)
     assert "GET" in output and output.count("token=…") >= 8

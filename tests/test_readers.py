@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tests.appserver import running_app, settings_for
+from tests.upstream import FakeForum
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "site"
 COMPILER = "/c/compiler/5"
@@ -107,3 +108,28 @@ def test_sfeed_reads_every_entry_with_its_author(app, path):
     assert [row[5].decode() for row in rows] == [e.id for e in entries]
     assert [row[6].decode() for row in rows] == [e.get("author", "") for e in entries]
     assert all(row[0].isdigit() for row in rows)  # every entry dated
+
+
+@pytest.mark.parametrize("fmt", ["atom", "rss"])
+def test_newsboat_and_sfeed_take_pictures_replies_comments_and_refresh_hints(tmp_path, fmt):
+    """Issue 46's elements (media:thumbnail, Atom's link rel="replies" and thr:total, RSS comments, ttl and sy:,
+    the forum's icon and language) leave every entry as it was to both readers: its id, title, author, and
+    its link the topic's page, never the replies link beside it."""
+    with FakeForum(mode="json") as forum, running_app(settings_for(forum.url, cache_ttl=60)) as app:
+        url = app.feed_url(f"{COMPILER}.{fmt}")
+        body = httpx.get(url, timeout=30).content
+        for element in ([b"<media:thumbnail", b'rel="replies"', b"<thr:total>", b"<icon>", b'xml:lang="en"']
+                        if fmt == "atom" else [b"<media:thumbnail", b"<comments>", b"<ttl>", b"<sy:updatePeriod>",
+                                               b"<image>", b"<language>"]):
+            assert element in body, element
+        entries = feedparser.parse(body).entries
+        assert newsboat_reload(tmp_path, url) == len(entries) == 30
+        with sqlite3.connect(tmp_path / "cache.db") as db:
+            stored = {guid: (title, author, link) for guid, title, author, link
+                      in db.execute("SELECT guid, title, author, url FROM rss_item")}
+        assert stored == {e.id: (e.title, e.author, e.link) for e in entries}
+    run = subprocess.run(["sfeed"], input=body, capture_output=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split(b"\t") for line in run.stdout.splitlines()]
+    assert [(row[5].decode(), row[2].decode(), row[6].decode()) for row in rows] == [
+        (e.id, e.link, e.author) for e in entries]

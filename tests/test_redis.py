@@ -162,13 +162,13 @@ def test_second_instance_is_served_from_redis(upstream: fake.FakeForum, redis_se
     first, second = make_app(upstream.url, redis_server), make_app(upstream.url, redis_server)
     one = get(first, "/latest.atom", upstream.url)
     assert one.status_code == 200 and one.headers["X-Feedbridge-Cache"] == "miss"
-    assert upstream.count() == 1
+    assert upstream.count() == 2  # the list and the forum's basic info (its icon)
     two = get(second, "/latest.atom", upstream.url)
     assert two.status_code == 200 and two.headers["X-Feedbridge-Cache"] == "hit"
     assert two.data == one.data
-    # Another feed of the same page: rendered anew, but the page comes from Redis.
+    # Another feed of the same page: rendered anew, but the page and the basic info come from Redis.
     assert get(second, "/latest.rss", upstream.url).status_code == 200
-    assert upstream.count() == 1
+    assert upstream.count() == 2
 
 
 def test_hot_feed_costs_no_redis_round_trip(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
@@ -188,7 +188,7 @@ def test_stale_local_copy_defers_to_a_newer_one_in_redis(upstream: fake.FakeForu
     time.sleep(1.1)
     assert get(second, "/latest.atom", upstream.url).headers["X-Feedbridge-Cache"] == "miss"  # revalidated
     assert get(first, "/latest.atom", upstream.url).headers["X-Feedbridge-Cache"] == "hit"  # second's copy
-    assert upstream.count() == 2
+    assert upstream.count() == 3  # the list twice, the forum's basic info once
 
 
 def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeForum,
@@ -196,11 +196,11 @@ def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeFor
     app = make_app(upstream.url, redis_server)
     assert get(app, "/latest.atom?q=zebrasecret", upstream.url).status_code == 200
     names = [k.decode() for k in redis_server.client().keys("*")]
-    # The page, the feed, the forum's detected source, and the budget's three counters (the forum's 10 s and
-    # minute windows, each held a second past its length, callers.LEEWAY, and this client's share of the
-    # minute, the bridge's own count); the lock is gone.
+    # The page, the feed, the forum's basic info and detected source, and the budget's three counters (the
+    # forum's 10 s and minute windows, each held a second past its length, callers.LEEWAY, and this client's
+    # share of the minute, the bridge's own count); the lock is gone.
     assert sorted(n.removeprefix(PREFIX).split(":")[0] for n in names) == [
-        "budget", "budget", "budget", "feed", "page", "source"]
+        "budget", "budget", "budget", "feed", "page", "site", "source"]
     held = sorted(int(n.split("/")[-2]) for n in names if n.startswith(PREFIX + "budget"))
     assert held == [11, 60, 61]
     assert all(n.startswith(PREFIX) for n in names)
@@ -214,7 +214,7 @@ def test_unreadable_entries_are_misses(upstream: fake.FakeForum, redis_server: R
         client.set(name, b"\x80\x04not a value we wrote\n", keepttl=True)
     response = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
     assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
-    assert upstream.count() == 2
+    assert upstream.count() == 4  # the list and the forum's basic info, each read again
 
 
 def test_ill_typed_entries_are_misses(upstream: fake.FakeForum, redis_server: RedisServer) -> None:
@@ -234,7 +234,7 @@ def test_ill_typed_entries_are_misses(upstream: fake.FakeForum, redis_server: Re
     response = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
     assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
     assert b"forged" not in response.data
-    assert upstream.count() == 2
+    assert upstream.count() == 3  # the list twice; the forum's basic info, left as it was, once
 
 
 def test_oversized_values_stay_local(redis_server: RedisServer) -> None:
@@ -267,7 +267,7 @@ def test_lock_left_by_a_dead_owner_expires(upstream: fake.FakeForum, redis_serve
     assert response.status_code == 200
     # it waited for the lock to expire, and then did not wait out its whole budget (that answers 504)
     assert 0.5 < time.monotonic() - started < 15
-    assert upstream.count() == 1
+    assert upstream.count() == 2  # the list and the forum's basic info
 
 
 def test_flights_in_two_processes_run_once_and_release_only_their_own_lock(redis_server: RedisServer) -> None:
@@ -387,7 +387,7 @@ def test_64_cold_requests_on_two_instances_fetch_each_page_once(redis_server: Re
                     statuses = list(pool.map(fetch, urls))
         targets = forum.control.stats()["targets"]
     assert statuses == [200] * 64
-    assert targets == {page: 1 for page in FEEDS.values()}
+    assert targets == {page: 1 for page in FEEDS.values()} | {fake.IDENTITY: 1}  # and the forum's basic info
 
 
 _OWNER = """

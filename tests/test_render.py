@@ -107,7 +107,8 @@ def assert_json_feed_1_1(feed: dict) -> None:
     assert all(key.startswith("_") for key in feed if key not in _JSON_FEED_TOP_KEYS)
 
 
-_JSON_FEED_TOP_KEYS = {"version", "title", "home_page_url", "feed_url", "description", "language", "items"}
+_JSON_FEED_TOP_KEYS = {"version", "title", "home_page_url", "feed_url", "description", "icon", "favicon", "language",
+                       "items"}
 
 
 # --- validity, identity, order -------------------------------------------------------------------
@@ -157,9 +158,11 @@ def test_rss_guid_is_a_permalink():
     assert guids[0].text == f"{FORUM}/t/20"
 
 
-def test_atom_entry_has_exactly_one_link():
+def test_atom_entry_has_exactly_one_alternate_link():
+    """The topic's page; a second link is only the threading extension's `replies` (RFC 4685)."""
     for entry in xml_root("atom").findall(f"{ATOM}entry"):
-        assert len(entry.findall(f"{ATOM}link")) == 1
+        links = entry.findall(f"{ATOM}link")
+        assert [link.get("rel", "alternate") for link in links] in (["alternate"], ["alternate", "replies"])
 
 
 @pytest.mark.parametrize("fmt", XML_FORMATS)

@@ -19,7 +19,7 @@ from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from tests.appserver import running_app, settings_for
 from tests.test_cli import invoke
-from tests.upstream import FakeForum
+from tests.upstream import IDENTITY, FakeForum
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "dev-discuss-compiler.md"
@@ -74,10 +74,11 @@ def test_clean_build_fetches_each_page_once_and_writes_valid_feeds(tmp_path, ups
     assert code == 0, err
     out = tmp_path / "out"
     assert set(snapshot(out)) == EXPECTED_FILES
-    # 3 feeds x 3 formats read /c/compiler/5.md: one request; plus /latest.md
+    # 3 feeds x 3 formats read /c/compiler/5.md: one request; plus /latest.md and the forum's basic info
     assert upstream.count("/c/compiler/5.md") == 1
     assert upstream.count("/latest.md") == 1
-    assert upstream.count() == 2
+    assert upstream.count(IDENTITY) == 1
+    assert upstream.count() == 3
     for name in EXPECTED_FILES - {"index.html", "feeds.opml"}:
         if name.endswith(".json"):
             feed = json.loads((out / name).read_bytes())
@@ -162,11 +163,11 @@ def test_delay_spaces_requests_to_one_forum(tmp_path, upstream):
     code, _out, err = run(write_config(tmp_path, upstream.url, feeds, fetch="delay = 0.5"))
     assert code == 0, err
     times = sorted(r.time for r in upstream.requests)
-    assert len(times) == 4
+    assert len(times) == 5  # the four lists and the forum's basic info
     # Spaced from one start to the next: a request that reaches the forum late (a loaded machine) shortens
-    # the gap after it, never the span of all four by more than its own lateness (0.12 s seen at a load of
+    # the gap after it, never the span of all five by more than its own lateness (0.12 s seen at a load of
     # 10 on two cores, against a 0.3 s margin here); without the delay the span is a few milliseconds.
-    assert times[-1] - times[0] >= 3 * 0.5 - 0.3
+    assert times[-1] - times[0] >= 4 * 0.5 - 0.3
 
 
 def test_offline_build_from_a_local_markdown_file(tmp_path, upstream):
@@ -289,7 +290,7 @@ def test_json_summary_shape(tmp_path, upstream):
     assert code == 0 and err == ""
     summary = json.loads(out)
     assert set(summary) == {"ok", "out_dir", "ms", "requests", "feeds", "site", "error"}
-    assert summary["ok"] is True and summary["requests"] == 2 and summary["error"] is None
+    assert summary["ok"] is True and summary["requests"] == 3 and summary["error"] is None  # and the basic info
     assert [f["name"] for f in summary["feeds"]] == ["compiler", "by-morrison", "inductor", "latest"]
     for feed in summary["feeds"]:
         assert set(feed) == {"name", "status", "fetch", "requests", "files", "ms", "error"}
@@ -298,7 +299,7 @@ def test_json_summary_shape(tmp_path, upstream):
     # One per upstream page, or one less: source detection reads /latest.md for whichever feed asks first,
     # and the latest feed then finds it cached.
     assert sum(f["fetch"] == "fetched" for f in summary["feeds"]) in (1, 2)
-    assert sum(f["requests"] for f in summary["feeds"]) == 2
+    assert sum(f["requests"] for f in summary["feeds"]) == 3
     assert os.path.samefile(summary["out_dir"], tmp_path / "public")
 
 

@@ -45,6 +45,8 @@ VARIANTS: dict[str, list[str]] = {
     "min_likes": ["5"],
     "min_views": ["1000"],
     "digest": ["daily", "weekly"],
+    "exclude_author": ["bob", "bob,carol"],
+    "max_age": ["36h", "2w"],
 }
 
 

@@ -25,7 +25,7 @@ from lxml import etree
 
 from feedbridge.config import parse_forum
 from feedbridge.feeds.enrich import markdown_to_safe_html
-from feedbridge.models import Category
+from feedbridge.models import Category, Site
 from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.files import Listed, feeds_opml
@@ -393,3 +393,54 @@ def test_json_items_carry_author_beside_authors():
     assert items[0]["author"] == items[0]["authors"][0]
     assert "author" not in items[1] and "authors" not in items[1]
 
+
+
+# --- 11. what readers show (issue 46) ---------------------------------------------------------------------
+
+SITE = Site(logo_url="https://bücher.example/logo wide.png", icon_url="https://cdn.example/ä.png",
+            favicon_url="https://cdn.example/f.ico", language="pt-BR")
+PICTURED = [topic(1, image_url="https://cdn.example/uploads/café 1.png", replies=4),
+            topic(2, image_url=None, replies=None, last_posted_at=at(2)),
+            replace(topic(3, last_posted_at=at(3)), entry_id=f"{FORUM}/t/3/2", post_number=2, replies=None)]
+
+
+def new_urls(fmt: str, body: bytes) -> list[str]:
+    """Every URL the issue's elements carry: thumbnails, icon, logo, image, comments, replies links."""
+    if fmt == "json":
+        feed = json.loads(body)
+        return [feed["icon"], feed["favicon"], *(i["image"] for i in feed["items"] if "image" in i)]
+    root = etree.fromstring(body)
+    media = {"m": "http://search.yahoo.com/mrss/", "a": ATOM[1:-1]}
+    if fmt == "atom":
+        return root.xpath("//m:thumbnail/@url | a:icon/text() | a:logo/text() | //a:link[@rel='replies']/@href",
+                          namespaces=media)
+    return root.xpath("//m:thumbnail/@url | channel/image/url/text() | //item/comments/text()", namespaces=media)
+
+
+@pytest.mark.parametrize("fmt", FEED_FORMATS)
+def test_pictures_icons_comments_and_replies_are_uris_in_valid_feeds(fmt):
+    meta = replace(META, site=SITE, ttl=300)
+    body = render(fmt, meta, PICTURED)
+    urls = new_urls(fmt, body)
+    assert len(urls) == {"atom": 4, "rss": 5, "json": 3}[fmt]
+    assert [u for u in urls if not is_uri(u)] == []
+    assert body == render(fmt, meta, PICTURED)
+    if fmt != "json":
+        parsed(body)
+
+
+def test_rss_image_and_refresh_hints_as_rss_2_and_the_syndication_module_define_them():
+    channel = etree.fromstring(render("rss", replace(META, site=SITE, ttl=300), PICTURED)).find("channel")
+    # RSS 2.0: the image's title and link are the channel's (the W3C validator warns where they differ)
+    assert (channel.findtext("image/title"), channel.findtext("image/link")) == (
+        channel.findtext("title"), channel.findtext("link"))
+    assert channel.findtext("ttl").isdigit() and channel.findtext("language") == "pt-BR"
+    sy = "{http://purl.org/rss/1.0/modules/syndication/}"
+    assert channel.findtext(f"{sy}updatePeriod") in ("hourly", "daily", "weekly", "monthly", "yearly")
+    assert int(channel.findtext(f"{sy}updateFrequency")) >= 1
+    # comments: the topic's page, a post's topic; RFC 4685's thr:total only where the count is known
+    assert [i.findtext("comments") for i in channel.iter("item")] == [
+        PICTURED[0].url, PICTURED[1].url, f"{FORUM}/t/3"]
+    atom = etree.fromstring(render("atom", replace(META, site=SITE), PICTURED))
+    thr = "{http://purl.org/syndication/thread/1.0}total"
+    assert [e.findtext(thr) for e in atom.iter(f"{ATOM}entry")] == ["4", None, None]

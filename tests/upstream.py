@@ -383,6 +383,8 @@ class FakeForum(_Controls):
         return f"{self.url}/tag/{match[1]}/{ids[0]}.md" + (f"?{query}" if query else "")
 
     def _file(self, relative: str) -> _Body | None:
+        if (shown := shows_itself(relative, self.url)) is not None:  # issue 46: the forum's identity, pictures
+            return _Body(shown, 200, {}, SHOWN_SINCE)
         if nested := re.fullmatch(r"categories/parent-(\d{1,9})\.json", relative):
             directory = self._file("categories.json")  # None on a forum that serves no JSON
             file = NESTED_ROOT / f"parent-{nested[1]}.json"
@@ -405,7 +407,8 @@ class FakeForum(_Controls):
             if file.is_relative_to(root) and file.is_file():
                 content = file.read_bytes()
                 if relative.endswith(".json") and b'"topic_list"' in content:
-                    content = json.dumps(with_figures(json.loads(content)), indent=1, ensure_ascii=False).encode()
+                    document = with_pictures(with_figures(json.loads(content)), self.url)
+                    content = json.dumps(document, indent=1, ensure_ascii=False).encode()
                 return _Body(content, 200, {}, file.stat().st_mtime)
         return None
 
@@ -442,6 +445,79 @@ def with_figures(document: dict[str, Any]) -> dict[str, Any]:
         if "gpu" in names and "cuda" not in names and topic["id"] % 2:
             topic["tags"].append({"id": 418, "name": "cuda", "slug": "cuda"})
     return document
+
+
+# --- What readers show (issue 46): the forum's identity and its topics' pictures ---------------------------------
+# `/site/basic-info.json` as core answers it, on every forum whatever its lists (app/controllers/site_controller.rb
+# #basic_info: public even on a login-only forum), a picture on every third topic of the JSON lists (core:
+# app/serializers/listable_topic_serializer.rb#image_url, Topic#image_url through UrlHelper.cook_url), and the
+# pictures themselves under `/uploads/`, small PNGs a browser shows. `set_body`, `fail` and the other faults
+# apply to these paths as to any other.
+
+SHOWN_SINCE = time.time()
+UPLOADS = "/uploads/default/original/1X"
+IDENTITY = "/site/basic-info.json"
+
+
+def list_reads(requests: list[Request]) -> list[Request]:
+    """`requests` without the forum's basic info, which the first feed built from a forum reads once beside what
+    the feed itself reads (feeds/identity.py): what a test of what a feed's lists, pages or posts cost counts."""
+    return [request for request in requests if not request.path.endswith(IDENTITY)]  # a subfolder's too
+BASIC_INFO_LOCALE = "en"
+
+
+def basic_info(base: str) -> dict[str, Any]:
+    """The current release's answer for a forum at `base`: each picture through `UrlHelper.absolute` (an upload
+    on the forum, absolute), `mobile_logo_url` only when one is set, `locale` the site's `default_locale`."""
+    return {
+        "logo_url": f"{base}{UPLOADS}/logo-640x160.png",
+        "logo_small_url": f"{base}{UPLOADS}/logo-small-96x96.png",
+        "apple_touch_icon_url": f"{base}{UPLOADS}/touch-icon-180x180.png",
+        "favicon_url": f"{base}{UPLOADS}/favicon-32x32.png",
+        "title": "Fake Forum",
+        "description": "A Discourse forum that lives in the test suite",
+        "header_primary_color": "333333",
+        "header_background_color": "ffffff",
+        "login_required": False,
+        "locale": BASIC_INFO_LOCALE,
+        "include_in_discourse_discover": False,
+    }
+
+
+def topic_picture(topic_id: int, base: str) -> str | None:
+    """The `image_url` core lists for a topic of the fake: one topic in three has a picture, every other one of
+    them schemaless as `UrlHelper.schemaless` leaves an upload on a plain-http forum or an S3 bucket."""
+    if topic_id % 3:
+        return None
+    url = f"{base}{UPLOADS}/topic-{topic_id}-64x36.png"
+    return url.split(":", 1)[1] if topic_id % 2 == 0 else url
+
+
+def with_pictures(document: dict[str, Any], base: str) -> dict[str, Any]:
+    """A JSON list whose topics carry `topic_picture`'s `image_url` (the saved lists hold `null`)."""
+    for topic in document.get("topic_list", {}).get("topics", []):
+        topic["image_url"] = topic.get("image_url") or topic_picture(topic["id"], base)
+    return document
+
+
+def png(width: int, height: int, seed: str) -> bytes:
+    """A `width` × `height` PNG of one colour, chosen by `seed`."""
+    red, green, blue = hashlib.sha256(seed.encode()).digest()[:3]
+    rows = (b"\x00" + bytes((red, green, blue)) * width) * height
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def shows_itself(relative: str, base: str) -> bytes | None:
+    """The body of `/site/basic-info.json` or of a picture under `/uploads/…-WxH.png`; None for any other path."""
+    if relative == "site/basic-info.json":
+        return json.dumps(basic_info(base), indent=1).encode()
+    picture = re.fullmatch(r"uploads/[\w/-]{1,200}-(\d{1,3})x(\d{1,3})\.png", relative)
+    return None if picture is None else png(int(picture[1]), int(picture[2]), relative)
 
 
 def _content_type(target: str) -> str:

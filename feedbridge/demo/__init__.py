@@ -7,7 +7,8 @@ Markdown lists, the categories directory, a few topic pages; `fixtures/make_site
 from `fixtures/site/` and checks it), and beside it, in `json/`, what a Markdown forum is read through JSON
 for: the JSON lists of the same pages (likes, views, tags, category ids), a user's own topic list, tag
 intersections, the directory with its ids, and the saved topics' posts as topic documents, post batches,
-the latest posts and users' actions (`fixtures/make_demo_json.py` writes and checks them). So every feed
+the latest posts and users' actions, and its basic info with an icon and a logo of the copy's own under
+`uploads/` (`fixtures/make_demo_json.py` writes and checks them). So every feed
 kind and every filter answers as it does for the real forum.
 
 The bridge is configured with the forum itself, `https://dev-discuss.pytorch.org`, so its forum key, every
@@ -81,6 +82,8 @@ def page(path: str, query: str) -> tuple[int, dict[str, str], bytes]:
         body, content_type = _json_file(relative, params), "application/json; charset=utf-8"
     elif relative.endswith(".md"):
         body = _read(SITE, _paged(relative, params))
+    elif relative.startswith("uploads/") and relative.endswith(".svg"):  # the forum's icon and logo
+        body, content_type = _read(JSON_SITE, relative), "image/svg+xml"
     if body is None:
         return 404, {"Content-Type": "text/plain; charset=utf-8"}, b"not in the demo's offline copy\n"
     headers = {"Content-Type": content_type, "ETag": f'"{hashlib.sha256(body).hexdigest()[:20]}"',

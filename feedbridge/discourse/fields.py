@@ -150,6 +150,40 @@ def absolute(url: str, base: str | None) -> str:
     return urljoin(base.rstrip("/") + "/", url)
 
 
+MAX_URL_CHARS = 2048
+"""An image URL longer than this is no upload's (core's are a path of a hash and a size, under 200)."""
+_NOT_IN_URL = re.compile(r"[\s\\\x00-\x1f\x7f]")
+
+
+def picture_url(value: object, base: str) -> str | None:
+    """An image URL as core writes it, made absolute with the forum's scheme, or None where it is no usable one.
+
+    Core sends a topic's `image_url` through `UrlHelper.cook_url`, whose `schemaless` leaves an upload on a plain
+    http forum or an S3 bucket as `//host/uploads/…`, and `basic-info.json`'s pictures through
+    `UrlHelper.absolute`, which leaves a CDN's schemaless; an older release may send a path. So `//host/…`
+    takes the forum's scheme and `/path` its origin. What is left must be an absolute http(s) URL with a host
+    and no credentials, and carry no blank, backslash or control character: the checks every link a feed
+    takes from the forum passes (`http_url` in the pages, nh3's schemes in posts)."""
+    if not isinstance(value, str):
+        return None
+    url = value.strip()
+    if not url or len(url) > MAX_URL_CHARS or _NOT_IN_URL.search(url):
+        return None
+    forum = urlsplit(base)
+    if url.startswith("//"):
+        url = f"{forum.scheme}:{url}"
+    elif url.startswith("/"):
+        url = f"{forum.scheme}://{forum.netloc}{url}"
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port
+    except ValueError:  # a broken `[`, a port that is no number
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not host or "@" in parts.netloc:
+        return None
+    return url
+
+
 def derive_base(url: str | None) -> str | None:
     """The forum root of a list or topic URL (with any subfolder): everything before the first route segment."""
     if not url or not url.startswith(("http://", "https://")):

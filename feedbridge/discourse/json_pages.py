@@ -8,7 +8,7 @@ The results are the ones the Markdown parsers give: a `Listing` of `Topic`s, a `
 The field names are those of core's serializers: `TopicListSerializer` (`topic_list.topics`,
 `more_topics_url`, present only when the page is full), `TopicListItemSerializer` < `ListableTopicSerializer`
 < `BasicTopicSerializer` (`id`, `title`, `slug`, `posts_count`, `reply_count`, `created_at`,
-`last_posted_at`, `bumped_at`, `pinned`, `excerpt` (only for pinned topics), `visible`, `archetype`,
+`last_posted_at`, `bumped_at`, `pinned`, `excerpt` (only for pinned topics), `image_url`, `visible`, `archetype`,
 `category_id`, `tags`, `posters`), `TopicPosterSerializer` (`description`, `user_id`, the user sideloaded
 in the top-level `users`). Nothing here trusts a type: a forum, a proxy or a plugin can answer anything,
 and one malformed topic is skipped and counted (`Listing.skipped`), never the reason a feed fails.
@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import msgspec
 
-from feedbridge.discourse.fields import leading_text, utc
+from feedbridge.discourse.fields import leading_text, picture_url, utc
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError, NotATopicError
 from feedbridge.models import Category, Listing, Topic
@@ -194,6 +194,8 @@ def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
         views=_count(raw.get("views")),
         # core: app/serializers/listable_topic_serializer.rb#pinned (PinnedCheck: pinned for an anonymous reader)
         pinned=raw.get("pinned") if type(raw.get("pinned")) is bool else None,
+        # core: app/serializers/listable_topic_serializer.rb#image_url (Topic#image_url, through UrlHelper.cook_url)
+        image_url=picture_url(raw.get("image_url"), base),
     )
 
 

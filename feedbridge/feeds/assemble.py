@@ -14,7 +14,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
-from feedbridge.models import Listing, Topic
+from feedbridge.models import Listing, Site, Topic
 from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import render
 
@@ -51,11 +51,13 @@ def description(spec: FeedSpec, first: Listing) -> str:
 
 
 def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url: str | None,
-              stylesheet_url: str | None, updated: datetime) -> bytes:
+              stylesheet_url: str | None, updated: datetime, *, site: Site | None = None,
+              ttl: int | None = None) -> bytes:
     """The feed in `spec.fmt`. Without a self URL the id is the list's Markdown URL with the canonical
     query as its fragment, so filtered feeds of one list still have ids of their own. A digest's id is
     `spec.digest_id`, the start of its entries' ids: one feed whatever host, format or `limit=` reads it.
-    `updated` is the feed's date when no topic has one."""
+    `updated` is the feed's date when no topic has one; `site` how the forum presents itself (its icon,
+    logo and language), `ttl` the seconds a copy is served before the forum is asked again."""
     query = urlencode(spec.canonical_query())
     meta = FeedMeta(
         title=feed_title(spec, first),
@@ -66,5 +68,7 @@ def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url:
         description=description(spec, first),
         stylesheet_url=stylesheet_url,
         updated=updated,
+        site=site,
+        ttl=ttl,
     )
     return render(spec.fmt, meta, topics)

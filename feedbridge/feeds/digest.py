@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing, Topic
@@ -35,9 +35,11 @@ def period_of(digest: str, moment: datetime) -> tuple[str, date]:
     return f"{year}-W{week:02d}", day - timedelta(days=weekday - 1)
 
 
-def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic]) -> list[Topic]:
+def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic],
+             since: datetime | None = None) -> list[Topic]:
     """`topics` (the feed's, filtered) as the spec's digest entries, newest period first; unchanged
-    when the spec asks for no digest."""
+    when the spec asks for no digest. With `since` (`max_age=`), only the periods that start from it: whole
+    periods, so that a window moving on drops a period rather than changing one."""
     digest = spec.digest
     if digest is None:
         return list(topics)
@@ -51,6 +53,8 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
     if end is not None:
         cut = period_of(digest, end)[1]
         newest = [period for period in newest if period[1] > cut] or newest[:1]
+    if since is not None:
+        newest = [period for period in newest if datetime.combine(period[1], time(), UTC) >= since]
     newest = newest[: spec.digest_limit]
     return [_entry(spec, label, start, periods[(label, start)]) for label, start in newest]
 

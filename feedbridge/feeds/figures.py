@@ -8,32 +8,49 @@ which only the forum's categories directory knows: its top level, with the secon
 it on most releases, and the third level (Discourse nests no deeper) only in
 `/categories.json?parent_category_id=ID`, one request per parent. A JSON directory also says which
 categories have children (`subcategory_ids`): only those are asked for, so a leaf costs nothing.
+
+A Markdown list carries no pictures of the topics either: a feed with `content=full`, which reads every topic's
+page anyway, reads the JSON list of the same page for them too (one request per list page beside one per
+topic), and goes without thumbnails when the forum will not give it; an excerpt feed of a Markdown list has
+none, rather than cost the forum a second list for every feed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from feedbridge.errors import RequestError, UpstreamNotFound, UpstreamRefused
+from feedbridge.errors import RequestError, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.filters import FeedFilter
 from feedbridge.feeds.sources import source_of
 from feedbridge.models import Category, Listing, Topic
 
+log = logging.getLogger(__name__)
+
 
 def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
-              json_page: Callable[[int], Listing]) -> list[Listing]:
+              json_page: Callable[[int], Listing], pictures: bool = False) -> list[Listing]:
     """`listings` with each page's topics given the figures of page `n` of the JSON list (`json_page(n)`),
-    when the filter needs what its source lacks; a topic not on that page keeps its own (none)."""
+    when the filter needs what its source lacks, or (`pictures`) the feed wants the topics' pictures; a topic
+    not on that page keeps its own (none). Read for the pictures alone, a page the forum does not give is
+    left as it is."""
     pages = []
     for number, listing in enumerate(listings):
-        needed = feed_filter.json_needed(source_of(listing).lacks)
-        if needed is None:
+        lacks = source_of(listing).lacks
+        needed = feed_filter.json_needed(lacks)
+        if needed is None and not (pictures and "image_url" in lacks):
             pages.append(listing)
             continue
         try:
             figures = {topic.id: topic for topic in json_page(number).topics}
-        except (UpstreamNotFound, UpstreamRefused) as exc:
+        except UpstreamError as exc:
+            if needed is None:  # the pictures alone: a failure, a refused read (the build is then not kept), no copy
+                log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)
+                pages.append(listing)
+                continue
+            if not isinstance(exc, UpstreamNotFound | UpstreamRefused):
+                raise
             raise RequestError(f"{needed} needs the forum's JSON list, since its Markdown list carries no likes, "
                                f"views, tags or category ids, and the forum refused it: {exc.message}",
                                param=needed) from None
@@ -45,6 +62,7 @@ def _with(topic: Topic, listed: Topic | None) -> Topic:
     if listed is None:
         return topic
     return replace(topic, likes=listed.likes, views=listed.views, tags=listed.tags or topic.tags, pinned=listed.pinned,
+                   image_url=listed.image_url or topic.image_url,
                    category_id=listed.category_id if topic.category_id is None else topic.category_id,
                    replies=listed.replies if topic.replies is None else topic.replies)
 

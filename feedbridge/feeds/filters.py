@@ -1,5 +1,6 @@
 """Narrowing a listing's topics to what one feed asks for: authors, tags, a keyword query, thresholds
-(at least so many replies, likes, views; at most so many replies), excluded tags and categories, a count.
+(at least so many replies, likes, views; at most so many replies), excluded tags, categories and authors,
+a time window, a count.
 
 Filters run on topics already parsed and cached, so they are pure; the values they hold come from feed
 URLs, so `make_filter` validates them and says exactly which one is wrong.
@@ -27,12 +28,14 @@ from cachetools import LRUCache
 
 from feedbridge.errors import FilterError, QueryError
 from feedbridge.feeds.params import (
+    MAX_AGE,
     MAX_AUTHORS,
     MAX_CATEGORIES,
     MAX_LIMIT,
     MAX_TAGS,
     MAX_THRESHOLD,
     PARAMETERS,
+    Duration,
     Param,
 )
 from feedbridge.feeds.query import Query, haystack, parse_query
@@ -157,6 +160,11 @@ class FeedFilter:
     min_views: int | None = None
     # Leave out what the list shows pinned at its top (a welcome or "About" topic, old but always first).
     exclude_pinned: bool = False
+    exclude_authors: frozenset[str] = frozenset()  # username keys, as `authors`
+    max_age: Duration | None = None  # as given; `since` is where it reaches back to, once a build knows when it runs
+    # The oldest activity kept (a topic's last post, a post's own time): `max_age` before the build that reads the
+    # clock (`FeedService.topics`); a digest keeps the periods that start from it instead (`feeds/digest.py`).
+    since: datetime | None = None
 
     def keeps(self, topic: Topic) -> bool:
         take_turn()  # called once per topic or post of a feed: a scan of 500 long posts takes turns
@@ -164,6 +172,12 @@ class FeedFilter:
             return False
         if self.authors and (topic.author is None or _username_key(topic.author) not in self.authors):
             return False
+        if self.exclude_authors and topic.author is not None and _username_key(topic.author) in self.exclude_authors:
+            return False
+        if self.since is not None:
+            moment = topic.created_at if topic.post_number is not None else topic.last_posted_at
+            if moment is None or moment < self.since:
+                return False
         if self.tags or self.tags_all or self.exclude_tags:
             tags = {tag.casefold() for tag in topic.tags}
             if ((self.tags and self.tags.isdisjoint(tags)) or not self.tags_all <= tags
@@ -183,7 +197,7 @@ class FeedFilter:
     def narrows(self) -> bool:
         """Whether `keeps` can refuse a topic at all: the common unfiltered feed skips the scan."""
         return bool(self.authors or self.tags or self.tags_all or self.exclude_tags or self.exclude_categories
-                    or self.exclude_pinned or self.query is not None
+                    or self.exclude_pinned or self.exclude_authors or self.since is not None or self.query is not None
                     or any(least is not None or most is not None for _, least, most in self.bounds()))
 
     def bounds(self) -> tuple[tuple[str, int | None, int | None], ...]:
@@ -234,6 +248,10 @@ class FeedFilter:
         parts = []
         if self.authors:
             parts.append("author: " + ", ".join(sorted(self.authors)))
+        if self.exclude_authors:
+            parts.append("not by: " + ", ".join(sorted(self.exclude_authors)))
+        if self.max_age is not None:
+            parts.append(f"active within {self.max_age}")
         if self.tags:
             parts.append("tag: " + ", ".join(sorted(self.tags)))
         if self.tags_all:
@@ -269,19 +287,31 @@ def make_filter(
     min_likes: int | None = None,
     min_views: int | None = None,
     exclude_pinned: bool = False,
+    exclude_authors: Iterable[str] | str = (),
+    max_age: Duration | None = None,
     keyword: str = "q",
 ) -> FeedFilter:
     """Validate raw feed parameters into a FeedFilter.
 
     A blank query means no query (an empty `?q=` in a URL), not an error, and a floor (`min_*`) of 0 no
-    threshold; a ceiling of 0 stays one (`max_replies=0`: no replies). Raises FilterError for authors,
-    tags, categories, thresholds (a ceiling below its floor too: no topic could be kept) and limit,
+    threshold; a ceiling of 0 stays one (`max_replies=0`: no replies). Raises FilterError for authors (kept
+    or excluded), tags, categories, thresholds (a ceiling below its floor too: no topic could be kept), the
+    time window and limit,
     QueryError for the query; each names its parameter (`param`), the query's as `keyword` says (a `/filter`
     feed's is `keyword`).
     """
     author_keys = frozenset(map(_author, _as_names(authors)))
     if len(author_keys) > MAX_AUTHORS:
         raise FilterError(f"{len(author_keys)} authors given; at most {MAX_AUTHORS}", param="author")
+    try:
+        excluded_authors = frozenset(map(_author, _as_names(exclude_authors)))
+    except FilterError as exc:
+        raise FilterError(f"exclude_author: {exc.message}", param="exclude_author") from None
+    if len(excluded_authors) > MAX_AUTHORS:
+        raise FilterError(f"exclude_author: {len(excluded_authors)} authors given; at most {MAX_AUTHORS}",
+                          param="exclude_author")
+    if max_age is not None and not (isinstance(max_age, Duration) and 0 < max_age.seconds <= MAX_AGE):
+        raise FilterError(f"max_age {max_age!r} is not a span from 1h to a year", param="max_age")
     tag_sets = []
     for name, given in (("tag", tags), ("tag", tags_all), ("exclude_tag", exclude_tags)):
         try:
@@ -317,4 +347,4 @@ def make_filter(
     return FeedFilter(authors=author_keys, query=parsed, limit=limit, tags=tag_keys, tags_all=all_keys,
                       exclude_tags=excluded_tags, exclude_categories=categories, min_replies=bound["min_replies"],
                       max_replies=bound["max_replies"], min_likes=bound["min_likes"], min_views=bound["min_views"],
-                      exclude_pinned=exclude_pinned is True)
+                      exclude_pinned=exclude_pinned is True, exclude_authors=excluded_authors, max_age=max_age)

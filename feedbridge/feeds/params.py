@@ -54,11 +54,29 @@ MAX_THRESHOLD = 10**9
 MAX_ID = 10**9
 TOP_PERIODS = ("all", "yearly", "quarterly", "monthly", "weekly", "daily")
 DIGESTS = {"daily": 7, "weekly": 8}  # each digest and the periods it shows without `limit=`
+HOUR, DAY, WEEK = 3600, 24 * 3600, 7 * 24 * 3600
+MAX_AGE = 365 * DAY
 
-Value = Literal["whole", "ids", "choice", "flag", "text", "names", "tags", "signature"]
+Value = Literal["whole", "ids", "choice", "flag", "text", "names", "tags", "duration", "signature"]
 """How a parameter's text becomes its value: a whole number within bounds; whole numbers (comma-separated
 or repeated); one of `choices`; 0 or 1; text; names (comma-separated or repeated); tags in Discourse's
-`/filter` notation (`a,b` any, `a+b` all); a signature the bridge checks itself (`feeds/signing.py`)."""
+`/filter` notation (`a,b` any, `a+b` all); a span of hours, days or weeks (`36h`, `7d`, `2w`) up to `high`
+seconds, a `Duration`; a signature the bridge checks itself (`feeds/signing.py`)."""
+_DURATION = re.compile(r"(?P<count>\d{1,6})(?P<unit>[hdw])")
+_UNITS = {"h": HOUR, "d": DAY, "w": WEEK}
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """A span of time as a feed URL gives it (`max_age=`). Its text is the canonical one, in the largest unit that
+    divides it (`7d` is `1w`, `48h` is `2d`), so equal spans name one feed whichever way they were written."""
+
+    seconds: int
+
+    def __str__(self) -> str:
+        unit, length = next((u, n) for u, n in (("w", WEEK), ("d", DAY), ("h", HOUR), ("s", 1))
+                            if self.seconds % n == 0)
+        return f"{self.seconds // length}{unit}"
 _MANY: frozenset[Value] = frozenset({"ids", "names", "tags"})
 
 
@@ -142,7 +160,17 @@ class Param:
             if raw not in ("0", "1"):
                 raise RequestError(f"{name} must be 1 (or 0, the default), not {shorten(raw)!r}", param=name)
             return raw == "1"
+        if self.value == "duration":
+            return self._duration(raw)
         return self._whole(raw, settings) if self.value == "whole" else raw
+
+    def _duration(self, raw: str) -> Duration:
+        found = _DURATION.fullmatch(raw)
+        seconds = int(found["count"]) * _UNITS[found["unit"]] if found else 0
+        if not 0 < seconds <= self.high:
+            raise RequestError(f"{self.name} must be a number of hours, days or weeks (36h, 7d, 2w) from 1h to "
+                               f"{Duration(self.high)}, not {shorten(raw)!r}", param=self.name)
+        return Duration(seconds)
 
     def _whole(self, raw: str, settings: Settings) -> int:
         high = self.upper(settings)
@@ -193,6 +221,8 @@ PARAMETERS: tuple[Param, ...] = (
     Param("exclude_pinned", "flag", "leave out the topics the list shows pinned (welcome and About topics)",
           feeds=TOPICS, needs="pinned", filter_field="exclude_pinned", choices=(("1", "leave them out"),),
           label="Pinned topics", unset="keep them"),
+    Param("exclude_author", "names", "drop topics (posts, on a post feed) by these users; case-insensitive",
+          most=MAX_AUTHORS, filter_field="exclude_authors", label="Not by", hint="optional, comma-separated"),
     _threshold("min_replies", "keep topics with at least this many replies (posts − 1)", "replies, at least"),
     _threshold("max_replies", "keep topics with at most this many replies: 0 is the unanswered topics",
                "replies, at most", hint="0: the unanswered topics"),
@@ -202,6 +232,9 @@ PARAMETERS: tuple[Param, ...] = (
           f"({DIGESTS['daily']} days, {DIGESTS['weekly']} weeks by default)", feeds=TOPICS,
           choices=(("daily", "one a day (daily digest)"), ("weekly", "one a week (weekly digest)")), label="Entries",
           unset="one per topic"),
+    Param("max_age", "duration", "keep entries active within this long (a topic's last post, a post's own time; "
+          "with a digest, the periods within it): 36h, 7d, 2w, at most a year", high=MAX_AGE, filter_field="max_age",
+          label="Active within", hint="optional: 36h, 7d, 2w"),
     Param("limit", "whole", "at most this many entries (with a digest: periods)", low=1, high=MAX_LIMIT,
           label="At most", hint=f"optional: entries (with a digest: periods), 1–{MAX_LIMIT}"),
     Param("content", "choice", "excerpt, or full: each entry also gets its first post as HTML, creation date, category "

@@ -31,13 +31,14 @@ from feedbridge.feeds.digest import digested
 from feedbridge.feeds.directory import Directory
 from feedbridge.feeds.figures import completed
 from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.identity import Identities
 from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.post_feeds import PostFeeds
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source, lacking
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.topic_pages import TopicPages
-from feedbridge.models import Category, Listing, Topic
+from feedbridge.models import Category, Listing, Site, Topic
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FeedEntry
@@ -65,11 +66,13 @@ class FeedResult:
 @dataclass(frozen=True, slots=True)
 class View:
     """What a page shows of a feed: the first list page (its title, for post feeds the forum's name of the
-    topic or user), the topics, and why they came from the last good pages, when they did."""
+    topic or user), the topics, why they came from the last good pages, when they did, and how the forum
+    presents itself (its icon), where it says."""
 
     first: Listing
     topics: list[Topic]
     stale: str | None = None
+    site: Site | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,7 @@ class Readers:
     topics: TopicPages
     directory: Directory
     posts: PostFeeds
+    identity: Identities
 
 
 @dataclass
@@ -133,26 +137,30 @@ class FeedService:
         return keys.feed(spec.cache_key(), self_url, stylesheet_url)
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
-             key: str | None = None) -> FeedResult:
+             key: str | None = None, *, refresh: bool = True, identity: bool = True) -> FeedResult:
         """The feed: a fresh copy, else built live, else the last good copy, else built from the last good
         pages (a new filter on a known list). `key` is `feed_key(...)` when the caller already has it (the web
-        layer memoizes it per URL)."""
+        layer memoizes it per URL). Without `refresh` (a file of the static build, rebuilt on its own schedule)
+        it carries no refresh hints, and without `identity` (a saved list, which reads nothing but its file)
+        no icon, logo or language of the forum."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
+        extras = (refresh, identity)
 
         def live() -> FeedResult:
-            got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, self.live),
+            got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, self.live, *extras),
                                   what="the feed")
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
-        return self._either(live, lambda reason: FeedResult(self._render(spec, self_url, stylesheet_url, self.cached),
-                                                            "stale", reason))
+        return self._either(live, lambda reason: FeedResult(
+            self._render(spec, self_url, stylesheet_url, self.cached, *extras), "stale", reason))
 
     def view(self, spec: FeedSpec) -> View:
         """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
         fails (`View.stale` then says why, and a page made of them is not kept), and the error only when
         there are none."""
-        return self._either(lambda: View(*self.topics(spec)),
-                            lambda reason: View(*self.topics(spec, self.cached), stale=reason))
+        return self._either(lambda: View(*self.topics(spec), site=self.live.identity.of(spec.forum)),
+                            lambda reason: View(*self.topics(spec, self.cached), stale=reason,
+                                                site=self.cached.identity.of(spec.forum)))
 
     @staticmethod
     def _either(live: Callable[[], T], cached: Callable[[str], T]) -> T:
@@ -177,11 +185,17 @@ class FeedService:
         those filters see the whole first post and every tag.
         """
         readers = readers or self.live
+        since = None
+        if spec.filter.max_age is not None:  # the window ends when the feed is built: the clock read once
+            since = datetime.fromtimestamp(int(time.time()) - spec.filter.max_age.seconds, UTC)
+            if spec.digest is None:  # a digest keeps whole periods instead (feeds/digest.py)
+                spec = replace(spec, filter=replace(spec.filter, since=since))
         if spec.kind in POST_KINDS:
             return readers.posts.topics(spec)
         listings = readers.lists.listings(spec)
         listings = completed(spec.filter, listings,
-                             lambda n: readers.lists.page(spec.forum, spec.page_url(n, JSON), JSON))
+                             lambda n: readers.lists.page(spec.forum, spec.page_url(n, JSON), JSON),
+                             pictures=spec.content == "full")
         spec = readers.directory.excluding(spec)
         everything = listed(spec, listings)
         # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.
@@ -192,7 +206,7 @@ class FeedService:
             budget = self.settings.topic_budget
             everything = readers.topics.enriched(spec.forum, candidates[:budget]) + candidates[budget:]
         kept = readers.directory.named(spec.forum, spec.filter.apply(everything))
-        return listings[0], digested(spec, listings, kept)
+        return listings[0], digested(spec, listings, kept, since)
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
         """The forum's directory (`Directory.categories`), read live; UpstreamError only with nothing cached."""
@@ -207,11 +221,13 @@ class FeedService:
         return self.live.lists.page(forum, url, source)
 
     def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
-                readers: Readers) -> FeedEntry:
+                readers: Readers, refresh: bool, identity: bool) -> FeedEntry:
         with metrics.building(spec.kind):
             first, topics = self.topics(spec, readers)
+            site = readers.identity.of(spec.forum) if identity else None
             built = time.time()
-            body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC))
+            body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC),
+                             site=site, ttl=self.settings.cache_ttl if refresh else None)
         dates = [t.last_posted_at for t in topics if t.last_posted_at is not None]
         return FeedEntry(
             body=body,

@@ -9,10 +9,11 @@ filters, the figures' completion, the service and the saved-list builds learn it
 
 - Markdown (core since September 2026, admins can turn it off): title, author, replies, last activity
   and an excerpt for every topic; no creation date, tags or category (content=full reads those from
-  each topic's `.md` page), no likes, views or pinned flag (the JSON list of the same page has them).
+  each topic's `.md` page), no likes, views, pinned flag or picture (the JSON list of the same page has
+  them; content=full reads it for the pictures, `feeds/figures.py`).
 - JSON (every Discourse release since 2013): title, author, replies, last activity, creation date,
-  tags and category id for every topic, an excerpt only for pinned topics; content=full takes the first
-  post's cooked HTML from `/t/ID.json`.
+  tags, category id and picture (`image_url`) for every topic, an excerpt only for pinned topics;
+  content=full takes the first post's cooked HTML from `/t/ID.json`.
 
 Per-author feeds read `/topics/created-by/USER.json` on both: the Markdown endpoints have no per-user
 list (see `ListReader.listings`).
@@ -69,7 +70,7 @@ class Source:
 
 
 MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic,
-                  frozenset({"created_at", "tags", "category_id", "likes", "views", "pinned"}))
+                  frozenset({"created_at", "tags", "category_id", "likes", "views", "pinned", "image_url"}))
 JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_topic)
 SOURCES = {source.name: source for source in (MARKDOWN, JSON)}
 

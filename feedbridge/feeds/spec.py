@@ -101,9 +101,10 @@ class FeedSpec:
 
     @property
     def digest_id(self) -> str:
-        """What a digest's entry ids start with: the feed's id without its `limit=`, so it is the same in
-        every format, from every host the bridge answers to, however many periods are shown."""
-        query = urlencode([(k, v) for k, v in self.canonical_query() if k != "limit"])
+        """What a digest's entry ids start with: the feed's id without its `limit=` and `max_age=`, so it is the
+        same in every format, from every host the bridge answers to, however many periods are shown (both only
+        choose how many whole periods: `feeds/digest.py`)."""
+        query = urlencode([(k, v) for k, v in self.canonical_query() if k not in ("limit", "max_age")])
         return self.page_url(0) + f"#{query}"
 
     @property

@@ -8,18 +8,21 @@ With FEEDBRIDGE_CREDENTIALS set, a second scope is made over the same backends, 
 private scope (`feedbridge.store.scoped`): its pages, feeds, failures, waits and source decisions are its
 own, its fetches send the forum's key, and its budget is the key's (under Discourse's limits for one key,
 counted in the forum's windows too), so a 429 on it never stops public reading. It shares the pool and
-the cold slots with the public scope: both kinds of request wait on the same forums in the same process.
+the cold slots with the public scope: both kinds of request wait on the same forums in the same process,
+and the public scope's reader of the forums' basic info, which every forum shows without a login.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from feedbridge.config import Settings
 from feedbridge.feeds.callers import CallerPool, ForumBudget
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.directory import Directory
 from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.identity import Identities
 from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.post_feeds import PostFeeds
@@ -53,8 +56,12 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     if settings.credentials:
         keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
                             per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
-        public.signed_in = _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
-                                  ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, signed=True)
+        twin = _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
+                      ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, signed=True)
+        # A forum's basic info is public, a login-only forum's too: read without the key, from the public scope.
+        twin.live, twin.cached = (replace(twin.live, identity=public.live.identity),
+                                  replace(twin.cached, identity=public.cached.identity))
+        public.signed_in = twin
     return public
 
 
@@ -70,7 +77,8 @@ def _scope(settings: Settings, store: Store, control: ControlStore, flight: Flig
     def readers(reads: Reads) -> Readers:
         return Readers(ListReader(settings, reads, pool, detector),
                        TopicPages(settings, reads, policy, store, control, pool),
-                       Directory(reads, store), PostFeeds(settings, reads, policy, store, pool))
+                       Directory(reads, store), PostFeeds(settings, reads, policy, store, pool),
+                       Identities(reads, store))
 
     live = readers(LiveReads(policy, gate, detector))
     return FeedService(settings, store, control, policy, budget, gate, detector, pool, fetcher, live,

@@ -105,7 +105,9 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetche
     outcome = FeedOutcome(plan.name, "failed", "-", 0)
     try:
         with fetcher.counting() as tally:
-            bodies = [service.scope(plan.signed).feed(spec, urljoin(config.site_url, quote(file))).entry.body
+            # no refresh hints (cron decides when the files change), no basic info read for a saved list
+            bodies = [service.scope(plan.signed).feed(spec, urljoin(config.site_url, quote(file)), refresh=False,
+                                                      identity=plan.saved_list is None).entry.body
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"

@@ -34,6 +34,7 @@ from feedbridge.store.entries import (
     HeadEntry,
     PageEntry,
     PostsEntry,
+    SiteEntry,
     SourceEntry,
     TopicEntry,
 )
@@ -49,6 +50,7 @@ KINDS: dict[str, type] = {
     "head": HeadEntry,
     "posts": PostsEntry,
     "collected": CollectedEntry,
+    "site": SiteEntry,
     "number": float,  # an int is stored as one too, and comes back a float
 }
 

@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from feedbridge.errors import Reason
-from feedbridge.models import Category, Listing, Post, Topic, TopicHead
+from feedbridge.models import Category, Listing, Post, Site, Topic, TopicHead
 
 
 def is_fresh(entry: Any, fresh_for: float) -> bool:
@@ -74,6 +74,19 @@ class DirectoryEntry:
     @property
     def size(self) -> int:
         return _held(self.categories)
+
+
+@dataclass(frozen=True, slots=True)
+class SiteEntry:
+    """How a forum presents itself (`feedbridge.feeds.identity`); `site` is None for a forum that gives no
+    basic info, remembered as such like a present one."""
+
+    site: Site | None
+    stored_at: float
+
+    @property
+    def size(self) -> int:
+        return _held(self.site)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +195,7 @@ def _held(value: Any) -> int:
 
 _FIELDS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
     model: attrgetter(*(field.name for field in fields(model)))
-    for model in (Topic, Category, Listing, Shown, Post, TopicHead)
+    for model in (Topic, Category, Listing, Shown, Post, TopicHead, Site)
 }
 
 

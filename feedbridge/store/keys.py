@@ -32,6 +32,11 @@ def categories(base_url: str, parent: int | None = None) -> str:
     return _key("categories", base_url) if parent is None else _key("categories", base_url, parent)
 
 
+def site(base_url: str) -> str:
+    """How a forum presents itself (`/site/basic-info.json`)."""
+    return _key("site", base_url)
+
+
 def topic(base_url: str, topic_id: int, last_posted_at: datetime | None) -> str:
     """A topic page, by its last activity: a new post gives a new key, so a copy never goes stale."""
     return _key("topic", base_url, topic_id, last_posted_at.isoformat() if last_posted_at else "-")

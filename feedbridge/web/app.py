@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import httpx
 from flask import Flask, Response, current_app, g, request
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
                                           settings.trusted_hops), settings, backends.cache)
     app.register_blueprint(pages.bp)
     app.register_blueprint(routes.bp)
+    app.config["FEEDBRIDGE_CSP"] = content_security_policy(settings)
     app.after_request(_security_headers)
     app.context_processor(_template_globals)
     app.before_request(_start_timer)
@@ -106,14 +108,20 @@ def _log_request(response: Response) -> Response:
     return response
 
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-"""Every HTML answer (pages, `.html` views, error pages): scripts and styles from this origin only."""
+def content_security_policy(settings: Settings) -> str:
+    """Every HTML answer's (pages, `.html` views, error pages): scripts and styles from this origin only. Images
+    also from https (a forum's pictures, which the pages show as its feeds carry them: a topic's thumbnail, the
+    forum's icon, from its own origin or a CDN's) and from the origin of each forum read over plain http."""
+    plain = sorted({"http://" + urlsplit(forum.base_url).netloc for forum in settings.forums
+                    if forum.base_url.startswith("http://")})
+    images = " ".join(["'self'", "data:", "https:", *plain])
+    return (f"default-src 'none'; script-src 'self'; style-src 'self'; img-src {images}; connect-src 'self'; "
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
 
 def _security_headers(response: Response) -> Response:
     if response.mimetype == "text/html":
-        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("Content-Security-Policy", current_app.config["FEEDBRIDGE_CSP"])
         response.headers.setdefault("Referrer-Policy", "no-referrer")
     return response
 

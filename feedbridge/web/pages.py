@@ -50,7 +50,7 @@ from feedbridge.feeds import signing
 from feedbridge.feeds.assemble import feed_title
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
-from feedbridge.models import Category, Topic
+from feedbridge.models import Category, Site, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import OpmlFrame, Subscription, opml_frame
 from feedbridge.render.turns import take_turn
@@ -129,6 +129,7 @@ class Built:
     preview_error: Unavailable | None = None
     stale: bool = False  # the preview was read from the last good pages: shown, never kept
     more_pages_url: str | None = None
+    site: Site | None = None  # how the forum presents itself (its icon), where it says
 
     @property
     def discovery(self) -> list[tuple[str, str]]:
@@ -329,7 +330,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         view = scope.view(spec)
         built.topics, built.total = view.topics, len(view.topics)
         html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
-                               edit_url=url_for("pages.index", **form.args()))
+                               edit_url=url_for("pages.index", **form.args()), site=view.site)
         if view.stale is not None:
             raise _NotKept(html)
         return html
@@ -443,7 +444,7 @@ def preview_of(svc: FeedService, built: Built) -> None:
         # says why this one cannot
         built.preview_error = Unavailable(f"the feed answers {exc.status} as it is", exc.message)
         return
-    topics, built.stale = view.topics, view.stale is not None
+    topics, built.stale, built.site = view.topics, view.stale is not None, view.site
     built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
     pages = spec.pages
     if not topics and pages < svc.settings.pages_max:

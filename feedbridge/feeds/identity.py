@@ -1,0 +1,61 @@
+"""How each forum presents itself (`/site/basic-info.json`): the icon, logo, title and language its feeds carry.
+
+Read once per forum and kept like the categories directory (`feeds/directory.py`), in the store, by forum: any
+copy held will do (a forum's logo and language change rarely), so it costs the forum one request per stale TTL
+(FEEDBRIDGE_STALE_TTL), charged to its budget like every read (it goes through the `Gate`), and none while the
+forum is failing. Failure-tolerant, since a forum without it still gets its feeds, only without an icon: a
+forum that answers 404 or refuses it (a release from before it, a proxy in front), or answers something that
+is no basic info, is kept as having none, for as long as a copy would be; one that fails (a timeout, a 5xx) is
+asked again once its failure is forgotten (FEEDBRIDGE_NEGATIVE_TTL). A read refused by the forum's budget or a
+client's share marks the build it is part of, which is then not kept for others (`feeds/policy.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from feedbridge.config import Forum
+from feedbridge.discourse.site_info import parse_basic_info
+from feedbridge.errors import UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.feeds.reads import Reads
+from feedbridge.models import Site
+from feedbridge.store import keys
+from feedbridge.store.entries import SiteEntry
+from feedbridge.store.protocols import Store
+
+log = logging.getLogger(__name__)
+
+PATH = "/site/basic-info.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Identities:
+    """One scope's forum identities, read one way (`feeds/reads.py`)."""
+
+    reads: Reads
+    store: Store
+
+    def of(self, forum: Forum) -> Site | None:
+        """The forum's `Site`: the copy held, else read now; None when it has none or cannot give it now."""
+        key = keys.site(forum.base_url)
+        held: SiteEntry | None = self.store.get(key)
+        if held is not None:
+            return held.site
+
+        def fetch(_held: SiteEntry | None) -> SiteEntry:
+            url = forum.base_url + PATH
+            try:
+                text = self.reads.fetch(forum, url, url).text
+            except (UpstreamNotFound, UpstreamRefused) as exc:
+                log.info("%s gives no basic info: %s", forum.key, exc.message)
+                return SiteEntry(None, time.time())
+            return SiteEntry(parse_basic_info(text, forum.base_url), time.time())
+
+        try:
+            entry: SiteEntry = self.reads.entry(key, fetch, f"the basic info of {forum.key}")
+        except UpstreamError as exc:
+            log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
+            return None
+        return entry.site
