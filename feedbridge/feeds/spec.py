@@ -27,7 +27,9 @@ MAX_PARAM_CHARS = 1000
 DIGESTS = {"daily": 7, "weekly": 8}  # each digest and the periods it shows without `limit=`
 MAX_INTERSECTION = 5
 
-RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts"]
+RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts",
+                    "personal"]
+"""`personal`: a member's own list, read with their key only (feeds/personal.py, which builds its specs)."""
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
 """Feeds of posts rather than topics (feeds/post_feeds.py): they take author=, q=, limit=, pages=, content= and,
 on /posts, category=; what only topics have is refused (`_TOPIC_ONLY`)."""

@@ -10,10 +10,12 @@ Without Redis nothing shares a budget's moving window between processes, so each
 every budget (`feedbridge.store.control.Windows`): `pre_fork` tells each worker its N.
 """
 
+import logging
 import os
 from typing import Any
 
 from feedbridge.config import Settings
+from feedbridge.web.logs import EscapeControls
 
 _settings = Settings.from_env()  # bad values stop the server here, with the variable's name
 
@@ -52,3 +54,11 @@ def pre_fork(server: Any, worker: Any) -> None:
     Settings): the arbiter's `num_workers` is the count it keeps, however it was set (WEB_CONCURRENCY,
     `--workers`, a TTIN/TTOU signal), where a `raw_env` line would carry only this file's `workers`."""
     os.environ["FEEDBRIDGE_WORKERS"] = str(server.num_workers)
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """gunicorn's own lines (at DEBUG, each request's path) through the filter feedbridge's lines go through
+    (`feedbridge.web.logs.EscapeControls`): a personal feed's path holds its member's token, and no line may."""
+    for handler in logging.getLogger("gunicorn.error").handlers:
+        if not any(isinstance(f, EscapeControls) for f in handler.filters):
+            handler.addFilter(EscapeControls())
