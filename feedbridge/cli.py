@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import click
 
 from feedbridge import __version__
-from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.config import Credential, Forum, Settings, parse_forum
 from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
@@ -252,10 +252,10 @@ class _SavedList(PoliteFetcher):
     category names from the forum's directory) the feed goes without, as when the forum refuses it."""
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False) -> Fetched:
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
         if url not in self.local_pages:
             raise UpstreamRefused(f"a saved list is built from the file alone, without reading {url}")
-        return super().get(forum, url, etag, last_modified, signed)
+        return super().get(forum, url, etag, last_modified, signed, credential)
 
 
 def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, object], self_url: str | None,

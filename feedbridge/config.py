@@ -114,6 +114,35 @@ def _credentials(raw: str) -> tuple[Credential, ...]:
         made[host] = parse_credential(value, host)
     return tuple(made.values())
 
+@dataclass(frozen=True, slots=True)
+class AuthRedirect:
+    """The `auth_redirect` a forum's admin allowed (`allowed_user_api_auth_redirects`) for this bridge's
+    `/HOST/connect`, where the forum sends a member back with their encrypted key (FEEDBRIDGE_AUTH_REDIRECTS)."""
+
+    host: str
+    url: str
+
+    def __str__(self) -> str:
+        return f"{self.host}={self.url}"
+
+
+def _auth_redirects(raw: str) -> tuple[AuthRedirect, ...]:
+    """`HOST=URL` entries, one per forum (`AuthRedirect`)."""
+    made: dict[str, str] = {}
+    for entry in raw.split():
+        host, equals, url = entry.partition("=")
+        parts = urlsplit(url)
+        if not equals or not host or host in made:
+            raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS",
+                                    f"entries are HOST=URL, one per forum, not {entry[:80]!r}")
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment or \
+                not parts.path.endswith(f"/{host}/connect"):
+            raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS", f"the URL for {host} must be this bridge's "
+                                    f"http(s) address of /{host}/connect, with no query, not {url[:120]!r}")
+        made[host] = url
+    return tuple(AuthRedirect(host, url) for host, url in made.items())
+
+
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 
@@ -260,6 +289,17 @@ class Settings:
     secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)
     private_budget: int = number(15, "FEEDBRIDGE_PRIVATE_BUDGET", 1, 10_000)
     private_daily_budget: int = number(2000, "FEEDBRIDGE_PRIVATE_DAILY_BUDGET", 1, 10_000_000)
+    # Personal feeds (feedbridge.feeds.personal, feedbridge.feeds.handshake): members connect their own forum
+    # account with a User API key, which lives only inside their feed URLs. The RSA key the forums encrypt it
+    # to (kept beside the secret), a connect page's lifetime, the redirects forum admins allowed, and each
+    # member key's own budget, under core's limits for one key as the private budget is.
+    personal: bool = text(False, "FEEDBRIDGE_PERSONAL", read=_on_off)
+    connect_key: str | None = text(None, "FEEDBRIDGE_CONNECT_KEY", read=lambda raw: raw.replace("\\n", "\n"),
+                                   secret=True)
+    connect_ttl: int = number(600, "FEEDBRIDGE_CONNECT_TTL", 60, 3600)
+    auth_redirects: tuple[AuthRedirect, ...] = text((), "FEEDBRIDGE_AUTH_REDIRECTS", read=_auth_redirects)
+    member_budget: int = number(15, "FEEDBRIDGE_MEMBER_BUDGET", 1, 10_000)
+    member_daily_budget: int = number(2000, "FEEDBRIDGE_MEMBER_DAILY_BUDGET", 1, 10_000_000)
     # Seconds of a worker's CPU one client may spend per minute on what it builds without asking the forum
     # (feedbridge.web.allowance): a third of a worker's minute, as a client's share of a forum's budget. 0: off.
     cpu_allowance: float = number(20.0, "FEEDBRIDGE_CPU_ALLOWANCE", 0.0, 3600.0)
@@ -282,6 +322,9 @@ class Settings:
             raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({self.request_deadline:g}) must be below "
                               f"FEEDBRIDGE_WORKER_TIMEOUT ({self.worker_timeout}), so a slow forum gives an "
                               "answer, not a killed worker", "FEEDBRIDGE_REQUEST_DEADLINE")
+
+    def auth_redirect_for(self, forum: Forum) -> str | None:
+        return next((r.url for r in self.auth_redirects if r.host == forum.key), None)
 
     def credential_for(self, forum: Forum) -> Credential | None:
         return next((c for c in self.credentials if c.host == forum.key), None)
@@ -309,6 +352,14 @@ class Settings:
         if self.credentials and not self.secret:
             raise ConfigError("FEEDBRIDGE_SECRET must be set when FEEDBRIDGE_CREDENTIALS is: private feeds are "
                               "read only through URLs signed with it (feedbridge sign)", "FEEDBRIDGE_SECRET")
+        if self.personal and not (self.secret and self.connect_key):
+            raise ConfigError("FEEDBRIDGE_PERSONAL=on needs FEEDBRIDGE_SECRET (members' feed URLs are sealed with it) "
+                              "and FEEDBRIDGE_CONNECT_KEY (the RSA key forums encrypt members' keys to)",
+                              "FEEDBRIDGE_PERSONAL")
+        for redirect in self.auth_redirects:
+            if self.forum_for_key(redirect.host) is None:
+                raise ConfigError(f"FEEDBRIDGE_AUTH_REDIRECTS: {redirect.host} is not a forum of FEEDBRIDGE_FORUMS",
+                                  "FEEDBRIDGE_AUTH_REDIRECTS")
         for name, value in (("FEEDBRIDGE_SECRET", self.secret), ("FEEDBRIDGE_SECRET_PREVIOUS", self.secret_previous)):
             if value is not None and len(value) < 16:
                 raise ConfigError(f"{name} must be at least 16 characters (e.g. `openssl rand -hex 32`)", name)

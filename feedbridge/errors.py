@@ -9,6 +9,7 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   ├── FilterQueryError                              a /filter query the bridge will not send
     │   ├── RouteNotFound             404                 no such forum, route or format
     │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/signing.py)
+    │       └── KeyRefused                                a forum refused a member's key (feeds/personal.py)
     ├── UnreadableError               502                 text that is not what it claims (parsers: pure, no I/O)
     │   ├── NotAListError                                 not a topic list
     │   │   └── NoBaseURL                                 a list whose URL is relative, read without a base URL
@@ -105,6 +106,12 @@ class RouteNotFound(RequestError):
 
 class Forbidden(RequestError):
     status = 403
+
+
+class KeyRefused(Forbidden):
+    """The forum answered 401/403 to a member's own key. Not an upstream error, so that no stale copy or
+    remembered failure answers for it: the route asks the forum whether the key itself is gone (revoked or
+    expired) or only this page is not the member's to read, and says which (`feeds.personal.refusal`)."""
 
 
 class UnreadableError(FeedbridgeError, ValueError):

@@ -28,6 +28,7 @@ before `/filter`, which answers it 404.
 `/t/ID/posts.json?post_ids[]=`, `/posts.json?before=` and `/user_actions.json`, in either mode.
 `FakeForum(private=PrivateSite().answer)` adds a login-only side (tests/fake_private.py): it sees each
 request's headers and the body the forum would serve, and may answer instead (`--private` in a process).
+`FakeForum(posted=...)` answers POSTs (tests/fake_personal.py: core's User API key handshake).
 `FakeForum(core_limits=CoreLimits())` answers 429 with Retry-After as core's per-address and per-key rate
 limits do (tests/core_limits.py; `--core-limits` in a process; `stats()` counts the refusals).
 
@@ -102,6 +103,9 @@ document.getElementsByTagName('head')[0].appendChild(a);}());</script></body></h
 HUGE_LINE = b"A very large page keeps going and going, long past any sane size limit.\n"
 # (target, lower-cased request headers, the body otherwise served or None) -> (status, body, headers) or None
 PrivateHook = Callable[[str, Mapping[str, str], bytes | None], tuple[int, bytes, dict[str, str]] | None]
+PostHook = Callable[[str, Mapping[str, str], bytes], tuple[int, bytes, dict[str, str]] | None]
+"""A POST's target, headers (lower-cased) and body, answered (tests/fake_personal.py), or None for 405."""
+MAX_POST_BYTES = 64 * 1024
 
 
 def compression_bomb(decoded_size: int, codings: str = "gzip") -> bytes:
@@ -254,7 +258,7 @@ class FakeForum(_Controls):
                  mode: str = "markdown", json_lists: bool = False,
                  posts: Callable[[str], bytes | None] | None = None,
                  private: PrivateHook | None = None, core_limits: CoreLimits | None = None,
-                 filter_route: bool = True) -> None:
+                 filter_route: bool = True, posted: PostHook | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         self.mode = mode
@@ -263,6 +267,7 @@ class FakeForum(_Controls):
         self.private = private  # tests/fake_private.py `PrivateSite.answer`, after them
         self.core_limits = core_limits  # tests/core_limits.py: core's per-address and per-key 429s, first
         self.filter_route = filter_route  # False: a release without /filter (tests/fake_filter.py)
+        self.posted = posted  # tests/fake_personal.py `PersonalSite.posted`: POSTs (the User API key handshake)
         self.root = Path(root if root is not None else JSON_ROOT if mode == "json" else DEFAULT_ROOT).resolve()
         self.rewrite = tuple(rewrite)
         self.conditional = conditional
@@ -477,8 +482,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if self.path.startswith("/__"):
             self._control()
-        else:
+            return
+        forum, headers = self.forum, {k.lower(): v for k, v in self.headers.items()}
+        forum._record(Request(self.command, self.path, headers, time.time()))
+        size = int(headers.get("content-length", "0") or "0")
+        answer = forum.posted(self.path, headers, self.rfile.read(min(size, MAX_POST_BYTES))) if forum.posted else None
+        if answer is None:
             self._send(405, {"Allow": "GET, HEAD"}, b"")
+        else:
+            status, body, extra = answer
+            self._send(status, {"Content-Type": "application/json; charset=utf-8", **extra}, body)
 
     # plumbing
     def _send_head(self, status: int, headers: dict[str, str]) -> None:

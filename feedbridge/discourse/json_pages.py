@@ -96,11 +96,13 @@ def _describe(data: dict[str, Any], expected: str) -> str:
     return f"{expected}, got a JSON object with keys {keys}" if keys else f"{expected}, got an empty JSON object"
 
 
-def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | None = None) -> Listing:
+def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | None = None,
+                       archetype: str = "regular") -> Listing:
     """Parse one page of a JSON topic list into the `Listing` the Markdown parser would give.
 
     `base_url` is the forum's root (with its subfolder, if any): JSON lists carry only relative paths.
-    `source_url` is where the page was fetched from; its `?page=N` is the page number.
+    `source_url` is where the page was fetched from; its `?page=N` is the page number. `archetype` is the
+    kind of topic kept: `private_message` for a member's own messages (`feedbridge.feeds.personal`).
     """
     base = base_url.rstrip("/")
     if not base.startswith(("http://", "https://")):
@@ -121,7 +123,7 @@ def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | No
     skipped = 0
     for raw in raw_topics[:MAX_TOPICS]:
         try:
-            topic = _topic(raw, base, users)
+            topic = _topic(raw, base, users, archetype)
         except _Malformed:
             skipped += 1
             continue
@@ -157,7 +159,7 @@ def _usernames(users: object) -> dict[int, str]:
     return found
 
 
-def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
+def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular") -> Topic | None:
     """One list item as a `Topic`; None for a topic the list shows but a feed must not (unlisted, a
     private message or another archetype); `_Malformed` for one without a usable id or title."""
     if not isinstance(raw, dict):
@@ -173,7 +175,7 @@ def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
     if raw.get("visible") is False:
         return None
     archetype = raw.get("archetype", "regular")
-    if archetype != "regular":
+    if archetype != kept:
         return None
     author = _original_poster(raw.get("posters"), users)
     last_posted = _moment(raw.get("last_posted_at")) or _moment(raw.get("bumped_at"))
@@ -428,3 +430,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]
 
 def _clean(text: str) -> str:
     return " ".join(_CONTROL.sub("", text).split())
+
+
+# What a member's own documents (discourse/personal.py) are read with, as the lists' are.
+moment, plain_excerpt, on_forum, slug_segment = _moment, _excerpt, _on_forum, _slug

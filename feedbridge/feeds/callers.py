@@ -178,12 +178,15 @@ class ForumBudget:
     """
 
     def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
-                 per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None):
+                 per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None,
+                 who: Callable[[], str] | None = None):
         """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
         `feedbridge.feeds.signing`), `share` is what part of it one client may spend, `per_day` and
         `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
         budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
-        requests: core counts a key's requests against the bridge's address too)."""
+        requests: core counts a key's requests against the bridge's address too). `who`, when given, names
+        whose windows these are at each request (a member's key's, `feedbridge.feeds.personal`): each key
+        has windows of its own, as core counts each key."""
         self.shares = windows.split(processes)
         self.windows = self.shares.lasting(LEEWAY)
         self.per_window = per_window
@@ -194,13 +197,15 @@ class ForumBudget:
         self.days = self.windows.spanning(DAY) if per_day else None
         self.bursts = self.windows.spanning(BURST) if per_burst else None
         self.forum = forum
-        self.kind = "signed-in requests" if forum is not None else "upstream requests"
+        self.who = who
+        self.kind = ("requests with your key" if who is not None else "signed-in requests" if forum is not None
+                     else "upstream requests")
 
     def spans(self, forum: Forum) -> list[_Span]:
         """The forum-wide windows one request to `forum` is counted in, shortest first."""
         if self.per_window <= 0:
             return []
-        whole = (f"{self.scope}forum", forum.key)
+        whole = (f"{self.scope}forum", forum.key, *self._whose())
         made = [_Span(self.windows, self.per_window, whole, self.kind)]
         if self.bursts is not None:
             made.insert(0, _Span(self.bursts, self.per_burst, whole, self.kind))
@@ -216,7 +221,7 @@ class ForumBudget:
         for span in spans:
             if not span.windows.test(span.limit, *span.ids):
                 self._forum_busy(forum, span)
-        mine = (f"{self.scope}client", forum.key, caller.client)
+        mine = (f"{self.scope}client", forum.key, caller.client, *self._whose())
         if not self.shares.hit(self.share, *mine):
             retry = self._retry(self.shares, self.share, mine)
             raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
@@ -225,6 +230,9 @@ class ForumBudget:
         for span in spans:
             if not span.windows.hit(span.limit, *span.ids):
                 self._forum_busy(forum, span)
+
+    def _whose(self) -> tuple[str, ...]:
+        return () if self.who is None else (self.who(),)
 
     def _forum_busy(self, forum: Forum, span: _Span) -> NoReturn:
         retry = self._retry(span.windows, span.limit, span.ids)

@@ -27,6 +27,7 @@ from feedbridge.errors import (
 )
 from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.detect import SourceDetector
+from feedbridge.feeds.personal import own_pages
 from feedbridge.feeds.reads import Reads
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import FeedSpec
@@ -75,6 +76,8 @@ class ListReader:
             if spec.forum_query.signed_in_only and not self.reads.signed:
                 raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
             return self._pages(spec, lambda n: spec.page_url(n, JSON), JSON)
+        if (mine := own_pages(spec)) is not None:  # a member's own list: JSON on every forum, its own parser
+            return self._pages(spec, *mine)
         source = self.reads.source(spec.forum)
         if spec.user is not None:
             try:

@@ -26,7 +26,9 @@ from feedbridge.render.formats import FORMATS
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
 MAX_INTERSECTION = 5
 
-RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts"]
+RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts",
+                    "personal"]
+"""`personal`: a member's own list, read with their key only (feeds/personal.py, which builds its specs)."""
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
 """Feeds of posts rather than topics (feeds/post_feeds.py); which parameters they take is the table's
 (`params.POSTS`)."""

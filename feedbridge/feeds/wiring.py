@@ -9,13 +9,18 @@ private scope (`feedbridge.store.scoped`): its pages, feeds, failures, waits and
 own, its fetches send the forum's key, and its budget is the key's (under Discourse's limits for one key,
 counted in the forum's windows too), so a 429 on it never stops public reading. It shares the pool and
 the cold slots with the public scope: both kinds of request wait on the same forums in the same process.
+
+With FEEDBRIDGE_PERSONAL on, a third scope reads as the current member (`feedbridge.feeds.personal`): the
+same wrappers with the member's id in every key, the member's key on every fetch, and a budget per key.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from feedbridge.config import Settings
+from feedbridge.config import Credential, Settings
+from feedbridge.feeds import handshake, personal
 from feedbridge.feeds.callers import CallerPool, ForumBudget
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.directory import Directory
@@ -55,13 +60,22 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
                             per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
         public.signed_in = _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
                                   ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, signed=True)
+    if settings.personal:  # the members' scope: each member's part of it named by the current member
+        handshake.RsaKey.load(settings)  # a FEEDBRIDGE_CONNECT_KEY that is no key stops the start, saying so
+        scope, mine = personal.MEMBER, personal.within
+        own = ForumBudget(windows, settings.member_budget, scope=scope, share=1, per_day=settings.member_daily_budget,
+                          processes=settings.workers, forum=budget, who=personal.who)
+        public.members = _scope(settings, ScopedStore(store, scope, mine), ScopedStore(control, scope, mine),
+                                ScopedFlight(flight, scope, mine), fetcher, pool, slots, own, signed=True,
+                                member=personal.credential)
     return public
 
 
 def _scope(settings: Settings, store: Store, control: ControlStore, flight: Flight, fetcher: Fetcher,
-           pool: CallerPool, slots: threading.BoundedSemaphore, budget: ForumBudget, *, signed: bool) -> FeedService:
+           pool: CallerPool, slots: threading.BoundedSemaphore, budget: ForumBudget, *, signed: bool,
+           member: Callable[[], Credential] | None = None) -> FeedService:
     policy = CachePolicy(settings, store, flight, control, slots=slots)
-    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed)
+    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed, member=member)
     # The probes read list pages live, through the page cache: a `/latest` feed built just after a probe
     # reads the probe's page from there.
     detector = SourceDetector(settings, control, flight,

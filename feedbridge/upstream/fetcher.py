@@ -14,6 +14,7 @@ module as an `UpstreamError`, so callers can serve their last good copy instead 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -29,7 +30,7 @@ import httpx
 import rfc3986
 
 from feedbridge import USER_AGENT, metrics
-from feedbridge.config import Forum, Settings
+from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import (
     BotWall,
     Reason,
@@ -59,6 +60,16 @@ class Fetched:
     text: str = ""
     etag: str | None = None
     last_modified: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Exchanged:
+    """What `Fetcher.exchange` got: the status, the headers (names in lower case, as httpx gives them) and
+    the body as text."""
+
+    status: int
+    headers: dict[str, str]
+    text: str = ""
 
 
 _ENCODED_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)
@@ -273,9 +284,10 @@ class Fetcher:
         self.transport.close()
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False) -> Fetched:
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
         """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`; `signed`
-        sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none.
+        sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none; `credential` (a
+        member's key, `feedbridge.feeds.personal`) is sent instead, to its own forum only.
 
         Validators are checked again here, as they are sent: a copy stored by an older version (or a
         shared Redis) must not be able to break every revalidation of its page.
@@ -285,7 +297,11 @@ class Fetcher:
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
         headers = dict(_HEADERS)
-        if signed:
+        if credential is not None:
+            if credential.host != forum.key:
+                raise UpstreamError(f"a key for {credential.host} is never sent to {forum.key}", reason=Reason.UNUSABLE)
+            headers |= credential.headers()
+        elif signed:
             credential = self.credentials.get(forum.key)
             if credential is None:
                 raise UpstreamError(f"no credential for {forum.key}", reason=Reason.UNUSABLE)
@@ -327,6 +343,44 @@ class Fetcher:
         """One request sent to `forum` ended: its last answer, and its count (`feedbridge.metrics`)."""
         self.last[forum.key] = Answer(status, time.time())
         metrics.upstream(forum.key, forum.base_url, url, status)
+
+    def exchange(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None) -> Exchanged:
+        """One request that is not a read of a page (the User API key handshake's `HEAD` of
+        `/user-api-key/new` and its device-flow `POST`s, `feedbridge.feeds.handshake`): `body` is sent as
+        JSON, nothing is followed (a redirect is the answer), the answer's body is read within the same
+        bounds as a page's, and its status is the caller's to read, but for 429, which is the forum's wait."""
+        if not is_within(forum, url):
+            raise UpstreamError(f"refusing to send to {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
+        url = normalise_url(url)
+        deadline = time.monotonic() + self.settings.total_timeout
+        headers = _HEADERS | {"Accept": "application/json"}
+        content = b""
+        if body is not None:
+            content = json.dumps(body).encode()
+            headers |= {"Content-Type": "application/json", "Content-Length": str(len(content))}
+        try:
+            request = httpx.Request(method, url, headers=headers, content=content,
+                                    extensions={"timeout": self._hop_timeout(url, deadline, 0)})
+            response = self.transport.handle_request(request)
+            try:
+                if response.status_code == 429:
+                    maximum = self.settings.retry_after_max
+                    wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
+                    raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}", upstream_status=429,
+                                              retry_after=min(60.0, maximum) if wait is None else wait)
+                text = "" if method == "HEAD" else self._read_bounded(response, url, deadline, 0).decode(
+                    "utf-8", errors="replace")
+                log.info("upstream %s %s -> %s", method, url, response.status_code)
+                return Exchanged(response.status_code, dict(response.headers.items()), text)
+            finally:
+                response.close()
+        except UpstreamError:
+            raise
+        except httpx.TimeoutException:
+            raise UpstreamTimeout(f"upstream timed out for {method} {url}") from None
+        except (httpx.HTTPError, h11.ProtocolError, *_FETCH_FAILURES) as exc:
+            raise UpstreamError(f"upstream connection failed for {method} {url}: {type(exc).__name__}",
+                                reason=Reason.CONNECTION) from None
 
     def _hop_timeout(self, url: str, deadline: float, hop: int) -> dict[str, float]:
         """Each wait of this hop (connect, pool, every read) bounded by what is left of the whole fetch."""

@@ -22,6 +22,7 @@ line would carry a signed feed URL's token and cost every request its formatting
 request line (FEEDBRIDGE_ACCESS_LOG), tokens hidden.
 """
 
+import logging
 import os
 import shutil
 import tempfile
@@ -101,3 +102,11 @@ class JsonLogger(Logger):
 
 if _settings.log_format == "json":
     logger_class = JsonLogger
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """gunicorn's own lines (at DEBUG, each request's path) through the filter feedbridge's lines go through
+    (`feedbridge.web.logs.EscapeControls`): a personal feed's path holds its member's token, and no line may."""
+    for handler in logging.getLogger("gunicorn.error").handlers:
+        if not any(isinstance(f, EscapeControls) for f in handler.filters):
+            handler.addFilter(EscapeControls())

@@ -318,7 +318,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
     svc, spec = service(), resolved.spec
-    scope = svc.scope(resolved.signed)
+    scope = resolved.scope(svc)
 
     def render() -> str:
         args = request.args.to_dict(flat=False)
@@ -328,8 +328,10 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         # the last good pages rather than an error, while there are any (shown, never kept)
         view = scope.view(spec)
         built.topics, built.total = view.topics, len(view.topics)
+        # a member's feed is not one the front page's form makes (nor may its link carry the member's token)
+        edit_url = None if resolved.member is not None else url_for("pages.index", **form.args())
         html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
-                               edit_url=url_for("pages.index", **form.args()))
+                               edit_url=edit_url)
         if view.stale is not None:
             raise _NotKept(html)
         return html
@@ -339,7 +341,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
     response = Response(entry.body, content_type="text/html; charset=utf-8")
-    if resolved.signed:
+    if resolved.private:
         response.cache_control.private = True
     else:
         response.cache_control.public = True
