@@ -22,6 +22,7 @@ carrying the HTTP status it means, and the few that never reach one below it.
         ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
         ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
         │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
+        │       ├── RoomSoon                              ... for now: a build waits for the room (feeds/policy.py)
         │       └── CpuSpent          429                 a client spent its CPU allowance (web/allowance.py)
         ├── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
         └── NotHeld                   502   unusable      a cached-only read found no copy (feeds/reads.py)
@@ -213,6 +214,16 @@ class BridgeBusy(UpstreamRateLimited):
     slots for requests waiting on upstream are used up). Not a failure of the forum: never remembered as one."""
 
     default_reason = Reason.BUSY
+
+
+class RoomSoon(BridgeBusy):
+    """A window of the budget refused a read of a build under way, and has room again at `until`
+    (`time.monotonic()`), within the request's deadline: the build gives its attempt up and is made again
+    then (`CachePolicy`), unless its request may not wait, when it is the refusal it says."""
+
+    def __init__(self, message: str, retry_after: float, until: float):
+        super().__init__(message, retry_after)
+        self.until = until
 
 
 class CpuSpent(BridgeBusy):
