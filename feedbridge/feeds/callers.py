@@ -10,11 +10,13 @@
   200): at most FEEDBRIDGE_FORUM_BUDGET_10S in any 10 seconds and FEEDBRIDGE_FORUM_BUDGET in any 60,
   as the forum counts them, on arrival (moving windows, `feedbridge.store.control.Windows`, holding each
   request `LEEWAY` past their length: shared through Redis, split between the workers without it), below
-  core's, so the bridge is never the client that gets the forum to rate-limit it for everyone. One client
-  (its address, see `feedbridge.web.context`) may spend at most a third of the minute's (`CLIENT_SHARE`).
-  Signed-in requests have the key's own budget (under core's `max_user_api_reqs_per_minute` 20 and
-  `_per_day` 2,880, `max_admin_api_reqs_per_minute` 60) and are counted in the forum's windows too: core
-  counts them against the bridge's address as well. Past any: `BridgeBusy`, a 503 with Retry-After = when
+  core's, so the bridge is never the client that gets the forum to rate-limit it for everyone. The forums
+  of one multisite host (FEEDBRIDGE_MULTISITE) share these windows, as core's per-IP limiters are global to
+  the host (`RateLimiter` with `global: true`). One client (its address, see `feedbridge.web.context`) may
+  spend at most a third of the minute's (`CLIENT_SHARE`). Signed-in requests have the key's own budget
+  (under core's `max_user_api_reqs_per_minute` 20 and `_per_day` 2,880 for a User API key; every admin API
+  key of a site shares one `max_admin_api_reqs_per_minute` 60) and are counted in the forum's windows too:
+  core counts them against the bridge's address as well. Past any: `BridgeBusy`, a 503 with Retry-After = when
   the refusing window has room again, or the stale copy.
 
 Reads outside a web request (the static build, the CLI) have no `Caller` and get the cache and negative
@@ -181,12 +183,15 @@ class ForumBudget:
     """
 
     def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
-                 per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None):
+                 per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None,
+                 address: Callable[[Forum], str] | None = None):
         """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
         `feedbridge.feeds.signing`), `share` is what part of it one client may spend, `per_day` and
         `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
         budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
-        requests: core counts a key's requests against the bridge's address too)."""
+        requests: core counts a key's requests against the bridge's address too). `address` names the windows
+        a forum's requests are counted in (`Settings.address_of`: one for the forums of a multisite host, which
+        core counts in one per-IP window); by default each forum's own."""
         self.shares = windows.split(processes)
         self.windows = self.shares.lasting(LEEWAY)
         self.per_window = per_window
@@ -198,12 +203,13 @@ class ForumBudget:
         self.bursts = self.windows.spanning(BURST) if per_burst else None
         self.forum = forum
         self.kind = "signed-in requests" if forum is not None else "upstream requests"
+        self.address: Callable[[Forum], str] = address or (lambda f: f.key)
 
     def spans(self, forum: Forum) -> list[_Span]:
         """The forum-wide windows one request to `forum` is counted in, shortest first."""
         if self.per_window <= 0:
             return []
-        whole = (f"{self.scope}forum", forum.key)
+        whole = (f"{self.scope}forum", self.address(forum))
         made = [_Span(self.windows, self.per_window, whole, self.kind)]
         if self.bursts is not None:
             made.insert(0, _Span(self.bursts, self.per_burst, whole, self.kind))
@@ -219,7 +225,7 @@ class ForumBudget:
         for span in spans:
             if not span.windows.test(span.limit, *span.ids):
                 self._forum_busy(forum, span)
-        mine = (f"{self.scope}client", forum.key, caller.client)
+        mine = (f"{self.scope}client", self.address(forum), caller.client)
         if not self.shares.hit(self.share, *mine):
             retry = self._retry(self.shares, self.share, mine)
             raise BridgeBusy(f"this client has used its share ({self.share}) of the {self.per_window} upstream "
@@ -232,8 +238,9 @@ class ForumBudget:
     def _forum_busy(self, forum: Forum, span: _Span) -> NoReturn:
         retry = self._retry(span.windows, span.limit, span.ids)
         last = _LAST.get(span.windows.seconds, f"{span.windows.seconds} seconds")
+        shared = "" if span.ids[1] == forum.key else f" and the forums on its multisite host ({span.ids[1]})"
         raise BridgeBusy(f"the bridge has made its {span.limit} {span.kind} of the last {last} to "
-                         f"{forum.key}; retry in {retry:.0f}s", retry_after=retry)
+                         f"{forum.key}{shared}; retry in {retry:.0f}s", retry_after=retry)
 
     @staticmethod
     def _retry(windows: Windows, limit: int, ids: tuple[str, ...]) -> float:
