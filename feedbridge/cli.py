@@ -29,6 +29,7 @@ from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
 from feedbridge.feeds import params, signing
 from feedbridge.feeds.assemble import feed_body
+from feedbridge.feeds.lists import saved_pages
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN, source_of
 from feedbridge.feeds.spec import FeedSpec, feed_kind, parse_feed_request, route_of
@@ -284,7 +285,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         raise click.UsageError("exclude_category needs the forum's categories directory to drop subcategories too, "
                                "which a saved list does not carry: build from the list's URL")
     service = build_service(settings, MemoryStore(settings.cache_max_bytes),
-                          _SavedList(settings, local_pages={spec.page_url(0, source): text}))
+                          _SavedList(settings, local_pages=saved_pages(spec, text, source)))
     try:
         first, topics = _upstream(lambda: service.topics(spec))
     finally:

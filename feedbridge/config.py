@@ -190,6 +190,44 @@ def _forums(raw: str) -> tuple[Forum, ...]:
     return tuple(parse_forum(url) for url in raw.split()) or DEFAULT_FORUMS
 
 
+def _contact_url(raw: str) -> str:
+    """An http(s) URL of visible ASCII without spaces: it goes into every request's User-Agent header."""
+    text = raw.strip()
+    parts = urlsplit(text)
+    if (len(text) > 200 or parts.scheme not in ("http", "https") or not parts.netloc
+            or not all(33 <= ord(c) < 127 and c not in "()" for c in text)):
+        raise ValueError("an http(s) URL of at most 200 visible ASCII characters, without spaces or parentheses")
+    return text
+
+
+def _multisite(raw: str) -> tuple[tuple[str, ...], ...]:
+    """Groups of forum keys on one multisite host: whitespace between groups, `,` within one."""
+    groups = tuple(tuple(dict.fromkeys(key for key in group.split(",") if key)) for group in raw.split())
+    if any(len(group) < 2 for group in groups):
+        raise ValueError("groups of two forums or more, each forum's key joined by ',' (a.example,b.example)")
+    return groups
+
+
+MAX_FILTER_TERMS = 100
+
+
+def _filter_terms(raw: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`HOST=term,term`: the `/filter` keys (`assigned`) and values (`status:solved`) a forum's plugins add."""
+    made: dict[str, tuple[str, ...]] = {}
+    for entry in raw.split():
+        host, equals, listed = entry.partition("=")
+        terms = tuple(dict.fromkeys(term for term in listed.split(",") if term))
+        if not equals or not host or not terms or len(terms) > MAX_FILTER_TERMS or host in made:
+            raise ValueError(f"HOST=key,key:value,... once per forum (at most {MAX_FILTER_TERMS} terms), not "
+                             f"{entry[:80]!r}")
+        if not all(len(term) <= 60 and all(c.isascii() and (c.isalnum() or c in "_-:") for c in term)
+                   for term in terms):
+            raise ValueError(f"a term is a key (assigned) or key:value (status:solved) of letters, digits, _ and -, "
+                             f"not in {entry[:80]!r}")
+        made[host] = terms
+    return tuple(made.items())
+
+
 def _one_of(*choices: str) -> Callable[[str], str]:
     def read(raw: str) -> str:
         if raw not in choices:
@@ -279,6 +317,16 @@ class Settings:
     # The IPv6 prefix that is one client (feedbridge.web.context.client_of): a subscriber's line is given a
     # /64 (RFC 6177), and rotating addresses within it must not buy new shares. 128: each address alone.
     ipv6_prefix: int = number(64, "FEEDBRIDGE_IPV6_PREFIX", 16, 128)
+    # Who runs this instance, for the forums' admins: a page's URL, sent in every request's User-Agent
+    # (`feedbridge/0.1.0 (+URL)`, feedbridge.upstream.fetcher.user_agent).
+    contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
+    # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
+    # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so
+    # their public budgets are one (feedbridge.feeds.callers.ForumBudget, `Settings.address_of`).
+    multisite: tuple[tuple[str, ...], ...] = text((), "FEEDBRIDGE_MULTISITE", read=_multisite)
+    # The `/filter` keys and values a forum's plugins add to core's (feedbridge.discourse.filter_query), which
+    # the bridge otherwise refuses as core would ignore them.
+    filter_terms: tuple[tuple[str, tuple[str, ...]], ...] = text((), "FEEDBRIDGE_FILTER_TERMS", read=_filter_terms)
     # Private forums (feedbridge.feeds.signing): the keys the bridge signs in with, the secret its feed
     # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
     # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,
@@ -317,6 +365,15 @@ class Settings:
         if self.pages_default > self.pages_max:
             raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({self.pages_default}) must be at most "
                               f"FEEDBRIDGE_PAGES_MAX ({self.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
+        keys = [key for group in self.multisite for key in group]
+        strangers = [key for key in keys if self.forum_for_key(key) is None]
+        if strangers or len(keys) != len(set(keys)):
+            raise ConfigError(f"FEEDBRIDGE_MULTISITE: every forum in it once, and each one of FEEDBRIDGE_FORUMS "
+                              f"({', '.join(f.key for f in self.forums)}), not {', '.join(strangers) or 'repeats'}",
+                              "FEEDBRIDGE_MULTISITE")
+        if strangers := [host for host, _ in self.filter_terms if self.forum_for_key(host) is None]:
+            raise ConfigError(f"FEEDBRIDGE_FILTER_TERMS: {', '.join(strangers)} is not a forum of FEEDBRIDGE_FORUMS",
+                              "FEEDBRIDGE_FILTER_TERMS")
         if self.request_deadline >= self.worker_timeout:
             # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
             raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({self.request_deadline:g}) must be below "
@@ -328,6 +385,15 @@ class Settings:
 
     def credential_for(self, forum: Forum) -> Credential | None:
         return next((c for c in self.credentials if c.host == forum.key), None)
+
+    def address_of(self, forum: Forum) -> str:
+        """What the forum's per-address windows are counted under: its multisite group's first forum, else
+        its own key (`multisite`)."""
+        return next((group[0] for group in self.multisite if forum.key in group), forum.key)
+
+    def filter_terms_for(self, forum: Forum) -> frozenset[str]:
+        """The `/filter` keys and `key:value` terms the forum's plugins add (`filter_terms`)."""
+        return frozenset(next((terms for host, terms in self.filter_terms if host == forum.key), ()))
 
     def forum_for_key(self, key: str) -> Forum | None:
         for forum in self.forums:

@@ -39,8 +39,8 @@ FEEDS = {
     "/latest.atom": "/latest.md",
     "/hot.rss": "/hot.md",
     "/top.json": "/top.md?period=all",
-    "/c/compiler/5.atom": "/c/compiler/5.md",
-    "/c/hardware/gpu/12.rss": "/c/hardware/gpu/12.md",
+    "/c/compiler/5.atom": "/latest.md?category=5&order=activity",  # a category's list, where core serves it
+    "/c/hardware/gpu/12.rss": "/latest.md?category=12&order=activity",
     "/tag/gpu/7.json": "/tag/gpu/7.md",
 }
 

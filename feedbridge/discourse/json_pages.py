@@ -347,8 +347,11 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
 
     Lenient like the Markdown directory parser: text that is not a directory gives an empty tuple (the
     front page then offers a free-text category). A subcategory's `slugs` is its parent's path and its own
-    slug ("hardware/gpu"), found through `parent_category_id`; newer releases nest subcategories in
-    `subcategory_list` (with `include_subcategories=true`), older ones list only top-level categories.
+    slug ("hardware/gpu"), found through `parent_category_id`. Core (app/models/category_list.rb
+    `CategoryList#find_categories`) lists top-level categories only, with `subcategory_ids`, unless asked
+    `include_subcategories=true`: then each lists its children in `subcategory_list`, and each child its own
+    (core nests three deep), read here in that order. A forum of over 1,000 categories pages its directory
+    instead, and lists up to five children of each category flat beside them (`directory_goes_on`).
     Current releases give each category's `subcategory_ids`, even of children the page leaves out: that is
     what spares `exclude_category=` a lookup of the level below a leaf.
     """
@@ -361,13 +364,7 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     raw = category_list.get("categories") if isinstance(category_list, dict) else None
     if not isinstance(raw, list):
         return ()
-    entries: list[dict[str, Any]] = []
-    for item in raw:
-        if isinstance(item, dict):
-            entries.append(item)
-            nested = item.get("subcategory_list")
-            if isinstance(nested, list):
-                entries.extend(sub for sub in nested if isinstance(sub, dict))
+    entries = _with_children(raw, NESTING)
     slugs = {e["id"]: e["slug"] for e in entries if type(e.get("id")) is int and isinstance(e.get("slug"), str)}
     parents = {e["id"]: e.get("parent_category_id") for e in entries if type(e.get("id")) is int}
     found: dict[int, Category] = {}
@@ -385,6 +382,44 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
         found[category_id] = Category(name or path, path, category_id, _description(entry),
                                       _subcategory_ids(entry.get("subcategory_ids")))
     return tuple(found.values())
+
+
+NESTING = 3
+"""Levels of `subcategory_list` read: core nests categories three deep (`max_category_nesting`)."""
+CATEGORIES_PER_PAGE = 20
+"""core's `CategoryList::CATEGORIES_PER_PAGE`: a paged directory's top-level categories per page."""
+
+
+def _with_children(items: list[Any], levels: int) -> list[dict[str, Any]]:
+    """Each category of `items`, then its `subcategory_list`'s, `levels` deep; at most MAX_CATEGORIES."""
+    entries: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, dict) and len(entries) < MAX_CATEGORIES:
+            entries.append(item)
+            nested = item.get("subcategory_list")
+            if levels > 1 and isinstance(nested, list):
+                entries.extend(_with_children(nested, levels - 1)[:MAX_CATEGORIES - len(entries)])
+    return entries
+
+
+def directory_goes_on(text: str | bytes) -> bool:
+    """Whether `/categories.json` has a next page: a forum of over 1,000 categories pages it
+    (`CategoryList#paginate_results?`, `CATEGORIES_PER_PAGE` top-level categories a page, each followed by up
+    to five children, flat, and no `subcategory_list`); any other answers every category on page 1 and an empty
+    page 2. A full page with no `subcategory_list` anywhere may be either: the next page tells, at the cost of
+    one request."""
+    try:
+        data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED_CATEGORIES)
+    except NotAListError:
+        return False
+    category_list = data.get("category_list")
+    raw = category_list.get("categories") if isinstance(category_list, dict) else None
+    if not isinstance(raw, list):
+        return False
+    entries = [item for item in raw if isinstance(item, dict)]
+    if any(isinstance(item.get("subcategory_list"), list) and item["subcategory_list"] for item in entries):
+        return False  # include_subcategories answered in full: not paged
+    return sum(item.get("parent_category_id") is None for item in entries) >= CATEGORIES_PER_PAGE
 
 
 def _subcategory_ids(value: object) -> tuple[int, ...] | None:

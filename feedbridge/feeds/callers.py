@@ -11,9 +11,11 @@
   as the forum counts them, on arrival (moving windows, `feedbridge.store.control.Windows`, holding each
   request `LEEWAY` past their length: shared through Redis, split between the workers, each held to its
   part), below core's, so the bridge is never the client that gets the forum to rate-limit it for
-  everyone. One client (see `feedbridge.web.context`) may spend at most a third of each of them
-  (`CLIENT_SHARE`). Signed-in requests have the key's own budget (under core's
-  `max_user_api_reqs_per_minute` 20 and `_per_day` 2,880, `max_admin_api_reqs_per_minute` 60) and are
+  everyone. The forums of one multisite host (FEEDBRIDGE_MULTISITE) share these windows, as core's per-IP
+  limiters are global to the host (`RateLimiter` with `global: true`). One client (see
+  `feedbridge.web.context`) may spend at most a third of each of them (`CLIENT_SHARE`). Signed-in requests
+  have the key's own budget (under core's `max_user_api_reqs_per_minute` 20 and `_per_day` 2,880 for a
+  User API key; every admin API key of a site shares one `max_admin_api_reqs_per_minute` 60) and are
   counted in the forum's windows too: core counts them against the bridge's address as well. Past any:
   `BridgeBusy`, a 503 with Retry-After = when the refusing window has room again, or the stale copy; a cold
   build already under way waits for the room instead, when it comes within the request's deadline
@@ -240,14 +242,16 @@ class ForumBudget:
 
     def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
                  per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None,
-                 who: Callable[[], str] | None = None):
+                 who: Callable[[], str] | None = None, address: Callable[[Forum], str] | None = None):
         """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
         `feedbridge.feeds.signing`), `share` is what part of it one client may spend, `per_day` and
         `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
         budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
         requests: core counts a key's requests against the bridge's address too). `who`, when given, names
         whose windows these are at each request (a member's key's, `feedbridge.feeds.personal`): each key
-        has windows of its own, as core counts each key."""
+        has windows of its own, as core counts each key. `address` names the windows a forum's
+        requests are counted in (`Settings.address_of`: one for the forums of a multisite host, which core
+        counts in one per-IP window); by default each forum's own."""
         self.shares = windows.split(processes)
         self.windows = self.shares.lasting(LEEWAY).capped_to_share()
         self.per_window = per_window
@@ -263,12 +267,13 @@ class ForumBudget:
         self.who = who
         self.kind = ("requests with your key" if who is not None else "signed-in requests" if forum is not None
                      else "upstream requests")
+        self.address: Callable[[Forum], str] = address or (lambda f: f.key)
 
     def spans(self, forum: Forum) -> list[_Span]:
         """The forum-wide windows one request to `forum` is counted in, shortest first."""
         if self.per_window <= 0:
             return []
-        whole = (f"{self.scope}forum", forum.key, *self._whose())
+        whole = (f"{self.scope}forum", self.address(forum), *self._whose())
         made = [_Span(self.windows, self.per_window, whole, self.kind)]
         if self.bursts is not None:
             made.insert(0, _Span(self.bursts, self.per_burst, whole, self.kind))
@@ -281,7 +286,7 @@ class ForumBudget:
         then the forum's."""
         if self.per_window <= 0:
             return []
-        mine = (f"{self.scope}client", forum.key, caller.client, *self._whose())
+        mine = (f"{self.scope}client", self.address(forum), caller.client, *self._whose())
         shares = [_Span(self.shares, self.share, mine, self.kind, of=self.per_window)]
         if self.burst_shares is not None:
             shares.insert(0, _Span(self.burst_shares, self.burst_share, mine, self.kind, of=self.per_burst))
@@ -316,5 +321,6 @@ class ForumBudget:
             raise BridgeBusy(f"this client has used its share ({span.limit}) of the {span.of} {span.kind} {per} "
                              f"the bridge makes to {forum.key}; retry in {shown:.0f}s", retry_after=retry)
         last = _LAST.get(span.windows.seconds, f"{span.windows.seconds} seconds")
+        shared = "" if span.ids[1] == forum.key else f" and the forums on its multisite host ({span.ids[1]})"
         raise BridgeBusy(f"the bridge has made its {span.limit} {span.kind} of the last {last} to "
-                         f"{forum.key}; retry in {shown:.0f}s", retry_after=retry)
+                         f"{forum.key}{shared}; retry in {shown:.0f}s", retry_after=retry)

@@ -89,9 +89,15 @@ class FeedSpec:
     forum_query: FilterQuery | None = None  # the /filter feed's query (also its `q=` in `list_params`)
 
     def page_url(self, page: int, source: Source = MARKDOWN) -> str:
-        """Page `page` (0 first) of the list, as `source` names it. The Markdown URL is also the feed's
-        id where no self URL is known, so it does not change with the forum's source."""
-        return source.list_url(self.forum.base_url, self.list_path, self.list_params, page)
+        """Page `page` (0 first) of the list, where `source` reads it (`Source.route`: a category's latest
+        list by activity, whatever its default view)."""
+        return source.page_url(self.forum.base_url, self.list_path, self.list_params, page)
+
+    @property
+    def list_id(self) -> str:
+        """The forum's own Markdown URL of the list (`/c/compiler/5.md`): the feed's id where no self URL is
+        known, the same whichever source or route reads it."""
+        return MARKDOWN.list_url(self.forum.base_url, self.list_path, self.list_params)
 
     def user_list_url(self, page: int) -> str | None:
         """A user feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
@@ -106,7 +112,7 @@ class FeedSpec:
         """What a digest's entry ids start with: the feed's id without its `limit=`, so it is the same in
         every format, from every host the bridge answers to, however many periods are shown."""
         query = urlencode([(k, v) for k, v in self.canonical_query() if k != "limit"])
-        return self.page_url(0) + f"#{query}"
+        return self.list_id + f"#{query}"
 
     @property
     def category_id(self) -> int | None:

@@ -54,7 +54,7 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
     slots, turns = threading.BoundedSemaphore(settings.cold_slots), Turns()
     budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
-                         processes=settings.workers)
+                         processes=settings.workers, address=settings.address_of)
     public = _scope(settings, store, control, flight, fetcher, pool, slots, turns, budget, signed=False)
     if settings.credentials:
         keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,

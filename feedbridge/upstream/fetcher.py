@@ -33,6 +33,8 @@ from feedbridge import USER_AGENT, metrics
 from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import (
     BotWall,
+    CrawlerRefused,
+    LoginRequired,
     Reason,
     UnsafePath,
     UpstreamError,
@@ -248,9 +250,36 @@ def content_encoding(response: httpx.Response, url: str) -> str | None:
     return codings[0] if codings else None
 
 
+SIGN_IN_PATHS = ("/login", "/session/sso")
+"""Where core's `redirect_to_login` (app/controllers/application_controller.rb) sends a non-JSON GET of a
+login-required forum: `/login`, or `/session/sso` with DiscourseConnect; `/auth/PROVIDER` (below) with one
+authenticator. `/session/sso` answers with a redirect to another host, the single sign-on provider."""
+CRAWLER_REFUSAL = "Crawler is not allowed!"
+"""The whole body of core's answer to a User-Agent its crawler policy blocks (lib/middleware/anonymous_cache.rb
+`AnonymousCache#call`: `[403, {}, ["Crawler is not allowed!"]]`, no Content-Type)."""
+
+
+def sign_in_path(forum: Forum, url: str) -> str | None:
+    """The path under the forum of `url` when it is where the forum signs people in, else None."""
+    if not is_within(forum, url):
+        return None
+    path = urlsplit(url).path[len(urlsplit(forum.base_url).path.rstrip("/")):]
+    auth = path.removeprefix("/auth/")
+    if path in SIGN_IN_PATHS or (auth != path and 0 < len(auth) <= 60 and "/" not in auth):
+        return path
+    return None
+
+
+def user_agent(settings: Settings) -> str:
+    """`feedbridge/VERSION`, and `(+URL)` where the operator says who runs the instance
+    (FEEDBRIDGE_CONTACT_URL), as polite crawlers name a page about themselves."""
+    return f"{USER_AGENT} (+{settings.contact_url})" if settings.contact_url else USER_AGENT
+
+
 CHALLENGE_PEEK = 16 * 1024
-"""Bytes of a 403/503 HTML body read to tell a bot challenge from a refusal: a challenge page names itself in
-its <title>, in the first kilobyte; the rest of such a body is never read."""
+"""Bytes of a 403/503 body (not JSON) read to tell a bot challenge or a crawler policy from a refusal: a
+challenge page names itself in its <title>, in the first kilobyte, and core's crawler refusal is one short
+line (`CRAWLER_REFUSAL`); the rest of such a body is never read."""
 _CHALLENGE_TITLE = re.compile(r"<title>\s*Just a moment\.\.\.\s*</title>", re.IGNORECASE)
 # What a peek at a refusal's body may meet: it only adds a meaning, so a broken body leaves the status's own.
 _PEEK_FAILURES = (UpstreamError, httpx.HTTPError, httpx.StreamError, h11.ProtocolError)
@@ -279,6 +308,7 @@ class Fetcher:
         self.credentials = {credential.host: credential for credential in settings.credentials}
         self.last: dict[str, Answer] = {}
         """Each forum's last answer, by its key: a forum the process asked (a configured one, or the CLI's)."""
+        self.headers = {**_HEADERS, "User-Agent": user_agent(settings)}
 
     def close(self) -> None:
         self.transport.close()
@@ -296,7 +326,7 @@ class Fetcher:
             raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
-        headers = dict(_HEADERS)
+        headers = dict(self.headers)
         if credential is not None:
             if credential.host != forum.key:
                 raise UpstreamError(f"a key for {credential.host} is never sent to {forum.key}", reason=Reason.UNUSABLE)
@@ -332,6 +362,8 @@ class Fetcher:
             except ValueError:
                 raise UpstreamError(f"upstream redirected {url} to an unreadable Location",
                                     reason=Reason.REDIRECT) from None
+            if sign_in := sign_in_path(forum, target):
+                raise LoginRequired(f"upstream sent {url} to sign in at {sign_in} (login required)")
             if not is_within(forum, target):
                 raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url}",
                                     reason=Reason.REDIRECT)
@@ -353,7 +385,7 @@ class Fetcher:
             raise UpstreamError(f"refusing to send to {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
-        headers = _HEADERS | {"Accept": "application/json"}
+        headers = self.headers | {"Accept": "application/json"}
         content = b""
         if body is not None:
             content = json.dumps(body).encode()
@@ -434,9 +466,12 @@ class Fetcher:
             wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
             raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
                                       retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
-        if status != 200 and (sign := self._challenge(response, status, url, deadline)):
+        peeked = _peek(response, url, deadline) if status in (403, 503) and not _is_json(response) else ""
+        if status != 200 and (sign := self._challenge(response, status, peeked)):
             raise BotWall(f"upstream answered {status} with a bot challenge ({sign}) for {url}",
                           retry_after=float(max(self.settings.negative_ttl, 1)), upstream_status=status)
+        if status == 403 and peeked.strip() == CRAWLER_REFUSAL:
+            raise CrawlerRefused(f"upstream answered 403 {CRAWLER_REFUSAL} for {url}", upstream_status=status)
         if status in (404, 410):
             raise UpstreamNotFound(f"upstream answered {status} for {url}", upstream_status=status)
         if status in (401, 403):
@@ -458,15 +493,15 @@ class Fetcher:
                        valid_last_modified(response.headers.get("Last-Modified"))), ""
 
     @staticmethod
-    def _challenge(response: httpx.Response, status: int, url: str, deadline: float) -> str | None:
+    def _challenge(response: httpx.Response, status: int, peeked: str) -> str | None:
         """What shows that the answer is a bot challenge (Cloudflare's; its docs: every challenge page carries
         `cf-mitigated: challenge`), else None. Without the header, a 403/503 HTML page titled "Just a
-        moment..." is one too (a proxy in front may drop headers): only its first CHALLENGE_PEEK bytes are
-        read, and the title is looked for in those alone."""
+        moment..." is one too (a proxy in front may drop headers): `peeked` is its first CHALLENGE_PEEK bytes,
+        and the title is looked for in those alone."""
         if response.headers.get("cf-mitigated", "").strip().lower() == "challenge":
             return "cf-mitigated: challenge"
         html = response.headers.get("Content-Type", "").lower().startswith("text/html")
-        if status in (403, 503) and html and _CHALLENGE_TITLE.search(_peek(response, url, deadline)):
+        if status in (403, 503) and html and _CHALLENGE_TITLE.search(peeked):
             return 'a "Just a moment..." page'
         return None
 
@@ -497,6 +532,11 @@ class Fetcher:
         if inflater:
             inflater.finish()
         return b"".join(chunks)
+
+
+def _is_json(response: httpx.Response) -> bool:
+    """A JSON refusal (core's `invalid_access`, `not_logged_in`) is the forum's own answer: nothing to peek at."""
+    return "json" in response.headers.get("Content-Type", "").lower()
 
 
 def _peek(response: httpx.Response, url: str, deadline: float) -> str:

@@ -86,7 +86,7 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
         return Unavailable("this browser has used its share of the bridge's time for a moment; the preview "
                            "comes back when it has room again (the feed URL above works meanwhile)", exc.message)
     match exc.reason:
-        case Reason.REFUSED:
+        case Reason.REFUSED | Reason.LOGIN:
             headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
                         "topic list): is it login-only?")
         case Reason.NOT_PUBLIC:
@@ -94,6 +94,9 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
         case Reason.NOT_FOUND:
             headline = (f"{name} has no such page (it answered {code or 404}): check the category, tag or "
                         "user name")
+        case Reason.CRAWLER:
+            headline = (f"{name} refuses feedbridge by its crawler policy: its admins can allow feedbridge in "
+                        "allowed_crawler_user_agents")
         case Reason.BOT_WALL:
             headline = (f"{name} turned feedbridge away with its bot protection (a challenge only a browser "
                         f"passes); {back}")
