@@ -48,6 +48,10 @@ timeout = _settings.worker_timeout
 graceful_timeout = 20
 # Also the deadline for a request's headers: the gevent worker reads each request under this timeout.
 keepalive = 5
+# A file response (Flask's static files: the feed stylesheet, the pages' script) goes out through the worker's
+# `Sending` like every other response, within its deadline and seen by the shedding: gunicorn's sendfile()
+# would write to the bare socket, blocking with no timeout, and a client that read nothing held it for good.
+sendfile = False
 # Per line and per request, as gunicorn checks them. Until the blank line gunicorn buffers at most fields ×
 # (size + 2) bytes (512 KiB) for at most `keepalive` seconds; the headers of a whole request are capped at
 # 32 KiB by the worker.
