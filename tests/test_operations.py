@@ -23,7 +23,7 @@ from tests.appserver import PROJECT_ROOT, ProcfileApp, procfile_app, procfile_ap
 from tests.redis_server import redis_module, redis_server  # noqa: F401  (pytest fixtures)
 from tests.test_cli import run
 from tests.test_json_logs import lines
-from tests.upstream import FakeForum, stop_together
+from tests.upstream import FakeForum, read_at, stop_together
 
 ON = {"metrics": True}
 CLIENT = "X-Forwarded-For"
@@ -171,7 +171,7 @@ def test_healthz_says_each_forums_last_answer_without_asking_it(upstream):
             assert health["upstream"] == {app.forum_key: {"last": None, "seconds_ago": None},
                                           quiet.url.removeprefix("http://"): {"last": None, "seconds_ago": None}}
             assert get(app.feed_url("/latest.atom")).status_code == 200
-            upstream.fail("/c/compiler/5.md", 500)
+            upstream.fail(read_at("/c/compiler/5"), 500)
             assert get(app.feed_url("/c/compiler/5.atom")).status_code == 502
             asked = upstream.count()
             health = get(f"{app.url}/healthz").json()
