@@ -16,7 +16,7 @@ they would get with metrics off, the feed route's 404: the endpoint's existence 
 
 Labels are bounded by what the service is configured with, never by what a client sends: a feed's kind and
 format come from the route grammar (`unknown` for a path that names no feed), statuses are those the service
-answers, forums are FEEDBRIDGE_FORUMS' keys, an upstream request's kind is one of `upstream_kind`'s four,
+answers, forums are FEEDBRIDGE_FORUMS' keys, an upstream request's kind is one of `upstream_kind`'s five,
 and its status the forum's HTTP status (three digits) or why none came (`timeout`, `connection`, `body`).
 
     feedbridge_feed_requests_total{kind,format,status}     feed requests answered, cached hits included
@@ -132,7 +132,8 @@ def upstream(forum: str, base_url: str, url: str, status: str) -> None:
 
 def upstream_kind(path: str) -> str:
     """What a forum path is, as Discourse lays them out: a topic's posts (`/t/ID/posts.json`, `/posts.json`, a
-    user's `/user_actions.json`), a topic page (`/t/...`), the categories directory, else a topic list."""
+    user's `/user_actions.json`), a topic page (`/t/...`), the categories directory, how the forum presents
+    itself (`/site/basic-info.json`, `feeds/identity.py`), else a topic list."""
     parts = path.strip("/").split("/")
     if parts[-1] in ("posts.json", "post_ids.json", "user_actions.json"):
         return "posts"
@@ -140,6 +141,8 @@ def upstream_kind(path: str) -> str:
         return "topic"
     if parts[0].startswith("categories"):
         return "categories"
+    if parts[0] == "site":
+        return "site"
     return "list"
 
 

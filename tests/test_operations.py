@@ -15,15 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from feedbridge import __version__
 from feedbridge.config import Settings, parse_forum
+from feedbridge.store.redis_store import ANSWERS_EVERY
 from tests.appserver import PROJECT_ROOT, ProcfileApp, procfile_app, procfile_apps, running_app, settings_for
 from tests.redis_server import redis_module, redis_server  # noqa: F401  (pytest fixtures)
 from tests.test_cli import run
 from tests.test_json_logs import lines
-from tests.upstream import FakeForum, stop_together
+from tests.upstream import IDENTITY, FakeForum, list_reads, read_at, stop_together
 
 ON = {"metrics": True}
 CLIENT = "X-Forwarded-For"
@@ -76,7 +78,9 @@ def test_the_counts_of_two_workers_add_up_in_every_scrape(two_workers):
             break
     assert len(pids) == 2, "one worker answered every request: nothing shows the counts are added up"
     assert answered["unknown", "unknown", "404"] and outcomes["hit"] and outcomes["miss"] and outcomes["304"]
-    asked = forum.count()
+    # the lists, and the forum's basic info (its icon), read once by each worker that built a feed
+    asked, identity = len(list_reads(forum.requests)), forum.count(IDENTITY)
+    assert 1 <= identity <= 2
     for _ in range(6):  # whichever worker answers the scrape, it counts both workers' requests
         samples = scrape(app)
         assert {labels: total(samples, "feedbridge_feed_requests_total", kind=labels[0], format=labels[1],
@@ -86,6 +90,7 @@ def test_the_counts_of_two_workers_add_up_in_every_scrape(two_workers):
                 for outcome in ("hit", "stale", "miss", "304")} == {"stale": 0, **outcomes}
         assert total(samples, "feedbridge_feed_build_seconds_count") == built
         assert total(samples, "feedbridge_upstream_requests_total", forum=app.forum_key, kind="list") == asked
+        assert total(samples, "feedbridge_upstream_requests_total", forum=app.forum_key, kind="site") == identity
         assert total(samples, "feedbridge_cache_entries") >= 2 * len(feeds)  # each worker holds its own copies
         assert total(samples, "feedbridge_cache_bytes") > 0
     assert get(f"{app.url}/healthz").json()["upstream"][app.forum_key]["last"] in ("200", "304")
@@ -172,7 +177,7 @@ def test_healthz_says_each_forums_last_answer_without_asking_it(upstream):
             assert health["upstream"] == {app.forum_key: {"last": None, "seconds_ago": None},
                                           quiet.url.removeprefix("http://"): {"last": None, "seconds_ago": None}}
             assert get(app.feed_url("/latest.atom")).status_code == 200
-            upstream.fail("/c/compiler/5.md", 500)
+            upstream.fail(read_at("/c/compiler/5"), 500)
             assert get(app.feed_url("/c/compiler/5.atom")).status_code == 502
             asked = upstream.count()
             health = get(f"{app.url}/healthz").json()
@@ -185,7 +190,13 @@ def test_healthz_says_each_forums_last_answer_without_asking_it(upstream):
 def test_healthz_says_whether_redis_answers(upstream, redis_server):  # noqa: F811
     with running_app(settings_for(upstream.url, cache_url=redis_server.url)) as app:
         assert get(f"{app.url}/healthz").json()["redis"] == "answers"
+        pings = redis.Redis.from_url(redis_server.url).info("commandstats").get("cmdstat_ping", {}).get("calls", 0)
+        for _ in range(40):  # anyone's to call, uncharged: one PING a second at most, however often it is asked
+            assert get(f"{app.url}/healthz").json()["redis"] == "answers"
+        stats = redis.Redis.from_url(redis_server.url).info("commandstats")
+        assert stats["cmdstat_ping"]["calls"] - pings <= 2, stats["cmdstat_ping"]
         redis_server.kill()
+        time.sleep(ANSWERS_EVERY)
         health = get(f"{app.url}/healthz")
         assert health.status_code == 200 and health.json()["redis"] == "does not answer"
 

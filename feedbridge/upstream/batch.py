@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from feedbridge.config import Forum, Settings
+from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import UpstreamRateLimited
 from feedbridge.upstream.fetcher import Fetched, Fetcher
 
@@ -74,14 +74,14 @@ class PoliteFetcher(Fetcher):
         self.requests = 0
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False) -> Fetched:
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
         if url in self.local_pages:
             return Fetched(url, 200, self.local_pages[url])
         gate = self._gate(forum)
         for attempt in (1, 2):
             try:
                 with self._turn(gate):
-                    return super().get(forum, url, etag, last_modified, signed)
+                    return super().get(forum, url, etag, last_modified, signed, credential)
             except UpstreamRateLimited as exc:
                 if gate.gave_up:
                     raise

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 from feedbridge import metrics
 from feedbridge.config import Forum
+from feedbridge.feeds.personal import Member
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
@@ -49,13 +50,23 @@ _PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """What a feed URL means: its spec, its own URL (rel=self), its stylesheet, its cache key, and whether
-    its token verified (`signed`: read with the forum's key, in the private scope)."""
+    its token verified (`signed`: read with the forum's key, in the private scope) or it is a member's
+    personal feed (`member`: read with their key, in the members' scope, `feedbridge.feeds.personal`)."""
 
     spec: FeedSpec
     self_url: str
     stylesheet_url: str | None
     key: str
     signed: bool = False
+    member: Member | None = None
+
+    @property
+    def private(self) -> bool:
+        """Whether no shared cache between the bridge and the reader may keep the answer."""
+        return self.signed or self.member is not None
+
+    def scope(self, service: FeedService) -> FeedService:
+        return service.scope(self.signed, self.member is not None)
 
 
 class ResolvedUrls:
@@ -140,7 +151,8 @@ class HitPath:
                 or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
         resolved = self.urls.get(environ)
-        if resolved is None or resolved.spec.fmt == "html":
+        # A member's feed goes to Flask, which reads it as the member (`feedbridge.feeds.personal.acting`).
+        if resolved is None or resolved.spec.fmt == "html" or resolved.member is not None:
             return self._to_flask(environ, start_response)
         entry = self.service.scope(resolved.signed).fresh(resolved.key)
         if entry is None:

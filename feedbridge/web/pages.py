@@ -86,7 +86,7 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
         return Unavailable("this browser has used its share of the bridge's time for a moment; the preview "
                            "comes back when it has room again (the feed URL above works meanwhile)", exc.message)
     match exc.reason:
-        case Reason.REFUSED:
+        case Reason.REFUSED | Reason.LOGIN:
             headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
                         "topic list): is it login-only?")
         case Reason.NOT_PUBLIC:
@@ -94,6 +94,9 @@ def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
         case Reason.NOT_FOUND:
             headline = (f"{name} has no such page (it answered {code or 404}): check the category, tag or "
                         "user name")
+        case Reason.CRAWLER:
+            headline = (f"{name} refuses feedbridge by its crawler policy: its admins can allow feedbridge in "
+                        "allowed_crawler_user_agents")
         case Reason.BOT_WALL:
             headline = (f"{name} turned feedbridge away with its bot protection (a challenge only a browser "
                         f"passes); {back}")
@@ -319,7 +322,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
     svc, spec = service(), resolved.spec
-    scope = svc.scope(resolved.signed)
+    scope = resolved.scope(svc)
 
     def render() -> str:
         args = request.args.to_dict(flat=False)
@@ -329,8 +332,10 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         # the last good pages rather than an error, while there are any (shown, never kept)
         view = scope.view(spec)
         built.topics, built.total = view.topics, len(view.topics)
+        # a member's feed is not one the front page's form makes (nor may its link carry the member's token)
+        edit_url = None if resolved.member is not None else url_for("pages.index", **form.args())
         html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
-                               edit_url=url_for("pages.index", **form.args()), site=view.site)
+                               edit_url=edit_url, site=view.site)
         if view.stale is not None:
             raise _NotKept(html)
         return html
@@ -340,7 +345,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
     response = Response(entry.body, content_type="text/html; charset=utf-8")
-    if resolved.signed:
+    if resolved.private:
         response.cache_control.private = True
     else:
         response.cache_control.public = True

@@ -4,7 +4,8 @@ The view only translates: request → `FeedSpec` (once per URL served, remembere
 `FeedService` → response with validators. Errors are raised (`feedbridge.errors`) and answered by the
 app's one error handler; conditional GET is Werkzeug's (`make_conditional`). A feed the cache does not
 answer is built within the client's CPU allowance (`feedbridge.web.allowance`): past it, the last good copy
-or `429`.
+or `429`. A personal feed (`/HOST/me/TOKEN/...`) is read as its member (`feedbridge.feeds.personal`), and the
+forum's refusal of their key is told apart from its refusal of the page here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from urllib.parse import urlencode
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
-from feedbridge.errors import CpuSpent, RequestError
-from feedbridge.feeds import signing
+from feedbridge.errors import CpuSpent, KeyRefused, RequestError
+from feedbridge.feeds import personal, signing
 from feedbridge.feeds.service import FeedResult, FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
@@ -88,10 +89,23 @@ def feed(path: str) -> Response:
 
 
 def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
+    """A member's feed is read as the member (`feeds.personal`), anyone else's in the scope its URL names."""
+    if resolved.member is None:
+        return _feed(svc, resolved, path)
+    members = resolved.scope(svc)
+    with personal.acting(resolved.member):  # everything read for a member's feed is read as them
+        personal.check(members.control, resolved.member)
+        try:
+            return _feed(svc, resolved, path)
+        except KeyRefused as exc:
+            raise personal.refusal(members.gate, members.control, resolved.member, exc) from None
+
+
+def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
     spec = resolved.spec
     if spec.fmt == "html":
         return pages.feed_page(resolved, path)
-    scope = svc.scope(resolved.signed)
+    scope = resolved.scope(svc)
     stale_why = "upstream failed"
     if scope.fresh(resolved.key) is not None:  # a hit (a conditional one, or one for a browser): never charged
         result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
@@ -106,7 +120,7 @@ def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
             result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
     g.cache = result.cache
     headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache,
-                           private=resolved.signed)
+                           private=resolved.private)
     if result.cache == "stale":
         headers.append(("Age", str(int(result.age))))
         headers.append(("X-Feedbridge-Stale", _header_safe(
@@ -124,14 +138,21 @@ def _resolved(svc: FeedService, path: str) -> Resolved:
     """What the URL means: its spec (checked), links and cache key."""
     args = request.args.to_dict(flat=False)
     given = args.pop(signing.TOKEN, [])
-    spec = parse_feed_request(svc.settings, path, args)
-    signed = signing.verified(svc.settings, "/" + path, spec, given)
+    mine = personal.split(svc.settings, path) if svc.members is not None else None
+    member = None
+    if mine is not None:  # a personal feed: its member, opened from the path's token before anything is read
+        forum, sealed, rest = mine
+        member = personal.opened(svc.settings, forum, sealed)
+        spec, signed, given = personal.feed_spec(svc.settings, member, rest, args), False, []
+    else:
+        spec = parse_feed_request(svc.settings, path, args)
+        signed = signing.verified(svc.settings, "/" + path, spec, given)
     if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
     query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-    return Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed)
+    return Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed, member)
 
 
 def _media_type(fmt: str) -> str:

@@ -23,7 +23,9 @@ attribute:
   1.6 MB feed: +253 MiB a worker);
 - no bodies: the service answers GET and HEAD only, so a request that announces a body (a non-zero
   `Content-Length`, or any `Transfer-Encoding`) is answered `413` at once, unread, and the connection closed
-  (gunicorn's own worker would drain it for `keepalive` seconds);
+  (gunicorn's own worker would drain it for `keepalive` seconds); the one exception is a connect page's form
+  (`POST /HOST/connect`, `FORM_BYTES` at most, by `Content-Length`), read whole within `FORM_WITHIN` seconds
+  (else `408`) before the app sees it;
 - one header cap: more than `MAX_HEADER_BYTES` of header names and values is `431`, whatever the packets;
 - a fair turn: each request starts by yielding to the other greenlets, so requests a client pipelined
   (already in the buffer, needing no wait) cannot serve back to back while other connections wait;
@@ -56,6 +58,7 @@ client spends without asking the forum is charged to its allowance (`feedbridge.
 
 from __future__ import annotations
 
+import io
 import socket
 import time
 from collections import OrderedDict
@@ -65,6 +68,7 @@ from itertools import chain
 from typing import Any
 
 import gevent
+from gunicorn.http.body import Body
 from gunicorn.workers.ggevent import GeventWorker
 
 from feedbridge.config import Settings
@@ -76,6 +80,10 @@ SEND_BUFFER = 64 * 1024
 """The kernel's send buffer per connection (it doubles it for bookkeeping): what an absent reader pins."""
 SLICE = 256 * 1024
 """Bytes of a response written between two turns."""
+FORM_BYTES = 8 * 1024
+"""The body a connect page's form may send (`POST /HOST/connect`, a member's payload); any other body is 413."""
+FORM_WITHIN = 5.0
+"""Seconds a connect form's body has to arrive whole; past it, 408 and the connection closed."""
 MAX_HEADER_BYTES = 32 * 1024
 """More than any feed reader or browser sends; past it the request gets 431."""
 HIGH_WATER = 0.95
@@ -93,6 +101,7 @@ def _answer(status: str, text: str) -> bytes:
 
 
 _CONTENT_TOO_LARGE = _answer("413 Content Too Large", "this service reads no request body")
+_FORM_TIMEOUT = _answer("408 Request Timeout", "the form took too long to arrive")
 _TOO_LARGE = _answer("431 Request Header Fields Too Large", "request headers too large")
 
 Sockets = OrderedDict[socket.socket, None]
@@ -330,8 +339,11 @@ class Worker(GeventWorker):
         self.connections.busy(sock)
         gevent.sleep(0)
         sending = Sending(sock, self.connections)
-        refusal = _refusal(req.headers)
+        form = req.method == "POST" and req.path.endswith("/connect")
+        refusal = _refusal(req.headers, form=form)
         try:
+            if refusal is None and form:
+                refusal = _read_form(req)
             if refusal is not None:
                 sending.sendall(refusal)
                 raise StopIteration  # gunicorn's way out of its keep-alive loop: it closes the connection
@@ -365,10 +377,26 @@ def _shed(socks: list[socket.socket]) -> None:
             pass
 
 
-def _refusal(headers: list[tuple[str, str]]) -> bytes | None:
+def _read_form(req: Any) -> bytes | None:
+    """A connect form's body, read whole within `FORM_WITHIN` seconds and handed to the app as gunicorn's own
+    `Body` over those bytes; `408` for a body that trickles past it (each read waits on the send deadline, and
+    a reader asked for one byte still waits for the whole body)."""
+    try:
+        with gevent.Timeout(FORM_WITHIN):
+            data = req.body.read(FORM_BYTES + 1)
+    except gevent.Timeout:
+        return _FORM_TIMEOUT
+    req.body = Body(io.BytesIO(data))
+    return None
+
+
+def _refusal(headers: list[tuple[str, str]], form: bool = False) -> bytes | None:
+    """`form`: the one request that may have a body, a connect page's form (`feedbridge.web.connect`), of at most
+    `FORM_BYTES` (`_read_form` reads it)."""
     size = 0
     for name, value in headers:  # gunicorn has checked them: upper-case names, Content-Length all digits
-        if name == "TRANSFER-ENCODING" or (name == "CONTENT-LENGTH" and value.strip("0")):
+        allowed = FORM_BYTES if form else 0
+        if name == "TRANSFER-ENCODING" or (name == "CONTENT-LENGTH" and (len(value) > 9 or int(value) > allowed)):
             return _CONTENT_TOO_LARGE
         size += len(name) + len(value)
     return _TOO_LARGE if size > MAX_HEADER_BYTES else None
