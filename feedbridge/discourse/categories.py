@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from feedbridge.discourse.fields import unescape
+from feedbridge.discourse.fields import one_line, unescape
 from feedbridge.models import Category
 
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
 # Up to three levels, as core nests them (`max_category_nesting`, config/site_settings.yml).
 _CATEGORY_PATH = re.compile(
     r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:\.md)?/?$")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 MAX_CATEGORIES = 500
 
 
@@ -40,14 +39,10 @@ def parse_categories(text: str) -> tuple[Category, ...]:
             current, description = None, []
             path = urlsplit(heading["url"]).path if heading else ""
             if heading and (match := _CATEGORY_PATH.search(path)):
-                name = _clean(unescape(heading["name"])) or match["slugs"]
+                name = one_line(unescape(heading["name"])) or match["slugs"]
                 current = Category(name, match["slugs"], int(match["id"]))
         elif current is not None and stripped and not stripped.startswith("<"):
             if not description or len(" ".join(description)) < 300:
-                description.append(_clean(unescape(stripped)))
+                description.append(one_line(unescape(stripped)))
     finish()
     return tuple(found.values())
-
-
-def _clean(text: str) -> str:
-    return " ".join(_CONTROL.sub("", text).split())

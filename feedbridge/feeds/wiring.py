@@ -19,7 +19,7 @@ from feedbridge.config import Settings
 from feedbridge.feeds.callers import CallerPool, ForumBudget
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.directory import Directory
-from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.gate import Gate, Pace
 from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.post_feeds import PostFeeds
@@ -38,10 +38,11 @@ PRIVATE = "private"
 
 
 def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
-                  control: ControlStore | None = None, windows: Windows | None = None) -> FeedService:
+                  control: ControlStore | None = None, windows: Windows | None = None,
+                  pace: Pace | None = None) -> FeedService:
     """The public scope, and its signed-in twin when the bridge has credentials. `store` holds cached copies;
     `control` what steers requests to forums (their Retry-After, remembered failures, source decisions),
-    beyond the reach of cache floods; `windows` the budgets' counters."""
+    beyond the reach of cache floods; `windows` the budgets' counters; `pace` a batch run's gentler pace."""
     control = control or MemoryControl()
     flight = flight or SingleFlight()
     windows = windows or Windows()
@@ -49,19 +50,20 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     slots = threading.BoundedSemaphore(settings.cold_slots)
     budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
                          processes=settings.workers)
-    public = _scope(settings, store, control, flight, fetcher, pool, slots, budget, signed=False)
+    public = _scope(settings, store, control, flight, fetcher, pool, slots, budget, pace, signed=False)
     if settings.credentials:
         keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
                             per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
         public.signed_in = _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
-                                  ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, signed=True)
+                                  ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, pace, signed=True)
     return public
 
 
 def _scope(settings: Settings, store: Store, control: ControlStore, flight: Flight, fetcher: Fetcher,
-           pool: CallerPool, slots: threading.BoundedSemaphore, budget: ForumBudget, *, signed: bool) -> FeedService:
+           pool: CallerPool, slots: threading.BoundedSemaphore, budget: ForumBudget, pace: Pace | None, *,
+           signed: bool) -> FeedService:
     policy = CachePolicy(settings, store, flight, control, slots=slots)
-    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed)
+    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed, pace=pace)
     # The probes read list pages live, through the page cache: a `/latest` feed built just after a probe
     # reads the probe's page from there.
     detector = SourceDetector(settings, control, flight,
