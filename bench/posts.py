@@ -7,8 +7,9 @@ batch) against `/latest.atom` (one list page), and `/t/9777.atom` (the newest 30
 topic, served without its stream: its head, the ids of its end and one batch) against `/t/9446.atom`, both
 on `PostSite.core()`. Each cold sample is a new app, so nothing is cached; the
 figures are medians in milliseconds, and the request counts are the fake forum's log. Polling runs with
-a cache TTL of 0, so every poll rebuilds: a quiet topic costs its head's revalidation, a busy one that and
-a batch of its new posts.
+a cache TTL of 0, so every poll rebuilds: a quiet topic costs its head, `/t/ID.json`, downloaded whole (the
+fake forum answers as core does: no ETag or Last-Modified on a topic, so no 304), a busy one that and a batch
+of its new posts; the bytes each poll downloads are counted too.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ def cold(path: str, rounds: int = ROUNDS, site: PostSite | None = None) -> tuple
     return statistics.median(times), max(counts)
 
 
-def polling() -> dict[str, int]:
-    """Upstream requests of the first read, a quiet poll and a busy poll of one topic's feed."""
+def polling() -> dict[str, tuple[int, int]]:
+    """Upstream requests and the bytes they downloaded, of the first read, a quiet poll and a busy poll of one
+    topic's feed (the bytes by asking the fake forum the same targets again: its answers do not change)."""
     site = PostSite.standard()
-    found: dict[str, int] = {}
+    found: dict[str, tuple[int, int]] = {}
     with FakeForum(mode="json", posts=site.answer) as forum, \
             running_app(settings_for(forum.url, cache_ttl=0)) as app:
         for name in ("first read", "quiet poll", "busy poll (1 new post)"):
@@ -53,7 +55,8 @@ def polling() -> dict[str, int]:
                 site.reply(9446, "carol")
             forum.reset()
             assert httpx.get(app.feed_url("/t/9446.atom"), timeout=30).status_code == 200
-            found[name] = forum.count()
+            targets = [r.target for r in forum.requests]
+            found[name] = (len(targets), sum(len(httpx.get(forum.url + t, timeout=30).content) for t in targets))
     return found
 
 
@@ -82,7 +85,9 @@ def posts_section(ctx: Context) -> list[Row]:
             None, "fetches", None, "≤ 3", mega_requests <= 3),
         *(Row("8", f"upstream requests polling a topic's posts feed: {name}", float(count), None, "fetches", None,
               "≤ 2" if name != "quiet poll" else "≤ 1", count <= (1 if name == "quiet poll" else 2))
-          for name, count in polls.items()),
+          for name, (count, _size) in polls.items()),
+        *(Row("8", f"bytes those requests downloaded: {name} (no 304 from core)", float(size), None, "bytes", None,
+              "(reference)", None) for name, (_count, size) in polls.items()),
     ]
 
 
@@ -98,8 +103,8 @@ def main() -> None:
     print(f"  /t/{MEGA}.atom  (30 newest of {MEGA_POSTS:,}, mega)  {mega_ms:7.1f} ms  {mega_requests} requests")
     print(f"  /t/9446.atom  (30 newest of 446, same site)  {normal_ms:7.1f} ms  {normal_requests} requests")
     print("polling /t/9446.atom with a cache TTL of 0:")
-    for name, count in polling().items():
-        print(f"  {name:24} {count} upstream requests")
+    for name, (count, size) in polling().items():
+        print(f"  {name:24} {count} upstream requests, {size:,} bytes")
 
 
 if __name__ == "__main__":

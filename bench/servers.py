@@ -217,13 +217,14 @@ def cold(bench: Bench, name: str) -> str:
         for _ in range(16):
             httpx.get(cached, timeout=30).raise_for_status()
         idle = wrk(cached, seconds, 4)
-        bench.forum.control.stall("/c/", 9.0, prefix=True)
+        bench.forum.control.stall("/latest.md?category=", 9.0, prefix=True)  # every category's list
         limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
         try:
             with ThreadPoolExecutor(32) as pool, httpx.Client(timeout=60, limits=limits) as client:
-                serial = int(time.monotonic() * 1000)
+                serial = int(time.monotonic() * 1000) % 10**6  # a category is its id: 32 new ones each run
                 futures = [pool.submit(lambda u: client.get(u).status_code,
-                                       f"{url}/{bench.key}/c/slow-{serial}-{i}/{i}.atom") for i in range(32)]
+                                       f"{url}/{bench.key}/c/slow-{serial}-{i}/{serial * 100 + i + 1}.atom")
+                           for i in range(32)]
                 time.sleep(0.5)
                 during = wrk(cached, seconds, 4)
                 outcomes = Counter(f.result(timeout=40) for f in futures)

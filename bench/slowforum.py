@@ -44,7 +44,7 @@ def slow_forum_section(ctx: Context) -> list[Row]:
         cached = f"{app}/{key}/latest.atom"
         for _ in range(16):  # both workers warm: the kernel picks the worker per connection
             httpx.get(cached, timeout=30).raise_for_status()
-        forum.control.stall("/c/", slow, prefix=True)
+        forum.control.stall("/latest.md?category=", slow, prefix=True)  # every category's list (core's route)
         serial = 0
         # One client made beforehand, with a connection for each cold request: a new httpx client costs
         # ~18 ms of CPU (its TLS context), and 32 made at once in the arrival window would be the load

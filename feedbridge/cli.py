@@ -22,13 +22,14 @@ from urllib.parse import urlsplit
 import click
 
 from feedbridge import __version__
-from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.config import Credential, Forum, Settings, parse_forum
 from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
 from feedbridge.feeds import params, signing
 from feedbridge.feeds.assemble import feed_body
+from feedbridge.feeds.lists import saved_pages
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import JSON, MARKDOWN, source_of
 from feedbridge.feeds.spec import FeedSpec, feed_kind, parse_feed_request, route_of
@@ -252,10 +253,10 @@ class _SavedList(BatchFetcher):
     category names from the forum's directory) the feed goes without, as when the forum refuses it."""
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False) -> Fetched:
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
         if url not in self.local_pages:
             raise UpstreamRefused(f"a saved list is built from the file alone, without reading {url}")
-        return super().get(forum, url, etag, last_modified, signed)
+        return super().get(forum, url, etag, last_modified, signed, credential)
 
 
 def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, object], self_url: str | None,
@@ -284,7 +285,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         raise click.UsageError("exclude_category needs the forum's categories directory to drop subcategories too, "
                                "which a saved list does not carry: build from the list's URL")
     service = build_service(settings, MemoryStore(settings.cache_max_bytes),
-                          _SavedList(settings, local_pages={spec.page_url(0, source): text}))
+                          _SavedList(settings, local_pages=saved_pages(spec, text, source)))
     try:
         first, topics = _upstream(lambda: service.topics(spec))
     finally:

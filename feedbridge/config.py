@@ -114,6 +114,35 @@ def _credentials(raw: str) -> tuple[Credential, ...]:
         made[host] = parse_credential(value, host)
     return tuple(made.values())
 
+@dataclass(frozen=True, slots=True)
+class AuthRedirect:
+    """The `auth_redirect` a forum's admin allowed (`allowed_user_api_auth_redirects`) for this bridge's
+    `/HOST/connect`, where the forum sends a member back with their encrypted key (FEEDBRIDGE_AUTH_REDIRECTS)."""
+
+    host: str
+    url: str
+
+    def __str__(self) -> str:
+        return f"{self.host}={self.url}"
+
+
+def _auth_redirects(raw: str) -> tuple[AuthRedirect, ...]:
+    """`HOST=URL` entries, one per forum (`AuthRedirect`)."""
+    made: dict[str, str] = {}
+    for entry in raw.split():
+        host, equals, url = entry.partition("=")
+        parts = urlsplit(url)
+        if not equals or not host or host in made:
+            raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS",
+                                    f"entries are HOST=URL, one per forum, not {entry[:80]!r}")
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment or \
+                not parts.path.endswith(f"/{host}/connect"):
+            raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS", f"the URL for {host} must be this bridge's "
+                                    f"http(s) address of /{host}/connect, with no query, not {url[:120]!r}")
+        made[host] = url
+    return tuple(AuthRedirect(host, url) for host, url in made.items())
+
+
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 
@@ -159,6 +188,44 @@ def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False
 
 def _forums(raw: str) -> tuple[Forum, ...]:
     return tuple(parse_forum(url) for url in raw.split()) or DEFAULT_FORUMS
+
+
+def _contact_url(raw: str) -> str:
+    """An http(s) URL of visible ASCII without spaces: it goes into every request's User-Agent header."""
+    text = raw.strip()
+    parts = urlsplit(text)
+    if (len(text) > 200 or parts.scheme not in ("http", "https") or not parts.netloc
+            or not all(33 <= ord(c) < 127 and c not in "()" for c in text)):
+        raise ValueError("an http(s) URL of at most 200 visible ASCII characters, without spaces or parentheses")
+    return text
+
+
+def _multisite(raw: str) -> tuple[tuple[str, ...], ...]:
+    """Groups of forum keys on one multisite host: whitespace between groups, `,` within one."""
+    groups = tuple(tuple(dict.fromkeys(key for key in group.split(",") if key)) for group in raw.split())
+    if any(len(group) < 2 for group in groups):
+        raise ValueError("groups of two forums or more, each forum's key joined by ',' (a.example,b.example)")
+    return groups
+
+
+MAX_FILTER_TERMS = 100
+
+
+def _filter_terms(raw: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`HOST=term,term`: the `/filter` keys (`assigned`) and values (`status:solved`) a forum's plugins add."""
+    made: dict[str, tuple[str, ...]] = {}
+    for entry in raw.split():
+        host, equals, listed = entry.partition("=")
+        terms = tuple(dict.fromkeys(term for term in listed.split(",") if term))
+        if not equals or not host or not terms or len(terms) > MAX_FILTER_TERMS or host in made:
+            raise ValueError(f"HOST=key,key:value,... once per forum (at most {MAX_FILTER_TERMS} terms), not "
+                             f"{entry[:80]!r}")
+        if not all(len(term) <= 60 and all(c.isascii() and (c.isalnum() or c in "_-:") for c in term)
+                   for term in terms):
+            raise ValueError(f"a term is a key (assigned) or key:value (status:solved) of letters, digits, _ and -, "
+                             f"not in {entry[:80]!r}")
+        made[host] = terms
+    return tuple(made.items())
 
 
 def _one_of(*choices: str) -> Callable[[str], str]:
@@ -250,6 +317,16 @@ class Settings:
     # The IPv6 prefix that is one client (feedbridge.web.context.client_of): a subscriber's line is given a
     # /64 (RFC 6177), and rotating addresses within it must not buy new shares. 128: each address alone.
     ipv6_prefix: int = number(64, "FEEDBRIDGE_IPV6_PREFIX", 16, 128)
+    # Who runs this instance, for the forums' admins: a page's URL, sent in every request's User-Agent
+    # (`feedbridge/0.1.0 (+URL)`, feedbridge.upstream.fetcher.user_agent).
+    contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
+    # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
+    # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so
+    # their public budgets are one (feedbridge.feeds.callers.ForumBudget, `Settings.address_of`).
+    multisite: tuple[tuple[str, ...], ...] = text((), "FEEDBRIDGE_MULTISITE", read=_multisite)
+    # The `/filter` keys and values a forum's plugins add to core's (feedbridge.discourse.filter_query), which
+    # the bridge otherwise refuses as core would ignore them.
+    filter_terms: tuple[tuple[str, tuple[str, ...]], ...] = text((), "FEEDBRIDGE_FILTER_TERMS", read=_filter_terms)
     # Private forums (feedbridge.feeds.signing): the keys the bridge signs in with, the secret its feed
     # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
     # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,
@@ -260,6 +337,17 @@ class Settings:
     secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)
     private_budget: int = number(15, "FEEDBRIDGE_PRIVATE_BUDGET", 1, 10_000)
     private_daily_budget: int = number(2000, "FEEDBRIDGE_PRIVATE_DAILY_BUDGET", 1, 10_000_000)
+    # Personal feeds (feedbridge.feeds.personal, feedbridge.feeds.handshake): members connect their own forum
+    # account with a User API key, which lives only inside their feed URLs. The RSA key the forums encrypt it
+    # to (kept beside the secret), a connect page's lifetime, the redirects forum admins allowed, and each
+    # member key's own budget, under core's limits for one key as the private budget is.
+    personal: bool = text(False, "FEEDBRIDGE_PERSONAL", read=_on_off)
+    connect_key: str | None = text(None, "FEEDBRIDGE_CONNECT_KEY", read=lambda raw: raw.replace("\\n", "\n"),
+                                   secret=True)
+    connect_ttl: int = number(600, "FEEDBRIDGE_CONNECT_TTL", 60, 3600)
+    auth_redirects: tuple[AuthRedirect, ...] = text((), "FEEDBRIDGE_AUTH_REDIRECTS", read=_auth_redirects)
+    member_budget: int = number(15, "FEEDBRIDGE_MEMBER_BUDGET", 1, 10_000)
+    member_daily_budget: int = number(2000, "FEEDBRIDGE_MEMBER_DAILY_BUDGET", 1, 10_000_000)
     # Seconds of a worker's CPU one client may spend per minute on what it builds without asking the forum
     # (feedbridge.web.allowance): a third of a worker's minute, as a client's share of a forum's budget. 0: off.
     cpu_allowance: float = number(20.0, "FEEDBRIDGE_CPU_ALLOWANCE", 0.0, 3600.0)
@@ -277,14 +365,35 @@ class Settings:
         if self.pages_default > self.pages_max:
             raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({self.pages_default}) must be at most "
                               f"FEEDBRIDGE_PAGES_MAX ({self.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
+        keys = [key for group in self.multisite for key in group]
+        strangers = [key for key in keys if self.forum_for_key(key) is None]
+        if strangers or len(keys) != len(set(keys)):
+            raise ConfigError(f"FEEDBRIDGE_MULTISITE: every forum in it once, and each one of FEEDBRIDGE_FORUMS "
+                              f"({', '.join(f.key for f in self.forums)}), not {', '.join(strangers) or 'repeats'}",
+                              "FEEDBRIDGE_MULTISITE")
+        if strangers := [host for host, _ in self.filter_terms if self.forum_for_key(host) is None]:
+            raise ConfigError(f"FEEDBRIDGE_FILTER_TERMS: {', '.join(strangers)} is not a forum of FEEDBRIDGE_FORUMS",
+                              "FEEDBRIDGE_FILTER_TERMS")
         if self.request_deadline >= self.worker_timeout:
             # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
             raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({self.request_deadline:g}) must be below "
                               f"FEEDBRIDGE_WORKER_TIMEOUT ({self.worker_timeout}), so a slow forum gives an "
                               "answer, not a killed worker", "FEEDBRIDGE_REQUEST_DEADLINE")
 
+    def auth_redirect_for(self, forum: Forum) -> str | None:
+        return next((r.url for r in self.auth_redirects if r.host == forum.key), None)
+
     def credential_for(self, forum: Forum) -> Credential | None:
         return next((c for c in self.credentials if c.host == forum.key), None)
+
+    def address_of(self, forum: Forum) -> str:
+        """What the forum's per-address windows are counted under: its multisite group's first forum, else
+        its own key (`multisite`)."""
+        return next((group[0] for group in self.multisite if forum.key in group), forum.key)
+
+    def filter_terms_for(self, forum: Forum) -> frozenset[str]:
+        """The `/filter` keys and `key:value` terms the forum's plugins add (`filter_terms`)."""
+        return frozenset(next((terms for host, terms in self.filter_terms if host == forum.key), ()))
 
     def forum_for_key(self, key: str) -> Forum | None:
         for forum in self.forums:
@@ -309,6 +418,14 @@ class Settings:
         if self.credentials and not self.secret:
             raise ConfigError("FEEDBRIDGE_SECRET must be set when FEEDBRIDGE_CREDENTIALS is: private feeds are "
                               "read only through URLs signed with it (feedbridge sign)", "FEEDBRIDGE_SECRET")
+        if self.personal and not (self.secret and self.connect_key):
+            raise ConfigError("FEEDBRIDGE_PERSONAL=on needs FEEDBRIDGE_SECRET (members' feed URLs are sealed with it) "
+                              "and FEEDBRIDGE_CONNECT_KEY (the RSA key forums encrypt members' keys to)",
+                              "FEEDBRIDGE_PERSONAL")
+        for redirect in self.auth_redirects:
+            if self.forum_for_key(redirect.host) is None:
+                raise ConfigError(f"FEEDBRIDGE_AUTH_REDIRECTS: {redirect.host} is not a forum of FEEDBRIDGE_FORUMS",
+                                  "FEEDBRIDGE_AUTH_REDIRECTS")
         for name, value in (("FEEDBRIDGE_SECRET", self.secret), ("FEEDBRIDGE_SECRET_PREVIOUS", self.secret_previous)):
             if value is not None and len(value) < 16:
                 raise ConfigError(f"{name} must be at least 16 characters (e.g. `openssl rand -hex 32`)", name)

@@ -9,6 +9,7 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   ├── FilterQueryError                              a /filter query the bridge will not send
     │   ├── RouteNotFound             404                 no such forum, route or format
     │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/signing.py)
+    │       └── KeyRefused                                a forum refused a member's key (feeds/personal.py)
     ├── UnreadableError               502                 text that is not what it claims (parsers: pure, no I/O)
     │   ├── NotAListError                                 not a topic list
     │   │   └── NoBaseURL                                 a list whose URL is relative, read without a base URL
@@ -17,10 +18,13 @@ carrying the HTTP status it means, and the few that never reach one below it.
     ├── UpstreamError                 502   (the raiser's) the forum did not give a usable answer
     │   ├── UpstreamNotFound          404   not_found     the forum answered 404/410
     │   ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
+    │   │   ├── LoginRequired               login         it sent the bridge to sign in (`/login`, `/session/sso`)
     │   │   └── NotPublic             403   not_public    ... to the bridge's anonymous request for a list
+    │   ├── CrawlerRefused            403   crawler       the forum's crawler policy refuses the bridge's User-Agent
     │   ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
     │   ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
     │   │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
+    │   │       └── RoomSoon                              ... for now: a build waits for the room (feeds/policy.py)
     │   └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
     ├── CpuSpent                      429                 a client spent its CPU allowance (web/allowance.py)
     └── NotHeld                       502                 a cached-only read found no copy (feeds/reads.py)
@@ -48,7 +52,7 @@ errors are not upstream errors by themselves (the CLI reads files), and the serv
 came from when it wraps them.
 
 `explained` is the one place an upstream answer becomes what a reader is told about a feed, so each
-meaning (missing or private, members only, a bot wall, slow down) has one status and one wording on
+meaning (missing or private, members only, a crawler policy, a bot wall, slow down) has one status and one wording on
 every route: list feeds, post feeds, user feeds and their `.html` views.
 """
 
@@ -111,6 +115,12 @@ class Forbidden(RequestError):
     status = 403
 
 
+class KeyRefused(Forbidden):
+    """The forum answered 401/403 to a member's own key. Not an upstream error, so that no stale copy or
+    remembered failure answers for it: the route asks the forum whether the key itself is gone (revoked or
+    expired) or only this page is not the member's to read, and says which (`feeds.personal.refusal`)."""
+
+
 class UnreadableError(FeedbridgeError, ValueError):
     status = 502
 
@@ -144,6 +154,8 @@ class Reason(StrEnum):
     NOT_FOUND = "not_found"
     REFUSED = "refused"
     NOT_PUBLIC = "not_public"
+    LOGIN = "login"
+    CRAWLER = "crawler"
     BOT_WALL = "bot_wall"
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -177,12 +189,34 @@ class UpstreamRefused(UpstreamError):
     default_reason = Reason.REFUSED
 
 
+class LoginRequired(UpstreamRefused):
+    """The forum sent the bridge to sign in instead of answering: core's `redirect_to_login`
+    (app/controllers/application_controller.rb) sends a non-JSON GET of a login-required forum to `/login`,
+    or, with single sign-on, to `/session/sso` (DiscourseConnect, which goes on to another host) or to
+    `/auth/PROVIDER` (the one authenticator). Not a failure of the forum: the same "members only" as a 401/403
+    (`explained`), whichever way the forum signs people in."""
+
+    default_reason = Reason.LOGIN
+
+
 class NotPublic(UpstreamRefused):
     """A list the forum shows only to signed-in users, asked for without a token: the reader's answer is
     403 (the list exists, this URL cannot read it), not a failure of the forum."""
 
     status = 403
     default_reason = Reason.NOT_PUBLIC
+
+
+class CrawlerRefused(UpstreamError):
+    """The forum's crawler policy refuses the bridge: core's `Middleware::AnonymousCache` answers every
+    anonymous GET from a User-Agent `CrawlerDetection.is_blocked_crawler?` names `403 Crawler is not allowed!`
+    (lib/middleware/anonymous_cache.rb), once `allowed_crawler_user_agents` is set without `feedbridge` in it,
+    or `blocked_crawler_user_agents` names it; core takes any User-Agent that is not a browser's for a
+    crawler. 403, not "members only": the lists are public, the forum's admins can allow `feedbridge`, and a
+    request with a key passes the check (a signed URL reads the feed). Not a failure of the forum either."""
+
+    status = 403
+    default_reason = Reason.CRAWLER
 
 
 class BotWall(UpstreamError):
@@ -212,6 +246,16 @@ class BridgeBusy(UpstreamRateLimited):
     default_reason = Reason.BUSY
 
 
+class RoomSoon(BridgeBusy):
+    """A window of the budget refused a read of a build under way, and has room again at `until`
+    (`time.monotonic()`), within the request's deadline: the build gives its attempt up and is made again
+    then (`CachePolicy`), unless its request may not wait, when it is the refusal it says."""
+
+    def __init__(self, message: str, retry_after: float, until: float):
+        super().__init__(message, retry_after)
+        self.until = until
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     default_reason = Reason.TIMEOUT
@@ -238,8 +282,8 @@ class NotHeld(FeedbridgeError):
 
 _CLASS_OF: dict[Reason, type[UpstreamError]] = {
     cls.default_reason: cls
-    for cls in (UpstreamNotFound, UpstreamRefused, NotPublic, BotWall, UpstreamRateLimited, BridgeBusy,
-                UpstreamTimeout)
+    for cls in (UpstreamNotFound, UpstreamRefused, LoginRequired, NotPublic, CrawlerRefused, BotWall,
+                UpstreamRateLimited, BridgeBusy, UpstreamTimeout)
 }
 
 
@@ -262,7 +306,9 @@ def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed
     answers an anonymous reader 404 for what it may not see (core's default, `detailed_404` off), so a
     404 without the key may be private content, which a signed URL reads when the bridge has a key;
     with the key, 404 is missing (or hidden from the bot account too). 401/403 to the bridge's anonymous
-    request is members only (403); to the key, a failure of the bridge's own configuration (502).
+    request, or a redirect to sign in (`LoginRequired`), is members only (403); to the key, a failure of the
+    bridge's own configuration (502). A crawler policy that refuses the bridge (`CrawlerRefused`) is 403 too,
+    saying who can lift it.
     """
     where = f"{forum} · {label}"
     answer, retry, status = exc.message, exc.retry_after, exc.upstream_status
@@ -277,7 +323,12 @@ def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed
                                     "reads it (`feedbridge sign`)", retry, upstream_status=status)
         return UpstreamNotFound(f"{where}: missing, or private to the forum's members ({answer})", retry,
                                 upstream_status=status)
-    if type(exc) is UpstreamRefused and status in (401, 403):
+    if isinstance(exc, CrawlerRefused):
+        how = "; a signed feed URL reads it (`feedbridge sign`)" if keyed else ""
+        return CrawlerRefused(f"{where}: the forum's crawler policy refuses the bridge ({answer}); its admins can "
+                              f"allow it by adding feedbridge to allowed_crawler_user_agents{how}", retry,
+                              upstream_status=status)
+    if (type(exc) is UpstreamRefused and status in (401, 403)) or isinstance(exc, LoginRequired):
         if signed:
             return UpstreamRefused(f"{where}: refused to this bridge's key ({answer})", retry, upstream_status=status)
         how = "a signed feed URL reads it (`feedbridge sign`)" if keyed else "this bridge has no key for that forum"

@@ -60,7 +60,7 @@ def filter_answer(target: str, read: Callable[[str], bytes | None]) -> bytes | N
     users = {user["id"]: user for document in pages for user in document.get("users", [])}
     topics = list({t["id"]: t for document in pages for t in document["topic_list"]["topics"]}.values())
     categories = json.loads(read("categories.json") or b'{"category_list": {"categories": []}}')
-    kept = filtered(q, topics, categories["category_list"]["categories"], users)
+    kept = filtered(q, topics, _every_level(categories["category_list"]["categories"]), users)
     shown = kept[page * PER_PAGE:(page + 1) * PER_PAGE]
     topic_list: dict[str, Any] = {"per_page": PER_PAGE, "topics": shown}
     if len(shown) == PER_PAGE:
@@ -178,6 +178,11 @@ def _categories(given: list[tuple[str | None, str]], topic: Topic, categories: l
     if asked_include and topic.get("category_id") not in include:
         return False
     return topic.get("category_id") not in exclude
+
+
+def _every_level(categories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The directory's categories and their `subcategory_list`s, at every level, flat."""
+    return [found for c in categories for found in (c, *_every_level(c.get("subcategory_list") or []))]
 
 
 def _with_subcategories(ids: set[int], categories: list[dict[str, Any]]) -> set[int]:

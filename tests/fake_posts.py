@@ -300,8 +300,8 @@ class PostSite:
         return None if document is None else json.dumps(document, indent=1, ensure_ascii=False).encode()
 
     def latest(self, before: int) -> dict[str, Any]:
-        every = [(p, t) for t in self.topics.values() for p in t.visible
-                 if p.post_type in (REGULAR, MODERATOR_ACTION) and not p.hidden]
+        # core: app/queries/latest_posts_query.rb `public_posts`: `where(post_type: Post.types[:regular])`
+        every = [(p, t) for t in self.topics.values() for p in t.visible if p.post_type == REGULAR and not p.hidden]
         every.sort(key=lambda pair: pair[0].id, reverse=True)
         page = [pair for pair in every if not before or pair[0].id <= before][:50]
         return {"latest_posts": [self.post_json(p, t, with_title=True) for p, t in page]}

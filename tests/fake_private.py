@@ -1,12 +1,15 @@
 """The fake forum's login-only side (tests/upstream.py `FakeForum(private=PrivateSite().answer)`).
 
 A staff category, `/c/staff/9`, holds three topics that also lead `/latest` (they are the newest), each
-with its own topic page; all of it on Markdown (`.md`) and JSON (`.json`). A request gets them only when it
-carries the bot's key, as Discourse checks it: `User-Api-Key: USER_API_KEY`, or `Api-Key: ADMIN_API_KEY`
-with `Api-Username: ADMIN_USERNAME`. Anyone else gets what an anonymous visitor gets from core: the staff
-category answers 403 with the InvalidAccess body (or 404 with `refusal=404`, as a forum hiding that the
-category exists), a private topic page 404 and its posts (`/t/ID/posts.json`) 403, as core's topics#show and
-topics#posts do with `detailed_404` off, and `/latest` and `/categories` exactly the public files. A
+with its own topic page; all of it on Markdown (`.md`) and JSON (`.json`), at core's routes too
+(`/latest.md?category=9`, `/c/staff/9/l/latest.json`). A request gets them only when it carries the bot's
+key, as Discourse checks it: `User-Api-Key: USER_API_KEY`, or `Api-Key: ADMIN_API_KEY` with
+`Api-Username: ADMIN_USERNAME`. Anyone else gets what an anonymous visitor gets from core: the staff
+category's own paths answer 403 with the InvalidAccess body (or 404 with `refusal=404`, as a forum hiding
+that the category exists: ListController#set_category), `/latest.md?category=9` a list without a topic (it
+lists what the reader may see), a private topic page 404 and its posts (`/t/ID/posts.json`) 403, as core's
+topics#show and topics#posts do with `detailed_404` off, and `/latest` and `/categories` exactly the public
+files. A
 request with a key that is not the bot's gets 403 on every path, as Discourse refuses an unknown key.
 
 The documents are written by `fixtures/make_site.py`'s own renderer (lists and directory) and in the
@@ -148,8 +151,9 @@ class PrivateSite:
 
     def answer(self, target: str, headers: Mapping[str, str], public: bytes | None
                ) -> tuple[int, bytes, dict[str, str]] | None:
-        path = target.partition("?")[0]
+        path, _, query = target.partition("?")
         stem, dot, suffix = path.rpartition(".")
+        category = parse_qs(query).get("category", [""])[-1]
         if not dot or suffix not in ("md", "json"):
             return None
         allowed = self.authorised(headers)
@@ -164,15 +168,19 @@ class PrivateSite:
             if not allowed:  # core: app/controllers/topics_controller.rb#posts (fetch_topic_view: TopicView's
                 return self._refuse(403, suffix)  # InvalidAccess, with no detailed_404 rescue as #show has)
             return 200, self._batch(batched, target), {"Content-Type": "application/json; charset=utf-8"}
-        if stem == STAFF_PATH or stem.startswith(STAFF_PATH + "/"):
-            if not allowed:
+        # The category's own path, its /l/ views, and core's Markdown `/latest.md?category=ID` (tests/upstream.py)
+        listed = stem in ("/latest", "/top") and category == str(STAFF_ID)
+        if stem == STAFF_PATH or stem.startswith(STAFF_PATH + "/") or listed:
+            if not allowed and listed:  # TopicQuery lists what the reader may see: none of the category's topics
+                return 200, self._staff(suffix, target, ()), {}
+            if not allowed:  # ListController#set_category: InvalidAccess (or NotFound, as detailed_404 is off)
                 return self._refuse(self.refusal, suffix)
             return 200, self._staff(suffix, target), {}
         if topic is not None:
             if not allowed:  # core: app/controllers/topics_controller.rb#show, InvalidAccess → NotFound
                 return self._refuse(404, suffix)  # unless SiteSetting.detailed_404 (off by default)
             return 200, self._topic_page(topic, suffix), {}
-        if allowed and public is not None and stem == "/latest" and "page=" not in target:
+        if allowed and public is not None and stem == "/latest" and "page=" not in target and not category:
             return 200, self._latest(public, suffix), {}
         if allowed and public is not None and stem == "/categories":
             return 200, self._categories(public, suffix), {}
@@ -213,11 +221,11 @@ class PrivateSite:
         text = "403 Forbidden\n" if status == 403 else "404 Not Found\n"
         return status, text.encode(), {"Content-Type": "text/plain; charset=utf-8"}
 
-    def _staff(self, suffix: str, target: str) -> bytes:
+    def _staff(self, suffix: str, target: str, topics: tuple[PrivateTopic, ...] | None = None) -> bytes:
         if "page=" in target.partition("?")[2]:
             listed: tuple[PrivateTopic, ...] = ()
         else:
-            listed = self.topics
+            listed = self.topics if topics is None else topics
         if suffix == "md":
             page = make_site.render_page("staff", STAFF_PATH, [t.as_list_topic() for t in listed], 0)
             return str(page).encode()

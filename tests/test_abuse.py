@@ -23,7 +23,7 @@ import pytest
 from feedbridge.config import Settings, parse_forum
 from tests.appserver import procfile_app, running_app, serving, settings_for
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
-from tests.upstream import FakeForum, spawn
+from tests.upstream import FakeForum, read_at, spawn
 
 COMPILER = "/c/compiler/5"
 
@@ -44,6 +44,8 @@ def test_200_requests_for_an_unknown_category_cost_one_upstream_request(upstream
         url = app.feed_url("/c/no-such-category/999.atom")
         responses = [client.get(url) for _ in range(200)]
     assert {r.status_code for r in responses} == {404}
+    # core lists nothing at `/latest.md?category=999`; the category's own path says it is missing
+    assert upstream.count(read_at("/c/no-such-category/999")) == 1
     assert upstream.count("/c/no-such-category/999.md") == 1
     later = responses[-1]
     assert "answered 404" in later.text and "remembered" in later.text
@@ -62,10 +64,13 @@ def test_a_remembered_failure_is_shared_through_redis(upstream, redis_server: Re
 
 def test_distinct_unknown_categories_are_bounded_by_the_clients_share(upstream):
     with procfile_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
-        statuses = [client.get(app.feed_url(f"/c/nope-{i}/{i}.atom")).status_code for i in range(1, 201)]
-    assert upstream.count() == 10  # a third of 30, the first request's `/latest.md` (source detection) included
-    assert upstream.count("/latest.md") == 1
-    assert statuses.count(404) == 9 and statuses.count(503) == 191
+        # ids no category of the fake forum has (core reads a category by its id)
+        statuses = [client.get(app.feed_url(f"/c/nope-{i}/{1000 + i}.atom")).status_code for i in range(1, 201)]
+    # a third of 30, the first request's `/latest.md` (source detection) included: each category's empty
+    # `/latest.md?category=ID` and its own path's 404, two requests a feed
+    assert upstream.count() == 10
+    assert [r.target for r in upstream.requests].count("/latest.md") == 1
+    assert statuses.count(404) == 4 and statuses.count(503) == 196
 
 
 def test_a_failed_topic_page_is_not_asked_for_again_on_the_next_rebuild(upstream):
@@ -236,8 +241,9 @@ def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_fo
     with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING")) as app:
         cached = app.feed_url("/latest.atom")
         assert get(cached).status_code == 200
-        forum.control.stall("/c/", 8, prefix=True)  # long enough for all 32 to arrive on a loaded machine
-        cold = [app.feed_url(f"/c/slow-{i}/{i}.atom") for i in range(1, 33)]
+        # every category list (core's Markdown `/latest.md?category=ID`): long enough for all 32 to arrive
+        forum.control.stall("/latest.md?category=", 8, prefix=True)
+        cold = [app.feed_url(f"/c/slow-{i}/{1000 + i}.atom") for i in range(1, 33)]  # no category has these ids
         with ThreadPoolExecutor(34) as pool:
             waiting = [pool.submit(lambda u: httpx.get(u, timeout=60), u) for u in cold]
             time.sleep(1.5)  # every cold request has arrived; the admitted ones wait on the forum

@@ -83,6 +83,7 @@ def test_a_requests_pooled_reads_take_its_slot_or_send_nothing(forum: FakeForum)
         base = f"{url}/{forum.url.removeprefix('http://')}"
         assert httpx.get(f"{base}{CATEGORY}.atom", timeout=30).status_code == 200  # the list, cached
         forum.stall("/latest.md", 4.0)
+        forum.reset()  # the category's own list is read at /latest.md too (?category=5): count the holder's alone
         holder = threading.Thread(target=lambda: httpx.get(f"{base}/latest.atom", timeout=30))
         holder.start()
         deadline = time.monotonic() + 10
@@ -97,6 +98,34 @@ def test_a_requests_pooled_reads_take_its_slot_or_send_nothing(forum: FakeForum)
         assert sent == []  # before: the topic pages went upstream from the pool, holding no slot
         # Once the slot is free, the same feed is built, its topic pages read under the request's slot.
         assert with_content(httpx.get(f"{base}{CATEGORY}.atom?content=full", timeout=30)) >= 3
+
+
+def test_a_build_waiting_for_its_clients_share_holds_no_slot(forum: FakeForum) -> None:
+    """Issue 43 item 9. A cold `content=full` feed of a list and 20 topic pages is past its client's third of
+    the forum's 10 s window (13): its build waits for the window's room, within its deadline, instead of
+    being refused its 14th page (before, it was answered with what it had, stale or 503). Meanwhile it
+    holds nothing another client needs: with one cold slot, another client's cold feed is built while it
+    waits (it gave its attempt up, and its slot back), and then it finishes whole."""
+    with procfile_web(env(forum, FEEDBRIDGE_COLD_SLOTS="1", FEEDBRIDGE_TOPIC_BUDGET="20")) as (url, _):
+        base = f"{url}/{forum.url.removeprefix('http://')}"
+        done: list[httpx.Response] = []
+        waiting = threading.Thread(target=lambda: done.append(httpx.get(
+            f"{base}{CATEGORY}.atom?content=full", headers=as_client("10.0.0.1"), timeout=60)))
+        waiting.start()
+        deadline = time.monotonic() + 10
+        while len(forum.requests) < 13 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the build has spent its client's third of the 10 s window
+        time.sleep(0.5)
+        other = httpx.get(f"{base}/latest.atom?category=77", headers=as_client("10.0.0.2"), timeout=30)
+        still_waiting = waiting.is_alive()
+        waiting.join()
+    assert other.status_code == 200 and other.headers["X-Feedbridge-Cache"] == "miss", other.text[:200]
+    assert still_waiting  # answered while the build waited
+    full = done[0]
+    assert full.status_code == 200 and full.headers["X-Feedbridge-Cache"] == "miss", (full.headers, full.text[:200])
+    pages = {r.path for r in forum.requests if r.path.startswith("/t/")}
+    served = {path for path in pages if (DEFAULT_ROOT / path.lstrip("/")).is_file()}
+    assert len(pages) == 20 and with_content(full) == len(served) >= 3
 
 
 def test_an_html_view_made_of_the_last_good_pages_is_shown_and_never_kept(forum: FakeForum) -> None:

@@ -38,6 +38,12 @@ def test_values_and_redis_url_fallback():
     ({"FEEDBRIDGE_FORUMS": "https://user:pw@x.org"}, "plain base URL"),
     ({"FEEDBRIDGE_CONTENT": "all"}, "FEEDBRIDGE_CONTENT"),
     ({"FEEDBRIDGE_LOG_LEVEL": "verbose"}, "FEEDBRIDGE_LOG_LEVEL must be 'DEBUG' or 'INFO'"),
+    ({"FEEDBRIDGE_CONTACT_URL": "mailto:me@x.org"}, "FEEDBRIDGE_CONTACT_URL must be an http(s) URL"),
+    ({"FEEDBRIDGE_CONTACT_URL": "https://x.org/a b"}, "FEEDBRIDGE_CONTACT_URL must be an http(s) URL"),
+    ({"FEEDBRIDGE_MULTISITE": "dev-discuss.pytorch.org"}, "FEEDBRIDGE_MULTISITE must be groups of two forums"),
+    ({"FEEDBRIDGE_MULTISITE": "dev-discuss.pytorch.org,other.example"}, "FEEDBRIDGE_MULTISITE: every forum in it once"),
+    ({"FEEDBRIDGE_FILTER_TERMS": "dev-discuss.pytorch.org=status:solved;x"}, "FEEDBRIDGE_FILTER_TERMS must be a term"),
+    ({"FEEDBRIDGE_FILTER_TERMS": "other.example=assigned"}, "other.example is not a forum of FEEDBRIDGE_FORUMS"),
 ])
 def test_errors_name_the_variable(env, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -93,4 +99,4 @@ def test_an_ipv6_client_is_its_prefix_and_a_mapped_ipv4_address_its_ipv4_one():
     assert client_of("2001:db8::1", 128) != client_of("2001:db8::2", 128)
     assert client_of("2001:db8:0:ff00::1", 56) == client_of("2001:db8:0:ff11::1", 56)
     assert client_of("::ffff:192.0.2.7", 64) == client_of("192.0.2.7", 64) == "192.0.2.7"
-    assert client_of("-", 64) == "-"
+    assert client_of("-", 64) == client_of("not an address", 64) == client_of("x" * 8000, 64) == "-"

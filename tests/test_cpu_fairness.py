@@ -164,8 +164,9 @@ def test_cached_hits_answer_within_a_second_while_one_client_sends_costly_reques
 @pytest.mark.parametrize("served", [{"FEEDBRIDGE_CPU_ALLOWANCE": "0.5"}], indirect=True)
 def test_a_client_past_its_cpu_allowance_gets_429_while_hits_and_other_clients_are_served(served):
     """Half a second of CPU a minute: a client building variants of the long topic's feed is refused after a
-    few, with a Retry-After; its cached hits, its conditional requests and another client's builds still
-    answer. (A reader polls the cached feed meanwhile, as readers do: it stays in the cache.)"""
+    few, with a Retry-After, and so are its `.html` views and front pages (its previews say why); its cached
+    hits, its conditional requests and another client's builds still answer. (A reader polls the cached feed
+    meanwhile, as readers do: it stays in the cache.)"""
     answers = []
     with httpx.Client(timeout=60, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as greedy:
         for n in range(60):
@@ -178,6 +179,7 @@ def test_a_client_past_its_cpu_allowance_gets_429_while_hits_and_other_clients_a
         conditional = greedy.get(served.feed(CACHED), headers={"If-None-Match": hit.headers.get("etag", "-")})
         page = greedy.get(served.feed(f"/t/{HEAVY_TOPIC}.html?limit=500&{narrow(1000)}"))
         front = greedy.get(f"{served.url}/?forum={served.key}&list=topic&topic={HEAVY_TOPIC}&q=post+-zw")
+        preview = greedy.get(f"{served.url}/preview?forum={served.key}&list=topic&topic={HEAVY_TOPIC}&q=post+-zw")
     theirs = from_address("127.0.0.3", served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(2000)}"))
     assert refused.status_code == 429, [a.status_code for a in answers]
     assert 2 <= len(answers) <= 50  # each variant filters 500 long posts and renders 111: 10-100 ms
@@ -187,7 +189,8 @@ def test_a_client_past_its_cpu_allowance_gets_429_while_hits_and_other_clients_a
     assert hit.status_code == 200 and hit.headers["x-feedbridge-cache"] == "hit"
     assert conditional.status_code == 304
     assert page.status_code == 429 and "retry-after" in page.headers and "CPU" in page.text
-    assert front.status_code == 200 and "share of the bridge&#39;s time" in front.text
+    assert front.status_code == 429 and "retry-after" in front.headers and "CPU" in front.text
+    assert preview.status_code == 200 and "share of the bridge&#39;s time" in preview.text
     assert theirs.status_code == 200 and theirs.text.count("<entry>") == 111
     assert served.forum.count() == 0
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.appserver import ProcfileApp, procfile_apps, settings_for
-from tests.upstream import DEFAULT_ROOT, JSON_ROOT, FakeForum, stop_together
+from tests.upstream import DEFAULT_ROOT, JSON_ROOT, FakeForum, read_at, stop_together
 
 COMPILER = "/c/compiler/5"
 RECHECK = 2
@@ -31,7 +31,12 @@ def get(url: str) -> httpx.Response:
 
 
 def md(forum: FakeForum) -> list[str]:
-    return [r.path for r in forum.requests if r.path.endswith(".md")]
+    """The Markdown requests' targets: the probe is `/latest.md`, a category's list `/latest.md?category=ID...`."""
+    return [r.target for r in forum.requests if r.path.endswith(".md")]
+
+
+def probes(forum: FakeForum) -> int:
+    return md(forum).count("/latest.md")
 
 
 RECHECKED = {"cache_ttl": 0, "source_recheck": RECHECK, "negative_ttl": 0}
@@ -65,19 +70,19 @@ def served() -> Iterator[dict[str, tuple[ProcfileApp, FakeForum]]]:
 
 # --- (none) → a decision, from the Markdown probe alone ---------------------------------------------------
 
-@pytest.mark.parametrize("case,fault,suffix", [
-    ("markdown list", None, ".md"),  # a list: Markdown
-    ("json 404", None, ".json"),  # 404: JSON
-    ("json 403", lambda forum: forum.json_error("/latest.md", status=403), ".json"),
-    ("json login", lambda forum: forum.html_login("/latest.md"), ".json"),  # a login page where a list should be
+@pytest.mark.parametrize("case,fault,source", [
+    ("markdown list", None, "markdown"),  # a list: Markdown
+    ("json 404", None, "json"),  # 404: JSON
+    ("json 403", lambda forum: forum.json_error("/latest.md", status=403), "json"),
+    ("json login", lambda forum: forum.html_login("/latest.md"), "json"),  # a login page where a list should be
 ])
-def test_a_conclusive_probe_decides_without_asking_json(served, case, fault, suffix):
+def test_a_conclusive_probe_decides_without_asking_json(served, case, fault, source):
     app, forum = served[f"conclusive {case}"]
     if fault:
         fault(forum)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-    assert forum.count(f"{COMPILER}{suffix}") == 1
-    assert forum.count("/latest.md") == 1 and forum.count("/latest.json") == 0
+    assert forum.count(read_at(COMPILER, source)) == 1
+    assert probes(forum) == 1 and forum.count("/latest.json") == 0
 
 
 # --- (none) → inconclusive Markdown probe → /latest.json ------------------------------------------------
@@ -95,8 +100,8 @@ def test_a_json_forum_whose_markdown_probe_fails_is_read_from_json(served, reque
         assert get(app.feed_url(path)).status_code == 200, path
     time.sleep(RECHECK + 0.1)
     assert get(app.feed_url("/hot.atom")).status_code == 200
-    assert set(md(forum)) == {"/latest.md"} and forum.count("/latest.md") >= 2  # probed again, still JSON
-    assert forum.count(f"{COMPILER}.json") == 1
+    assert set(md(forum)) == {"/latest.md"} and probes(forum) >= 2  # probed again, still JSON
+    assert forum.count(read_at(COMPILER, "json")) == 1
 
 
 def test_with_both_probes_inconclusive_or_refused_markdown_is_read_and_retried_soon(served):
@@ -104,14 +109,14 @@ def test_with_both_probes_inconclusive_or_refused_markdown_is_read_and_retried_s
     app, upstream = served["both inconclusive"]
     upstream.fail("/latest.md", 500, times=1)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # read as Markdown meanwhile
-    assert upstream.count("/latest.json") == 1 and upstream.count(f"{COMPILER}.md") == 1
+    assert upstream.count("/latest.json") == 1 and upstream.count(read_at(COMPILER)) == 1
     time.sleep(RETRIED)
     assert get(app.feed_url("/hot.atom")).status_code == 200
-    assert upstream.count("/latest.md") == 2  # retried before the re-check period, and decided
+    assert probes(upstream) == 2  # retried before the re-check period, and decided
     upstream.fail("/latest.md", 500)
     time.sleep(RECHECK + 0.1)
     assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
-    assert upstream.count("/latest.md") == 3 and upstream.count("/latest.json") == 1  # decided: JSON not asked
+    assert probes(upstream) == 3 and upstream.count("/latest.json") == 1  # decided: JSON not asked
 
 
 def test_an_undecided_forum_is_decided_by_json_once_its_json_probe_answers(served):
@@ -122,7 +127,7 @@ def test_an_undecided_forum_is_decided_by_json_once_its_json_probe_answers(serve
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 404  # read as Markdown: this forum has none
     time.sleep(RETRIED)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-    assert forum.count(f"{COMPILER}.json") == 1
+    assert forum.count(read_at(COMPILER, "json")) == 1
 
 
 def test_a_429_on_the_first_probe_is_the_feeds_error_and_decides_nothing(served):
@@ -146,7 +151,7 @@ def test_an_inconclusive_recheck_keeps_the_decision_and_is_retried_sooner(served
     assert get(app.feed_url("/hot.atom")).status_code == 200
     time.sleep(RETRIED)
     assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
-    assert forum.count("/latest.md") == 3  # the decision, the re-check, the retry
+    assert probes(forum) == 3  # the decision, the re-check, the retry
     assert forum.count("/latest.json") == 0  # decided: JSON is not tried
     assert forum.count(f"/hot{suffix}") == 1 and forum.count(f"/top{suffix}?period=weekly") == 1
 
@@ -172,7 +177,7 @@ def test_a_forum_that_turns_markdown_off_is_followed_at_the_recheck(served):
     forum.clear()  # every .md is 404 now
     time.sleep(RECHECK + 0.1)
     assert get(app.feed_url(f"{COMPILER}.rss")).status_code == 200
-    assert forum.count(f"{COMPILER}.md") == 1 and forum.count(f"{COMPILER}.json") == 1
+    assert forum.count(read_at(COMPILER)) == 1 and forum.count(read_at(COMPILER, "json")) == 1
 
 
 # --- what list pages answer is never a transition -----------------------------------------------------
@@ -183,7 +188,7 @@ def test_a_private_category_cannot_flip_the_source_for_other_readers(served):
     category feeds answered 404; the attacker could repeat it every minute."""
     app, forum = served["private category"]
     forum.html_login("/latest.md")
-    forum.json_error("/c/staff/7.json", status=403)
+    forum.json_error(read_at("/c/staff/7", "json"), status=403)
     refusals = []
     for cold in ("/tag/gpu.atom", "/hot.rss"):
         refusals.append(get(app.feed_url("/c/staff/7.atom")))

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.appserver import ProcfileApp, procfile_app, settings_for
-from tests.upstream import FakeForum
+from tests.upstream import FakeForum, read_at
 
 COMPILER = "/c/compiler/5.atom"
 SECRET = "Sekr1tTokenValue"
@@ -58,7 +58,7 @@ def test_a_requests_upstream_fetches_carry_its_id_and_every_request_has_its_own(
     assert not any("mine-1234" in json.dumps(line) for line in printed)
     mine = [line for line in printed if line.get("request_id") == cold_id]
     fetched = [line for line in mine if line["logger"] == "feedbridge.upstream.fetcher"]
-    assert [line["url"] for line in fetched][-1] == f"{forum.url}/c/compiler/5.md"
+    assert [line["url"] for line in fetched][-1] == f"{forum.url}{read_at('/c/compiler/5')}"
     assert all(line["status"] == 200 and isinstance(line["ms"], float) for line in fetched)
     (access,) = [line for line in mine if line["logger"] == "feedbridge.access"]
     assert (access["method"], access["path"], access["status"], access["cache"]) == (

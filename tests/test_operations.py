@@ -15,15 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from feedbridge import __version__
 from feedbridge.config import Settings, parse_forum
+from feedbridge.store.redis_store import ANSWERS_EVERY
 from tests.appserver import PROJECT_ROOT, ProcfileApp, procfile_app, procfile_apps, running_app, settings_for
 from tests.redis_server import redis_module, redis_server  # noqa: F401  (pytest fixtures)
 from tests.test_cli import run
 from tests.test_json_logs import lines
-from tests.upstream import FakeForum, stop_together
+from tests.upstream import FakeForum, read_at, stop_together
 
 ON = {"metrics": True}
 CLIENT = "X-Forwarded-For"
@@ -171,7 +173,7 @@ def test_healthz_says_each_forums_last_answer_without_asking_it(upstream):
             assert health["upstream"] == {app.forum_key: {"last": None, "seconds_ago": None},
                                           quiet.url.removeprefix("http://"): {"last": None, "seconds_ago": None}}
             assert get(app.feed_url("/latest.atom")).status_code == 200
-            upstream.fail("/c/compiler/5.md", 500)
+            upstream.fail(read_at("/c/compiler/5"), 500)
             assert get(app.feed_url("/c/compiler/5.atom")).status_code == 502
             asked = upstream.count()
             health = get(f"{app.url}/healthz").json()
@@ -184,7 +186,13 @@ def test_healthz_says_each_forums_last_answer_without_asking_it(upstream):
 def test_healthz_says_whether_redis_answers(upstream, redis_server):  # noqa: F811
     with running_app(settings_for(upstream.url, cache_url=redis_server.url)) as app:
         assert get(f"{app.url}/healthz").json()["redis"] == "answers"
+        pings = redis.Redis.from_url(redis_server.url).info("commandstats").get("cmdstat_ping", {}).get("calls", 0)
+        for _ in range(40):  # anyone's to call, uncharged: one PING a second at most, however often it is asked
+            assert get(f"{app.url}/healthz").json()["redis"] == "answers"
+        stats = redis.Redis.from_url(redis_server.url).info("commandstats")
+        assert stats["cmdstat_ping"]["calls"] - pings <= 2, stats["cmdstat_ping"]
         redis_server.kill()
+        time.sleep(ANSWERS_EVERY)
         health = get(f"{app.url}/healthz")
         assert health.status_code == 200 and health.json()["redis"] == "does not answer"
 

@@ -101,8 +101,11 @@ def test_categories_directory_parsed_by_shape():
     categories = parse_categories((DEFAULT_ROOT / "categories.md").read_text(encoding="utf-8"))
     assert [(c.name, c.value) for c in categories] == [
         ("compiler", "compiler/5"), ("distributed", "distributed/6"), ("hardware", "hardware/11"),
-        ("gpu", "hardware/gpu/12"), ("general", "general/1"),
+        ("gpu", "hardware/gpu/12"), ("graphs", "hardware/gpu/graphs/13"), ("general", "general/1"),
     ]
+    # core's `Parent:` lines name each subcategory's parent: the whole directory's children are known
+    assert [c.subcategory_ids for c in categories] == [(), (), (12,), (13,), (), ()]
+    assert categories[3].description.startswith("GPU backends") and "Parent" not in categories[3].description
     assert categories[-1].description.startswith("Anything that does not fit")
     lenient = parse_categories("### [A \\[b\\]](/c/a-b/3.md \"t\")\ntext\n## [x](https://h/t/x/1)\n# junk")
     assert [(c.name, c.value, c.description) for c in lenient] == [("A [b]", "a-b/3", "text")]
@@ -238,7 +241,7 @@ def test_opml_link_and_unknown_forum(client, key):
 
 
 def test_front_page_works_when_the_categories_directory_fails(client, upstream):
-    upstream.fail("/categories.md", 500)
+    upstream.fail("/categories.md", 500, prefix=True)
     response = client.get("/", query_string={"url": f"{upstream.url}/c/compiler/5.md"})
     page = html.fromstring(response.data)
     assert response.status_code == 200

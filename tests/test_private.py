@@ -41,7 +41,7 @@ from tests.fake_private import (
     carries_key,
 )
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
-from tests.upstream import FakeForum, Request
+from tests.upstream import FakeForum, Request, read_at
 
 SECRET = "first-secret-4f1d9a7c2b8e6035"
 NEXT_SECRET = "second-secret-a8c3e5f7091b2d46"
@@ -64,6 +64,11 @@ class Private:
     @property
     def suffix(self) -> str:
         return SUFFIX[self.mode]
+
+    @property
+    def staff_list(self) -> str:
+        """The target the bridge reads the staff category at (`/latest.md?category=9&order=activity`)."""
+        return read_at(STAFF_PATH, self.mode)
 
     def forum_spec(self) -> str:
         return ("json:" if self.mode == "json" else "") + self.forum.url
@@ -164,7 +169,7 @@ def test_a_signed_category_feed_is_what_the_bot_sees_private_to_the_reader(priva
     self_links = [link.href for link in parsed.feed.links if link.rel == "self"]
     assert len(self_links) == 1 and token_of(self_links[0]) == token_of(signed)
     keyed = private.keyed()
-    assert {r.path for r in keyed} >= {f"{STAFF_PATH}{private.suffix}"}
+    assert {r.target for r in keyed} >= {private.staff_list}
     assert all(r.headers.get("user-api-key") == USER_API_KEY for r in keyed)
     assert len(private.site.keyed) == len(keyed)
 
@@ -233,7 +238,7 @@ def test_a_list_the_forum_refuses_to_anonymous_visitors_points_at_a_signed_url(m
         if refusal == 403:
             assert re.search(r"not public|only to signed-in", reason), reason
         assert re.search(r"signed (feed )?url", reason), reason
-        assert p.forum.count(f"{STAFF_PATH}{p.suffix}") >= 1 and p.keyed() == []
+        assert p.forum.count(p.staff_list) >= 1 and p.keyed() == []
 
 
 @pytest.mark.parametrize("case", ["wrong", "other feed", "other parameters", "extra parameter", "two tokens",
@@ -332,12 +337,12 @@ def test_keys_are_sent_to_their_own_forum_only_and_follow_redirects_within_it() 
     with private_forum("markdown") as p, FakeForum() as elsewhere:
         settings = Settings.from_env({**p.env(), "FEEDBRIDGE_FORUMS": f"{p.forum.url} {elsewhere.url}"})
         with running_app(settings) as app:
-            p.forum.redirect(f"{STAFF_PATH}.md", f"{p.forum.url}{STAFF_PATH}.md?from=redirect", times=1)
+            p.forum.redirect(p.staff_list, f"{p.forum.url}{p.staff_list}&from=redirect", times=1)
             moved = get(app.url + sign(settings, f"/{app.forum_key}{STAFF_PATH}.atom"))
             p.forum.redirect("/latest.md", f"{elsewhere.url}/latest.md", times=1)
             get(app.url + sign(settings, f"/{app.forum_key}/latest.atom"))
         assert moved.status_code == 200 and set(titles(moved)) == PRIVATE_TITLES
-        assert any(r.target == f"{STAFF_PATH}.md?from=redirect" and carries_key(r) for r in p.forum.requests)
+        assert any(r.target == f"{p.staff_list}&from=redirect" and carries_key(r) for r in p.forum.requests)
         assert not any(carries_key(r) for r in elsewhere.requests)
 
 
@@ -372,7 +377,7 @@ def test_two_instances_on_one_redis_keep_private_entries_from_unsigned_requests(
         assert set(titles(get(first.url + staff))) == PRIVATE_TITLES
         private.reset()
         assert set(titles(get(second.url + staff))) == PRIVATE_TITLES  # shared: no second fetch
-        assert private.forum.count(f"{STAFF_PATH}{private.suffix}") == 0
+        assert private.forum.count(private.staff_list) == 0
         unsigned = get(second.feed_url("/latest.atom"))
         assert unsigned.status_code == 200 and PRIVATE_MARKER not in unsigned.text
         refused = get(second.feed_url(f"{STAFF_PATH}.atom?content=full"))
@@ -436,7 +441,7 @@ def test_gunicorn_workers_on_redis_keep_scopes_apart_and_log_no_key_or_token(red
             log.seek(0)
             output = log.read()
         # keyed: the staff list, its topics and (for the source detection) the probe of /latest
-        assert {r.path for r in p.keyed()} <= {f"{STAFF_PATH}.md", "/latest.md"} | {
+        assert {r.target for r in p.keyed()} <= {p.staff_list, "/latest.md"} | {
             f"/t/{t.slug}/{t.id}.md" for t in TOPICS}
         assert any(r.path == "/latest.md" and not carries_key(r) for r in p.forum.requests)
     assert "GET" in output and output.count("token=…") >= 8
@@ -535,7 +540,7 @@ def test_a_429_on_one_kind_of_fetch_does_not_stop_the_other_on_the_same_forum(th
             signed_hot = app.url + sign(settings, f"/{app.forum_key}/hot.atom")
             refused, other = ((app.url + sign(settings, f"/{app.forum_key}{STAFF_PATH}.atom"), app.feed_url("/hot.atom"))
                               if throttled == "credentialed" else (app.feed_url("/c/compiler/5.atom"), signed_hot))
-            p.forum.rate_limit(f"{STAFF_PATH}.md" if throttled == "credentialed" else "/c/compiler/5.md",
+            p.forum.rate_limit(p.staff_list if throttled == "credentialed" else read_at("/c/compiler/5"),
                                retry_after=600)
             assert get(refused).status_code in (429, 502, 503)
             p.reset()
@@ -589,7 +594,7 @@ def test_a_static_build_reads_a_feeds_key_from_the_variable_its_credential_names
         out = tmp_path / "out"
         assert set(titles_of_file(out / "staff.atom")) == PRIVATE_TITLES
         assert PRIVATE_MARKER not in (out / "latest.atom").read_text(encoding="utf-8")
-        assert f"{STAFF_PATH}.md" in {r.path for r in p.keyed()} <= {f"{STAFF_PATH}.md", "/latest.md"}  # + the probe
+        assert p.staff_list in {r.target for r in p.keyed()} <= {p.staff_list, "/latest.md"}  # + the probe
         assert any(r.path == "/latest.md" and not carries_key(r) for r in p.forum.requests)
         assert all(r.headers["user-api-key"] == USER_API_KEY for r in p.keyed())
     assert USER_API_KEY not in result.output and USER_API_KEY not in config.read_text(encoding="utf-8")

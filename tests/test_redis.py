@@ -39,8 +39,8 @@ FEEDS = {
     "/latest.atom": "/latest.md",
     "/hot.rss": "/hot.md",
     "/top.json": "/top.md?period=all",
-    "/c/compiler/5.atom": "/c/compiler/5.md",
-    "/c/hardware/gpu/12.rss": "/c/hardware/gpu/12.md",
+    "/c/compiler/5.atom": "/latest.md?category=5&order=activity",  # a category's list, where core serves it
+    "/c/hardware/gpu/12.rss": "/latest.md?category=12&order=activity",
     "/tag/gpu/7.json": "/tag/gpu/7.md",
 }
 
@@ -196,13 +196,13 @@ def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeFor
     app = make_app(upstream.url, redis_server)
     assert get(app, "/latest.atom?q=zebrasecret", upstream.url).status_code == 200
     names = [k.decode() for k in redis_server.client().keys("*")]
-    # The page, the feed, the forum's detected source, and the budget's three counters (the forum's 10 s and
-    # minute windows, each held a second past its length, callers.LEEWAY, and this client's share of the
-    # minute, the bridge's own count); the lock is gone.
+    # The page, the feed, the forum's detected source, and the budget's four counters (the forum's 10 s and
+    # minute windows, each held a second past its length, callers.LEEWAY, and this client's share of each,
+    # the bridge's own count); the lock is gone.
     assert sorted(n.removeprefix(PREFIX).split(":")[0] for n in names) == [
-        "budget", "budget", "budget", "feed", "page", "source"]
+        "budget", "budget", "budget", "budget", "feed", "page", "source"]
     held = sorted(int(n.split("/")[-2]) for n in names if n.startswith(PREFIX + "budget"))
-    assert held == [11, 60, 61]
+    assert held == [10, 11, 60, 61]
     assert all(n.startswith(PREFIX) for n in names)
     assert not any("zebrasecret" in n or "latest" in n for n in names)
 

@@ -29,7 +29,7 @@ from feedbridge.store.entries import DirectoryEntry
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_cli import SEED, run
 from tests.test_render import assert_json_feed_1_1
-from tests.upstream import JSON_ROOT, FakeForum, with_figures
+from tests.upstream import JSON_ROOT, PROJECT_ROOT, FakeForum, with_figures
 
 SOURCES = ("markdown", "json")
 Raw = dict[str, Any]
@@ -186,14 +186,40 @@ def targets(forum: FakeForum, prefix: str) -> list[str]:
 
 
 def test_excluding_a_parent_reads_the_directory_once(app, forum):
+    """The directory asked for every subcategory (`include_subcategories=true`) names every level's children,
+    nested in JSON and by `Parent:` lines in Markdown: excluding a parent costs that one request, cached."""
     assert ids(app, "/latest.json?exclude_category=11") == expected(lambda t: t["category_id"] not in (11, 12))
     assert ids(app, "/latest.json?exclude_category=11&min_likes=1") == expected(
         lambda t: t["category_id"] not in (11, 12) and t["like_count"] >= 1)
-    directory = "/categories.md" if forum.mode == "markdown" else "/categories.json"
-    assert targets(forum, "/categories") == sorted([directory, "/categories.json?parent_category_id=12"])
+    suffix = ".md" if forum.mode == "markdown" else ".json"
+    assert targets(forum, "/categories") == [f"/categories{suffix}?include_subcategories=true"]
 
 
-GRAPHS = 13  # gpu's child (fixtures/nested-categories): no directory page lists it
+GRAPHS = 13  # gpu's child (fixtures/nested-categories), a third level
+
+
+def every_category() -> list[Raw]:
+    """The fixture directory's categories at every level, flat, without what a release may leave out
+    (`subcategory_list`, `subcategory_ids`): what a test builds another release's directory from."""
+    def flat(categories: list[Raw]) -> list[Raw]:
+        return [found for c in categories for found in (c, *flat(c.get("subcategory_list", [])))]
+    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
+    return [{k: v for k, v in c.items() if k not in ("subcategory_list", "subcategory_ids", "has_children")}
+            for c in flat(document["category_list"]["categories"])]
+
+
+def serve_directory(forum: FakeForum, categories: list[Raw]) -> None:
+    forum.set_body("/categories.json", json.dumps({"category_list": {"categories": categories}}))
+
+
+def older_directory(forum: FakeForum) -> None:
+    """A release from before `include_subcategories` and `subcategory_ids`: the first two levels listed flat,
+    no third (graphs), in JSON; in Markdown, no `Parent:` lines either."""
+    serve_directory(forum, [c for c in every_category() if c["id"] != GRAPHS])
+    markdown = (PROJECT_ROOT / "fixtures" / "site" / "categories.md").read_text(encoding="utf-8")
+    head, *blocks = markdown.split("\n\n## ")
+    forum.set_body("/categories.md", "\n\n## ".join([head, *(b.split("\n\nParent: ")[0] for b in blocks
+                                                               if "/graphs/" not in b.partition("\n")[0])]))
 
 
 def in_graphs(forum: FakeForum) -> list[Raw]:
@@ -213,25 +239,32 @@ def kept_ids(listed: list[Raw], dropped: set[int]) -> set[int]:
     return found
 
 
-def test_excluding_a_category_drops_its_grandchildren_from_parent_category_id(app, forum):
+def test_excluding_a_category_drops_its_grandchildren_from_the_directory(app, forum):
+    """core nests three deep; the directory with every subcategory names the third level: no lookup."""
     listed = in_graphs(forum)
     assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12, GRAPHS})
     assert ids(app, "/latest.json?exclude_category=12") == kept_ids(listed, {12, GRAPHS})
     assert ids(app, "/latest.json?exclude_category=11&min_replies=1") <= kept_ids(listed, {11, 12, GRAPHS})
+    assert targets(forum, "/categories.json?parent_category_id") == []
+
+
+def test_an_older_directory_has_the_grandchildren_read_from_parent_category_id(app, forum):
+    older_directory(forum)
+    listed = in_graphs(forum)
+    assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12, GRAPHS})
+    assert ids(app, "/latest.json?exclude_category=12") == kept_ids(listed, {12, GRAPHS})
     # The directory shows the second level, so only gpu is asked for its children: once, then cached.
-    assert targets(forum, "/categories.json?") == ["/categories.json?parent_category_id=12"]
+    assert targets(forum, "/categories.json?parent_category_id") == ["/categories.json?parent_category_id=12"]
 
 
 @pytest.mark.parametrize("forum", ["json"], indirect=True)
 def test_a_directory_of_top_level_categories_only_asks_each_level_below(app, forum):
-    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
-    document["category_list"]["categories"] = [c for c in document["category_list"]["categories"]
-                                               if "parent_category_id" not in c]
-    forum.set_body("/categories.json", json.dumps(document))  # as current releases answer it
+    serve_directory(forum, [c for c in every_category() if "parent_category_id" not in c])  # no subcategory_ids
     listed = in_graphs(forum)
     assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12, GRAPHS})
     assert ids(app, "/latest.json?exclude_category=6") == kept_ids(listed, {6})  # a leaf: an empty answer
-    assert targets(forum, "/categories.json?") == [f"/categories.json?parent_category_id={n}" for n in (11, 12, 6)]
+    assert targets(forum, "/categories.json?parent_category_id") == [
+        f"/categories.json?parent_category_id={n}" for n in (11, 12, 6)]
 
 
 CPU = 14  # a second-level leaf beside gpu, in the directories below only
@@ -241,16 +274,13 @@ def directory_with_ids(forum: FakeForum, shape: str) -> None:
     """Serve the directory and hardware's children as current releases do, each category with its
     `subcategory_ids`: hardware has gpu (which has graphs) and cpu (a leaf). "beside" lists the second level
     next to the first, as forums that page their categories do; "top" the first level only, as others do."""
-    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
-    categories = document["category_list"]["categories"]
+    categories = [c for c in every_category() if c["id"] != GRAPHS]
     categories.append({"id": CPU, "name": "cpu", "slug": "cpu", "parent_category_id": 11})
     children = {11: [12, CPU], 12: [GRAPHS]}
     for category in categories:
         category["subcategory_ids"] = children.get(category["id"], [])
     below = [c for c in categories if c.get("parent_category_id") == 11]
-    if shape == "top":
-        document["category_list"]["categories"] = [c for c in categories if "parent_category_id" not in c]
-    forum.set_body("/categories.json", json.dumps(document))
+    serve_directory(forum, [c for c in categories if shape == "beside" or "parent_category_id" not in c])
     forum.set_body("/categories.json?parent_category_id=11", json.dumps({"category_list": {"categories": below}}))
 
 
@@ -266,7 +296,8 @@ def test_subcategory_ids_cost_one_lookup_per_parent_with_subcategories(app, foru
                                                                                     if t["category_id"] != 5}
     # Each parent is asked once, then cached, and no leaf the directory lists: "top", which lists neither gpu
     # nor cpu, also asks for cpu when cpu is excluded by itself.
-    assert targets(forum, "/categories.json?") == [f"/categories.json?parent_category_id={n}" for n in asked]
+    assert targets(forum, "/categories.json?parent_category_id") == [
+        f"/categories.json?parent_category_id={n}" for n in asked]
 
 
 def test_subcategory_ids_are_shared_through_the_store_and_only_when_whole():
@@ -284,22 +315,21 @@ def test_subcategory_ids_are_shared_through_the_store_and_only_when_whole():
 
 
 def test_a_forum_that_ignores_parent_category_id_adds_no_subcategories(app, forum):
-    forum.set_body("/categories.json?parent_category_id=12", (JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
+    older_directory(forum)
+    forum.set_body("/categories.json?parent_category_id=12",
+                   json.dumps({"category_list": {"categories": every_category()}}))
     listed = in_graphs(forum)
     assert ids(app, "/latest.json?exclude_category=11") == kept_ids(listed, {11, 12})
 
 
 @pytest.mark.parametrize("forum", ["json"], indirect=True)
 def test_subcategory_lookups_stop_at_their_cap_with_a_400(app, forum):
-    document = json.loads((JSON_ROOT / "categories.json").read_text(encoding="utf-8"))
-    document["category_list"]["categories"] = [c for c in document["category_list"]["categories"]
-                                               if "parent_category_id" not in c]
-    forum.set_body("/categories.json", json.dumps(document))
+    serve_directory(forum, [c for c in every_category() if "parent_category_id" not in c])
     in_graphs(forum)
     excluded = [n for n in range(1, 22) if n != 12]  # twenty, each asked; hardware's answer names a 21st
     response = get(app.feed_url("/latest.atom?exclude_category=" + ",".join(map(str, excluded))))
     assert response.status_code == 400 and "exclude_category" in response.text and "20" in response.text
-    asked = targets(forum, "/categories.json?")
+    asked = targets(forum, "/categories.json?parent_category_id")
     assert len(asked) == MAX_PARENTS and "/categories.json?parent_category_id=12" not in asked  # gpu, the 21st
 
 

@@ -34,7 +34,9 @@ def refusal(path: str, **args: str | list[str]) -> RequestError:
 def test_every_route_kind_has_exactly_one_spec_builder() -> None:
     kinds = get_args(RouteKind)
     assert len(set(kinds)) == len(kinds)
-    assert sorted(KINDS) == sorted(kinds) == sorted(ROUTES)
+    # `personal`, a member's own list, has no public route: feeds/personal.py builds its specs.
+    assert "personal" in kinds and "personal" not in ROUTES
+    assert sorted(KINDS) == sorted(set(kinds) - {"personal"}) == sorted(ROUTES)
 
 
 @pytest.mark.parametrize(("path", "args", "param"), [

@@ -15,7 +15,8 @@ import pytest
 
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.models import listing_to_dict
-from tests.upstream import PROJECT_ROOT, FakeForum, Fault, spawn
+from tests.fake_posts import MODERATOR_ACTION, PostSite
+from tests.upstream import PROJECT_ROOT, SSO_PROVIDER, Crawlers, FakeForum, Fault, spawn
 
 SITE = PROJECT_ROOT / "fixtures" / "site"
 
@@ -28,14 +29,111 @@ def client(upstream: FakeForum) -> httpx.Client:
 
 # files, paging, rewriting
 
-def test_serves_markdown_with_forum_headers(client: httpx.Client) -> None:
+def test_serves_markdown_with_core_headers_and_no_validators(client: httpx.Client) -> None:
     response = client.get("/c/compiler/5.md")
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/markdown; charset=utf-8"
     assert response.headers["vary"] == "Accept"
-    assert response.headers["etag"].startswith('"')
-    assert parsedate_to_datetime(response.headers["last-modified"]).tzinfo is not None
+    assert response.headers["cache-control"] == "no-cache, no-store"
+    assert "etag" not in response.headers and "last-modified" not in response.headers
     assert response.text.startswith("# compiler **URL:**")
+    # Core answers every revalidation in full: no 304, whatever the request carries.
+    again = client.get("/c/compiler/5.md", headers={"If-None-Match": "*",
+                                                   "If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"})
+    assert again.status_code == 200 and again.content == response.content
+
+
+def test_a_category_is_served_at_cores_routes_and_not_at_the_markdown_ones_core_lacks(client: httpx.Client) -> None:
+    own = client.get("/c/compiler/5.md").text
+    assert client.get("/latest.md?category=5&order=activity").text == own
+    assert client.get("/latest.md?category=5&order=activity&page=1").text == client.get("/c/compiler/5.md?page=1").text
+    assert client.get("/latest.md?category=12").text == client.get("/c/hardware/gpu/12.md").text
+    assert client.get("/top.md?category=5&period=weekly").text.startswith("# compiler")
+    assert client.get("/top.md?category=5").text != own
+    for path in ("/c/compiler/5/l/top.md", "/c/compiler/5/l/latest.md", "/c/compiler/5/none.md", "/top/weekly.md",
+                 "/tag/gpu/7/l/latest.md"):
+        assert client.get(path).status_code == 404, path
+    # TopicQuery lists what the reader may see of a category it does not know: nothing, and says no more
+    nothing = client.get("/latest.md?category=999")
+    assert nothing.status_code == 200 and "## [" not in nothing.text
+
+
+def test_a_json_category_is_served_at_its_latest_and_top_routes() -> None:
+    with FakeForum(mode="json") as forum, httpx.Client(base_url=forum.url, timeout=5) as client:
+        own = client.get("/c/compiler/5.json").json()
+        assert client.get("/c/compiler/5/l/latest.json?order=activity").json() == own
+        assert client.get("/c/compiler/5/l/latest.json?order=activity&page=1").json() == \
+            client.get("/c/compiler/5.json?page=1").json()
+        assert client.get("/c/compiler/5/l/top.json?period=all").json() != own
+
+
+def test_a_categorys_default_view_is_what_its_own_path_answers() -> None:
+    """ListController#category_default: a category set to "Top" answers its own path with its top list; one
+    sorted by likes (TopicQuery#default_results) holds its most liked topics first unless asked an order."""
+    with FakeForum(json_lists=True, default_views={5: "top", 12: "likes"}) as forum, \
+            httpx.Client(base_url=forum.url, timeout=5) as client:
+        top = client.get("/top.md?category=5").text
+        assert client.get("/c/compiler/5.md").text == top
+        assert client.get("/c/compiler/5.json").json() == client.get("/c/compiler/5/l/top.json").json()
+        assert client.get("/latest.md?category=5&order=activity").text != top
+        likes = [t["like_count"] for t in client.get("/c/hardware/gpu/12.json").json()["topic_list"]["topics"]]
+        assert likes == sorted(likes, reverse=True) and len(set(likes)) > 1
+        latest = client.get("/c/hardware/gpu/12/l/latest.json?order=activity").json()["topic_list"]["topics"]
+        assert [t["like_count"] for t in latest] != likes
+
+
+@pytest.mark.parametrize("mode", ["markdown", "json"])
+def test_the_directory_lists_subcategories_only_when_asked(mode: str) -> None:
+    """CategoryList#find_categories: top-level categories with their `subcategory_ids`, every level below only
+    with `include_subcategories=true` (nested in JSON, each with a `Parent:` line in Markdown)."""
+    suffix = ".md" if mode == "markdown" else ".json"
+    with FakeForum(mode=mode) as forum, httpx.Client(base_url=forum.url, timeout=5) as client:
+        plain = client.get(f"/categories{suffix}").text
+        every = client.get(f"/categories{suffix}?include_subcategories=true").text
+    if mode == "markdown":
+        assert "[gpu]" not in plain and "Parent:" not in plain and "[hardware]" in plain
+        assert every.count("Parent: ") == 2 and "[graphs]" in every
+        return
+    top = json.loads(plain)["category_list"]["categories"]
+    assert [c["id"] for c in top] == [5, 6, 11, 1] and all("subcategory_list" not in c for c in top)
+    assert next(c for c in top if c["id"] == 11)["subcategory_ids"] == [12]
+    nested = json.loads(every)["category_list"]["categories"]
+    gpu = next(c for c in nested if c["id"] == 11)["subcategory_list"][0]
+    assert (gpu["id"], gpu["parent_category_id"], gpu["subcategory_list"][0]["id"]) == (12, 11, 13)
+
+
+def test_a_crawler_policy_refuses_every_anonymous_request_of_a_blocked_user_agent() -> None:
+    """lib/middleware/anonymous_cache.rb: `403 Crawler is not allowed!`, no Content-Type, to a User-Agent core
+    takes for a crawler and the policy does not allow; a browser's, an allowed one's and a keyed one pass."""
+    with FakeForum(crawlers=Crawlers(allowed="Googlebot|feedbridge")) as allowing, \
+            FakeForum(crawlers=Crawlers(allowed="Googlebot")) as strict, \
+            FakeForum(crawlers=Crawlers(blocked="feedbridge|GPTBot")) as blocking:
+        def status(forum: FakeForum, agent: str, **headers: str) -> tuple[int, str, str | None]:
+            answer = httpx.get(f"{forum.url}/latest.md", headers={"User-Agent": agent, **headers}, timeout=5)
+            return answer.status_code, answer.text[:23], answer.headers.get("content-type")
+        assert status(strict, "feedbridge/0.1.0") == (403, "Crawler is not allowed!", None)
+        assert status(strict, "curl/8.0")[0] == 403 and status(blocking, "GPTBot/1.1")[0] == 403
+        assert status(blocking, "feedbridge/0.1.0 (+https://bridge.example/about)")[0] == 403
+        assert status(allowing, "feedbridge/0.1.0")[0] == 200 and status(blocking, "curl/8.0")[0] == 200
+        assert status(strict, "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0")[0] == 200
+        assert status(strict, "feedbridge/0.1.0", **{"User-Api-Key": "k"})[0] != 403
+
+
+@pytest.mark.parametrize(("kind", "first_hop"), [("login", "/login"), ("sso", "/session/sso"),
+                                                 ("oauth", "/auth/oidc")])
+def test_a_login_required_forum_sends_a_page_request_to_sign_in_and_refuses_json(kind: str, first_hop: str) -> None:
+    """ApplicationController#redirect_to_login: a non-JSON GET goes to the sign-in route (single sign-on's on to
+    another host), a JSON one gets 403 not_logged_in."""
+    with FakeForum(login_required=kind) as forum, httpx.Client(base_url=forum.url, timeout=5) as client:
+        page = client.get("/latest.md")
+        assert (page.status_code, page.headers["location"]) == (302, forum.url + first_hop)
+        hop = client.get(first_hop)
+        if kind == "sso":
+            assert hop.status_code == 302 and hop.headers["location"].startswith(SSO_PROVIDER)
+        else:
+            assert hop.status_code == 200 and "<form" in hop.text
+        refused = client.get("/latest.json")
+        assert refused.status_code == 403 and refused.json()["error_type"] == "not_logged_in"
 
 
 def test_pages_map_to_page_files_and_other_parameters_are_ignored(client: httpx.Client) -> None:
@@ -85,8 +183,15 @@ def test_generated_fixtures_are_up_to_date() -> None:
 
 # revalidation and redirects
 
-def test_etag_and_last_modified_revalidate(upstream: FakeForum, client: httpx.Client) -> None:
+def test_validators_as_a_proxy_in_front_adds_them_revalidate() -> None:
+    with FakeForum(validators=True) as upstream, httpx.Client(base_url=upstream.url, timeout=5) as client:
+        _revalidates(upstream, client)
+
+
+def _revalidates(upstream: FakeForum, client: httpx.Client) -> None:
     first = client.get("/latest.md")
+    assert first.headers["etag"].startswith('"')
+    assert parsedate_to_datetime(first.headers["last-modified"]).tzinfo is not None
     etag, modified = first.headers["etag"], first.headers["last-modified"]
     assert client.get("/latest.md", headers={"If-None-Match": etag}).status_code == 304
     assert client.get("/latest.md", headers={"If-None-Match": '"other"'}).status_code == 200
@@ -98,12 +203,6 @@ def test_etag_and_last_modified_revalidate(upstream: FakeForum, client: httpx.Cl
     assert edited.status_code == 200 and edited.headers["etag"] != etag
     upstream.clear()
     assert client.get("/latest.md", headers={"If-None-Match": etag}).status_code == 304
-
-
-def test_conditional_requests_can_be_ignored() -> None:
-    with FakeForum(conditional=False) as forum:
-        etag = httpx.get(f"{forum.url}/hot.md").headers["etag"]
-        assert httpx.get(f"{forum.url}/hot.md", headers={"If-None-Match": etag}).status_code == 200
 
 
 def test_tag_without_id_redirects_like_discourse(upstream: FakeForum, client: httpx.Client) -> None:
@@ -282,3 +381,17 @@ def test_standalone_process_on_a_given_port() -> None:
     with spawn("--no-rewrite", port=port) as forum:
         assert forum.url == f"http://127.0.0.1:{port}"
         assert "https://dev-discuss.pytorch.org" in httpx.get(f"{forum.url}/latest.md").text
+
+
+def test_the_latest_posts_hold_regular_posts_only() -> None:
+    """app/queries/latest_posts_query.rb `public_posts`: `where(post_type: Post.types[:regular])`: no moderator
+    action, small action or whisper on `/posts.json`, though a topic's stream has them."""
+    site = PostSite.standard()
+    moderator = site.reply(9003, "alice", "<p>This topic is now a wiki.</p>")
+    moderator.post_type = MODERATOR_ACTION
+    with FakeForum(mode="json", posts=site.answer) as forum:
+        stream = httpx.get(f"{forum.url}/t/9003.json", timeout=5).json()["post_stream"]["stream"]
+        latest = httpx.get(f"{forum.url}/posts.json", timeout=5).json()["latest_posts"]
+    assert moderator.id in stream and latest
+    assert moderator.id not in {p["id"] for p in latest} and {p["post_type"] for p in latest} == {1}
+    assert max(p["id"] for p in latest) == moderator.id - 1  # the newest post before it, so it was in reach

@@ -31,7 +31,7 @@ from feedbridge.upstream.fetcher import CHALLENGE_PEEK, Fetcher
 from tests.appserver import procfile_web, running_app
 from tests.fake_private import PRIVATE_MARKER, STAFF_PATH, TOPICS, USER_API_KEY
 from tests.test_private import private_forum, sign
-from tests.upstream import CHALLENGE_PAGE, FakeForum
+from tests.upstream import CHALLENGE_PAGE, FakeForum, read_at
 
 SECRET = "meanings-secret-5c1e9b7a3d2f8064"
 NEGATIVE_TTL = 45
@@ -223,7 +223,7 @@ def test_a_forum_refusing_the_bridges_key_is_a_failure_of_the_bridge_not_members
     """403 to the key: the bot account or its key is wrong, which no reader can mend (502, no advice)."""
     with private_forum("json", refusal=404) as p:
         settings = p.settings()
-        p.forum.json_error(STAFF_PATH + ".json", 403)
+        p.forum.json_error(read_at(STAFF_PATH, "json"), 403)
         with running_app(settings) as app:
             response = httpx.get(app.url + sign(settings, f"/{app.forum_key}{STAFF_PATH}.atom"), timeout=30)
     assert response.status_code == 502

@@ -13,8 +13,10 @@ import pytest
 from lxml import etree
 
 from tests.appserver import procfile_web, running_app, settings_for
+from tests.upstream import FakeForum, read_at
 
 COMPILER = "/c/compiler/5"
+LIST = read_at(COMPILER)  # where the bridge reads the category: /latest.md?category=5&order=activity
 
 
 @pytest.fixture
@@ -86,13 +88,13 @@ def test_author_filter_across_pages(app, upstream):
     updated = [e.updated_parsed for e in parsed.entries]
     assert updated == sorted(updated, reverse=True)
     assert "author: jansel" in parsed.feed.title
-    assert upstream.count(f"{COMPILER}.md?page=1") == 1 and upstream.count(f"{COMPILER}.md?page=2") == 1
+    assert upstream.count(read_at(COMPILER, page=1)) == 1 and upstream.count(read_at(COMPILER, page=2)) == 1
 
 
 def test_pages_stop_at_the_last_page(app, upstream):
     assert get(app.feed_url(f"{COMPILER}.json?pages=5")).status_code == 200
     # Pages 1-3 are one wave (fetch_concurrency 3); page 2 has no Next link, so page 4 is never asked for.
-    assert upstream.count(f"{COMPILER}.md?page=4") == 0
+    assert upstream.count(read_at(COMPILER, page=4)) == 0
     items = get(app.feed_url(f"{COMPILER}.json?pages=5")).json()["items"]
     assert len(items) == 30 + 30 + 12
 
@@ -100,7 +102,8 @@ def test_pages_stop_at_the_last_page(app, upstream):
 def test_user_feed_reads_latest_and_keeps_category(app, upstream):
     response = get(app.feed_url("/u/jansel.rss?category=5"))
     assert response.status_code == 200
-    assert upstream.requests[-1].target == "/latest.md?category=5"
+    # Its category's latest list by activity, whatever the category's own sort order (TopicQuery#default_results)
+    assert upstream.requests[-1].target == "/latest.md?category=5&order=activity"
     parsed = feedparser.parse(response.content)
     assert parsed.bozo == 0
     assert all(e.author == "jansel" for e in parsed.entries)
@@ -150,10 +153,11 @@ def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstre
     assert first.headers["x-feedbridge-cache"] == "miss"
     assert second.headers["x-feedbridge-cache"] == "hit"
     assert first.content == second.content
-    assert upstream.count(f"{COMPILER}.md") == 1
+    assert upstream.count(LIST) == 1
 
 
-def test_revalidation_uses_validators_and_304_costs_no_parse(upstream, monkeypatch):
+def polled_twice(upstream: FakeForum, monkeypatch: pytest.MonkeyPatch) -> tuple[httpx.Response, httpx.Response, int]:
+    """A category feed built, then rebuilt (cache TTL 0): both answers, and how many pages the rebuild parsed."""
     import feedbridge.discourse.listing as listing_module
 
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
@@ -163,10 +167,25 @@ def test_revalidation_uses_validators_and_304_costs_no_parse(upstream, monkeypat
         original = listing_module._parse_listing
         monkeypatch.setattr(listing_module, "_parse_listing", lambda *a, **k: parses.append(1) or original(*a, **k))
         second = get(url)
+    return first, second, len(parses)
+
+
+def test_a_quiet_poll_of_a_core_forum_downloads_and_parses_the_list_page_again(upstream, monkeypatch):
+    """Core sends no validators on lists (Rack::ETag removed, `Cache-Control: no-cache, no-store`), so a
+    rebuild has none to send: the list page comes whole again and is parsed again, for the same feed."""
+    first, second, parses = polled_twice(upstream, monkeypatch)
     assert second.status_code == 200 and second.content == first.content
-    revalidation = upstream.requests[-1]
-    assert revalidation.headers.get("if-none-match")
-    assert parses == []
+    assert [r.target for r in upstream.requests].count(LIST) == 2
+    assert not {"if-none-match", "if-modified-since"} & set(upstream.requests[-1].headers)
+    assert parses == 1
+
+
+def test_where_a_proxy_adds_validators_a_revalidation_sends_them_and_a_304_costs_no_parse(monkeypatch):
+    with FakeForum(validators=True) as upstream:
+        first, second, parses = polled_twice(upstream, monkeypatch)
+    assert second.status_code == 200 and second.content == first.content
+    assert upstream.requests[-1].headers.get("if-none-match")
+    assert parses == 0
 
 
 def test_same_filters_in_another_order_share_one_cache_entry(app, upstream):
@@ -270,8 +289,8 @@ def test_stale_feed_is_served_when_upstream_fails(upstream):
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
         url = app.feed_url(f"{COMPILER}.atom")
         good = get(url)
-        for fail in (lambda: upstream.fail(f"{COMPILER}.md", 500), lambda: upstream.html_login(f"{COMPILER}.md"),
-                     lambda: upstream.rate_limit(f"{COMPILER}.md", 30)):
+        for fail in (lambda: upstream.fail(LIST, 500), lambda: upstream.html_login(LIST),
+                     lambda: upstream.rate_limit(LIST, 30)):
             upstream.clear()
             fail()
             stale = get(url)
@@ -294,7 +313,7 @@ def test_stale_copy_expires(upstream):
 # --- single flight ------------------------------------------------------------------------------------
 
 def test_concurrent_cold_requests_share_one_fetch(upstream):
-    upstream.stall(f"{COMPILER}.md", 0.5, times=1)
+    upstream.stall(LIST, 0.5, times=1)
     with running_app(settings_for(upstream.url)) as app:
         results = []
 
@@ -307,7 +326,7 @@ def test_concurrent_cold_requests_share_one_fetch(upstream):
         for thread in threads:
             thread.join()
     assert results == [200] * 24
-    assert upstream.count(f"{COMPILER}.md") == 1
+    assert upstream.count(LIST) == 1
 
 
 # --- SSRF and escaping --------------------------------------------------------------------------------
@@ -374,7 +393,7 @@ def test_procfile_serves_a_feed_through_gunicorn(upstream, tmp_path):
     stdout, stderr = (tmp_path / "out").read_text(encoding="utf-8"), (tmp_path / "err").read_text(encoding="utf-8")
     # Logs on stdout, one stream for a PaaS drain: ours (requests, fetches) and gunicorn's own.
     assert f"GET /{forum}{COMPILER}.atom 200" in stdout and "cache=miss" in stdout
-    assert f"upstream GET {upstream.url}{COMPILER}.md -> 200" in stdout
+    assert f"upstream GET {upstream.url}{LIST} -> 200" in stdout
     assert "Booting worker" in stdout and "Worker exiting" in stdout
     assert stderr == ""
 
@@ -426,9 +445,9 @@ def test_retry_after_zero_means_ask_again(app, upstream):
 def test_new_filter_on_a_failing_forum_is_built_from_stale_pages(upstream):
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
         assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-        upstream.fail(f"{COMPILER}.md", 500)
+        upstream.fail(LIST, 500)
         response = get(app.feed_url(f"{COMPILER}.json?author=jansel"))  # never built before
     assert response.status_code == 200
     assert response.headers["x-feedbridge-cache"] == "stale"
     assert [i["authors"][0]["name"] for i in response.json()["items"]] == ["jansel"]
-    assert upstream.count(f"{COMPILER}.md") == 2  # the first build, and the one failed revalidation
+    assert upstream.count(LIST) == 2  # the first build, and the one failed rebuild

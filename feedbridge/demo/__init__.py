@@ -14,16 +14,17 @@ The bridge is configured with the forum itself, `https://dev-discuss.pytorch.org
 title, feed URL and entry id are the ones a real deployment has, the same on every run. Its fetcher's
 transport (`LocalCopy`, wired in by `feedbridge.demo.wsgi`) answers from the package's files instead of the
 network: a request for any other host fails as a refused connection, so the demo reads nothing from the
-internet. A reader following an entry's link goes to the real topic, as with any feed of that forum.
+internet. A reader following an entry's link goes to the real topic, as with any feed of that forum. It
+answers as the forum does: at core's routes for a category's lists (`/latest.md?category=ID`,
+`/top.md?category=ID`, `/c/SLUG/ID/l/latest.json`; no Markdown `/c/…/l/` list), and without validators
+(core sends no ETag or Last-Modified on lists and topics, `Cache-Control: no-cache, no-store`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable
-from email.utils import formatdate
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from urllib.parse import parse_qs, unquote
@@ -43,8 +44,8 @@ _ID = re.compile(r"\d{1,12}")
 _USERNAME = re.compile(r"[\w.-]{1,60}")  # what the feed routes take (feeds/spec.py ROUTES)
 MAX_POST_IDS = 200
 """Post ids one batch request may name: the bridge asks for 50 (`feeds.post_feeds.BATCH`)."""
-# The package's files never change while it runs: one validator for all of them, as a static host sends.
-STARTED = formatdate(usegmt=True)
+_NOT_MARKDOWN = re.compile(r"(?:c|tag)/[^?]{1,600}/(?:l/[\w-]{1,30}|none)\.md|top/[\w-]{1,30}\.md")
+"""What core's Markdown endpoints do not serve (lib/markdown_endpoint/controller_support.rb)."""
 
 
 class LocalCopy(httpx.BaseTransport):
@@ -54,8 +55,6 @@ class LocalCopy(httpx.BaseTransport):
         if request.url.scheme != "https" or request.url.host != FORUM_NAME or request.method not in ("GET", "HEAD"):
             raise httpx.ConnectError(f"the demo reads only its offline copy of {FORUM_NAME}", request=request)
         status, headers, body = page(request.url.path, request.url.query.decode("ascii"))
-        if status == 200 and request.headers.get("If-None-Match") == headers["ETag"]:
-            status, body = 304, b""
         headers["Content-Length"] = str(len(body))
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body), request=request)
 
@@ -74,18 +73,42 @@ def page(path: str, query: str) -> tuple[int, dict[str, str], bytes]:
         ids = sorted(f.name for f in (SITE / "tag" / tag[1]).iterdir() if f.name.removesuffix(".md").isdigit())
         if ids:
             return 301, {"Location": f"{ORIGIN}/tag/{tag[1]}/{ids[0]}" + (f"?{query}" if query else "")}, b""
-    relative = path.lstrip("/")
     params = parse_qs(query)
+    asked = path.lstrip("/")
+    relative = _core_route(asked, params)
     body, content_type = None, "text/markdown; charset=utf-8"
     if relative.endswith(".json"):
         body, content_type = _json_file(relative, params), "application/json; charset=utf-8"
-    elif relative.endswith(".md"):
+    elif relative.endswith(".md") and not _NOT_MARKDOWN.fullmatch(asked):
         body = _read(SITE, _paged(relative, params))
     if body is None:
         return 404, {"Content-Type": "text/plain; charset=utf-8"}, b"not in the demo's offline copy\n"
-    headers = {"Content-Type": content_type, "ETag": f'"{hashlib.sha256(body).hexdigest()[:20]}"',
-               "Last-Modified": STARTED}
-    return 200, headers, body
+    return 200, {"Content-Type": content_type, "Cache-Control": "no-cache, no-store"}, body
+
+
+def _core_route(relative: str, params: dict[str, list[str]]) -> str:
+    """A category's lists where core serves them onto the copy's files: `/latest.md?category=ID` is the
+    category's own list, `/top.md?category=ID` its top list (`c/SLUG/ID/l/top.md`), and
+    `/c/SLUG/ID/l/latest.json` the JSON of `/c/SLUG/ID` (app/controllers/list_controller.rb)."""
+    category = _one(params, "category") or ""
+    if relative in ("latest.md", "top.md") and _ID.fullmatch(category):
+        home = _category_home(SITE / "c", f"{int(category)}.md", "c")
+        if home is None:
+            return ""
+        return f"{home}.md" if relative == "latest.md" else f"{home}/l/top.md"
+    return relative.removesuffix("/l/latest.json") + ".json" if relative.endswith("/l/latest.json") else relative
+
+
+def _category_home(folder: Traversable, name: str, at: str, depth: int = 3) -> str | None:
+    """The path (`c/hardware/gpu/12`) of the list file `name` under `folder`, core's three levels deep."""
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name == name and entry.is_file():
+            return f"{at}/{name.removesuffix('.md')}"
+        if depth > 0 and entry.is_dir() and not entry.name.isdigit():
+            found = _category_home(entry, name, f"{at}/{entry.name}", depth - 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _paged(relative: str, params: dict[str, list[str]]) -> str:

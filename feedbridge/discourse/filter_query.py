@@ -7,8 +7,14 @@ Core's grammar: terms separated by whitespace, each either `key:value` (an optio
 (`[\\w-]+` in Ruby). The bridge sends the query to the forum as typed, whitespace normalised: the forum
 decides what each term means, plugins' terms (`status:solved`) included, so nothing here second-guesses it.
 
-What it does refuse is what a public feed would serve wrong: the terms core reads for the signed-in user
-alone. To an anonymous reader `filter_in` gives no topics at all for them (`elsif values.present?` →
+What it does refuse is what a feed would serve wrong. A term core does not know does nothing at all
+(`TopicsFilter#apply_filter` has no branch for an unknown key, and `filter_status`, `filter_in` and
+`order_by` record an unknown value as invalid and go on): `staus:closed` gives the whole list where
+`status:closed` gives the closed topics, and a reader would never learn why. `FilterQuery.ignored` names
+every such term, from core's keys and values (`KEYS`, `VALUES`, `NUMBERS`, `DATES`, as lib/topics_filter.rb
+has them) and those an operator lists for a forum's plugins (FEEDBRIDGE_FILTER_TERMS: `assigned`,
+`status:solved`); `feeds.lists` refuses them before anything is fetched. And the terms core reads for the
+signed-in user alone. To an anonymous reader `filter_in` gives no topics at all for them (`elsif values.present?` →
 `@scope.none`) and `order:read` orders by nothing, so a public feed of `in:bookmarked` would be an empty
 feed forever; `FilterQuery.signed_in_only` names them, and `feeds.lists` refuses them to an unsigned read.
 
@@ -35,7 +41,9 @@ _QUOTES = "\"'"
 # Values core reads only `if @guardian.authenticated?`, by key (exact, as core compares them; the key after
 # its prefix, which these filters ignore). `in:`: filter_in's new-topics, new-replies, new, unseen and
 # bookmarked, and the topic notification levels (TopicUser.notification_levels; `normal` is `regular`),
-# watching_first_post in both spellings; `in:pinned` and `in:untagged` are read for everyone. `order:read`
+# watching_first_post in both spellings; `in:pinned` and `in:untagged` are read for everyone (`filter_in` takes
+# both before `if @guardian.authenticated?`; a release from before `untagged` gives every reader, signed in or
+# not, no topics for it, so a key would not help there either). `order:read`
 # is the reader's own last visit (ORDER_BY_MAPPINGS["read"]); `created-by:me` the signed-in user.
 SIGNED_IN_ONLY: dict[str, frozenset[str]] = {
     "in": frozenset({"new", "new-topics", "new-replies", "unseen", "bookmarked", "watching", "tracking",
@@ -43,6 +51,32 @@ SIGNED_IN_ONLY: dict[str, frozenset[str]] = {
     "order": frozenset({"read", "read-asc"}),
     "created-by": frozenset({"me"}),
 }
+
+
+# core: lib/topics_filter.rb, as of the release with `TopicsFilter#invalid_filters`. The keys `apply_filter`
+# reads (after FILTER_ALIASES); any other is ignored unless a plugin registered it
+# (DiscoursePluginRegistry.custom_filter_mappings).
+ALIASES = {"categories": "category", "tag-group": "tag_group", "tags": "tag", "groups": "group", "user": "users"}
+NUMBERS = frozenset({"likes-min", "likes-max", "likes-op-min", "likes-op-max", "posts-min", "posts-max",
+                     "posters-min", "posters-max", "views-min", "views-max"})  # RANGE_FILTERS: digits
+DATES = frozenset({"activity-before", "activity-after", "created-before", "created-after", "latest-post-before",
+                   "latest-post-after", "bookmarked-before", "bookmarked-after"})  # YYYY-MM-DD, or days ago
+KEYS = NUMBERS | DATES | frozenset({"category", "created-by", "in", "order", "users", "group", "status",
+                                    "tag_group", "tag", "topic", "locale"})
+_ORDERS = ("activity", "category", "created", "latest-post", "likes", "likes-op", "posters", "posts", "title",
+           "views", "hot", "read")  # ORDER_BY_MAPPINGS, each also `-asc`
+VALUES: dict[str, frozenset[str]] = {
+    # filter_status; a plugin's own through TopicsFilter.add_filter_by_status (discourse-solved's `solved`)
+    "status": frozenset({"open", "closed", "archived", "listed", "unlisted", "deleted", "public", "noreplies",
+                         "single_user", "single-user", "scheduled"}),
+    # IN_VALUES: TopicUser.notification_levels and the rest; a plugin's own as a custom filter `in:X`
+    "in": frozenset({"muted", "regular", "normal", "tracking", "watching", "watching_first_post",
+                     "watching-first-post", "pinned", "bookmarked", "untagged", "new", "new-replies", "new-topics",
+                     "unseen"}),
+    "order": frozenset({*_ORDERS, *(f"{order}-asc" for order in _ORDERS)}),
+}
+"""The keys whose every value is one of a set: another value is ignored (`invalid_filter!`). `in:` and `order:`
+take several, comma-separated; `status:` one per term."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +88,20 @@ class FilterQuery:
 
     def __str__(self) -> str:
         return " ".join(self.terms)
+
+    def ignored(self, extra: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+        """Each term core's `/filter` would ignore, with why; `extra` is what the forum's plugins add: a key
+        (`assigned`, any value) or a value of a key in `VALUES` (`status:solved`)."""
+        found = []
+        for term in self.terms:
+            read = term_key(term)
+            if read is None:
+                continue
+            given, value = read
+            key = ALIASES.get(given, given)
+            if why := _ignored(term, key, value, extra):
+                found.append((term, why))
+        return tuple(found)
 
 
 def parse_filter_query(text: str) -> FilterQuery:
@@ -108,6 +156,37 @@ def term_key(term: str) -> tuple[str, str] | None:
         raise FilterQueryError(f"q: {_quoted(term)} is not a filter term: write key:value (status:open, tag:a+b, "
                                f"-category:meta; a key of letters, digits, _ and -), or a word without ':'", param="q")
     return key, value
+
+
+def _ignored(term: str, key: str, value: str, extra: frozenset[str]) -> str | None:
+    """Why core ignores a term of key `key` (its alias resolved), or None when core reads it."""
+    if key in extra:
+        return None
+    if key not in KEYS:
+        return f"core has no filter {key}:"
+    if key == "tag" and "=" in term.partition(":")[0]:
+        return "core reads tag: with no prefix but - (=tag: does nothing)"
+    if key in NUMBERS and not (value.isascii() and value.isdigit()):
+        return f"{key}: takes a whole number"
+    if key in DATES and not (value.isascii() and value.isdigit()) and not _is_date(value):
+        return f"{key}: takes a date (2026-01-31) or a number of days ago"
+    if key in VALUES:
+        values = value.split(",") if key in ("in", "order") else [value]
+        unknown = [v for v in values if v not in VALUES[key] and f"{key}:{v}" not in extra]
+        if unknown:
+            known = ", ".join(_ORDERS) + " (each also -asc)" if key == "order" else ", ".join(sorted(VALUES[key]))
+            return f"core's {key}: is one of {known}, not {', '.join(unknown)}"
+    return None
+
+
+def _is_date(value: str) -> bool:
+    """core's YYYY_MM_DD_REGEXP: a year from 1000 to 2999, a month and a day, each without a sign."""
+    parts = value.split("-")
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+        return False
+    year, month, day = parts
+    return len(year) == 4 and year[0] in "12" and 0 < len(month) <= 2 and 1 <= int(month) <= 12 \
+        and 0 < len(day) <= 2 and 1 <= int(day) <= 31
 
 
 def _signed_in_only(key: str, value: str) -> bool:

@@ -94,11 +94,13 @@ def _describe(data: dict[str, Any], expected: str) -> str:
     return f"{expected}, got a JSON object with keys {keys}" if keys else f"{expected}, got an empty JSON object"
 
 
-def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | None = None) -> Listing:
+def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | None = None,
+                       archetype: str = "regular") -> Listing:
     """Parse one page of a JSON topic list into the `Listing` the Markdown parser would give.
 
     `base_url` is the forum's root (with its subfolder, if any): JSON lists carry only relative paths.
-    `source_url` is where the page was fetched from; its `?page=N` is the page number.
+    `source_url` is where the page was fetched from; its `?page=N` is the page number. `archetype` is the
+    kind of topic kept: `private_message` for a member's own messages (`feedbridge.feeds.personal`).
     """
     base = base_url.rstrip("/")
     if not base.startswith(("http://", "https://")):
@@ -119,7 +121,7 @@ def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | No
     skipped = 0
     for raw in raw_topics[:MAX_TOPICS]:
         try:
-            topic = _topic(raw, base, users)
+            topic = _topic(raw, base, users, archetype)
         except _Malformed:
             skipped += 1
             continue
@@ -155,7 +157,7 @@ def _usernames(users: object) -> dict[int, str]:
     return found
 
 
-def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
+def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular") -> Topic | None:
     """One list item as a `Topic`; None for a topic the list shows but a feed must not (unlisted, a
     private message or another archetype); `_Malformed` for one without a usable id or title."""
     if not isinstance(raw, dict):
@@ -171,7 +173,7 @@ def _topic(raw: object, base: str, users: dict[int, str]) -> Topic | None:
     if raw.get("visible") is False:
         return None
     archetype = raw.get("archetype", "regular")
-    if archetype != "regular":
+    if archetype != kept:
         return None
     author = _original_poster(raw.get("posters"), users)
     last_posted = _moment(raw.get("last_posted_at")) or _moment(raw.get("bumped_at"))
@@ -307,8 +309,11 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
 
     Lenient like the Markdown directory parser: text that is not a directory gives an empty tuple (the
     front page then offers a free-text category). A subcategory's `slugs` is its parent's path and its own
-    slug ("hardware/gpu"), found through `parent_category_id`; newer releases nest subcategories in
-    `subcategory_list` (with `include_subcategories=true`), older ones list only top-level categories.
+    slug ("hardware/gpu"), found through `parent_category_id`. Core (app/models/category_list.rb
+    `CategoryList#find_categories`) lists top-level categories only, with `subcategory_ids`, unless asked
+    `include_subcategories=true`: then each lists its children in `subcategory_list`, and each child its own
+    (core nests three deep), read here in that order. A forum of over 1,000 categories pages its directory
+    instead, and lists up to five children of each category flat beside them (`directory_goes_on`).
     Current releases give each category's `subcategory_ids`, even of children the page leaves out: that is
     what spares `exclude_category=` a lookup of the level below a leaf.
     """
@@ -321,13 +326,7 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     raw = category_list.get("categories") if isinstance(category_list, dict) else None
     if not isinstance(raw, list):
         return ()
-    entries: list[dict[str, Any]] = []
-    for item in raw:
-        if isinstance(item, dict):
-            entries.append(item)
-            nested = item.get("subcategory_list")
-            if isinstance(nested, list):
-                entries.extend(sub for sub in nested if isinstance(sub, dict))
+    entries = _with_children(raw, NESTING)
     slugs = {e["id"]: e["slug"] for e in entries if type(e.get("id")) is int and isinstance(e.get("slug"), str)}
     parents = {e["id"]: e.get("parent_category_id") for e in entries if type(e.get("id")) is int}
     found: dict[int, Category] = {}
@@ -345,6 +344,44 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
         found[category_id] = Category(name or path, path, category_id, _description(entry),
                                       _subcategory_ids(entry.get("subcategory_ids")))
     return tuple(found.values())
+
+
+NESTING = 3
+"""Levels of `subcategory_list` read: core nests categories three deep (`max_category_nesting`)."""
+CATEGORIES_PER_PAGE = 20
+"""core's `CategoryList::CATEGORIES_PER_PAGE`: a paged directory's top-level categories per page."""
+
+
+def _with_children(items: list[Any], levels: int) -> list[dict[str, Any]]:
+    """Each category of `items`, then its `subcategory_list`'s, `levels` deep; at most MAX_CATEGORIES."""
+    entries: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, dict) and len(entries) < MAX_CATEGORIES:
+            entries.append(item)
+            nested = item.get("subcategory_list")
+            if levels > 1 and isinstance(nested, list):
+                entries.extend(_with_children(nested, levels - 1)[:MAX_CATEGORIES - len(entries)])
+    return entries
+
+
+def directory_goes_on(text: str | bytes) -> bool:
+    """Whether `/categories.json` has a next page: a forum of over 1,000 categories pages it
+    (`CategoryList#paginate_results?`, `CATEGORIES_PER_PAGE` top-level categories a page, each followed by up
+    to five children, flat, and no `subcategory_list`); any other answers every category on page 1 and an empty
+    page 2. A full page with no `subcategory_list` anywhere may be either: the next page tells, at the cost of
+    one request."""
+    try:
+        data = load_json(text, MAX_TEXT_CHARS, NotAListError, _EXPECTED_CATEGORIES)
+    except NotAListError:
+        return False
+    category_list = data.get("category_list")
+    raw = category_list.get("categories") if isinstance(category_list, dict) else None
+    if not isinstance(raw, list):
+        return False
+    entries = [item for item in raw if isinstance(item, dict)]
+    if any(isinstance(item.get("subcategory_list"), list) and item["subcategory_list"] for item in entries):
+        return False  # include_subcategories answered in full: not paged
+    return sum(item.get("parent_category_id") is None for item in entries) >= CATEGORIES_PER_PAGE
 
 
 def _subcategory_ids(value: object) -> tuple[int, ...] | None:
@@ -383,3 +420,7 @@ def _description(entry: dict[str, Any]) -> str:
             text = value if key == "description_text" else html.unescape(TAG.sub(" ", value))
             return one_line(text)[:MAX_DESCRIPTION_CHARS]
     return ""
+
+
+# What a member's own documents (discourse/personal.py) are read with, as the lists' are.
+moment, plain_excerpt, on_forum, slug_segment = _moment, _excerpt, _on_forum, _slug

@@ -49,6 +49,8 @@ _EXPECTED = "expected a Discourse topic list in Markdown ('# Title' then '**URL:
 _URL_BREAK = re.compile(r"[()\s]")
 # A categories directory's heading: `## [name](…/c/[parent/]slug/ID)`, what a topic list never holds.
 _CATEGORY_HEADING = re.compile(r"## \[.*\]\([^()\s]*/c/[^()\s]*\)[ \t]*$")
+_DIRECTORY = (f"{_EXPECTED}: this looks like a categories directory (its headings link to categories, /c/…), "
+              "not a topic list")
 _ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
 _INT = re.compile(r"\d{1,9}")
 # The lookahead checks that the URL runs to `)` at the end of the line before the URL is matched:
@@ -130,8 +132,7 @@ def _parse_listing(text: str | bytes, base_url: str | None, source_url: str | No
             topics.append(topic)
     if skipped and not topics:
         if all(_CATEGORY_HEADING.match(block.heading) for block in blocks):
-            raise NotAListError(f"{_EXPECTED}: this looks like a categories directory (its headings link to "
-                                "categories, /c/…), not a topic list")
+            raise NotAListError(_DIRECTORY)
         raise NotAListError(f"{_EXPECTED}: all {skipped} topic blocks are malformed")
     if skipped:
         log.warning("skipped %d malformed topic block(s) in %s", skipped, list_url or "list")
@@ -157,6 +158,10 @@ def _as_text(text: str | bytes) -> str:
     newline = head.find("\n")
     first = head if newline < 0 else head[:newline]
     if not first.startswith("# ") or head.find("**URL:**", 0, 4096) < 0:
+        # core's directory (lib/markdown_endpoint/directory_renderer.rb) has no **URL:** line
+        if first.startswith("# ") and any(_CATEGORY_HEADING.match(line) for line in head[:4096].split("\n")
+                                          if line.startswith("## [") and len(line) <= 1000):
+            raise NotAListError(_DIRECTORY)
         raise NotAListError(f"{_EXPECTED}, got text starting {first[:60]!r}")
     return head
 

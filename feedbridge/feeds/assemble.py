@@ -61,7 +61,7 @@ def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url:
         title=feed_title(spec, first),
         forum_url=spec.forum.base_url,
         html_url=spec.html_url,
-        feed_id=spec.digest_id if spec.digest else self_url or spec.page_url(0) + (f"#{query}" if query else ""),
+        feed_id=spec.digest_id if spec.digest else self_url or spec.list_id + (f"#{query}" if query else ""),
         self_url=self_url,
         description=description(spec, first),
         stylesheet_url=stylesheet_url,

@@ -23,8 +23,10 @@ States: (none), UNDECIDED, MARKDOWN, JSON. A probe runs when the record is due; 
     JSON                  MARKDOWN          JSON                  JSON                      JSON, still due
 
 A bot wall (`errors.BotWall`: a challenge page instead of the forum) is never "refused": the forum behind it
-may well serve Markdown. With a decision it is inconclusive; with none (or UNDECIDED) it is handled as a
-429 is, the feed's error with nothing written, since `/latest.json` stands behind the same wall.
+may well serve Markdown. Nor is a crawler policy that refuses the bridge (`errors.CrawlerRefused`, core's
+`403 Crawler is not allowed!` to every anonymous request, JSON ones too): both are handled alike. With a
+decision it is inconclusive; with none (or UNDECIDED) it is handled as a 429 is, the feed's error with
+nothing written, since `/latest.json` stands behind the same wall.
 
 Every record says when it is due: a conclusive probe after `FEEDBRIDGE_SOURCE_RECHECK`; an inconclusive
 one (and a JSON decision reached through `/latest.json`, while `/latest.md` itself stays inconclusive)
@@ -48,7 +50,14 @@ import time
 from collections.abc import Callable
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import BotWall, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamRefused
+from feedbridge.errors import (
+    BotWall,
+    CrawlerRefused,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+    UpstreamRefused,
+)
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing
@@ -128,7 +137,7 @@ class SourceDetector:
             if previous is None:
                 raise
             return previous
-        except BotWall as exc:
+        except (BotWall, CrawlerRefused) as exc:
             if previous is None:
                 raise
             if previous.source == UNDECIDED:
@@ -143,7 +152,7 @@ class SourceDetector:
         try:
             self.read_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
             state = JSON.name
-        except (UpstreamRateLimited, BotWall):
+        except (UpstreamRateLimited, BotWall, CrawlerRefused):
             if previous is None:
                 raise
             return previous

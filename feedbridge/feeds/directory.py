@@ -2,7 +2,8 @@
 a JSON list leaves out (it names a topic's category by id only), and the subcategories an
 `exclude_category=` drops (`feedbridge.feeds.figures.excluding`).
 
-Cached like list pages: showing the front page costs the forum one request per cache TTL.
+Cached like list pages: showing the front page costs the forum one request per cache TTL (a forum of over
+1,000 categories, which pages its directory, one per page read, at most `MAX_PAGES`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from feedbridge.store.protocols import Store
 
 log = logging.getLogger(__name__)
 
+MAX_PAGES = 10
+"""Pages of a paged directory read (core: 20 top-level categories a page, each with up to five children)."""
+MAX_CATEGORIES = 500
+
 
 @dataclass(frozen=True, slots=True)
 class Directory:
@@ -33,16 +38,24 @@ class Directory:
     store: Store
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
-        """The directory; UpstreamError only with nothing cached. With `parent`, the subcategories of that
-        category (`/categories.json?parent_category_id=ID`: JSON on every forum, since the Markdown directory
-        has no such view)."""
+        """The directory, every level of it, in pages while a paged one goes on (`Source.directory_goes_on`);
+        UpstreamError only with nothing cached. With `parent`, the subcategories of that category
+        (`/categories.json?parent_category_id=ID`: JSON on every forum, since the Markdown directory has no
+        such view)."""
         def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
             if parent is not None:
-                url = f"{JSON.categories_url(forum.base_url)}?parent_category_id={parent}"  # an int: no quoting
+                url = f"{forum.base_url}/categories.json?parent_category_id={parent}"  # an int: no quoting
                 return DirectoryEntry(JSON.read_categories(self.reads.fetch(forum, url, url).text), time.time())
             source = self.reads.source(forum)
-            url = source.categories_url(forum.base_url)
-            return DirectoryEntry(source.read_categories(self.reads.fetch(forum, url, url).text), time.time())
+            found: dict[int, Category] = {}
+            for page in range(1, MAX_PAGES + 1):
+                url = source.categories_url(forum.base_url, page)
+                text = self.reads.fetch(forum, url, url).text
+                new = [c for c in source.read_categories(text) if c.id not in found]
+                found.update((c.id, c) for c in new)
+                if not new or len(found) >= MAX_CATEGORIES or not source.directory_goes_on(text, page):
+                    break
+            return DirectoryEntry(tuple(found.values())[:MAX_CATEGORIES], time.time())
 
         try:
             entry: DirectoryEntry = self.reads.entry(keys.categories(forum.base_url, parent), fetch,

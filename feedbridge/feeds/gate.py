@@ -5,6 +5,14 @@ only if no read can go around it, so lists, topic pages, the directory and post 
 one `Gate` rather than each through the fetcher. A batch run (the static build) passes the same gate, with
 a `Pace` of its own: nobody waits for any one of its pages, so it can afford to be gentler than the web
 service, and a wait the forum asked for is one the gate remembers (`ForumWaits`) either way.
+
+A web request's read that a window of the budget refuses is refused at once when it is the request's first
+(it has spent nothing, and its 503 costs nobody anything). A later one, of a cold build under way, may
+wait for the window's room instead: a `content=full` feed's list and 30 topic pages are more than a
+client's third of the forum's 10 s window, and a build refused one read is never stored, so what it spent
+would be lost. Waiting is not done here, inside the flights of the pages being read (whoever joined them
+would wait on this client's share too, holding their slots): the read raises `RoomSoon`, the build gives
+its attempt up, and `CachePolicy` waits outside every flight and makes it again from what is cached by then.
 """
 
 from __future__ import annotations
@@ -16,24 +24,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from feedbridge import metrics
-from feedbridge.config import Forum
-from feedbridge.errors import BridgeBusy, UpstreamRateLimited
-from feedbridge.feeds.callers import ForumBudget, current
-from feedbridge.feeds.policy import CachePolicy, refused
+from feedbridge.config import Credential, Forum
+from feedbridge.errors import BridgeBusy, KeyRefused, RoomSoon, UpstreamRateLimited, UpstreamRefused
+from feedbridge.feeds.callers import WAIT_MARGIN, Caller, ForumBudget, ahead, current
+from feedbridge.feeds.policy import CachePolicy, refused, waitable
 from feedbridge.feeds.waits import ForumWaits
-from feedbridge.upstream.fetcher import Fetched, Fetcher
+from feedbridge.upstream.fetcher import Exchanged, Fetched, Fetcher
 
 
 @dataclass(frozen=True, slots=True)
 class Gate:
     """`signed`: the requests carry the forum's key (the signed-in twin, `feedbridge.feeds.signing`), and
-    are charged to `budget`, the key's own; `policy` is the one whose cold slots they take."""
+    are charged to `budget`, the key's own; `policy` is the one whose cold slots they take. `member`: the
+    requests carry the current member's key instead (the member scope, `feedbridge.feeds.personal`), and
+    the forum's refusal of it is `KeyRefused`, which no stale copy answers: the route finds out why."""
 
     fetcher: Fetcher
     waits: ForumWaits
     policy: CachePolicy
     budget: ForumBudget
     signed: bool
+    member: Callable[[], Credential] | None = None
     pace: Pace | None = None
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
@@ -45,6 +56,29 @@ class Gate:
         return self._fetch(forum, url, etag, last_modified)
 
     def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None) -> Fetched:
+        self._admit(forum)
+        credential = None if self.member is None else self.member()
+        try:
+            return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential)
+        except UpstreamRateLimited as exc:
+            self.waits.remember(forum, exc)
+            raise
+        except UpstreamRefused as exc:
+            if credential is not None and exc.upstream_status in (401, 403):
+                raise KeyRefused(f"{forum.key} refused {url} to your key ({exc.message})") from None
+            raise
+
+    def send(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None) -> Exchanged:
+        """A request that reads no page (the User API key handshake's, `feedbridge.feeds.handshake`), through
+        the same waits, slot and budget, without any key."""
+        self._admit(forum)
+        try:
+            return self.fetcher.exchange(forum, method, url, body)
+        except UpstreamRateLimited as exc:
+            self.waits.remember(forum, exc)
+            raise
+
+    def _admit(self, forum: Forum) -> None:
         try:
             self.waits.check(forum)
         except UpstreamRateLimited:
@@ -56,13 +90,24 @@ class Gate:
             try:
                 self.budget.spend(forum, caller)
             except BridgeBusy as exc:
-                metrics.refused("budget")
-                raise refused(exc) from None
-        try:
-            return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed)
-        except UpstreamRateLimited as exc:
-            self.waits.remember(forum, exc)
-            raise
+                soon = self._room_soon(forum, caller, exc)
+                if soon is None:
+                    metrics.refused("budget")
+                raise refused(soon or exc) from None
+            caller.admission.spent = True
+
+    def _room_soon(self, forum: Forum, caller: Caller, busy: BridgeBusy) -> RoomSoon | None:
+        """`busy` as the room its build may wait for: only for a read of a cold build under way (the request
+        was charged before; no build it is part of holds a copy to answer with, or was refused outright),
+        when the room comes `WAIT_MARGIN` before the deadline and every window could take what is left of
+        the build's step by then (`ForumBudget.could_take`: else the build would be refused all the same,
+        later)."""
+        wait = busy.retry_after or 0.0
+        within = caller.left() - WAIT_MARGIN
+        if (not caller.admission.spent or not waitable() or wait > within
+                or not self.budget.could_take(forum, caller, ahead(), within)):
+            return None
+        return RoomSoon(busy.message, wait, time.monotonic() + wait)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from feedbridge.errors import (
 )
 from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.detect import SourceDetector
+from feedbridge.feeds.personal import own_pages
 from feedbridge.feeds.reads import Reads
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import FeedSpec
@@ -69,12 +70,17 @@ class ListReader:
         """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
         is not a refusal of that list: the latest list is behind the same wall, and is not asked. A `/filter`
         feed reads `/filter.json` on every forum (core's filtered list has no Markdown twin), so it needs no
-        source, and what only a signed-in reader's `/filter` reads is refused to a public read before any
-        request: to the forum's anonymous reader it is no topics at all."""
+        source; a term core's `/filter` would ignore is refused before any request (the forum would answer
+        the whole list), and so is what only a signed-in reader's `/filter` reads, to a public read: to the
+        forum's anonymous reader it is no topics at all."""
         if spec.forum_query is not None:
+            if ignored := spec.forum_query.ignored(self.settings.filter_terms_for(spec.forum)):
+                raise RequestError(_ignored(spec, ignored), param="q")
             if spec.forum_query.signed_in_only and not self.reads.signed:
                 raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
             return self._pages(spec, lambda n: spec.page_url(n, JSON), JSON)
+        if (mine := own_pages(spec)) is not None:  # a member's own list: JSON on every forum, its own parser
+            return self._pages(spec, *mine)
         source = self.reads.source(spec.forum)
         if spec.user is not None:
             try:
@@ -88,9 +94,21 @@ class ListReader:
             except self.reads.moves_on as exc:
                 log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
-            return self._pages(spec, lambda n: spec.page_url(n, source), source)
+            listings = self._pages(spec, lambda n: spec.page_url(n, source), source)
+            if source is MARKDOWN and spec.kind == "category" and not listings[0].topics:
+                self._category_is_readable(spec)
+            return listings
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise self.detector.refused(spec, source, exc) from None
+
+    def _category_is_readable(self, spec: FeedSpec) -> None:
+        """A Markdown category list with no topics: the category may be missing or private. Core reads it at
+        `/latest.md?category=ID` (`Source.route`), which lists only what the reader may see and says nothing
+        of the category itself; a category the reader can see always lists its "About" topic there
+        (lib/topic_query.rb `TopicQuery#default_results` keeps `categories.topic_id`). Its own path,
+        `/c/SLUG/ID.md`, answers 404 or 403 as core's `ListController#set_category` does: one request more,
+        only for an empty list, raising the forum's refusal."""
+        self.page(spec.forum, _own_path(spec), MARKDOWN)
 
     def _signed_in_only(self, spec: FeedSpec, terms: tuple[str, ...]) -> str:
         """The 400's message for a public `/filter` feed of terms only a signed-in reader can use."""
@@ -139,3 +157,23 @@ class ListReader:
         except NotAListError as exc:
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
+
+
+def _own_path(spec: FeedSpec) -> str:
+    """A category feed's category at its own Markdown path (`/c/SLUG/ID.md`, its default view)."""
+    return MARKDOWN.list_url(spec.forum.base_url, spec.list_path.removesuffix("/l/top"))
+
+
+def saved_pages(spec: FeedSpec, text: str, source: Source = MARKDOWN) -> dict[str, str]:
+    """The pages a saved copy of `spec`'s list stands for, as the fetcher of a static build or of the CLI
+    holds them (its one source of pages): the list's first page where `source` reads it, and for a category
+    its own path too, where an empty Markdown list of it would be confirmed (`_category_is_readable`)."""
+    own = {_own_path(spec): text} if spec.kind == "category" and source is MARKDOWN else {}
+    return {spec.page_url(0, source): text, **own}
+
+
+def _ignored(spec: FeedSpec, terms: tuple[tuple[str, str], ...]) -> str:
+    """The 400's message for a `/filter` feed with terms core's `/filter` would ignore, each with why."""
+    named = "; ".join(f"{term} ({why})" for term, why in terms)
+    return (f"q: the forum's /filter would ignore {named}, and answer as if it were not there; a term a plugin "
+            f"of {spec.forum.key} adds is read once FEEDBRIDGE_FILTER_TERMS names it")

@@ -7,6 +7,9 @@ categories directory (and so the `.html` views and previews built on them).
                a few slots: else 503 + Retry-After or the stale copy)
         ok                 → stored, served ("miss")
         upstream failed    → remembered for FEEDBRIDGE_NEGATIVE_TTL, then: the stale copy, or the error
+        a window has room soon (`RoomSoon`, a cold build's later read: `feeds/gate.py`)
+                           → the outermost build gives its attempt up, waits outside every flight and
+                             without its slot (one request per client, `Turns`), and is made again
 
 The bounds, and why each exists (a public service reading other people's servers); the request's own
 (its deadline, the forum's budget and the client's share) are in `feedbridge.feeds.callers`:
@@ -35,8 +38,16 @@ from typing import Any, Generic, Literal, TypeVar
 
 from feedbridge import metrics
 from feedbridge.config import Settings
-from feedbridge.errors import BridgeBusy, NotHeld, UpstreamError, UpstreamRateLimited, UpstreamTimeout, upstream_error
-from feedbridge.feeds.callers import Caller, current
+from feedbridge.errors import (
+    BridgeBusy,
+    NotHeld,
+    RoomSoon,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+    upstream_error,
+)
+from feedbridge.feeds.callers import Caller, Turns, current
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry, is_fresh
@@ -52,8 +63,10 @@ BUSY_RETRY = 5.0
 
 @dataclass(slots=True)
 class _Tally:
-    """One build under way: the refusal any read made for it met, if one did."""
+    """One build under way: the refusal any read made for it met, if one did, and whether it is cold (no
+    copy of what it builds is held to answer with)."""
 
+    cold: bool
     refused: BridgeBusy | None = None
 
 
@@ -65,10 +78,22 @@ context (`CallerPool`), so a topic page read in the pool counts for the feed who
 def refused(exc: BridgeBusy) -> BridgeBusy:
     """`exc`, after marking every build it is part of: a share, the forum's budget or a slot refused one of
     its reads, so what it builds lacks something another client would get, and is never stored for them
-    (`CachePolicy.get` answers the refused client with this error, or the stale copy)."""
+    (`CachePolicy.get` answers the refused client with this error, or the stale copy). A `RoomSoon` marks
+    them to be made again once the window has room, unless a read was refused outright, which no wait
+    mends: that refusal is kept."""
     for tally in _BUILDS.get():
-        tally.refused = exc
+        if tally.refused is None or isinstance(tally.refused, RoomSoon):
+            tally.refused = exc
     return exc
+
+
+def waitable() -> bool:
+    """Whether the current read, refused for now, may have its build wait for the room (`Gate`): it is part
+    of a build that is cold (a held copy is the answer at once, as before waiting existed), and none of its
+    reads was refused outright."""
+    builds = _BUILDS.get()
+    return bool(builds) and builds[0].cold and not any(
+        tally.refused is not None and not isinstance(tally.refused, RoomSoon) for tally in builds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +107,15 @@ class CachePolicy:
     """The one path from a cache key to an entry (see the module docstring)."""
 
     def __init__(self, settings: Settings, store: Store, flight: Flight, control: ControlStore,
-                 slots: threading.BoundedSemaphore | None = None):
-        """`slots`: another policy's cold slots, to share them (one process, one bound)."""
+                 slots: threading.BoundedSemaphore | None = None, turns: Turns | None = None):
+        """`slots` and `turns`: another policy's cold slots and turns to wait, to share them (one process,
+        one bound)."""
         self.settings = settings
         self.store = store
         self.flight = flight
         self.control = control
         self.slots = slots or threading.BoundedSemaphore(settings.cold_slots)
+        self.turns = turns or Turns()
 
     def caller(self, client: str) -> Caller:
         return Caller(client, time.monotonic() + self.settings.request_deadline)
@@ -206,11 +233,6 @@ class CachePolicy:
                            f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
                            f"retry in {BUSY_RETRY:.0f}s")
         caller = current()
-        wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
-        if wait <= 0:
-            raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "
-                                  f"{what or 'the fetch'} could start")
-
         ran = False
 
         def once() -> E:
@@ -221,12 +243,15 @@ class CachePolicy:
             if again is not None:
                 return again
             ran = True
-            tally = _Tally()
+            tally = _Tally(cold=held is None)
             outer = _BUILDS.set((*_BUILDS.get(), tally))
             try:
                 entry = build(held)
             except UpstreamError as exc:
                 self.remember(key, exc)
+                # What a read that waits for room met, though a reader in between made it another error.
+                if isinstance(exc, BridgeBusy) and tally.refused is not None:
+                    raise tally.refused from None
                 raise
             finally:
                 _BUILDS.reset(outer)
@@ -235,14 +260,31 @@ class CachePolicy:
             self.store.set(key, entry, keep_for)
             return entry
 
-        for _ in range(2):
+        joined = 0
+        while True:
+            wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
+            if wait <= 0:
+                raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "
+                                      f"{what or 'the fetch'} could start")
+            ran = False
             try:
                 got: E = self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
                 return got
+            except RoomSoon as soon:
+                if ran and not _BUILDS.get():  # this request's own build, and the outermost: it waits
+                    began = time.monotonic()
+                    if caller is None or not self.turns.wait(caller, soon.until):
+                        raise BridgeBusy(soon.message, soon.retry_after) from None
+                    log.info("%s waited %.1fs for room (%s)", what or key, time.monotonic() - began, soon.message)
+                    continue
+                if ran:  # a part: the build it is part of gives its attempt up, and waits, whole
+                    raise
             except BridgeBusy:
                 if ran:
                     raise
-                # Another request's build was refused for its own share or slot: that says nothing of this
-                # one, which builds (or joins) once more.
-        raise UpstreamTimeout(f"{what or key}: two other requests' builds were refused in turn; retry")
+            # Another request's build was refused for its own share or slot, or waits for room: that says
+            # nothing of this one, which builds (or joins) once more.
+            joined += 1
+            if joined == 2:
+                raise UpstreamTimeout(f"{what or key}: two other requests' builds were refused in turn; retry")
 

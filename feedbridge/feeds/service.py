@@ -102,9 +102,15 @@ class FeedService:
     cached: Readers
     signed_in: FeedService | None = None
     public: bool = True
+    members: FeedService | None = None
 
-    def scope(self, signed: bool) -> FeedService:
-        """This service, or its signed-in twin for a request whose token verified."""
+    def scope(self, signed: bool, member: bool = False) -> FeedService:
+        """This service, its signed-in twin for a request whose token verified, or the members' twin for a
+        personal feed (read as the member `feeds.personal.acting` names)."""
+        if member:
+            if self.members is None:
+                raise UpstreamError("this bridge has no personal feeds")  # the route refuses this first
+            return self.members
         if not signed:
             return self
         if self.signed_in is None:

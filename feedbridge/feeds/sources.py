@@ -2,7 +2,23 @@
 
 One small record per source says how to build each upstream URL and which parser reads the answer, so
 the service never tests "which source?" beyond picking the record. The URL paths are the same for both
-(`/c/SLUG/ID`, `/tag/NAME`, `/top?period=`, `/t/SLUG/ID`); only the suffix and the parsers differ.
+(`/tag/NAME`, `/top?period=`, `/t/SLUG/ID`); the suffix and the parsers differ, and so does where each
+source reads a category's lists (`Source.route`):
+
+- A category's own path, `/c/SLUG/ID`, is its *default view* (core: app/controllers/list_controller.rb
+  `ListController#category_default`): the top list for a category set to "Top", and the latest list in the
+  category's own sort order otherwise (lib/topic_query.rb `TopicQuery#default_results`: without `order`, a
+  category's `sort_order` (likes, views, ...) orders page 0). A feed of the category wants its new topics,
+  so the bridge reads its latest list by activity wherever core serves it whatever the default view: JSON
+  `/c/SLUG/ID/l/latest.json?order=activity` (`ListController#category_latest`), Markdown
+  `/latest.md?category=ID&order=activity`. Core has no `/c/…/l/latest.md`: its Markdown lists are `/latest`,
+  `/hot`, `/top` and `/c/…/ID` alone (lib/markdown_endpoint/controller_support.rb `markdown_list_path?`;
+  spec/requests/markdown_endpoints_spec.rb expects `/c/…/l/latest.md` to be 404), with `category` and
+  `order` among the query parameters it keeps (`SAFE_QUERY_PARAMETERS`).
+- A category's top list: JSON `/c/SLUG/ID/l/top.json?period=P` (`ListController#category_top`), Markdown
+  `/top.md?category=ID&period=P`. Top lists hold 50 topics a page (`topics_per_period_in_top_page`).
+- `/latest?category=ID` (the latest, search and per-author feeds' `category=`) gets `order=activity` too,
+  for the same reason: without it the category's sort order applies there as well.
 
 What each gives a feed entry (what a source's lists leave out is `Source.lacks`, the one place the
 filters, the figures' completion, the service and the saved-list builds learn it from):
@@ -25,8 +41,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from feedbridge.discourse.categories import parse_categories
-from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing
+from feedbridge.discourse.categories import next_directory_page, parse_categories
+from feedbridge.discourse.json_pages import directory_goes_on, parse_json_categories, parse_json_listing
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.discourse.topic import parse_topic
 from feedbridge.feeds.enrich import enrich, enrich_json
@@ -40,6 +56,46 @@ def _markdown_topic(topic: Topic, text: str, base_url: str, source_url: str) -> 
     return enrich(topic, parse_topic(text, base_url=base_url, source_url=source_url), base_url)
 
 
+Params = tuple[tuple[str, str], ...]
+ACTIVITY = ("order", "activity")
+"""core's `order=activity` (lib/topic_query.rb `SORTABLE_MAPPING`: `bumped_at`, pinned topics first)."""
+
+
+def _category_view(path: str) -> tuple[str, bool] | None:
+    """The category id of a category list path (`/c/SLUGS/ID`, `/c/SLUGS/ID/l/top`, as `FeedSpec.list_path`
+    has it) and whether it is the top list; None for any other list."""
+    if not path.startswith("/c/"):
+        return None
+    top = path.endswith("/l/top")
+    category = path.removesuffix("/l/top").rpartition("/")[2]
+    return (category, top) if category.isascii() and category.isdigit() else None
+
+
+def _by_activity(path: str, params: Params) -> Params:
+    """`/latest?category=ID` in order of activity, not in the category's own sort order."""
+    if path == "/latest" and any(key == "category" for key, _ in params) and ACTIVITY not in params:
+        return (*params, ACTIVITY)
+    return params
+
+
+def _markdown_route(path: str, params: Params) -> tuple[str, Params]:
+    """Where the Markdown endpoints serve a list (see the module docstring): a category's latest list is
+    `/latest.md?category=ID&order=activity`, its top list `/top.md?category=ID&period=P`."""
+    view = _category_view(path)
+    if view is None:
+        return path, _by_activity(path, params)
+    category, top = view
+    return ("/top", (("category", category), *params)) if top else ("/latest", (("category", category), ACTIVITY))
+
+
+def _json_route(path: str, params: Params) -> tuple[str, Params]:
+    """Where the JSON lists are: a category's latest list is `/c/SLUGS/ID/l/latest.json?order=activity`."""
+    view = _category_view(path)
+    if view is None:
+        return path, _by_activity(path, params)
+    return (path, params) if view[1] else (path + "/l/latest", (ACTIVITY, *params))
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """How one source names its URLs and reads its answers."""
@@ -49,6 +105,8 @@ class Source:
     suffix: str  # ".md" or ".json", added to every path
     read_listing: Callable[..., Listing]  # (text, *, base_url, source_url) -> Listing
     read_categories: Callable[[str], tuple[Category, ...]]
+    route: Callable[[str, Params], tuple[str, Params]]  # a list's path and parameters -> where this source reads it
+    directory_goes_on: Callable[[str, int], bool]  # (directory page text, its number, 1 first) -> a next one?
     # A topic's page is one of two: its own text, read by `read_topic` (list topic, page text, base URL, page
     # URL) -> enriched; or its head, `/t/ID.json`, read as its post feed reads it, and then `from_head` (list
     # topic, head, base URL) -> enriched.
@@ -56,22 +114,32 @@ class Source:
     from_head: Callable[[Topic, TopicHead, str], Topic] | None = None
     lacks: frozenset[str] = frozenset()  # the `Topic` fields the other source's lists carry and its own do not
 
-    def list_url(self, base_url: str, path: str, params: tuple[tuple[str, str], ...] = (), page: int = 0) -> str:
-        """`path` is already percent-quoted (it comes from `FeedSpec.list_path`)."""
+    def list_url(self, base_url: str, path: str, params: Params = (), page: int = 0) -> str:
+        """`path` with this source's suffix, as it is: `path` is already percent-quoted (it comes from
+        `FeedSpec.list_path`)."""
         params = params + ((("page", str(page)),) if page else ())
         query = f"?{urlencode(params)}" if params else ""
         return f"{base_url}{path}{self.suffix}{query}"
 
+    def page_url(self, base_url: str, path: str, params: Params = (), page: int = 0) -> str:
+        """Page `page` of the list `path` where this source reads it (`route`)."""
+        return self.list_url(base_url, *self.route(path, params), page)
+
     def topic_url(self, topic_url: str) -> str:
         return topic_url + self.suffix
 
-    def categories_url(self, base_url: str) -> str:
-        return f"{base_url}/categories{self.suffix}"
+    def categories_url(self, base_url: str, page: int = 1) -> str:
+        """Page `page` (1 first) of the directory with every subcategory: core gives an anonymous reader
+        top-level categories only unless asked `include_subcategories=true` (app/models/category_list.rb
+        `CategoryList#find_categories`), on `/categories.json` and `.md` alike."""
+        return f"{base_url}/categories{self.suffix}?include_subcategories=true" + (f"&page={page}" if page > 1 else "")
 
 
-MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, read_topic=_markdown_topic,
+MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_route,
+                  next_directory_page, read_topic=_markdown_topic,
                   lacks=frozenset({"created_at", "tags", "category_id", "likes", "views", "pinned"}))
-JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, from_head=enrich_json)
+JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_route,
+              lambda text, _page: directory_goes_on(text), from_head=enrich_json)
 SOURCES = {source.name: source for source in (MARKDOWN, JSON)}
 
 

@@ -26,7 +26,9 @@ from feedbridge.render.formats import FORMATS
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
 MAX_INTERSECTION = 5
 
-RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts"]
+RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts",
+                    "personal"]
+"""`personal`: a member's own list, read with their key only (feeds/personal.py, which builds its specs)."""
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
 """Feeds of posts rather than topics (feeds/post_feeds.py); which parameters they take is the table's
 (`params.POSTS`)."""
@@ -87,9 +89,15 @@ class FeedSpec:
     forum_query: FilterQuery | None = None  # the /filter feed's query (also its `q=` in `list_params`)
 
     def page_url(self, page: int, source: Source = MARKDOWN) -> str:
-        """Page `page` (0 first) of the list, as `source` names it. The Markdown URL is also the feed's
-        id where no self URL is known, so it does not change with the forum's source."""
-        return source.list_url(self.forum.base_url, self.list_path, self.list_params, page)
+        """Page `page` (0 first) of the list, where `source` reads it (`Source.route`: a category's latest
+        list by activity, whatever its default view)."""
+        return source.page_url(self.forum.base_url, self.list_path, self.list_params, page)
+
+    @property
+    def list_id(self) -> str:
+        """The forum's own Markdown URL of the list (`/c/compiler/5.md`): the feed's id where no self URL is
+        known, the same whichever source or route reads it."""
+        return MARKDOWN.list_url(self.forum.base_url, self.list_path, self.list_params)
 
     def user_list_url(self, page: int) -> str | None:
         """A user feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
@@ -104,7 +112,7 @@ class FeedSpec:
         """What a digest's entry ids start with: the feed's id without its `limit=`, so it is the same in
         every format, from every host the bridge answers to, however many periods are shown."""
         query = urlencode([(k, v) for k, v in self.canonical_query() if k != "limit"])
-        return self.page_url(0) + f"#{query}"
+        return self.list_id + f"#{query}"
 
     @property
     def category_id(self) -> int | None:

@@ -1,22 +1,28 @@
 """Making a `FeedService`: the one place its parts are built and joined, so the service only calls them.
 
-    backends (store, control, flight, windows) ─┬─ CachePolicy (cold slots: one set per process)
+    backends (store, control, flight, windows) ─┬─ CachePolicy (cold slots, turns to wait: one set per process)
     fetcher, ForumWaits, ForumBudget ───────────┴─ Gate ── LiveReads ─┬─ Readers (live)
                                       SourceDetector ── CachedReads ──┴─ Readers (cached)
 
 With FEEDBRIDGE_CREDENTIALS set, a second scope is made over the same backends, each wrapped in the
 private scope (`feedbridge.store.scoped`): its pages, feeds, failures, waits and source decisions are its
 own, its fetches send the forum's key, and its budget is the key's (under Discourse's limits for one key,
-counted in the forum's windows too), so a 429 on it never stops public reading. It shares the pool and
-the cold slots with the public scope: both kinds of request wait on the same forums in the same process.
+counted in the forum's windows too), so a 429 on it never stops public reading. It shares the pool, the
+cold slots and the turns to wait for a window with the public scope: both kinds of request wait on the same
+forums in the same process.
+
+With FEEDBRIDGE_PERSONAL on, a third scope reads as the current member (`feedbridge.feeds.personal`): the
+same wrappers with the member's id in every key, the member's key on every fetch, and a budget per key.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from feedbridge.config import Settings
-from feedbridge.feeds.callers import CallerPool, ForumBudget
+from feedbridge.config import Credential, Settings
+from feedbridge.feeds import handshake, personal
+from feedbridge.feeds.callers import CallerPool, ForumBudget, Turns
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.directory import Directory
 from feedbridge.feeds.gate import Gate, Pace
@@ -47,23 +53,32 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     flight = flight or SingleFlight()
     windows = windows or Windows()
     pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
-    slots = threading.BoundedSemaphore(settings.cold_slots)
+    slots, turns = threading.BoundedSemaphore(settings.cold_slots), Turns()
     budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
-                         processes=settings.workers)
-    public = _scope(settings, store, control, flight, fetcher, pool, slots, budget, pace, signed=False)
+                         processes=settings.workers, address=settings.address_of)
+    public = _scope(settings, store, control, flight, fetcher, pool, slots, turns, budget, pace, signed=False)
     if settings.credentials:
         keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
                             per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
         public.signed_in = _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
-                                  ScopedFlight(flight, PRIVATE), fetcher, pool, slots, keyed, pace, signed=True)
+                                  ScopedFlight(flight, PRIVATE), fetcher, pool, slots, turns, keyed, pace, signed=True)
+    if settings.personal:  # the members' scope: each member's part of it named by the current member
+        handshake.RsaKey.load(settings)  # a FEEDBRIDGE_CONNECT_KEY that is no key stops the start, saying so
+        scope, mine = personal.MEMBER, personal.within
+        own = ForumBudget(windows, settings.member_budget, scope=scope, share=1, per_day=settings.member_daily_budget,
+                          processes=settings.workers, forum=budget, who=personal.who)
+        public.members = _scope(settings, ScopedStore(store, scope, mine), ScopedStore(control, scope, mine),
+                                ScopedFlight(flight, scope, mine), fetcher, pool, slots, turns, own, pace, signed=True,
+                                member=personal.credential)
     return public
 
 
 def _scope(settings: Settings, store: Store, control: ControlStore, flight: Flight, fetcher: Fetcher,
-           pool: CallerPool, slots: threading.BoundedSemaphore, budget: ForumBudget, pace: Pace | None, *,
-           signed: bool) -> FeedService:
-    policy = CachePolicy(settings, store, flight, control, slots=slots)
-    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed, pace=pace)
+           pool: CallerPool, slots: threading.BoundedSemaphore, turns: Turns, budget: ForumBudget,
+           pace: Pace | None, *, signed: bool, member: Callable[[], Credential] | None = None) -> FeedService:
+    policy = CachePolicy(settings, store, flight, control, slots=slots, turns=turns)
+    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed, member=member,
+                pace=pace)
     # The probes read list pages live, through the page cache: a `/latest` feed built just after a probe
     # reads the probe's page from there.
     detector = SourceDetector(settings, control, flight,

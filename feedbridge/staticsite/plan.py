@@ -21,6 +21,7 @@ from feedbridge.config import Credential, Forum, Settings, parse_credential, par
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError
 from feedbridge.feeds import params
+from feedbridge.feeds.lists import saved_pages
 from feedbridge.feeds.sources import MARKDOWN
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.urls import NoFeed, feed_for_url
@@ -191,7 +192,7 @@ class _Checker:
             plan = self.plan(index, item, name, forum, _FEED_EXTENSION.sub("", path.strip("/")))
             if source is not None:
                 self.offline(plan.specs[0], name, index)
-                local_pages[plan.specs[0].page_url(0)] = text
+                local_pages.update(saved_pages(plan.specs[0], text))
                 plan = FeedPlan(plan.name, plan.specs, plan.files, source)
             if "credential" in raw:
                 credential = self.credential(raw, forum, index, credentials.get(forum.key))

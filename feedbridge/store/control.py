@@ -20,7 +20,8 @@ wait. Here nothing a reader asks for is stored: every entry follows an upstream 
   instance's `processes` (gunicorn's workers) counts its own share, 1/N of every limit, in memory:
   together they never exceed the limit (unless it is below N: each allows itself at least 1). With Redis
   the shared window holds the whole limit, and the share is what a process allows itself while Redis is
-  unreachable.
+  unreachable; `capped` windows hold each process to its share with Redis too, so that what one spent
+  through Redis is never spent again by another that lost sight of it (see `Windows`).
 """
 
 from __future__ import annotations
@@ -120,14 +121,25 @@ class Windows:
     open), the process goes on limiting from what it has itself spent, never from a fresh window.
 
     The in-process window allows this process's share of each limit (`share`): `processes` of them, one per
-    worker of the instance, never add up to more than the limit, with or without Redis.
+    worker of the instance, never add up to more than the limit, with or without Redis. That holds for what
+    each spends once Redis is gone, not for what they spent through it: a worker that sent 40 of a shared
+    40 leaves its sibling's in-process window empty, and when Redis failed mid-window the sibling sent its 20
+    on top (52 to 53 in 10 s measured, where core refuses past 50). No worker can know what the others sent
+    through Redis once it is gone, nor whether a Redis that answers again (restarted empty) still holds it,
+    so `capped` windows, the forum's, hold each worker to its share with Redis as well (`hit` and `test`
+    ask the in-process window first; a hit it counted that Redis then refused stays counted in-process
+    until it ages out, which errs towards the forum): the instance stays within every limit whatever Redis
+    does, and Redis adds what no process can count alone, the instances' sum. A client's share
+    (`feedbridge.feeds.callers`) is not capped: it is the bridge's own fairness, and one request's build
+    may take more of it than one worker's share.
     """
 
     def __init__(self, seconds: int = WINDOW, storage: Storage | None = None, link: RedisLink | None = None,
-                 processes: int = 1, leeway: int = 0):
+                 processes: int = 1, leeway: int = 0, capped: bool = False):
         self.seconds = seconds
         self.processes = max(processes, 1)
         self.leeway = max(leeway, 0)
+        self.capped = capped
         self._storage, self._link = storage, link
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared = None if storage is None or link is None else (MovingWindowRateLimiter(storage), link)
@@ -140,18 +152,27 @@ class Windows:
         return self.seconds + self.leeway
 
     def spanning(self, seconds: int) -> Windows:
-        """Windows of another length, shared, split and held past their length the same way (the 10 s and
-        daily budgets)."""
-        return Windows(seconds, self._storage, self._link, self.processes, self.leeway)
+        """Windows of another length, shared, split, capped and held past their length the same way (the
+        10 s and daily budgets)."""
+        return self._like(seconds=seconds)
 
     def split(self, processes: int) -> Windows:
         """These windows with each limit split between `processes` (the instance's gunicorn workers)."""
-        return Windows(self.seconds, self._storage, self._link, processes, self.leeway)
+        return self._like(processes=processes)
 
     def lasting(self, leeway: int) -> Windows:
         """These windows with every hit held `leeway` seconds past their length: no span of `seconds` at
         whoever counts the hits later, by up to `leeway`, holds more than the limit."""
-        return Windows(self.seconds, self._storage, self._link, self.processes, leeway)
+        return self._like(leeway=leeway)
+
+    def capped_to_share(self) -> Windows:
+        """These windows with each process held to its share while Redis answers too (see the class)."""
+        return self._like(capped=True)
+
+    def _like(self, **changes: Any) -> Windows:
+        made = {"seconds": self.seconds, "processes": self.processes, "leeway": self.leeway,
+                "capped": self.capped, **changes}
+        return Windows(storage=self._storage, link=self._link, **made)
 
     def share(self, limit: int) -> int:
         """What this process may spend of `limit` on its own: 1/processes of it, rounded down, at least 1."""
@@ -163,22 +184,36 @@ class Windows:
         mine = self._local.hit(mine_item, *names)
         with self._lock:
             self._idle[(self.share(limit), *names)] = None
+        if self.capped and not mine:
+            return False
         shared = self._ask(lambda limiter: limiter.hit(item, *names))
         return mine if shared is None else shared
 
     def test(self, limit: int, *ids: str) -> bool:
         """Whether one more hit would be counted (nothing is counted)."""
         item, names = self._item(limit), _hashed(ids)
+        mine = self._local.test(self._item(self.share(limit)), *names)
+        if self.capped and not mine:
+            return False
         shared = self._ask(lambda limiter: limiter.test(item, *names))
-        return self._local.test(self._item(self.share(limit)), *names) if shared is None else shared
+        return mine if shared is None else shared
 
     def reset_in(self, limit: int, *ids: str) -> float:
         """Seconds until the window has room again (0 when it has room now), at most `held`."""
-        item, names = self._item(limit), _hashed(ids)
-        shared = self._ask(lambda limiter: limiter.get_window_stats(item, *names).reset_time)
-        if shared is None:
-            shared = self._local.get_window_stats(self._item(self.share(limit)), *names).reset_time
-        return max(shared - time.time(), 0.0)
+        item, mine_item, names = self._item(limit), self._item(self.share(limit)), _hashed(ids)
+        local = self._local.get_window_stats(mine_item, *names)
+        shared = self._ask(lambda limiter: limiter.get_window_stats(item, *names))
+        full = [stats.reset_time for stats in (local if shared is None or self.capped else None, shared)
+                if stats is not None and stats.remaining <= 0]
+        now = time.time()
+        return max(max(full, default=now) - now, 0.0)
+
+    def capacity(self, limit: int, seconds: float) -> int:
+        """At most how many hits the window could take within `seconds` from now: the limit this process
+        counts against (the shared one, else its share) for the window under way and each whole `held`
+        after it. A bound, not a promise: what others spend meanwhile only lowers it."""
+        counted = limit if self._shared is not None and not self.capped else self.share(limit)
+        return counted * (1 + int(max(seconds, 0.0) // self.held))
 
     def charge(self, limit: int, cost: int, *ids: str) -> None:
         """Count `cost` hits at once, as many as the window has room for: a cost known only once the work is

@@ -83,6 +83,16 @@ def source(base_url: str) -> str:
     return _key("source", base_url)
 
 
+def handshake(base_url: str) -> str:
+    """What a forum's `HEAD /user-api-key/new` said of its User API keys (`feedbridge.feeds.handshake`)."""
+    return _key("handshake", base_url)
+
+
+def revoked(base_url: str) -> str:
+    """Set in a member's scope once the forum confirmed their key is gone (`feedbridge.feeds.personal`)."""
+    return _key("revoked", base_url)
+
+
 def topic_slow(base_url: str) -> str:
     """Set while a forum's topic pages count as slow (a rebuild read them past its deadline)."""
     return _key("topicslow", base_url)

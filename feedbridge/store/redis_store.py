@@ -42,6 +42,8 @@ BREAKER_COOLDOWN = 5.0
 LOG_INTERVAL = 60.0
 _HASHED = re.compile(r"[0-9a-f]{32}")
 _KIND = re.compile(r"[a-z]{1,20}")
+ANSWERS_EVERY = 1.0
+"""Seconds `/healthz` is told the last PING's answer before Redis is asked again (`RedisLink.answers`)."""
 
 
 def redis_key(key: str) -> str:
@@ -67,6 +69,7 @@ class RedisLink:
         self._open_until = 0.0
         self._last_logged = float("-inf")
         self._down = False
+        self._answered, self._answered_until = False, 0.0
 
     def run(self, op: Callable[[redis.Redis], T]) -> T | None:
         """`op(client)`, or None when Redis failed now or recently (the caller's signal to do without it)."""
@@ -85,8 +88,19 @@ class RedisLink:
         return result
 
     def answers(self) -> bool:
-        """Redis answers a PING now (within the link's timeouts); False at once while the breaker is open."""
-        return self.run(lambda client: client.ping()) is not None
+        """Redis answered a PING within the last `ANSWERS_EVERY` seconds (within the link's timeouts); False at
+        once while the breaker is open. One PING a second at most, whoever asks: `/healthz` is anyone's to
+        call, uncharged, and a PING per call would let one client hold a Redis connection per request it
+        keeps waiting, past a small plan's client limit, whose refusals open the breaker for everyone."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._answered_until:
+                return self._answered
+            self._answered_until = now + ANSWERS_EVERY
+        answered = self.run(lambda client: client.ping()) is not None
+        with self._lock:
+            self._answered = answered
+        return answered
 
     def _failed(self, exc: BaseException) -> None:
         now = time.monotonic()

@@ -1,4 +1,5 @@
-"""A scope of its own inside a shared store, control store or single-flight: the private feeds' one.
+"""A scope of its own inside a shared store, control store or single-flight: the private feeds' one, and
+the members' (one part of it per member).
 
 What a credentialed request reads (pages, feeds, topics, failures, a forum's `Retry-After`, its source
 decision) is kept under keys no public request can name: every key's kind gets the scope in front
@@ -20,37 +21,45 @@ from feedbridge.store.protocols import Flight
 T = TypeVar("T")
 
 
-def scoped(scope: str, key: str) -> str:
+def scoped(scope: str, key: str, within: str = "") -> str:
     kind, colon, rest = key.partition(":")
-    return f"{scope}-{kind}{colon}{rest}"
+    return f"{scope}-{kind}{colon}{within}{rest}"
+
+
+def _nowhere() -> str:
+    return ""
 
 
 class ScopedStore:
-    """A `Store` or `ControlStore` whose keys all carry `scope`."""
+    """A `Store` or `ControlStore` whose keys all carry `scope`, and after their kind what `within` says when
+    it is asked (the current member's id, `feedbridge.feeds.personal`: one scope, a part of it per member,
+    and the kinds, which the control store bounds, as few as the private scope's)."""
 
-    def __init__(self, inner: ControlStore, scope: str):
+    def __init__(self, inner: ControlStore, scope: str, within: Callable[[], str] = _nowhere):
         self.inner = inner
         self.scope = scope
+        self.within = within
 
     def get(self, key: str) -> Any | None:
-        return self.inner.get(scoped(self.scope, key))
+        return self.inner.get(scoped(self.scope, key, self.within()))
 
     def set(self, key: str, value: Any, ttl: float) -> None:
-        self.inner.set(scoped(self.scope, key), value, ttl)
+        self.inner.set(scoped(self.scope, key, self.within()), value, ttl)
 
     def delete(self, key: str) -> None:
-        self.inner.delete(scoped(self.scope, key))
+        self.inner.delete(scoped(self.scope, key, self.within()))
 
 
 class ScopedFlight:
-    """A `Flight` whose keys all carry `scope`."""
+    """A `Flight` whose keys all carry `scope` (and `within`, as `ScopedStore`'s)."""
 
-    def __init__(self, inner: Flight, scope: str):
+    def __init__(self, inner: Flight, scope: str, within: Callable[[], str] = _nowhere):
         self.inner = inner
         self.scope = scope
+        self.within = within
 
     def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T:
-        return self.inner.do(scoped(self.scope, key), fn, wait, reread)
+        return self.inner.do(scoped(self.scope, key, self.within()), fn, wait, reread)
 
     def busy(self, key: str) -> bool:
-        return self.inner.busy(scoped(self.scope, key))
+        return self.inner.busy(scoped(self.scope, key, self.within()))

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from feedbridge.config import Forum, Settings
+from feedbridge.config import Credential, Forum, Settings
 from feedbridge.upstream.fetcher import Fetched, Fetcher
 
 
@@ -55,7 +55,7 @@ class BatchFetcher(Fetcher):
         self.requests = 0
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False) -> Fetched:
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
         if url in self.local_pages:
             return Fetched(url, 200, self.local_pages[url])
         tally = _TALLY.get()
@@ -63,7 +63,7 @@ class BatchFetcher(Fetcher):
             tally.add()
         with self._count_lock:
             self.requests += 1
-        return super().get(forum, url, etag, last_modified, signed)
+        return super().get(forum, url, etag, last_modified, signed, credential)
 
     @staticmethod
     @contextmanager

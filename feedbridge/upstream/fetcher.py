@@ -14,6 +14,7 @@ module as an `UpstreamError`, so callers can serve their last good copy instead 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -29,9 +30,11 @@ import httpx
 import rfc3986
 
 from feedbridge import USER_AGENT, metrics
-from feedbridge.config import Forum, Settings
+from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import (
     BotWall,
+    CrawlerRefused,
+    LoginRequired,
     Reason,
     UnsafePath,
     UpstreamError,
@@ -59,6 +62,16 @@ class Fetched:
     text: str = ""
     etag: str | None = None
     last_modified: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Exchanged:
+    """What `Fetcher.exchange` got: the status, the headers (names in lower case, as httpx gives them) and
+    the body as text."""
+
+    status: int
+    headers: dict[str, str]
+    text: str = ""
 
 
 _ENCODED_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)
@@ -237,9 +250,36 @@ def content_encoding(response: httpx.Response, url: str) -> str | None:
     return codings[0] if codings else None
 
 
+SIGN_IN_PATHS = ("/login", "/session/sso")
+"""Where core's `redirect_to_login` (app/controllers/application_controller.rb) sends a non-JSON GET of a
+login-required forum: `/login`, or `/session/sso` with DiscourseConnect; `/auth/PROVIDER` (below) with one
+authenticator. `/session/sso` answers with a redirect to another host, the single sign-on provider."""
+CRAWLER_REFUSAL = "Crawler is not allowed!"
+"""The whole body of core's answer to a User-Agent its crawler policy blocks (lib/middleware/anonymous_cache.rb
+`AnonymousCache#call`: `[403, {}, ["Crawler is not allowed!"]]`, no Content-Type)."""
+
+
+def sign_in_path(forum: Forum, url: str) -> str | None:
+    """The path under the forum of `url` when it is where the forum signs people in, else None."""
+    if not is_within(forum, url):
+        return None
+    path = urlsplit(url).path[len(urlsplit(forum.base_url).path.rstrip("/")):]
+    auth = path.removeprefix("/auth/")
+    if path in SIGN_IN_PATHS or (auth != path and 0 < len(auth) <= 60 and "/" not in auth):
+        return path
+    return None
+
+
+def user_agent(settings: Settings) -> str:
+    """`feedbridge/VERSION`, and `(+URL)` where the operator says who runs the instance
+    (FEEDBRIDGE_CONTACT_URL), as polite crawlers name a page about themselves."""
+    return f"{USER_AGENT} (+{settings.contact_url})" if settings.contact_url else USER_AGENT
+
+
 CHALLENGE_PEEK = 16 * 1024
-"""Bytes of a 403/503 HTML body read to tell a bot challenge from a refusal: a challenge page names itself in
-its <title>, in the first kilobyte; the rest of such a body is never read."""
+"""Bytes of a 403/503 body (not JSON) read to tell a bot challenge or a crawler policy from a refusal: a
+challenge page names itself in its <title>, in the first kilobyte, and core's crawler refusal is one short
+line (`CRAWLER_REFUSAL`); the rest of such a body is never read."""
 _CHALLENGE_TITLE = re.compile(r"<title>\s*Just a moment\.\.\.\s*</title>", re.IGNORECASE)
 # What a peek at a refusal's body may meet: it only adds a meaning, so a broken body leaves the status's own.
 _PEEK_FAILURES = (UpstreamError, httpx.HTTPError, httpx.StreamError, h11.ProtocolError)
@@ -268,14 +308,16 @@ class Fetcher:
         self.credentials = {credential.host: credential for credential in settings.credentials}
         self.last: dict[str, Answer] = {}
         """Each forum's last answer, by its key: a forum the process asked (a configured one, or the CLI's)."""
+        self.headers = {**_HEADERS, "User-Agent": user_agent(settings)}
 
     def close(self) -> None:
         self.transport.close()
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False) -> Fetched:
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
         """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`; `signed`
-        sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none.
+        sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none; `credential` (a
+        member's key, `feedbridge.feeds.personal`) is sent instead, to its own forum only.
 
         Validators are checked again here, as they are sent: a copy stored by an older version (or a
         shared Redis) must not be able to break every revalidation of its page.
@@ -284,8 +326,12 @@ class Fetcher:
             raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
-        headers = dict(_HEADERS)
-        if signed:
+        headers = dict(self.headers)
+        if credential is not None:
+            if credential.host != forum.key:
+                raise UpstreamError(f"a key for {credential.host} is never sent to {forum.key}", reason=Reason.UNUSABLE)
+            headers |= credential.headers()
+        elif signed:
             credential = self.credentials.get(forum.key)
             if credential is None:
                 raise UpstreamError(f"no credential for {forum.key}", reason=Reason.UNUSABLE)
@@ -316,6 +362,8 @@ class Fetcher:
             except ValueError:
                 raise UpstreamError(f"upstream redirected {url} to an unreadable Location",
                                     reason=Reason.REDIRECT) from None
+            if sign_in := sign_in_path(forum, target):
+                raise LoginRequired(f"upstream sent {url} to sign in at {sign_in} (login required)")
             if not is_within(forum, target):
                 raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url}",
                                     reason=Reason.REDIRECT)
@@ -327,6 +375,44 @@ class Fetcher:
         """One request sent to `forum` ended: its last answer, and its count (`feedbridge.metrics`)."""
         self.last[forum.key] = Answer(status, time.time())
         metrics.upstream(forum.key, forum.base_url, url, status)
+
+    def exchange(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None) -> Exchanged:
+        """One request that is not a read of a page (the User API key handshake's `HEAD` of
+        `/user-api-key/new` and its device-flow `POST`s, `feedbridge.feeds.handshake`): `body` is sent as
+        JSON, nothing is followed (a redirect is the answer), the answer's body is read within the same
+        bounds as a page's, and its status is the caller's to read, but for 429, which is the forum's wait."""
+        if not is_within(forum, url):
+            raise UpstreamError(f"refusing to send to {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
+        url = normalise_url(url)
+        deadline = time.monotonic() + self.settings.total_timeout
+        headers = self.headers | {"Accept": "application/json"}
+        content = b""
+        if body is not None:
+            content = json.dumps(body).encode()
+            headers |= {"Content-Type": "application/json", "Content-Length": str(len(content))}
+        try:
+            request = httpx.Request(method, url, headers=headers, content=content,
+                                    extensions={"timeout": self._hop_timeout(url, deadline, 0)})
+            response = self.transport.handle_request(request)
+            try:
+                if response.status_code == 429:
+                    maximum = self.settings.retry_after_max
+                    wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
+                    raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}", upstream_status=429,
+                                              retry_after=min(60.0, maximum) if wait is None else wait)
+                text = "" if method == "HEAD" else self._read_bounded(response, url, deadline, 0).decode(
+                    "utf-8", errors="replace")
+                log.info("upstream %s %s -> %s", method, url, response.status_code)
+                return Exchanged(response.status_code, dict(response.headers.items()), text)
+            finally:
+                response.close()
+        except UpstreamError:
+            raise
+        except httpx.TimeoutException:
+            raise UpstreamTimeout(f"upstream timed out for {method} {url}") from None
+        except (httpx.HTTPError, h11.ProtocolError, *_FETCH_FAILURES) as exc:
+            raise UpstreamError(f"upstream connection failed for {method} {url}: {type(exc).__name__}",
+                                reason=Reason.CONNECTION) from None
 
     def _hop_timeout(self, url: str, deadline: float, hop: int) -> dict[str, float]:
         """Each wait of this hop (connect, pool, every read) bounded by what is left of the whole fetch."""
@@ -380,9 +466,12 @@ class Fetcher:
             wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
             raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
                                       retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
-        if status != 200 and (sign := self._challenge(response, status, url, deadline)):
+        peeked = _peek(response, url, deadline) if status in (403, 503) and not _is_json(response) else ""
+        if status != 200 and (sign := self._challenge(response, status, peeked)):
             raise BotWall(f"upstream answered {status} with a bot challenge ({sign}) for {url}",
                           retry_after=float(max(self.settings.negative_ttl, 1)), upstream_status=status)
+        if status == 403 and peeked.strip() == CRAWLER_REFUSAL:
+            raise CrawlerRefused(f"upstream answered 403 {CRAWLER_REFUSAL} for {url}", upstream_status=status)
         if status in (404, 410):
             raise UpstreamNotFound(f"upstream answered {status} for {url}", upstream_status=status)
         if status in (401, 403):
@@ -404,15 +493,15 @@ class Fetcher:
                        valid_last_modified(response.headers.get("Last-Modified"))), ""
 
     @staticmethod
-    def _challenge(response: httpx.Response, status: int, url: str, deadline: float) -> str | None:
+    def _challenge(response: httpx.Response, status: int, peeked: str) -> str | None:
         """What shows that the answer is a bot challenge (Cloudflare's; its docs: every challenge page carries
         `cf-mitigated: challenge`), else None. Without the header, a 403/503 HTML page titled "Just a
-        moment..." is one too (a proxy in front may drop headers): only its first CHALLENGE_PEEK bytes are
-        read, and the title is looked for in those alone."""
+        moment..." is one too (a proxy in front may drop headers): `peeked` is its first CHALLENGE_PEEK bytes,
+        and the title is looked for in those alone."""
         if response.headers.get("cf-mitigated", "").strip().lower() == "challenge":
             return "cf-mitigated: challenge"
         html = response.headers.get("Content-Type", "").lower().startswith("text/html")
-        if status in (403, 503) and html and _CHALLENGE_TITLE.search(_peek(response, url, deadline)):
+        if status in (403, 503) and html and _CHALLENGE_TITLE.search(peeked):
             return 'a "Just a moment..." page'
         return None
 
@@ -443,6 +532,11 @@ class Fetcher:
         if inflater:
             inflater.finish()
         return b"".join(chunks)
+
+
+def _is_json(response: httpx.Response) -> bool:
+    """A JSON refusal (core's `invalid_access`, `not_logged_in`) is the forum's own answer: nothing to peek at."""
+    return "json" in response.headers.get("Content-Type", "").lower()
 
 
 def _peek(response: httpx.Response, url: str, deadline: float) -> str:

@@ -24,7 +24,7 @@ from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
-from feedbridge.web import pages, routes
+from feedbridge.web import connect, pages, routes
 from feedbridge.web.context import client_addresses, close_scope, open_scope
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import RequestIds, configure_logging, log_request
@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.wsgi_app = _edge(client_addresses(HitPath(app.wsgi_app, service, urls),  # type: ignore[method-assign,assignment]
                                           settings.trusted_hops), settings, backends.cache)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(connect.bp)
     app.register_blueprint(routes.bp)
     app.after_request(_security_headers)
     app.context_processor(_template_globals)
@@ -79,7 +80,7 @@ def _edge(app: WSGIApplication, settings: Settings, cache: MemoryStore) -> WSGIA
 def _error(exc: Exception) -> Response:
     """Ours (status and message), Werkzeug's (404 for no route, 405, ...), or a bug: 500, logged."""
     if isinstance(exc, FeedbridgeError):
-        if request.path.endswith(".html") or request.blueprint == "pages":
+        if request.path.endswith(".html") or request.blueprint in ("pages", "connect"):
             response = pages.error_page(exc.status, exc.message)
         else:
             response = plain_error(exc.status, exc.message)

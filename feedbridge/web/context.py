@@ -73,15 +73,26 @@ def client_addresses(app: WSGIApplication, trusted_hops: int) -> WSGIApplication
     return ProxyFix(app, x_for=trusted_hops, x_proto=0, x_host=0, x_port=0, x_prefix=0)
 
 
+NOT_AN_ADDRESS = "-"
+"""The one client every peer that is no IP address is."""
+MAX_ADDRESS = 64
+"""Longer than any IPv6 address with a zone and IPv4 tail; longer text is no address, and is not parsed."""
+
+
 @lru_cache(maxsize=1024)
 def client_of(address: str, ipv6_prefix: int) -> str:
     """Who `address` is as a client: an IPv4 address itself, an IPv6 one its `ipv6_prefix` network
-    (`2001:db8:1:2::/64`), an IPv4-mapped IPv6 address the IPv4 one; anything else (a Unix socket's
-    empty peer, `-`) as it is. Memoised within a fixed size: a flood of addresses costs a bounded table."""
+    (`2001:db8:1:2::/64`), an IPv4-mapped IPv6 address the IPv4 one; anything else (a Unix socket's empty
+    peer, or a hop of `X-Forwarded-For` that is no address, up to 8 KB of a client's text when
+    `FEEDBRIDGE_TRUSTED_HOPS` counts one proxy too many) is the one client `NOT_AN_ADDRESS`, so such text
+    neither buys a share per value nor fills the budgets' and the allowance's tables with kilobytes each.
+    Memoised within a fixed size: a flood of addresses costs a bounded table."""
+    if len(address) > MAX_ADDRESS:
+        return NOT_AN_ADDRESS
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
-        return address
+        return NOT_AN_ADDRESS
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)

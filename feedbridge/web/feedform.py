@@ -101,6 +101,8 @@ class FeedForm:
         object.__setattr__(self, "_values", {**self.DEFAULTS, **values})
 
     def __getattr__(self, name: str) -> str:
+        if name.startswith("_"):  # a half-made copy (copy, pickle) has no `_values` yet: never recurse on it
+            raise AttributeError(name)
         try:
             return self._values[name]
         except KeyError:

@@ -22,6 +22,7 @@ line would carry a signed feed URL's token and cost every request its formatting
 request line (FEEDBRIDGE_ACCESS_LOG), tokens hidden.
 """
 
+import logging
 import os
 import shutil
 import tempfile
@@ -47,6 +48,10 @@ timeout = _settings.worker_timeout
 graceful_timeout = 20
 # Also the deadline for a request's headers: the gevent worker reads each request under this timeout.
 keepalive = 5
+# A file response (Flask's static files: the feed stylesheet, the pages' script) goes out through the worker's
+# `Sending` like every other response, within its deadline and seen by the shedding: gunicorn's sendfile()
+# would write to the bare socket, blocking with no timeout, and a client that read nothing held it for good.
+sendfile = False
 # Per line and per request, as gunicorn checks them. Until the blank line gunicorn buffers at most fields ×
 # (size + 2) bytes (512 KiB) for at most `keepalive` seconds; the headers of a whole request are capped at
 # 32 KiB by the worker.
@@ -101,3 +106,11 @@ class JsonLogger(Logger):
 
 if _settings.log_format == "json":
     logger_class = JsonLogger
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """gunicorn's own lines (at DEBUG, each request's path) through the filter feedbridge's lines go through
+    (`feedbridge.web.logs.EscapeControls`): a personal feed's path holds its member's token, and no line may."""
+    for handler in logging.getLogger("gunicorn.error").handlers:
+        if not any(isinstance(f, EscapeControls) for f in handler.filters):
+            handler.addFilter(EscapeControls())

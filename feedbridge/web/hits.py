@@ -7,17 +7,19 @@ view, which remembers it here), and the store has the bytes. Anything else — a
 error — goes to Flask as usual. Kept for bench row 1, "cached Atom hit vs the limit": through Flask a hit
 costs about three times a trivial Flask route, far from the 0.85× the row asks for.
 
-A body of several megabytes (a topic's 500 long posts) goes out in slices with a turn between them
-(`in_turns`): gevent's `sendall` yields only when the socket's buffer is full, and to a client that reads
-as fast as loopback delivers it never is, so one 13 MB answer held the worker's loop for its whole copy.
+A hit returns the stored bytes themselves, as one item: the worker (`feedbridge.web.worker.Sending`) sends
+them in views of those bytes with a turn between slices, so a body of several megabytes (a topic's 500
+long posts) neither holds the worker's loop nor costs a copy for each client reading it slowly.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
@@ -26,72 +28,113 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 from feedbridge import metrics
+from feedbridge.config import Forum
+from feedbridge.feeds.personal import Member
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
-from feedbridge.render.turns import take_turn
 from feedbridge.web.logs import log_request
 from feedbridge.web.responses import NOSNIFF, feed_headers
 
-RESOLVED_URLS = 4096
-"""Distinct feed URLs whose resolution is remembered; a bound, so random query strings cost nothing lasting."""
+RESOLVED_BYTES = 8 * 2**20
+"""What the remembered resolutions may hold in all, counted by `_bytes_held`: about 2,700 feed URLs of the
+usual shape (3 KB each, most of it the spec's parsed filter), 400 of the longest a request line admits (20 KB).
+A bound in bytes, so random query strings cost nothing lasting however long each one is."""
+ENTRY_BYTES = 700
+"""What one remembered URL costs beyond its `Resolved`: its digest, the pair kept, and its slots in the
+cache's three tables with their spare room (tracemalloc: 700–750 bytes)."""
 
 _PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
-SLICE = 256 * 1024
-"""Bytes of a body written between two turns (see the module docstring)."""
-
-
-def in_turns(body: bytes) -> Iterable[bytes]:
-    """`body` as a WSGI iterable: itself when it is one slice, else its slices, each after a turn."""
-    return [body] if len(body) <= SLICE else _slices(body)
-
-
-def _slices(body: bytes) -> Iterator[bytes]:
-    for start in range(0, len(body), SLICE):
-        take_turn()
-        yield body[start : start + SLICE]
 
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """What a feed URL means: its spec, its own URL (rel=self), its stylesheet, its cache key, and whether
-    its token verified (`signed`: read with the forum's key, in the private scope)."""
+    its token verified (`signed`: read with the forum's key, in the private scope) or it is a member's
+    personal feed (`member`: read with their key, in the members' scope, `feedbridge.feeds.personal`)."""
 
     spec: FeedSpec
     self_url: str
     stylesheet_url: str | None
     key: str
     signed: bool = False
+    member: Member | None = None
+
+    @property
+    def private(self) -> bool:
+        """Whether no shared cache between the bridge and the reader may keep the answer."""
+        return self.signed or self.member is not None
+
+    def scope(self, service: FeedService) -> FeedService:
+        return service.scope(self.signed, self.member is not None)
 
 
 class ResolvedUrls:
-    """URL → `Resolved`, bounded (least recently used out) and thread-safe.
+    """URL → `Resolved`, bounded in bytes (least recently used out) and thread-safe.
 
-    Keyed by everything in the WSGI environ that goes into a `Resolved`: the scheme and host (the self
-    link), the script root (`SCRIPT_NAME`, which a trusted proxy may set, in the stylesheet link), the path
-    and the query. A request that sets any of them differently gets its own entry, so what one request
-    carries never reaches the links another request receives.
+    Keyed by a digest of everything in the WSGI environ that goes into a `Resolved`: the scheme and host
+    (the self link), the script root (`SCRIPT_NAME`, which a trusted proxy may set, in the stylesheet link),
+    the path and the query. A request that sets any of them differently gets its own entry, so what one
+    request carries never reaches the links another request receives. The digest, not the parts: a query
+    of 2.5 KB was kept whole beside the self URL and the spec made of it.
+
+    Only the URLs of feeds served are remembered (`feedbridge.web.routes`): an answer of 400, 404 or 429 leaves
+    nothing here, so a flood of distinct URLs that name no feed costs nothing lasting at all.
     """
 
-    def __init__(self, size: int = RESOLVED_URLS):
-        self._cache: LRUCache[tuple[str, ...], Resolved] = LRUCache(maxsize=size)
+    def __init__(self, max_bytes: int = RESOLVED_BYTES):
+        self._cache: LRUCache[bytes, tuple[Resolved, int]] = LRUCache(maxsize=max_bytes, getsizeof=_counted)
         self._lock = threading.Lock()  # cachetools' caches are not thread-safe; a read reorders the LRU
 
     @staticmethod
-    def key(environ: dict[str, Any]) -> tuple[str, ...]:
-        return (environ.get("wsgi.url_scheme", "http"), environ.get("HTTP_HOST", ""),
-                environ.get("SERVER_NAME", ""), environ.get("SERVER_PORT", ""), environ.get("SCRIPT_NAME", ""),
-                environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
+    def key(environ: dict[str, Any]) -> bytes:
+        """128 bits of BLAKE2b over the parts' `repr` (which no two tuples of strings share; it escapes what
+        UTF-8 cannot write): 2 µs a hit more than the tuple itself, and 16 bytes where a query was 2.5 KB."""
+        parts = (environ.get("wsgi.url_scheme", "http"), environ.get("HTTP_HOST", ""),
+                 environ.get("SERVER_NAME", ""), environ.get("SERVER_PORT", ""), environ.get("SCRIPT_NAME", ""),
+                 environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
+        return hashlib.blake2b(repr(parts).encode(), digest_size=16).digest()
 
     def get(self, environ: dict[str, Any]) -> Resolved | None:
         key = self.key(environ)
         with self._lock:
-            return self._cache.get(key)
+            found = self._cache.get(key)
+        return None if found is None else found[0]
 
     def remember(self, environ: dict[str, Any], resolved: Resolved) -> None:
-        key = self.key(environ)
+        key, size = self.key(environ), _bytes_held(resolved) + ENTRY_BYTES
+        if size > self._cache.maxsize:  # larger than the whole memo: not worth keeping
+            return
         with self._lock:
-            self._cache[key] = resolved
+            self._cache[key] = (resolved, size)
+
+    @property
+    def held(self) -> int:
+        """The bytes counted for what is remembered now."""
+        with self._lock:
+            return int(self._cache.currsize)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+
+def _counted(entry: tuple[Resolved, int]) -> int:
+    return entry[1]
+
+
+def _bytes_held(value: object) -> int:
+    """The bytes `value` holds with everything its fields and items hold (`sys.getsizeof` of each object).
+    A `Forum` is configuration, shared by every spec of its forum, and counts nothing; so do None and the
+    booleans. An object met twice is counted twice: an overcount, on the side of the bound."""
+    if value is None or isinstance(value, bool | Forum):
+        return 0
+    size = sys.getsizeof(value)
+    if isinstance(value, tuple | frozenset | list | set):
+        return size + sum(map(_bytes_held, value))
+    if is_dataclass(value) and not isinstance(value, type):
+        return size + sum(_bytes_held(getattr(value, f.name)) for f in fields(value))
+    return size
 
 
 class HitPath:
@@ -108,7 +151,8 @@ class HitPath:
                 or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
         resolved = self.urls.get(environ)
-        if resolved is None or resolved.spec.fmt == "html":
+        # A member's feed goes to Flask, which reads it as the member (`feedbridge.feeds.personal.acting`).
+        if resolved is None or resolved.spec.fmt == "html" or resolved.member is not None:
             return self._to_flask(environ, start_response)
         entry = self.service.scope(resolved.signed).fresh(resolved.key)
         if entry is None:
@@ -120,7 +164,7 @@ class HitPath:
         query = environ.get("QUERY_STRING")
         log_request("GET", environ.get("PATH_INFO", "") + (f"?{query}" if query else ""), 200, started, "hit")
         metrics.feed_answered(resolved.spec.kind, resolved.spec.fmt, 200, "hit")
-        return in_turns(entry.body)
+        return [entry.body]
 
     def _to_flask(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Anything but a hit: the Flask app answers, with `nosniff` added to its headers."""

@@ -11,22 +11,33 @@ TTL and kept for the stale TTL, keyed by the spec and all the request gives them
 form's values), so repeating one costs a lookup where it cost a filter and a render of every entry (1–3 s
 for a topic of 500 long posts). What the cache does not answer is built within the client's CPU allowance
 (`feedbridge.web.allowance`); past it the last good copy, else `429` for a view and a line in place of the
-preview (the front page itself is always served).
+preview.
+
+The front page and the OPML list show a forum's whole directory: with 500 categories each took 4.5–8 ms to
+render, per request, uncharged. What they make of the directory (the form's category options, the OPML with
+the bridge's URL left to fill in) is made once per directory (`OncePerDirectory`), and both are charged to
+the client's allowance as one piece each, preview included: past it, `429`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Generic, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from flask import (
     Blueprint,
     Response,
+    current_app,
+    g,
     jsonify,
     render_template,
     request,
@@ -41,14 +52,13 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.models import Category, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
-from feedbridge.render.opml import Subscription
-from feedbridge.render.opml import opml_document as opml_list
+from feedbridge.render.opml import OpmlFrame, Subscription, opml_frame
 from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
 from feedbridge.web.allowance import allowance
 from feedbridge.web.context import client, service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
-from feedbridge.web.hits import Resolved, in_turns
+from feedbridge.web.hits import Resolved
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -73,7 +83,7 @@ def unavailable(forum: Forum, exc: UpstreamError | CpuSpent) -> Unavailable:
                            "comes back when it has room again (the feed URL above works meanwhile)", exc.message)
     name, code, back = forum.key, exc.upstream_status, "feeds will appear when it is back"
     match exc.reason:
-        case Reason.REFUSED:
+        case Reason.REFUSED | Reason.LOGIN:
             headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
                         "topic list): is it login-only?")
         case Reason.NOT_PUBLIC:
@@ -81,6 +91,9 @@ def unavailable(forum: Forum, exc: UpstreamError | CpuSpent) -> Unavailable:
         case Reason.NOT_FOUND:
             headline = (f"{name} has no such page (it answered {code or 404}): check the category, tag or "
                         "user name")
+        case Reason.CRAWLER:
+            headline = (f"{name} refuses feedbridge by its crawler policy: its admins can allow feedbridge in "
+                        "allowed_crawler_user_agents")
         case Reason.BOT_WALL:
             headline = (f"{name} turned feedbridge away with its bot protection (a challenge only a browser "
                         f"passes); {back}")
@@ -147,16 +160,18 @@ def when(moment: datetime | None) -> str:
 @bp.get("/")
 def index() -> Response:
     svc = service()
-    form, message = _form_from_request(svc.settings)
-    forum = svc.settings.forum_for_key(form.forum) or svc.settings.forums[0]
-    form = form.replace(forum=forum.key)
-    categories, categories_error = _categories(svc, forum)
-    built = build(svc, form)
-    html = render_template(
-        "index.html", form=form, built=built, message=message, forums=svc.settings.forums, lists=LISTS,
-        sections=SECTIONS, kept=KEPT, formats=tuple(FORMATS), categories=categories,
-        categories_error=categories_error, settings=svc.settings, result=result_html(svc, built),
-    )
+    with _charged():
+        form, message = _form_from_request(svc.settings)
+        forum = svc.settings.forum_for_key(form.forum) or svc.settings.forums[0]
+        form = form.replace(forum=forum.key)
+        categories, categories_error = _categories(svc, forum)
+        built = build(svc, form)
+        html = render_template(
+            "index.html", form=form, built=built, message=message, forums=svc.settings.forums, lists=LISTS,
+            sections=SECTIONS, kept=KEPT, formats=tuple(FORMATS),
+            category_options=_directory_parts().options.of(forum, categories) if categories else None,
+            categories_error=categories_error, settings=svc.settings, result=result_html(svc, built),
+        )
     return _html(html, no_store=True)
 
 
@@ -185,8 +200,8 @@ def opml(key: str) -> Response:
     forum = svc.settings.forum_for_key(key)
     if forum is None:
         raise RouteNotFound(f"unknown forum {key[:80]!r}")
-    categories = svc.categories(forum)
-    body = opml_document(forum, categories, request.host_url.rstrip("/"))
+    with _charged():
+        body = _directory_parts().opml.of(forum, svc.categories(forum)).document(request.host_url.rstrip("/"))
     response = Response(body, content_type=OPML_TYPE)
     filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -197,18 +212,113 @@ def opml(key: str) -> Response:
 
 def opml_document(forum: Forum, categories: tuple[Category, ...], bridge_url: str) -> bytes:
     """OPML 2.0: the forum's latest feed, then one Atom feed per category, in a folder named after the forum."""
+    return _opml_frame(forum, categories).document(bridge_url)
+
+
+def _opml_frame(forum: Forum, categories: tuple[Category, ...]) -> OpmlFrame:
+    """`opml_document` with the bridge's URL left to fill in."""
     feeds = [(f"{forum.key} · latest", "latest", "/latest")]
     feeds += [(f"{forum.key} · {c.name}", f"c/{c.value}", f"/c/{c.value}") for c in categories]
-    subscriptions = [Subscription(title, f"{bridge_url}/{forum.key}/{path}.atom", forum.base_url + html_path)
+    subscriptions = [Subscription(title, f"/{forum.key}/{path}.atom", forum.base_url + html_path)
                      for title, path, html_path in feeds]
-    return opml_list(f"{forum.key} categories (feedbridge)", subscriptions, folder=forum.key)
+    return opml_frame(f"{forum.key} categories (feedbridge)", subscriptions, folder=forum.key)
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryOptions:
+    """The front page's `<option>` of every category, rendered once (`_category_options.html`): the HTML with
+    none chosen, and where each category's option takes ` selected` (just after its value)."""
+
+    html: str
+    marks: dict[str, int]
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.marks
+
+    def chosen(self, value: str) -> str:
+        """The options (autoescaped HTML) with `value`'s chosen, if it is one of them."""
+        at = self.marks.get(value)
+        return self.html if at is None else f"{self.html[:at]} selected{self.html[at:]}"
+
+
+def _category_options(_forum: Forum, categories: tuple[Category, ...]) -> CategoryOptions:
+    """Rendered with a mark drawn at random where ` selected` may go, which nothing a forum sent can hold; the
+    options are cut there and the marks' places kept (the first, for a value two categories share)."""
+    mark = secrets.token_hex(16)
+    parts = render_template("_category_options.html", categories=categories, mark=mark).split(mark)
+    marks: dict[str, int] = {}
+    at = 0
+    for category, part in zip(categories, parts[:-1], strict=True):
+        at += len(part)
+        marks.setdefault(category.value, at)
+    return CategoryOptions("".join(parts), marks)
+
+
+T = TypeVar("T")
+
+
+class OncePerDirectory(Generic[T]):
+    """What is made of a forum's directory, made once per directory: kept per forum beside the directory it
+    was made of, and made again when the forum's directory is another (read again from the forum). The same
+    copy of the cache is the same object; a copy decoded again (from Redis) is compared whole, once."""
+
+    def __init__(self, make: Callable[[Forum, tuple[Category, ...]], T]):
+        self._make = make
+        self._held: dict[str, tuple[tuple[Category, ...], T]] = {}  # by forum key: configured forums only
+        self._lock = threading.Lock()
+
+    def of(self, forum: Forum, categories: tuple[Category, ...]) -> T:
+        with self._lock:
+            held = self._held.get(forum.key)
+        if held is not None and held[0] is categories:
+            return held[1]
+        made = held[1] if held is not None and held[0] == categories else self._make(forum, categories)
+        with self._lock:
+            self._held[forum.key] = (categories, made)
+        return made
+
+
+@dataclass(frozen=True)
+class _DirectoryParts:
+    """What the app's pages make of each forum's directory."""
+
+    options: OncePerDirectory[CategoryOptions]
+    opml: OncePerDirectory[OpmlFrame]
+
+
+def _directory_parts() -> _DirectoryParts:
+    """The app's, made on first use."""
+    made: _DirectoryParts | None = current_app.extensions.get(_DIRECTORY_PARTS)
+    if made is None:
+        made = current_app.extensions.setdefault(_DIRECTORY_PARTS, _DirectoryParts(
+            OncePerDirectory(_category_options), OncePerDirectory(_opml_frame)))
+    return made
+
+
+_DIRECTORY_PARTS = "feedbridge.directory_parts"
+
+
+@contextmanager
+def _charged() -> Iterator[None]:
+    """The client's CPU allowance around a page's work (`allowance.spending`): `CpuSpent` (`429`) when the
+    client has no room, else the work, charged. Once per request: work inside a charged page (the front
+    page's preview, `_kept`) is already counted by it."""
+    if g.get("charged"):
+        yield
+        return
+    g.charged = True
+    try:
+        with allowance().spending(client()):
+            yield
+    finally:
+        g.charged = False
 
 
 def feed_page(resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
     svc, spec = service(), resolved.spec
-    scope = svc.scope(resolved.signed)
+    scope = resolved.scope(svc)
 
     def render() -> str:
         args = request.args.to_dict(flat=False)
@@ -218,8 +328,10 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         # the last good pages rather than an error, while there are any (shown, never kept)
         view = scope.view(spec)
         built.topics, built.total = view.topics, len(view.topics)
+        # a member's feed is not one the front page's form makes (nor may its link carry the member's token)
+        edit_url = None if resolved.member is not None else url_for("pages.index", **form.args())
         html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
-                               edit_url=url_for("pages.index", **form.args()))
+                               edit_url=edit_url)
         if view.stale is not None:
             raise _NotKept(html)
         return html
@@ -228,12 +340,8 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         entry = _kept(scope, scope.page_key(spec, "page", resolved.self_url, request.script_root), render)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
-    if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
-        response = Response(entry.body, content_type="text/html; charset=utf-8")
-    else:  # no 304 to make of it: a long page goes out in turns
-        response = Response(in_turns(entry.body), content_type="text/html; charset=utf-8")
-        response.content_length = len(entry.body)
-    if resolved.signed:
+    response = Response(entry.body, content_type="text/html; charset=utf-8")
+    if resolved.private:
         response.cache_control.private = True
     else:
         response.cache_control.public = True
@@ -279,8 +387,8 @@ class _NotKept(Exception):
 
 def _kept(svc: FeedService, key: str, render: Callable[[], str]) -> FeedEntry:
     """The page under `key`, kept by the service as a feed is (`FeedService.kept`), rendered within the client's
-    CPU allowance. `_NotKept` (a page that must not be kept) passes through."""
-    return svc.kept(key, lambda: _entry(render().encode()), lambda: allowance().spending(client()))
+    CPU allowance (`_charged`: once per request). `_NotKept` (a page that must not be kept) passes through."""
+    return svc.kept(key, lambda: _entry(render().encode()), _charged)
 
 
 def _entry(body: bytes) -> FeedEntry:

@@ -1,10 +1,11 @@
 """The feed routes: `/healthz` and every feed path, in each format, with content negotiation.
 
-The view only translates: request → `FeedSpec` (once per URL, remembered for the hit path) →
+The view only translates: request → `FeedSpec` (once per URL served, remembered for the hit path) →
 `FeedService` → response with validators. Errors are raised (`feedbridge.errors`) and answered by the
 app's one error handler; conditional GET is Werkzeug's (`make_conditional`). A feed the cache does not
 answer is built within the client's CPU allowance (`feedbridge.web.allowance`): past it, the last good copy
-or `429`.
+or `429`. A personal feed (`/HOST/me/TOKEN/...`) is read as its member (`feedbridge.feeds.personal`), and the
+forum's refusal of their key is told apart from its refusal of the page here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from urllib.parse import urlencode
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
-from feedbridge.errors import CpuSpent, RequestError
-from feedbridge.feeds import signing
+from feedbridge.errors import CpuSpent, KeyRefused, RequestError
+from feedbridge.feeds import personal, signing
 from feedbridge.feeds.service import FeedResult, FeedService
 from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
@@ -25,7 +26,7 @@ from feedbridge.store.redis_store import RedisLink
 from feedbridge.web import pages
 from feedbridge.web.allowance import allowance
 from feedbridge.web.context import client, service
-from feedbridge.web.hits import Resolved, ResolvedUrls, in_turns
+from feedbridge.web.hits import Resolved, ResolvedUrls
 from feedbridge.web.responses import feed_headers
 
 bp = Blueprint("feeds", __name__)
@@ -75,12 +76,36 @@ def healthz() -> Response:
 
 @bp.get("/<path:path>")
 def feed(path: str) -> Response:
+    """The feed or its page; the URL's resolution is remembered for the next request (and the hit path) once
+    it was served: an error (400, 404, 429, 503, ...) is raised past the `remember` and leaves nothing behind."""
     svc = service()
-    resolved = _resolved(svc, path)
+    urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
+    known = urls.get(request.environ)
+    resolved = known or _resolved(svc, path)
+    response = _answer(svc, resolved, path)
+    if known is None:
+        urls.remember(request.environ, resolved)
+    return response
+
+
+def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
+    """A member's feed is read as the member (`feeds.personal`), anyone else's in the scope its URL names."""
+    if resolved.member is None:
+        return _feed(svc, resolved, path)
+    members = resolved.scope(svc)
+    with personal.acting(resolved.member):  # everything read for a member's feed is read as them
+        personal.check(members.control, resolved.member)
+        try:
+            return _feed(svc, resolved, path)
+        except KeyRefused as exc:
+            raise personal.refusal(members.gate, members.control, resolved.member, exc) from None
+
+
+def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
     spec = resolved.spec
     if spec.fmt == "html":
         return pages.feed_page(resolved, path)
-    scope = svc.scope(resolved.signed)
+    scope = resolved.scope(svc)
     stale_why = "upstream failed"
     if scope.fresh(resolved.key) is not None:  # a hit (a conditional one, or one for a browser): never charged
         result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
@@ -95,39 +120,39 @@ def feed(path: str) -> Response:
             result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
     g.cache = result.cache
     headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache,
-                           private=resolved.signed)
+                           private=resolved.private)
     if result.cache == "stale":
         headers.append(("Age", str(int(result.age))))
         headers.append(("X-Feedbridge-Stale", _header_safe(
             f"{stale_why} ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
         )))
+    response = Response(result.entry.body, headers=headers)
     # In place: a 304 when the validators match. Only for a conditional request, whose headers it needs:
     # bench row 1, "cached Atom hit vs a trivial Flask route", put it at a quarter of the view's time.
     if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
-        response = Response(result.entry.body, headers=headers)
         response.make_conditional(request)
-        return response
-    return Response(in_turns(result.entry.body), headers=[*headers, ("Content-Length", str(len(result.entry.body)))])
+    return response
 
 
 def _resolved(svc: FeedService, path: str) -> Resolved:
-    """The URL resolved once; later requests for it find it here (and the hit path finds it too)."""
-    urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
-    found = urls.get(request.environ)
-    if found is not None:
-        return found
+    """What the URL means: its spec (checked), links and cache key."""
     args = request.args.to_dict(flat=False)
     given = args.pop(signing.TOKEN, [])
-    spec = parse_feed_request(svc.settings, path, args)
-    signed = signing.verified(svc.settings, "/" + path, spec, given)
+    mine = personal.split(svc.settings, path) if svc.members is not None else None
+    member = None
+    if mine is not None:  # a personal feed: its member, opened from the path's token before anything is read
+        forum, sealed, rest = mine
+        member = personal.opened(svc.settings, forum, sealed)
+        spec, signed, given = personal.feed_spec(svc.settings, member, rest, args), False, []
+    else:
+        spec = parse_feed_request(svc.settings, path, args)
+        signed = signing.verified(svc.settings, "/" + path, spec, given)
     if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
     query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-    found = Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed)
-    urls.remember(request.environ, found)
-    return found
+    return Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed, member)
 
 
 def _media_type(fmt: str) -> str:

@@ -1,0 +1,61 @@
+"""Forums of one multisite Discourse host share one per-address budget (issue 45), on the Procfile's gunicorn.
+
+Core's per-address limiters are global to a host (lib/middleware/request_tracker.rb: `RateLimiter.new(nil,
+"global_ip_limit_10_#{ip}", ..., global: true)`), so the sites of a multisite cluster count the bridge's
+requests to all of them in one 10 s and one 60 s window. Two fake forums here share one `CoreLimits`, as the
+sites of one host share core's limiters. Unmarked, the bridge spends its budget on each of them and the host
+refuses it (429, which stops every reader of both); marked with FEEDBRIDGE_MULTISITE, their budgets are one.
+Only counts are asserted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+
+from bench.burst import Answer, burst
+from tests.appserver import procfile_web
+from tests.core_limits import CoreLimits
+from tests.upstream import FakeForum
+
+pytestmark = pytest.mark.exclusive  # a burst against the server (tests/conftest.py)
+
+
+def run(marked: bool) -> tuple[dict[str, int], list[Answer], int]:
+    """Both forums' feeds asked at once by hostile readers for 3 s; the host's refusals, the answers, and the
+    requests both forums received."""
+    host = CoreLimits(per_ip_10s=12, per_ip_minute=19)  # one host's limiters, both sites' requests counted
+    with FakeForum(core_limits=host) as one, FakeForum(core_limits=host) as two:
+        keys = [forum.url.removeprefix("http://") for forum in (one, two)]
+        env = {"FEEDBRIDGE_FORUMS": f"markdown:{one.url} markdown:{two.url}", "WEB_CONCURRENCY": "2",
+               "FEEDBRIDGE_TRUSTED_HOPS": "1", "FORWARDED_ALLOW_IPS": "127.0.0.1", "FEEDBRIDGE_LOG_LEVEL": "WARNING",
+               "FEEDBRIDGE_FORUM_BUDGET_10S": "10", "FEEDBRIDGE_FORUM_BUDGET": "16",
+               **({"FEEDBRIDGE_MULTISITE": ",".join(keys)} if marked else {})}
+        answers: list[Answer] = []
+        with procfile_web(env) as (url, _):
+            threads = [threading.Thread(target=lambda k=key: answers.extend(burst([url], k, feeds=120, seconds=3)))
+                       for key in keys]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        return host.refused, answers, one.count() + two.count()
+
+
+@pytest.mark.timeout(90)
+def test_forums_marked_as_one_multisite_host_share_one_budget_and_draw_no_429() -> None:
+    refused, answers, sent = run(marked=True)
+    assert refused == {}
+    assert 0 < sent <= 10  # one 10 s budget for both forums, split between the two workers
+    statuses = Counter(a.status for a in answers)
+    assert statuses[200] == sent and statuses[503] > 0
+    assert any("multisite host" in a.text for a in answers if a.status == 503)
+
+
+@pytest.mark.timeout(90)
+def test_unmarked_forums_of_one_host_each_spend_a_budget_and_the_host_refuses_the_bridge() -> None:
+    """What the setting is for: each forum's own 10 s budget of 10, twice what the host allows the address."""
+    refused, _answers, sent = run(marked=False)
+    assert sent > 12 and refused.get("ip_10_secs_limit", 0) > 0
