@@ -39,7 +39,7 @@ from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.batch import PoliteFetcher
+from feedbridge.upstream.batch import BatchFetcher
 from feedbridge.upstream.fetcher import Fetched, Fetcher
 
 LOOPBACK = "127.0.0.1"
@@ -247,7 +247,7 @@ def _read_saved(source: str, base_url: str | None) -> tuple[Listing, str]:
     return listing, data.decode("utf-8")  # both readers refuse what is not UTF-8
 
 
-class _SavedList(PoliteFetcher):
+class _SavedList(BatchFetcher):
     """The static build's fetcher, with the saved list as its one local page, that refuses every other URL:
     a saved list is built from the file alone, so what the service would read besides (a JSON list's
     category names from the forum's directory) the feed goes without, as when the forum refuses it."""

@@ -15,19 +15,23 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   │   └── NoBaseURL                                 a list whose URL is relative, read without a base URL
     │   ├── NotATopicError                                not a topic page
     │   └── NotPostsError                                 not the posts document asked for (discourse/posts.py)
-    └── UpstreamError                 502   (the raiser's) the forum did not give a usable answer
-        ├── UpstreamNotFound          404   not_found     the forum answered 404/410
-        ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
-        │   ├── LoginRequired               login         it sent the bridge to sign in (`/login`, `/session/sso`)
-        │   └── NotPublic             403   not_public    ... to the bridge's anonymous request for a list
-        ├── CrawlerRefused            403   crawler       the forum's crawler policy refuses the bridge's User-Agent
-        ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
-        ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
-        │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
-        │       ├── RoomSoon                              ... for now: a build waits for the room (feeds/policy.py)
-        │       └── CpuSpent          429                 a client spent its CPU allowance (web/allowance.py)
-        ├── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
-        └── NotHeld                   502   unusable      a cached-only read found no copy (feeds/reads.py)
+    ├── UpstreamError                 502   (the raiser's) the forum did not give a usable answer
+    │   ├── UpstreamNotFound          404   not_found     the forum answered 404/410
+    │   ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
+    │   │   ├── LoginRequired               login         it sent the bridge to sign in (`/login`, `/session/sso`)
+    │   │   └── NotPublic             403   not_public    ... to the bridge's anonymous request for a list
+    │   ├── CrawlerRefused            403   crawler       the forum's crawler policy refuses the bridge's User-Agent
+    │   ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
+    │   ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
+    │   │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
+    │   │       └── RoomSoon                              ... for now: a build waits for the room (feeds/policy.py)
+    │   └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
+    ├── CpuSpent                      429                 a client spent its CPU allowance (web/allowance.py)
+    └── NotHeld                       502                 a cached-only read found no copy (feeds/reads.py)
+
+The last two are the bridge's own answers, not the forum's: a refusal of a client, and a state of the
+cache. Neither is caught where a forum's failure is (no stale copy stands in for it by that path, nothing
+remembers it as a failure of the forum); the few callers that act on them name them.
 
 Outside it, what has no status because the one caller that acts on it (the static build's command, the
 Redis store, the sanitiser, the fetcher) catches it first; each keeps the built-in base it is known by:
@@ -38,8 +42,8 @@ Redis store, the sanitiser, the fetcher) catches it first; each keeps the built-
     UnsafePath         ValueError   a URL path with an encoded slash or backslash: never fetched
 
 Callers catch the narrowest class they can act on; the web layer has one handler that turns any of
-them into `status` and `message`. `retry_after` travels with upstream errors so the reader is told
-when to come back. Upstream errors also carry what went wrong as fields, set by whoever raises them:
+them into `status` and `message`. `retry_after` travels with upstream errors and `CpuSpent` so the reader
+is told when to come back. Upstream errors also carry what went wrong as fields, set by whoever raises them:
 `reason` (a `Reason`) and `upstream_status` (the forum's HTTP status, when it answered one), so a page
 can say it in words without reading the message, which is for people and changes with wrapping. So do
 request errors (`param`, the query parameter at fault) and config errors (`setting`, and `detail`, what is
@@ -252,22 +256,28 @@ class RoomSoon(BridgeBusy):
         self.until = until
 
 
-class CpuSpent(BridgeBusy):
-    """This client has spent its CPU allowance: 429 (its own requests, not the bridge or the forum, are too
-    many), with Retry-After when the window has room again."""
-
-    status = 429
-
-
 class UpstreamTimeout(UpstreamError):
     status = 504
     default_reason = Reason.TIMEOUT
 
 
-class NotHeld(UpstreamError):
+class CpuSpent(FeedbridgeError):
+    """This client has spent its CPU allowance: 429 (its own requests, not the bridge or the forum, are too
+    many), with Retry-After when the window has room again."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NotHeld(FeedbridgeError):
     """A read from cached copies only (the forum just failed) found none: what the read failed with is the
     forum's error, which the caller answers with; this one says only that there is nothing to fall back on,
     and is no failure of the forum (a topic page not held keeps its excerpt without counting as one)."""
+
+    status = 502
 
 
 _CLASS_OF: dict[Reason, type[UpstreamError]] = {

@@ -7,7 +7,8 @@ downstream may mutate it; enrichment (full content) makes new copies with `datac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +50,22 @@ class Topic:
     pinned: bool | None = None
     # The topic's picture as the forum lists it (JSON lists' `image_url`), absolute: the entry's thumbnail.
     image_url: str | None = None
+
+
+def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool = False) -> Topic:
+    """`topic` with `more`'s value of each field in `names` that `more` has (anything but None or an empty
+    tuple): in place of the topic's own, or with `keep` only where the topic has none. The one way a topic
+    takes what another read of it adds: its own page (`feeds/topic_pages.py`), the JSON list of a Markdown
+    list's page (`feeds/figures.py`)."""
+    if more is None:
+        return topic
+    found: dict[str, Any] = {}
+    for name in names:
+        value = getattr(more, name)
+        if value is None or value == () or (keep and getattr(topic, name) not in (None, ())):
+            continue
+        found[name] = value
+    return replace(topic, **found) if found else topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +175,8 @@ class Post:
 
 @dataclass(frozen=True, slots=True)
 class TopicHead:
-    """What `/t/ID.json` says about a topic's posts: its first page and the ids of all of them, in order."""
+    """What `/t/ID.json` says about a topic: for its post feed, its first page of posts and the ids of all of
+    them, in order; for `content=full`, its creation date, tags and first post."""
 
     id: int
     title: str
@@ -175,3 +193,11 @@ class TopicHead:
     last_id: int | None = None
     highest_post_number: int | None = None
     after_number: int | None = None
+    created_at: datetime | None = None
+    tags: tuple[str, ...] = ()
+    # Post 1's cooked HTML, unsanitised (the nh3 cleaner runs before any feed carries it), or None when the
+    # page does not start at post 1.
+    first_post_html: str | None = None
+    # Why the page gives a post feed nothing (a stream or posts that are not what core sends), when it does
+    # not: what `content=full` reads of it is still read.
+    unreadable: str | None = None

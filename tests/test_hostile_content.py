@@ -30,9 +30,10 @@ from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.discourse import nesting
 from feedbridge.discourse import topic as topic_module
 from feedbridge.discourse.fields import MAX_ROW
-from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing, parse_json_topic
+from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.discourse.nesting import MAX_DEPTH, check_nesting
+from feedbridge.discourse.posts import parse_topic_head
 from feedbridge.discourse.topic import MAX_POSTS, parse_topic
 from feedbridge.errors import HostileMarkup
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
@@ -174,7 +175,7 @@ def test_the_pre_scan_refuses_depth_and_passes_real_posts() -> None:
         check_nesting(DEEP[: 8 * (MAX_DEPTH // 2 + 1)])
     assert sanitize_html(DEEP, BASE) == ""
     for path in (JSON_ROOT / "t").rglob("*.json"):
-        post = parse_json_topic(path.read_text(encoding="utf-8")).first_post_html or ""
+        post = parse_topic_head(path.read_text(encoding="utf-8")).first_post_html or ""
         assert check_nesting(post) < 20 and sanitize_html(post, BASE), path
 
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from feedbridge.discourse.json_pages import (
     parse_json_categories,
     parse_json_listing,
-    parse_json_topic,
 )
 from feedbridge.discourse.listing import MAX_TEXT_CHARS
+from feedbridge.discourse.posts import parse_topic_head
 from feedbridge.errors import NotAListError, NotATopicError
 from feedbridge.models import Category, Listing, iso_utc, listing_to_dict
 
@@ -305,14 +305,14 @@ def test_near_miss_pages_are_a_listing_or_refused(topics: list, users: object, p
 
 
 def test_topic_page_of_a_2013_release():
-    topic = parse_json_topic((FIXTURES / "api-gem-2013-topic.json").read_text(encoding="utf-8"))
+    topic = parse_topic_head((FIXTURES / "api-gem-2013-topic.json").read_text(encoding="utf-8"))
     assert (topic.id, topic.category_id, topic.tags) == (57, 13, ())
     assert topic.created_at == datetime(2013, 2, 4, 20, 26, 25, 977000, tzinfo=UTC)
     assert topic.first_post_html.startswith("<p>Welcome!</p>") and "</ul>" in topic.first_post_html
 
 
 def test_topic_page_of_a_current_release_keeps_the_cooked_html_raw():
-    topic = parse_json_topic((FIXTURES / "current-topic.json").read_bytes())
+    topic = parse_topic_head((FIXTURES / "current-topic.json").read_bytes())
     assert topic.tags == ("compiler", "讨论")
     assert "<script>alert(1)</script>" in topic.first_post_html  # feedbridge.feeds.enrich's nh3 cleaner removes it
     assert topic.created_at == datetime(2026, 9, 20, 9, 59, 59, 500000, tzinfo=UTC)
@@ -321,7 +321,7 @@ def test_topic_page_of_a_current_release_keeps_the_cooked_html_raw():
 def test_topic_page_that_does_not_start_at_the_first_post():
     text = json.dumps({"id": 5, "post_stream": {"posts": [{"post_number": 21, "cooked": "<p>later</p>",
                                                             "created_at": "2026-01-01T00:00:00Z"}]}})
-    topic = parse_json_topic(text)
+    topic = parse_topic_head(text)
     assert (topic.first_post_html, topic.created_at) == (None, None)
 
 
@@ -329,7 +329,7 @@ def test_topic_page_that_does_not_start_at_the_first_post():
                                   '{"id": "5", "post_stream": {}}', '{"id": 5, "post_stream": []}', "[]"])
 def test_topic_page_refusals(text: str):
     with pytest.raises(NotATopicError, match="expected a Discourse topic in JSON"):
-        parse_json_topic(text)
+        parse_topic_head(text)
 
 
 @given(JSON)
@@ -337,7 +337,7 @@ def test_any_json_value_is_a_topic_or_refused(value: object):
     for text in (json.dumps(value), json.dumps({"id": 1, "post_stream": value}),
                  json.dumps({"id": 1, "post_stream": {"posts": value}, "tags": value, "created_at": value})):
         try:
-            topic = parse_json_topic(text)
+            topic = parse_topic_head(text)
         except NotATopicError:
             continue
         assert topic.first_post_html is None or isinstance(topic.first_post_html, str)

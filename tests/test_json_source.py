@@ -354,6 +354,31 @@ def test_stale_copy_is_served_when_the_json_list_fails(upstream_json):
     assert fresh_filter.status_code == 200 and fresh_filter.headers["x-feedbridge-cache"] == "stale"
 
 
+
+def test_a_build_from_cached_lists_goes_without_names_when_no_directory_is_held(upstream_json):
+    """Names come from the directory: a build from cached copies (the forum failing) whose directory was never
+    read keeps its topics without their categories' names, rather than failing for want of them."""
+    with running_app(settings_for(upstream_json.url, cache_ttl=0)) as app:
+        upstream_json.fail("/categories.json", 500, prefix=True)
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
+        upstream_json.fail(read_at(COMPILER, "json"), 500)
+        stale = get(app.feed_url(f"{COMPILER}.json?author=jansel"))
+    assert stale.status_code == 200 and stale.headers["x-feedbridge-cache"] == "stale"
+    assert stale.json()["items"]
+
+
+def test_a_user_feed_from_cached_copies_moves_on_to_the_latest_list_it_holds(upstream_json):
+    """The user's own list never read (the forum refused it), the latest list held: a build from cached copies
+    goes on from the list it lacks to the one it holds, as the live build went on from the refused one."""
+    with running_app(settings_for(upstream_json.url, cache_ttl=0)) as app:
+        upstream_json.json_error("/topics/created-by/jansel.json", status=403)
+        assert get(app.feed_url("/u/jansel.rss?category=5")).status_code == 200
+        upstream_json.fail(read_at("/latest", "json", params=(("category", "5"),)), 500)
+        stale = get(app.feed_url("/u/jansel.json?category=5"))
+    assert stale.status_code == 200 and stale.headers["x-feedbridge-cache"] == "stale"
+    assert stale.json()["items"] and all(i["authors"][0]["name"] == "jansel" for i in stale.json()["items"])
+
+
 # --- front page, paste box, OPML, static build ---------------------------------------------------------
 
 def test_front_page_categories_opml_and_paste_box(app, upstream_json):

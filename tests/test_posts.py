@@ -11,6 +11,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
@@ -196,6 +197,55 @@ def test_an_edit_on_the_head_moves_updated_and_replaces_the_content():
     assert "Edited: the answer is 42." in after[(9003, 3)]["content"]
     assert after[(9003, 3)]["updated"] > before[(9003, 3)]["updated"]
     assert after[(9003, 3)]["published"] == before[(9003, 3)]["published"]
+
+
+SLUGGED = re.compile(r"/t/[^/?]+/(\d+)\.json")
+
+
+def full_and_post_feeds(cache_ttl: int = 300) -> tuple[PostSite, FakeForum, RunningApp, ExitStack]:
+    """A JSON forum whose `/latest.json` lists topics 9446 and 9003, serving each topic's document at
+    `/t/SLUG/ID.json` (the list's link to it, which `content=full` reads) as at `/t/ID.json`, as core does."""
+    site, stack = PostSite.standard(), ExitStack()
+    forum = stack.enter_context(FakeForum(mode="json", posts=lambda target: site.answer(
+        SLUGGED.sub(r"/t/\1.json", target, count=1))))
+    app = stack.enter_context(running_app(settings_for(forum.url, cache_ttl=cache_ttl)))
+    listed(forum, site, {9446: "2026-11-01T00:00:00Z", 9003: "2026-11-01T00:00:00Z"})
+    return site, forum, app, stack
+
+
+def listed(forum: FakeForum, site: PostSite, last_posted_at: dict[int, str]) -> None:
+    forum.set_body("/latest.json", json.dumps({"users": [], "topic_list": {"topics": [
+        {"id": i, "title": site.topics[i].title, "slug": site.topics[i].slug, "posts_count": len(site.topics[i].posts),
+         "last_posted_at": moment} for i, moment in last_posted_at.items()]}}))
+
+
+def documents(forum: FakeForum, topic_id: int) -> list[str]:
+    """The requests for a topic's own document, at either of its URLs."""
+    return [r.target for r in forum.requests if re.fullmatch(rf"/t/(?:[^/]+/)?{topic_id}\.json", r.target)]
+
+
+def test_a_topic_read_for_full_content_and_for_its_post_feed_is_fetched_once_between_them():
+    """One reader of `/t/ID.json` under one key (`post_feeds.read_head`): a `content=full` feed over a JSON
+    list and a topic's post feed, in either order, ask the forum for the topic's document once."""
+    site, forum, app, stack = full_and_post_feeds()
+    with stack:
+        assert get(app, "/t/9003.atom").status_code == 200  # the post feed first
+        full = {i["id"].rsplit("/", 1)[1]: i for i in get(app, "/latest.json?content=full").json()["items"]}
+        assert get(app, "/t/9446.atom").status_code == 200  # the post feed after
+        assert documents(forum, 9003) == ["/t/9003.json"]
+        assert documents(forum, 9446) == [f"/t/{site.topics[9446].slug}/9446.json"]
+    assert set(full) == {"9446", "9003"} and all("content_html" in item for item in full.values())
+
+
+def test_full_content_over_a_json_list_reads_a_topic_again_only_after_new_activity():
+    site, forum, app, stack = full_and_post_feeds(cache_ttl=0)
+    with stack:
+        assert get(app, "/latest.atom?content=full").status_code == 200
+        assert get(app, "/latest.rss?content=full").status_code == 200  # the list revalidated, the topics kept
+        assert (len(documents(forum, 9446)), len(documents(forum, 9003))) == (1, 1)
+        listed(forum, site, {9446: "2099-01-01T00:00:00Z", 9003: "2026-11-01T00:00:00Z"})  # 9446 had new activity
+        assert get(app, "/latest.json?content=full").status_code == 200
+        assert (len(documents(forum, 9446)), len(documents(forum, 9003))) == (2, 1)
 
 
 def test_every_post_request_counts_against_the_forum_budget():

@@ -17,14 +17,13 @@ import re
 from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
-from feedbridge.discourse.fields import unescape
+from feedbridge.discourse.fields import one_line, unescape
 from feedbridge.models import Category
 
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
 # Up to three levels, as core nests them (`max_category_nesting`, config/site_settings.yml).
 _CATEGORY_PATH = re.compile(
     r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:\.md)?/?$")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 _LINK = re.compile(r"\]\((?P<url>[^()\s]{1,2000})(?:\s+\"[^\"]{0,500}\")?\)")
 DIRECTORY = "/categories.md"
 MAX_CATEGORIES = 500
@@ -54,7 +53,7 @@ def parse_categories(text: str) -> tuple[Category, ...]:
             current, description = None, []
             path = urlsplit(heading["url"]).path if heading else ""
             if heading and (match := _CATEGORY_PATH.search(path)):
-                name = _clean(unescape(heading["name"])) or match["slugs"]
+                name = one_line(unescape(heading["name"])) or match["slugs"]
                 current = Category(name, match["slugs"], int(match["id"]))
         elif current is not None and stripped and not stripped.startswith("<"):
             links = _links(stripped)
@@ -63,7 +62,7 @@ def parse_categories(text: str) -> tuple[Category, ...]:
             elif named := next((m for path, _ in links if (m := _CATEGORY_PATH.search(path))), None):
                 parents.setdefault(current.id, int(named["id"]))
             elif not description or len(" ".join(description)) < 300:
-                description.append(_clean(unescape(stripped)))
+                description.append(one_line(unescape(stripped)))
     finish()
     if not parents or paged or len(found) >= MAX_CATEGORIES:
         return tuple(found.values())
@@ -72,10 +71,6 @@ def parse_categories(text: str) -> tuple[Category, ...]:
         if child in found:
             children.setdefault(parent, []).append(child)
     return tuple(replace(c, subcategory_ids=tuple(children.get(c.id, ()))) for c in found.values())
-
-
-def _clean(text: str) -> str:
-    return " ".join(_CONTROL.sub("", text).split())
 
 
 def _links(line: str) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """Field readers and Markdown field patterns shared by the list, topic and categories parsers: the Markdown
 formats of one forum write timestamps, links and escapes the same way, so they are read the same way, by one
-set of patterns that every parser gets in the same hardened form.
+set of patterns that every parser gets in the same hardened form. The HTML tag and control-character patterns
+are here too, once, for the JSON parsers and the keyword filter as well.
 
 Every pattern here runs on text an upstream controls, inside a worker that `re` blocks (it holds the GIL),
 so each one is written to scan any character from a bounded number of start positions: a link text stops at
@@ -11,6 +12,7 @@ possible start. tests/test_fuzz.py runs the hostile shapes against all three par
 
 from __future__ import annotations
 
+import html
 import operator
 import re
 from collections.abc import Iterator
@@ -44,6 +46,24 @@ def links(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """Every match of a link pattern in `text`, a line at a time, as `first_link` reads them."""
     for line in text.split("\n"):
         yield from pattern.finditer(line, 0, MAX_ROW)
+
+
+# An HTML tag, in core's excerpts and descriptions or in what nh3 wrote (`feeds.filters`): `[^<>]` stops a scan
+# at the next `<`, so a stray one costs its own characters, never a rescan.
+TAG = re.compile(r"<[^<>]*>")
+# What a name or a description drops: what XML cannot carry (`models.XML_INVALID`), and DEL.
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
+
+
+def one_line(text: str) -> str:
+    """A category's name or description: without `CONTROL` characters, each run of blanks one space."""
+    return " ".join(CONTROL.sub("", text).split())
+
+
+def html_text(value: str) -> str | None:
+    """Plain text of core's HTML excerpts (entities, the odd tag), on one line; None when nothing is left."""
+    text = html.unescape(TAG.sub(" ", value)) if ("<" in value or "&" in value) else value
+    return " ".join(text.split()) or None
 
 
 _ESCAPE = re.compile(r"\\(.)")

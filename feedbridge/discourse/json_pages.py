@@ -1,9 +1,10 @@
-"""Parse Discourse's JSON lists (`/latest.json`, `/c/SLUG/ID.json`, `/t/ID.json`, `/categories.json`).
+"""Parse Discourse's JSON lists (`/latest.json`, `/c/SLUG/ID.json`, `/categories.json`).
 
 Every Discourse release since 2013 serves these, whether or not it has the Markdown endpoints (which
 arrived in core in 2026 and which admins can turn off), so they are how feedbridge reads every other forum.
-The results are the ones the Markdown parsers give: a `Listing` of `Topic`s, a `JsonTopic` for
-`content=full`, and `Category` tuples, refused the same way (`NotAListError` saying what came instead).
+The results are the ones the Markdown parsers give: a `Listing` of `Topic`s and `Category` tuples, refused
+the same way (`NotAListError` saying what came instead). A topic's own `/t/ID.json` is read by
+`feedbridge.discourse.posts.parse_topic_head`, for its post feed and `content=full` alike.
 
 The field names are those of core's serializers: `TopicListSerializer` (`topic_list.topics`,
 `more_topics_url`, present only when the page is full), `TopicListItemSerializer` < `ListableTopicSerializer`
@@ -20,22 +21,20 @@ import html
 import json
 import logging
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import msgspec
 
-from feedbridge.discourse.fields import leading_text, picture_url, utc
+from feedbridge.discourse.fields import TAG, html_text, leading_text, one_line, picture_url, utc
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
-from feedbridge.errors import NotAListError, NotATopicError
+from feedbridge.errors import NotAListError
 from feedbridge.models import Category, Listing, Topic
 
 log = logging.getLogger(__name__)
 
 _EXPECTED = 'expected a Discourse topic list in JSON ({"topic_list": {"topics": [...]}})'
-_EXPECTED_TOPIC = 'expected a Discourse topic in JSON ({"id": ..., "post_stream": {"posts": [...]}})'
 _EXPECTED_CATEGORIES = 'expected a Discourse categories list in JSON ({"category_list": {"categories": [...]}})'
 
 MAX_TOPIC_CHARS = 8 * 1024 * 1024
@@ -43,7 +42,6 @@ MAX_TOPIC_CHARS = 8 * 1024 * 1024
 suggested topics: larger than a Markdown page, still far from this."""
 
 MAX_ID = 10**18
-_TAG = re.compile(r"<[^<>]*>")
 _SLUG_SAFE = "-._~%"
 _CATEGORY_SLUG = re.compile(r"[\w%-]{1,100}")
 MAX_CATEGORIES = 500
@@ -190,7 +188,7 @@ def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular")
         last_posted_at=last_posted,
         excerpt=_excerpt(raw.get("excerpt")),
         created_at=_moment(raw.get("created_at")),
-        tags=_tags(raw.get("tags")),
+        tags=tag_names(raw.get("tags")),
         category_id=category_id if type(category_id) is int else None,
         likes=_count(raw.get("like_count")),
         views=_count(raw.get("views")),
@@ -262,13 +260,10 @@ def _moment(value: object) -> datetime | None:
 
 def _excerpt(value: object) -> str | None:
     """Plain text like the Markdown parser's excerpts: core's excerpt is HTML (entities, the odd tag)."""
-    if not isinstance(value, str):
-        return None
-    text = html.unescape(_TAG.sub(" ", value)) if ("<" in value or "&" in value) else value
-    return " ".join(text.split()) or None
+    return html_text(value) if isinstance(value, str) else None
 
 
-def _tags(value: object) -> tuple[str, ...]:
+def tag_names(value: object) -> tuple[str, ...]:
     """Tag names, from strings (releases before 2025) or `{id, name, slug}` objects (newer).
 
     The name, not the slug: a CJK tag's slug is often empty.
@@ -311,39 +306,6 @@ def _page_number(source_url: str | None) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class JsonTopic:
-    """What `/t/ID.json` says that a full entry needs; `first_post_html` is core's cooked HTML, unsanitised
-    (it must go through `feedbridge.feeds.enrich`'s nh3 cleaner before any feed carries it), and None when
-    the page does not start at post #1."""
-
-    id: int
-    created_at: datetime | None
-    category_id: int | None
-    tags: tuple[str, ...]
-    first_post_html: str | None
-
-
-def parse_json_topic(text: str | bytes) -> JsonTopic:
-    """Parse one `/t/ID.json` page; raises `NotATopicError` like the Markdown topic parser."""
-    data = load_json(text, MAX_TOPIC_CHARS, NotATopicError, _EXPECTED_TOPIC)
-    topic_id, stream = data.get("id"), data.get("post_stream")
-    if type(topic_id) is not int or not 0 < topic_id < MAX_ID or not isinstance(stream, dict):
-        raise NotATopicError(_describe(data, _EXPECTED_TOPIC))
-    posts = stream.get("posts")
-    first = posts[0] if isinstance(posts, list) and posts and isinstance(posts[0], dict) else {}
-    cooked = first.get("cooked") if first.get("post_number", 1) == 1 else None
-    category_id = data.get("category_id")
-    created = _moment(data.get("created_at")) or (_moment(first.get("created_at")) if cooked is not None else None)
-    return JsonTopic(
-        id=topic_id,
-        created_at=created,
-        category_id=category_id if type(category_id) is int else None,
-        tags=_tags(data.get("tags")),
-        first_post_html=cooked if isinstance(cooked, str) else None,
-    )
-
-
 def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     """Categories of `/categories.json` in page order, each id once, subcategories after their parent.
 
@@ -380,7 +342,7 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
         if path is None:
             continue
         name = entry.get("name")
-        name = _clean(name) if isinstance(name, str) else ""
+        name = one_line(name) if isinstance(name, str) else ""
         found[category_id] = Category(name or path, path, category_id, _description(entry),
                                       _subcategory_ids(entry.get("subcategory_ids")))
     return tuple(found.values())
@@ -457,16 +419,9 @@ def _description(entry: dict[str, Any]) -> str:
     for key in ("description_text", "description_excerpt", "description"):
         value = entry.get(key)
         if isinstance(value, str) and value.strip():
-            text = value if key == "description_text" else html.unescape(_TAG.sub(" ", value))
-            return _clean(text)[:MAX_DESCRIPTION_CHARS]
+            text = value if key == "description_text" else html.unescape(TAG.sub(" ", value))
+            return one_line(text)[:MAX_DESCRIPTION_CHARS]
     return ""
-
-
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
-
-
-def _clean(text: str) -> str:
-    return " ".join(_CONTROL.sub("", text).split())
 
 
 # What a member's own documents (discourse/personal.py) are read with, as the lists' are.

@@ -22,6 +22,7 @@ from feedbridge.discourse.fields import (
     DATED_LINK,
     MAX_PAGE_LINKS,
     MAX_ROW,
+    TAG,
     USER_LINK,
     absolute,
     derive_base,
@@ -72,7 +73,6 @@ _C4_TOPIC = re.compile(
     # the block ends there (the list's last block, followed by its page links, does not)
     r"(?:(?:\n|</div>\n)*(?:(?P<excerpt>[^\n]+)\n)?\n*---\n?\Z(?P<ended>))?"
 )
-_TAG = re.compile(r"<[^<>]*>")
 
 
 @dataclass(slots=True)
@@ -367,7 +367,7 @@ def _excerpt(lines: list[str], plugin: bool) -> str | None:
             break
     if plugin:
         lines = [line for line in lines if not line.startswith("_More topics on page")]
-        text = html.unescape(_TAG.sub(" ", " ".join(lines)))
+        text = html.unescape(TAG.sub(" ", " ".join(lines)))
     else:
         text = unescape(" ".join(lines))
     return " ".join(text.split()) or None

@@ -1,9 +1,10 @@
-"""Parse Discourse's JSON posts: a topic's head (`/t/ID.json`), the ids of a mega topic's end
+"""Parse Discourse's JSON posts: a topic's head (`/t/ID.json`, also what `content=full` reads of a topic listed
+as JSON), the ids of a mega topic's end
 (`/t/ID/post_ids.json?post_number=N`), a batch of its posts (`/t/ID/posts.json?post_ids[]=`), the forum's
 latest posts (`/posts.json`) and a user's activity (`/user_actions.json?filter=4,5`).
 
 Field names are those of core's serializers: `TopicViewSerializer` (`id`, `title`, `unicode_title`, `slug`,
-`category_id`, `post_stream.posts` (the first 20),
+`category_id`, `created_at`, `tags`, `post_stream.posts` (the first 20),
 `post_stream.stream` (every post id, in order), or for a mega topic `post_stream.isMegaTopic` and
 `post_stream.lastId` with `highest_post_number`), `PostSerializer` < `BasicPostSerializer` (`id`, `username`,
 `created_at`, `updated_at`, `cooked`, `post_number`, `post_type`, `topic_id`, `topic_slug`, `topic_title`
@@ -21,16 +22,14 @@ hostile answer costs its parse and no more.
 
 from __future__ import annotations
 
-import html
 import logging
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeGuard
 
-from feedbridge.discourse.fields import utc
-from feedbridge.discourse.json_pages import MAX_TOPIC_CHARS, load_json
-from feedbridge.errors import NotPostsError
+from feedbridge.discourse.fields import html_text, utc
+from feedbridge.discourse.json_pages import MAX_TOPIC_CHARS, load_json, tag_names
+from feedbridge.errors import NotATopicError, NotPostsError
 from feedbridge.models import Post, TopicHead
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,6 @@ MAX_EXCERPT_CHARS = 4000
 REGULAR, MODERATOR_ACTION = 1, 2
 _READABLE_TYPES = (REGULAR, MODERATOR_ACTION)
 _NEW_TOPIC, _REPLY = 4, 5
-_TAG = re.compile(r"<[^<>]{0,2000}>")
 
 
 _EXPECTED_TOPIC = 'expected a Discourse topic in JSON ({"id": ..., "post_stream": {"posts": [...], "stream": [...]}})'
@@ -63,10 +61,34 @@ class _Malformed(Exception):
 
 
 def parse_topic_head(text: str | bytes) -> TopicHead:
-    data = load_json(text, MAX_TOPIC_CHARS, NotPostsError, _EXPECTED_TOPIC)
+    """One `/t/ID.json` page, for its post feed and `content=full` alike; `NotATopicError` for what is no topic
+    at all. A topic whose stream or posts are not what core sends still gives what `content=full` reads (its
+    creation date, tags and first post, leniently: a first post with no id is still the first post), and
+    says in `unreadable` why it gives a post feed nothing."""
+    data = load_json(text, MAX_TOPIC_CHARS, NotATopicError, _EXPECTED_TOPIC)
     topic_id, stream = data.get("id"), data.get("post_stream")
     if not _is_id(topic_id) or not isinstance(stream, dict):
-        raise NotPostsError(_describe(data, _EXPECTED_TOPIC))
+        raise NotATopicError(_describe(data, _EXPECTED_TOPIC))
+    title = _title(data)
+    slug = data.get("slug")
+    slug = slug.strip() if isinstance(slug, str) and 0 < len(slug.strip()) <= MAX_TITLE_CHARS else "topic"
+    category_id = data.get("category_id")
+    category_id = category_id if _is_id(category_id) else None
+    raw_posts = stream.get("posts")
+    first = raw_posts[0] if isinstance(raw_posts, list) and raw_posts and isinstance(raw_posts[0], dict) else {}
+    cooked = first.get("cooked") if first.get("post_number", 1) == 1 else None
+    created = _moment(data.get("created_at")) or (_moment(first.get("created_at")) if cooked is not None else None)
+    head = TopicHead(id=topic_id, title=title, slug=slug, category_id=category_id, stream=(), posts=(),
+                     created_at=created, tags=tag_names(data.get("tags")),
+                     first_post_html=cooked if isinstance(cooked, str) else None)
+    try:
+        return _with_posts(head, data, stream)
+    except NotPostsError as exc:
+        return replace(head, unreadable=exc.message)
+
+
+def _with_posts(head: TopicHead, data: dict[str, Any], stream: dict[str, Any]) -> TopicHead:
+    """`head` with what its post feed reads: NotPostsError when the stream or the posts are not core's."""
     ids, last_id, highest = stream.get("stream"), None, None
     if ids is None and stream.get("isMegaTopic") is True:
         # core: app/serializers/concerns/post_stream_serializer_mixin.rb#post_stream: a topic of
@@ -81,17 +103,10 @@ def parse_topic_head(text: str | bytes) -> TopicHead:
     ids = ids[-MAX_STREAM:]
     if not all(_is_id(i) for i in ids):
         raise NotPostsError(f"{_EXPECTED_TOPIC}, got a stream with something other than post ids in it")
-    title = _title(data)
-    slug = data.get("slug")
-    slug = slug.strip() if isinstance(slug, str) and 0 < len(slug.strip()) <= MAX_TITLE_CHARS else "topic"
-    category_id = data.get("category_id")
-    category_id = category_id if _is_id(category_id) else None
-    context = _Context(topic_id, title, slug, category_id)
+    context = _Context(head.id, head.title, head.slug, head.category_id)
     read, skipped = _posts(_list(stream.get("posts"), _EXPECTED_TOPIC, "post_stream.posts"), context)
-    return TopicHead(
-        id=topic_id, title=title, slug=slug, category_id=category_id,
-        stream=tuple(dict.fromkeys(ids)),
-        posts=tuple(post for _, post in read if post is not None),
+    return replace(
+        head, stream=tuple(dict.fromkeys(ids)), posts=tuple(post for _, post in read if post is not None),
         read=tuple(read), skipped=skipped, last_id=last_id, highest_post_number=highest,
     )
 
@@ -271,11 +286,7 @@ def _moment(value: object) -> datetime | None:
 
 def _text(value: object) -> str | None:
     """Plain text from core's HTML excerpts (entities, the odd tag)."""
-    if not isinstance(value, str):
-        return None
-    value = value[:MAX_EXCERPT_CHARS]
-    text = html.unescape(_TAG.sub(" ", value)) if ("<" in value or "&" in value) else value
-    return " ".join(text.split()) or None
+    return html_text(value[:MAX_EXCERPT_CHARS]) if isinstance(value, str) else None
 
 
 def _describe(data: dict[str, Any], expected: str) -> str:

@@ -37,7 +37,6 @@ each call gives other requests a turn (`render.turns`), so cleaning 500 posts ne
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import re
@@ -46,14 +45,13 @@ import threading
 from urllib.parse import urljoin, urlsplit
 
 import nh3
-from cachetools import LRUCache
+from cachetools import LRUCache, cached
 from markdown_it import MarkdownIt
 
-from feedbridge.discourse.json_pages import JsonTopic
 from feedbridge.discourse.nesting import check_nesting
 from feedbridge.discourse.topic import TopicPage
 from feedbridge.errors import HostileMarkup
-from feedbridge.models import Topic
+from feedbridge.models import Topic, TopicHead, merged
 from feedbridge.render.turns import take_turn
 
 log = logging.getLogger(__name__)
@@ -88,8 +86,6 @@ _URL_SCHEMES = {"http", "https", "mailto"}
 
 SANITIZED_BYTES = 16 * 1024 * 1024
 """Memory the kept results of `sanitize_html` may hold (`sys.getsizeof`)."""
-_sanitized: LRUCache[bytes, str] = LRUCache(SANITIZED_BYTES, getsizeof=sys.getsizeof)
-_sanitized_lock = threading.Lock()  # cachetools' caches are not thread-safe; a read reorders the LRU
 
 # A start tag of a or img, with its attributes, or an end tag of a. nh3 writes no other tag named so.
 _LINK_OR_IMAGE_TAG = re.compile(r'<(?P<name>a|img)(?P<attrs>\s[^>]*)?>|</a>')
@@ -121,18 +117,23 @@ def sanitize_html(html: str, base_url: str) -> str:
     if urlsplit(base_url).scheme not in ("http", "https"):
         raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
     take_turn()
-    # The base is part of the key: relative URLs resolve against it. Its length too, so no joint is ambiguous.
+    return _kept(html, base_url)
+
+
+def _digest(html: str, base_url: str) -> bytes:
+    """The key `sanitize_html` keeps a result by. The base is part of it: relative URLs resolve against it.
+    Its length too, so no joint is ambiguous."""
     encoded_base = base_url.encode("utf-8", "surrogatepass")
-    key = hashlib.blake2b(len(encoded_base).to_bytes(8, "little") + encoded_base
-                          + html.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _sanitized_lock:
-        found = _sanitized.get(key)
-    if found is None:
-        found = _sanitized_now(html, base_url)
-        with _sanitized_lock:
-            if sys.getsizeof(found) <= SANITIZED_BYTES:
-                _sanitized[key] = found
-    return found
+    return hashlib.blake2b(len(encoded_base).to_bytes(8, "little") + encoded_base
+                           + html.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+# cachetools' caches are not thread-safe (a read reorders the LRU): `cached` holds the lock around each
+# lookup and store, never around the cleaning, and keeps no result larger than the whole cache.
+@cached(LRUCache(SANITIZED_BYTES, getsizeof=sys.getsizeof), key=_digest, lock=threading.Lock())
+def _kept(html: str, base_url: str) -> str:
+    """`_sanitized_now`, kept by `_digest` in a bounded LRU (see the module docstring)."""
+    return _sanitized_now(html, base_url)
 
 
 def _sanitized_now(html: str, base_url: str) -> str:
@@ -174,6 +175,10 @@ def _drop_empty_links(html: str) -> str:
     return _LINK_OR_IMAGE_TAG.sub(rewrite, html)
 
 
+PAGE_FIELDS = ("created_at", "content_html", "category", "category_id", "tags")
+"""What a topic's own page says of it, over what its list said (`models.merged`)."""
+
+
 def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:
     """A copy of `topic` with what its own page adds: creation time, first post as HTML, category, tags.
 
@@ -183,37 +188,30 @@ def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:
     """
     if page.id != topic.id:
         raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
-    content_html = topic.content_html
+    content_html = None
     if page.first_post_markdown is not None:
         document_url = urljoin(base_url.rstrip("/") + "/", page.url or topic.url)
         content_html = markdown_to_safe_html(page.first_post_markdown, document_url) or None
-    return dataclasses.replace(
-        topic,
-        created_at=page.created_at or topic.created_at,
-        content_html=content_html,
-        category=page.category or topic.category,
-        tags=page.tags or topic.tags,
-    )
+    said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
+                 category=page.category, tags=page.tags)
+    return merged(topic, said, PAGE_FIELDS)
 
 
-def enrich_json(topic: Topic, page: JsonTopic, base_url: str) -> Topic:
-    """`enrich` for a `/t/ID.json` page: the first post's cooked HTML, sanitized, and the header fields.
+def enrich_json(topic: Topic, page: TopicHead, base_url: str) -> Topic:
+    """`enrich` for a `/t/ID.json` page (the topic's head, read once with its post feed's, `post_feeds.read_head`):
+    the first post's cooked HTML, sanitized, and the header fields.
 
     The category stays what the list said (a JSON topic names it only by id); the tags and creation date
     of the topic page win over the list's, which are the same data read a little earlier.
     """
     if page.id != topic.id:
         raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
-    content_html = topic.content_html
+    content_html = None
     if page.first_post_html is not None:
         document_url = urljoin(base_url.rstrip("/") + "/", topic.url)
         cooked = page.first_post_html
         cooked = cooked if len(cooked) <= MAX_COOKED_CHARS else cooked[:MAX_COOKED_CHARS] + "…"
         content_html = sanitize_html(cooked, document_url) or None
-    return dataclasses.replace(
-        topic,
-        created_at=page.created_at or topic.created_at,
-        content_html=content_html,
-        category_id=page.category_id if page.category_id is not None else topic.category_id,
-        tags=page.tags or topic.tags,
-    )
+    said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
+                 category_id=page.category_id, tags=page.tags)
+    return merged(topic, said, PAGE_FIELDS)

@@ -21,10 +21,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from feedbridge.errors import RequestError, UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.errors import NotHeld, RequestError, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.filters import FeedFilter
 from feedbridge.feeds.sources import source_of
-from feedbridge.models import Category, Listing, Topic
+from feedbridge.models import Category, Listing, merged
+
+FIGURES = ("likes", "views", "tags", "pinned", "category_id", "replies", "image_url")
+"""What a topic of a Markdown list takes from the JSON list of the same page, where it has none of its own
+(`image_url`: its picture, read for `content=full`)."""
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
             continue
         try:
             figures = {topic.id: topic for topic in json_page(number).topics}
-        except UpstreamError as exc:
+        except (UpstreamError, NotHeld) as exc:
             if needed is None:  # the pictures alone: a failure, a refused read (the build is then not kept), no copy
                 log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)
                 pages.append(listing)
@@ -54,17 +58,9 @@ def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
             raise RequestError(f"{needed} needs the forum's JSON list, since its Markdown list carries no likes, "
                                f"views, tags or category ids, and the forum refused it: {exc.message}",
                                param=needed) from None
-        pages.append(replace(listing, topics=tuple(_with(topic, figures.get(topic.id)) for topic in listing.topics)))
+        pages.append(replace(listing, topics=tuple(merged(topic, figures.get(topic.id), FIGURES, keep=True)
+                                                   for topic in listing.topics)))
     return pages
-
-
-def _with(topic: Topic, listed: Topic | None) -> Topic:
-    if listed is None:
-        return topic
-    return replace(topic, likes=listed.likes, views=listed.views, tags=listed.tags or topic.tags, pinned=listed.pinned,
-                   image_url=listed.image_url or topic.image_url,
-                   category_id=listed.category_id if topic.category_id is None else topic.category_id,
-                   replies=listed.replies if topic.replies is None else topic.replies)
 
 
 MAX_PARENTS = 20

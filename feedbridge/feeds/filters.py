@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from cachetools import LRUCache
+from cachetools import LRUCache, cached
 
+from feedbridge.discourse.fields import TAG
 from feedbridge.errors import FilterError, QueryError
 from feedbridge.feeds.params import (
     MAX_AGE,
@@ -91,15 +92,8 @@ def _as_names(values: Iterable[str] | str) -> list[str]:
     return [values] if isinstance(values, str) else list(values)
 
 
-# A tag: what a content_html holds is nh3's output (`feeds.enrich`) or text escaped here (digests), where
-# every `<` in text or in an attribute value is escaped, so each `<` opens a tag that the next `>` closes.
-# `[^<>]` stops a scan at the next `<`, so a stray one costs its own characters, never a rescan.
-_TAG = re.compile(r"<[^<>]*>")
-
 HAYSTACK_BYTES = 16 * 1024 * 1024
 """Memory the kept haystacks may hold (`sys.getsizeof`): 500 posts of 20,000 characters take about 8 MiB."""
-_haystacks: LRUCache[bytes, str] = LRUCache(HAYSTACK_BYTES, getsizeof=sys.getsizeof)
-_haystacks_lock = threading.Lock()  # cachetools' caches are not thread-safe; a read reorders the LRU
 
 
 def html_to_text(fragment: str) -> str:
@@ -107,9 +101,11 @@ def html_to_text(fragment: str) -> str:
 
     The text between tags, joined by spaces so "<p>a</p><p>b</p>" does not become the word "ab"; the price
     is that a word split by inline markup (<em>un</em>likely) is seen as two. A split on tags and one
-    `html.unescape`, where `HTMLParser` cost 15 times as much (1.7 ms for a 20,000-character post).
+    `html.unescape`, where `HTMLParser` cost 15 times as much (1.7 ms for a 20,000-character post). A
+    content_html holds nh3's output (`feeds.enrich`) or text escaped here (digests), where every `<` in text
+    or in an attribute value is escaped, so each `<` opens a tag that the next `>` closes.
     """
-    return html.unescape(" ".join(chunk for chunk in _TAG.split(fragment) if chunk))
+    return html.unescape(" ".join(chunk for chunk in TAG.split(fragment) if chunk))
 
 
 def topic_text(topic: Topic) -> str:
@@ -120,23 +116,24 @@ def topic_text(topic: Topic) -> str:
     return "\n".join(parts)
 
 
-def topic_haystack(topic: Topic) -> str:
-    """`query.haystack(topic_text(topic))`, kept by a digest of the text it is made from (see the module
-    docstring). Lengths go into the digest too, so no two different texts share a key by their joints."""
+def _text_digest(topic: Topic) -> bytes:
+    """A digest of the text a topic's haystack is made from. Lengths go into it too, so no two different
+    texts share a key by their joints."""
     digest = hashlib.blake2b(digest_size=16)
     for part in (topic.title, topic.excerpt or "", topic.content_html or ""):
         encoded = part.encode("utf-8", "surrogatepass")  # lone surrogates reach here from hostile posts
         digest.update(len(encoded).to_bytes(8, "little"))
         digest.update(encoded)
-    key = digest.digest()
-    with _haystacks_lock:
-        found = _haystacks.get(key)
-    if found is None:
-        found = haystack(topic_text(topic))
-        with _haystacks_lock:
-            if sys.getsizeof(found) <= HAYSTACK_BYTES:
-                _haystacks[key] = found
-    return found
+    return digest.digest()
+
+
+# cachetools' caches are not thread-safe (a read reorders the LRU): `cached` holds the lock around each
+# lookup and store, never around the making, and keeps no haystack larger than the whole cache.
+@cached(LRUCache(HAYSTACK_BYTES, getsizeof=sys.getsizeof), key=_text_digest, lock=threading.Lock())
+def topic_haystack(topic: Topic) -> str:
+    """`query.haystack(topic_text(topic))`, kept by a digest of the text it is made from (see the module
+    docstring)."""
+    return haystack(topic_text(topic))
 
 
 @dataclass(frozen=True, slots=True)

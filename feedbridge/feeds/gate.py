@@ -2,7 +2,9 @@
 
 What protects a forum from the bridge (its own Retry-After, the cold slots, the per-forum budget) holds
 only if no read can go around it, so lists, topic pages, the directory and post feeds all fetch through
-one `Gate` rather than each through the fetcher.
+one `Gate` rather than each through the fetcher. A batch run (the static build) passes the same gate, with
+a `Pace` of its own: nobody waits for any one of its pages, so it can afford to be gentler than the web
+service, and a wait the forum asked for is one the gate remembers (`ForumWaits`) either way.
 
 A web request's read that a window of the budget refuses is refused at once when it is the request's first
 (it has spent nothing, and its 503 costs nobody anything). A later one, of a cold build under way, may
@@ -15,9 +17,11 @@ its attempt up, and `CachePolicy` waits outside every flight and makes it again 
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from feedbridge import metrics
 from feedbridge.config import Credential, Forum
@@ -41,10 +45,17 @@ class Gate:
     budget: ForumBudget
     signed: bool
     member: Callable[[], Credential] | None = None
+    pace: Pace | None = None
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
-        web request's fetches (`callers.current`) take its slot and are charged to the forum's budget."""
+        web request's fetches (`callers.current`) take its slot and are charged to the forum's budget; a
+        batch run's go at its `pace`."""
+        if self.pace is not None:
+            return self.pace.paced(forum, url, self.waits, lambda: self._fetch(forum, url, etag, last_modified))
+        return self._fetch(forum, url, etag, last_modified)
+
+    def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None) -> Fetched:
         self._admit(forum)
         credential = None if self.member is None else self.member()
         try:
@@ -97,3 +108,77 @@ class Gate:
                 or not self.budget.could_take(forum, caller, ahead(), within)):
             return None
         return RoomSoon(busy.message, wait, time.monotonic() + wait)
+
+
+@dataclass
+class Pace:
+    """How gently a batch run reads each forum: `concurrency` requests at a time, starts spaced by `delay`,
+    a Retry-After of up to `max_wait` seconds sat out (by every request to that forum, not just the one
+    that got the 429) and the request tried once more; a longer one, or a second 429, ends the run's
+    requests to that forum. `on_wait(forum, seconds)` is told before a 429's wait is sat out, so the run
+    can say why it is quiet. `unpaced`: the URLs the run reads from local files, which send nothing."""
+
+    concurrency: int = 2
+    delay: float = 0.5
+    max_wait: float = 30.0
+    on_wait: Callable[[Forum, float], None] | None = None
+    unpaced: Container[str] = frozenset()
+    _forums: dict[str, _Turns] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def paced(self, forum: Forum, url: str, waits: ForumWaits, send: Callable[[], Fetched]) -> Fetched:
+        """`send()` for `url` in one of the forum's turns, after what is left of a short wait it asked for
+        (`waits`, where the gate remembers every 429); once more after a short 429."""
+        if url in self.unpaced:
+            return send()
+        with self._lock:
+            turns = self._forums.setdefault(forum.key, _Turns(threading.Semaphore(self.concurrency)))
+        for attempt in (1, 2):
+            with self._turn(turns):
+                if turns.gave_up:  # decided while this request waited for its turn
+                    raise UpstreamRateLimited(turns.gave_up)
+                self._sit_out(forum, waits)
+                try:
+                    return send()
+                except UpstreamRateLimited as exc:
+                    if turns.gave_up:
+                        raise
+                    wait = exc.retry_after or 0.0
+                    if attempt == 2 or wait > self.max_wait:
+                        turns.gave_up = (f"{forum.key} rate-limited us (429, Retry-After {wait:.0f}s); "
+                                         "no more requests to it in this run")
+                        raise UpstreamRateLimited(turns.gave_up, retry_after=wait) from None
+                    if self.on_wait:
+                        self.on_wait(forum, wait)
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _sit_out(self, forum: Forum, waits: ForumWaits) -> None:
+        """What is left of a wait the forum asked for, when it is no longer than `max_wait`; a longer one is
+        the gate's refusal (`ForumWaits.check`)."""
+        while True:
+            try:
+                waits.check(forum)
+                return
+            except UpstreamRateLimited as exc:
+                if exc.retry_after is None or exc.retry_after > self.max_wait:
+                    raise
+                time.sleep(exc.retry_after)
+
+    @contextmanager
+    def _turn(self, turns: _Turns) -> Iterator[None]:
+        """One of the forum's `concurrency` turns, starting no sooner than `delay` after the last one did."""
+        with turns.slots:
+            with self._lock:
+                start = max(time.monotonic(), turns.next_start)
+                turns.next_start = start + self.delay
+            time.sleep(max(start - time.monotonic(), 0.0))
+            yield
+
+
+@dataclass
+class _Turns:
+    """One forum's turns in a batch run, and why the run stopped asking it, once it has."""
+
+    slots: threading.Semaphore
+    next_start: float = 0.0
+    gave_up: str | None = None

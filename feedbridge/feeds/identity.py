@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
-from feedbridge.errors import UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.errors import NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.reads import Reads
 from feedbridge.models import Site
 from feedbridge.store import keys
@@ -55,7 +55,7 @@ class Identities:
 
         try:
             entry: SiteEntry = self.reads.entry(key, fetch, f"the basic info of {forum.key}")
-        except UpstreamError as exc:
+        except (UpstreamError, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None
         return entry.site

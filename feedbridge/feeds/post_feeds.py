@@ -54,7 +54,15 @@ from feedbridge.discourse.posts import (
     parse_topic_head,
     parse_user_actions,
 )
-from feedbridge.errors import NotPostsError, UpstreamError, UpstreamRefused, UpstreamTimeout, explained
+from feedbridge.errors import (
+    NotATopicError,
+    NotHeld,
+    NotPostsError,
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamTimeout,
+    explained,
+)
 from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
@@ -266,21 +274,11 @@ class PostFeeds:
         return known
 
     def _head(self, forum: Forum, topic_id: int) -> TopicHead:
-        url = f"{forum.base_url}/t/{topic_id}.json"
-        key = keys.post_head(forum.base_url, url)
-
-        def fetch(held: HeadEntry | None) -> HeadEntry:
-            fetched = self.reads.fetch(forum, url, url, held.etag if held else None,
-                                       held.last_modified if held else None)
-            if fetched.status == 304 and held is not None:
-                return replace(held, stored_at=time.time())
-            head = _parsed(parse_topic_head, fetched.text, url)
-            if head.id != topic_id:
-                raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
-            return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
-
-        entry: HeadEntry = self.reads.entry(key, fetch, url)
-        return entry.head
+        head = read_head(self.reads, forum, topic_id)
+        if head.unreadable is not None:
+            raise UpstreamRefused(f"upstream sent something that is not what {forum.base_url}/t/{topic_id}.json "
+                                  f"names: {head.unreadable}")
+        return head
 
     def _batch(self, forum: Forum, head: TopicHead, ids: Sequence[int]) -> tuple[tuple[int, Post | None], ...]:
         query = urlencode([("post_ids[]", str(i)) for i in ids])
@@ -358,6 +356,29 @@ class PostFeeds:
         return found
 
 
+def read_head(reads: Reads, forum: Forum, topic_id: int, url: str | None = None, *,
+              fresh_for: float | None = None, keep_for: float | None = None) -> TopicHead:
+    """A topic's `/t/ID.json`, the one reader of it: for the topic's post feed and for `content=full` over JSON
+    lists (`feeds/topic_pages.py`), under one key, so a topic read for one is not fetched again for the other.
+    `url` is where it is asked for: a list's link to the topic with `.json` (`content=full`), else
+    `/t/ID.json`, the same document, revalidated with its ETag either way. `fresh_for` and `keep_for` are the
+    cache policy's unless the caller says (`content=full` keeps a head read after the topic's last activity)."""
+    url = url or f"{forum.base_url}/t/{topic_id}.json"
+
+    def fetch(held: HeadEntry | None) -> HeadEntry:
+        fetched = reads.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
+        if fetched.status == 304 and held is not None:
+            return replace(held, stored_at=time.time())
+        head = _parsed(parse_topic_head, fetched.text, url)
+        if head.id != topic_id:
+            raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
+        return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
+
+    entry: HeadEntry = reads.entry(keys.topic_head(forum.base_url, topic_id), fetch, url, fresh_for=fresh_for,
+                                   keep_for=keep_for)
+    return entry.head
+
+
 def _edited(held: Shown | None, post: Post | None) -> bool:
     """Whether the head holds a newer edit of a post than the one read before."""
     if held is None or post is None or post.updated_at is None:
@@ -368,7 +389,7 @@ def _edited(held: Shown | None, post: Post | None) -> bool:
 def _or_none(run: Callable[[int], T], value: int) -> T | None:
     try:
         return run(value)
-    except UpstreamError as exc:
+    except (UpstreamError, NotHeld) as exc:
         log.info("content=full: %s", exc.message)
         return None
 
@@ -376,5 +397,5 @@ def _or_none(run: Callable[[int], T], value: int) -> T | None:
 def _parsed(parse: Callable[[str], T], text: str, url: str) -> T:
     try:
         return parse(text)
-    except NotPostsError as exc:
+    except (NotPostsError, NotATopicError) as exc:
         raise UpstreamRefused(f"upstream sent something that is not what {url} names: {exc}") from None

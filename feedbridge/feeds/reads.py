@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from feedbridge.config import Forum
-from feedbridge.errors import NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.errors import FeedbridgeError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.gate import Gate
 from feedbridge.feeds.policy import CachePolicy
@@ -39,7 +39,7 @@ class Reads(Protocol):
     def signed(self) -> bool: ...
 
     @property
-    def moves_on(self) -> tuple[type[UpstreamError], ...]: ...
+    def moves_on(self) -> tuple[type[FeedbridgeError], ...]: ...
 
     def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> E: ...
@@ -55,7 +55,7 @@ class LiveReads:
     policy: CachePolicy
     gate: Gate
     detector: SourceDetector
-    moves_on: tuple[type[UpstreamError], ...] = (UpstreamNotFound, UpstreamRefused)
+    moves_on: tuple[type[FeedbridgeError], ...] = (UpstreamNotFound, UpstreamRefused)
 
     @property
     def signed(self) -> bool:
@@ -80,7 +80,7 @@ class CachedReads:
     policy: CachePolicy
     detector: SourceDetector
     signed: bool
-    moves_on: tuple[type[UpstreamError], ...] = (UpstreamError,)
+    moves_on: tuple[type[FeedbridgeError], ...] = (UpstreamError, NotHeld)
 
     def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> E:

@@ -17,13 +17,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from feedbridge import metrics
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import UpstreamError
+from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
 from feedbridge.feeds.assemble import feed_body, listed
 from feedbridge.feeds.callers import Caller, CallerPool, ForumBudget
 from feedbridge.feeds.detect import SourceDetector
@@ -142,6 +143,36 @@ class FeedService:
         the web layer accepts only host names as Host, and gunicorn bounds the request line."""
         return keys.feed(spec.cache_key(), self_url, stylesheet_url)
 
+    @staticmethod
+    def page_key(spec: FeedSpec, page: str, self_url: str, script_root: str) -> str:
+        """The key of a page made of a feed (`page`: "page" for its `.html` view, "preview" for the front
+        page's): everything it depends on, as `feed_key` says for a feed, and never a feed's key."""
+        return keys.view(spec.cache_key(), page, self_url, script_root)
+
+    def kept(self, key: str, render: Callable[[], FeedEntry],
+             admitted: Callable[[], AbstractContextManager[object]]) -> FeedEntry:
+        """A page made of feeds (an `.html` view, a preview), kept as a feed is: a fresh copy; else rendered
+        within `admitted` (the web layer's CPU allowance, entered only when no fresh copy is held) through the
+        cache policy, never kept when a read of it was refused; else, when it cannot be rendered (the
+        allowance spent, the forum failing), the copy held however old; what stopped it when there is none.
+        What `render` raises of its own (a page that must not be kept) passes through."""
+        fresh: FeedEntry | None = self.policy.fresh(key)
+        if fresh is not None:
+            return fresh
+        try:
+            with admitted():
+                return self.policy.get(key, lambda _held: render(), what="the page").entry
+        except (UpstreamError, CpuSpent):
+            held = self.held(key)
+            if held is None:
+                raise
+            return held
+
+    def held(self, key: str) -> FeedEntry | None:
+        """The copy stored under `key`, however old, without asking the forum."""
+        entry: FeedEntry | None = self.store.get(key)
+        return entry
+
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
              key: str | None = None, *, refresh: bool = True, identity: bool = True) -> FeedResult:
         """The feed: a fresh copy, else built live, else the last good copy, else built from the last good
@@ -177,7 +208,7 @@ class FeedService:
         except UpstreamError as exc:
             try:
                 made = cached(exc.message)
-            except UpstreamError:
+            except (UpstreamError, NotHeld):
                 raise exc from None
             log.warning("built from stale copies: %s", exc.message)
             return made

@@ -29,7 +29,8 @@ filters, the figures' completion, the service and the saved-list builds learn it
   them; content=full reads it for the pictures, `feeds/figures.py`).
 - JSON (every Discourse release since 2013): title, author, replies, last activity, creation date,
   tags, category id and picture (`image_url`) for every topic, an excerpt only for pinned topics;
-  content=full takes the first post's cooked HTML from `/t/ID.json`.
+  content=full takes the first post's cooked HTML from `/t/ID.json`, the topic's head, read once for it and
+  the topic's post feed (`feeds.post_feeds.read_head`).
 
 Per-author feeds read `/topics/created-by/USER.json` on both: the Markdown endpoints have no per-user
 list (see `ListReader.listings`).
@@ -42,16 +43,11 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from feedbridge.discourse.categories import next_directory_page, parse_categories
-from feedbridge.discourse.json_pages import (
-    directory_goes_on,
-    parse_json_categories,
-    parse_json_listing,
-    parse_json_topic,
-)
+from feedbridge.discourse.json_pages import directory_goes_on, parse_json_categories, parse_json_listing
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.discourse.topic import parse_topic
 from feedbridge.feeds.enrich import enrich, enrich_json
-from feedbridge.models import Category, Listing, Topic
+from feedbridge.models import Category, Listing, Topic, TopicHead
 
 PROBE_PATH = "/latest"
 """The list detection asks for: every public forum has it, so a refusal means the source, not the list."""
@@ -59,10 +55,6 @@ PROBE_PATH = "/latest"
 
 def _markdown_topic(topic: Topic, text: str, base_url: str, source_url: str) -> Topic:
     return enrich(topic, parse_topic(text, base_url=base_url, source_url=source_url), base_url)
-
-
-def _json_topic(topic: Topic, text: str, base_url: str, source_url: str) -> Topic:
-    return enrich_json(topic, parse_json_topic(text), base_url)
 
 
 Params = tuple[tuple[str, str], ...]
@@ -114,9 +106,13 @@ class Source:
     suffix: str  # ".md" or ".json", added to every path
     read_listing: Callable[..., Listing]  # (text, *, base_url, source_url) -> Listing
     read_categories: Callable[[str], tuple[Category, ...]]
-    read_topic: Callable[[Topic, str, str, str], Topic]  # (list topic, page text, base URL, page URL) -> enriched
     route: Callable[[str, Params], tuple[str, Params]]  # a list's path and parameters -> where this source reads it
     directory_goes_on: Callable[[str, int], bool]  # (directory page text, its number, 1 first) -> a next one?
+    # A topic's page is one of two: its own text, read by `read_topic` (list topic, page text, base URL, page
+    # URL) -> enriched; or its head, `/t/ID.json`, read as its post feed reads it, and then `from_head` (list
+    # topic, head, base URL) -> enriched.
+    read_topic: Callable[[Topic, str, str, str], Topic] | None = None
+    from_head: Callable[[Topic, TopicHead, str], Topic] | None = None
     lacks: frozenset[str] = frozenset()  # the `Topic` fields the other source's lists carry and its own do not
 
     def list_url(self, base_url: str, path: str, params: Params = (), page: int = 0) -> str:
@@ -140,11 +136,11 @@ class Source:
         return f"{base_url}/categories{self.suffix}?include_subcategories=true" + (f"&page={page}" if page > 1 else "")
 
 
-MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_topic, _markdown_route,
-                  next_directory_page,
-                  frozenset({"created_at", "tags", "category_id", "likes", "views", "pinned", "image_url"}))
-JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_topic, _json_route,
-              lambda text, _page: directory_goes_on(text))
+MARKDOWN = Source("markdown", "Markdown", ".md", parse_listing, parse_categories, _markdown_route,
+                  next_directory_page, read_topic=_markdown_topic,
+                  lacks=frozenset({"created_at", "tags", "category_id", "likes", "views", "pinned", "image_url"}))
+JSON = Source("json", "JSON", ".json", parse_json_listing, parse_json_categories, _json_route,
+              lambda text, _page: directory_goes_on(text), from_head=enrich_json)
 SOURCES = {source.name: source for source in (MARKDOWN, JSON)}
 
 

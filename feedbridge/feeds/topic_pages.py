@@ -1,9 +1,11 @@
 """Topics read from their own pages for `content=full`: the first post, creation date, category and tags.
 
 A list gives a topic's excerpt; its page (`/t/SLUG/ID.md` or `.json`, by the forum's source) gives the rest.
-Pages are read in waves of `fetch_concurrency` through the pool, within the request's deadline, each
-cached by the topic's last activity (so it never goes stale: a new post is a new key), a deleted topic
-remembered as such for the cache TTL.
+Pages are read in waves of `fetch_concurrency` through the pool, within the request's deadline. A Markdown
+page is cached by the topic's last activity (so it never goes stale: a new post is a new key), a deleted
+topic remembered as such for the cache TTL. A JSON page is the topic's head, read as the topic's post feed
+reads it (`post_feeds.read_head`: one key, one fetch for both), and serves while it was read after the
+topic's last activity.
 """
 
 from __future__ import annotations
@@ -11,17 +13,20 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from feedbridge.feeds.callers import CallerPool, current
+from feedbridge.feeds.enrich import PAGE_FIELDS
 from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.post_feeds import read_head
 from feedbridge.feeds.reads import Reads
-from feedbridge.models import Topic
+from feedbridge.feeds.sources import Source
+from feedbridge.models import Topic, merged
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
-from feedbridge.store.entries import TopicEntry, topic_bytes
+from feedbridge.store.entries import HeadEntry, TopicEntry, topic_bytes
 from feedbridge.store.protocols import Store
 from feedbridge.upstream.fetcher import is_within
 
@@ -50,13 +55,14 @@ class TopicPages:
         them late), and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses
         what is cached without asking again.
         """
+        source = self.reads.source(forum)
         slow_key = keys.topic_slow(forum.base_url)
         if self.control.get(slow_key) is not None:
-            return [self._held(forum, topic) for topic in topics]
+            return [self._held(forum, source, topic) for topic in topics]
         results: list[Topic] = []
         failures = 0
         try:
-            for topic, done in self.pool.waves(topics, lambda topic: self._page(forum, topic),
+            for topic, done in self.pool.waves(topics, lambda topic: self._page(forum, source, topic),
                                                self.settings.fetch_concurrency):
                 try:
                     results.append(done.result())
@@ -71,32 +77,40 @@ class TopicPages:
                         self.settings.request_deadline, len(topics) - len(results))
             if self.settings.negative_ttl > 0:
                 self.control.set(slow_key, time.time(), self.settings.negative_ttl)
-            results += [self._held(forum, topic) for topic in topics[len(results):]]
+            results += [self._held(forum, source, topic) for topic in topics[len(results):]]
         if failures:
             self.failures += failures
             log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
         return results
 
-    def _held(self, forum: Forum, topic: Topic) -> Topic:
+    def _held(self, forum: Forum, source: Source, topic: Topic) -> Topic:
+        if source.from_head is not None:
+            head: HeadEntry | None = self.store.get(keys.topic_head(forum.base_url, topic.id))
+            return topic if head is None else source.from_head(topic, head.head, forum.base_url)
         entry: TopicEntry | None = self.store.get(keys.topic(forum.base_url, topic.id, topic.last_posted_at))
-        return topic if entry is None else _with_page(topic, entry)
+        return topic if entry is None else merged(topic, entry.topic, PAGE_FIELDS)
 
-    def _page(self, forum: Forum, topic: Topic) -> Topic:
+    def _page(self, forum: Forum, source: Source, topic: Topic) -> Topic:
         """The topic enriched from its page; UpstreamTimeout, before any work, when the pool starts it after
         the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered)."""
         caller = current()
         if caller is not None and caller.left() <= 0:
             raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
+        if not is_within(forum, topic.url):
+            raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
+        if source.from_head is not None:
+            head = read_head(self.reads, forum, topic.id, source.topic_url(topic.url),
+                             fresh_for=_read_after(topic, self.policy.fresh_for), keep_for=self.policy.keep_read_for)
+            return source.from_head(topic, head, forum.base_url)
+        read_topic = source.read_topic
+        assert read_topic is not None  # a source reads its topics' pages one way or the other
         key = keys.topic(forum.base_url, topic.id, topic.last_posted_at)
 
         def fetch(_held: TopicEntry | None) -> TopicEntry:
-            if not is_within(forum, topic.url):
-                raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
-            source = self.reads.source(forum)
             try:
                 url = source.topic_url(topic.url)
                 fetched = self.reads.fetch(forum, url, url)
-                full = source.read_topic(topic, fetched.text, forum.base_url, fetched.url)
+                full = read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
                 self.policy.remember_missing(key, TopicEntry(None, time.time(), topic_bytes(None)))
                 raise
@@ -105,13 +119,13 @@ class TopicPages:
         # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
         entry: TopicEntry = self.reads.entry(key, fetch, f"topic {topic.id}", fresh_for=float("inf"),
                                              keep_for=self.policy.keep_read_for)
-        return _with_page(topic, entry)
+        return merged(topic, entry.topic, PAGE_FIELDS)
 
 
-def _with_page(topic: Topic, entry: TopicEntry) -> Topic:
-    full = entry.topic
-    if full is None:
-        return topic
-    return replace(topic, created_at=full.created_at, content_html=full.content_html,
-                   category=full.category or topic.category, tags=full.tags,
-                   category_id=topic.category_id if full.category_id is None else full.category_id)
+def _read_after(topic: Topic, fresh_for: float) -> float:
+    """How long a held head serves `content=full`: while it was read after the topic's last activity as its
+    list says (a new post is what makes a new head), and in any case for `fresh_for`; always when the list
+    gives no activity."""
+    if topic.last_posted_at is None:
+        return float("inf")
+    return max(fresh_for, time.time() - topic.last_posted_at.timestamp())

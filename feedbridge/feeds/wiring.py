@@ -29,7 +29,7 @@ from feedbridge.feeds import handshake, personal
 from feedbridge.feeds.callers import CallerPool, ForumBudget, Turns
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.directory import Directory
-from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.gate import Gate, Pace
 from feedbridge.feeds.identity import Identities
 from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
@@ -49,10 +49,11 @@ PRIVATE = "private"
 
 
 def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
-                  control: ControlStore | None = None, windows: Windows | None = None) -> FeedService:
+                  control: ControlStore | None = None, windows: Windows | None = None,
+                  pace: Pace | None = None) -> FeedService:
     """The public scope, and its signed-in twin when the bridge has credentials. `store` holds cached copies;
     `control` what steers requests to forums (their Retry-After, remembered failures, source decisions),
-    beyond the reach of cache floods; `windows` the budgets' counters."""
+    beyond the reach of cache floods; `windows` the budgets' counters; `pace` a batch run's gentler pace."""
     control = control or MemoryControl()
     flight = flight or SingleFlight()
     windows = windows or Windows()
@@ -60,13 +61,13 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     slots, turns = threading.BoundedSemaphore(settings.cold_slots), Turns()
     budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
                          processes=settings.workers, address=settings.address_of)
-    public = _scope(settings, store, control, flight, fetcher, pool, slots, turns, budget, signed=False)
+    public = _scope(settings, store, control, flight, fetcher, pool, slots, turns, budget, pace, signed=False)
     if settings.credentials:
         keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
                             per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
         public.signed_in = _shared_identity(
             _scope(settings, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE), ScopedFlight(flight, PRIVATE),
-                   fetcher, pool, slots, turns, keyed, signed=True), public)
+                   fetcher, pool, slots, turns, keyed, pace, signed=True), public)
     if settings.personal:  # the members' scope: each member's part of it named by the current member
         handshake.RsaKey.load(settings)  # a FEEDBRIDGE_CONNECT_KEY that is no key stops the start, saying so
         scope, mine = personal.MEMBER, personal.within
@@ -74,7 +75,7 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
                           processes=settings.workers, forum=budget, who=personal.who)
         public.members = _shared_identity(
             _scope(settings, ScopedStore(store, scope, mine), ScopedStore(control, scope, mine),
-                   ScopedFlight(flight, scope, mine), fetcher, pool, slots, turns, own, signed=True,
+                   ScopedFlight(flight, scope, mine), fetcher, pool, slots, turns, own, pace, signed=True,
                    member=personal.credential), public)
     return public
 
@@ -88,10 +89,11 @@ def _shared_identity(twin: FeedService, public: FeedService) -> FeedService:
 
 
 def _scope(settings: Settings, store: Store, control: ControlStore, flight: Flight, fetcher: Fetcher,
-           pool: CallerPool, slots: threading.BoundedSemaphore, turns: Turns, budget: ForumBudget, *,
-           signed: bool, member: Callable[[], Credential] | None = None) -> FeedService:
+           pool: CallerPool, slots: threading.BoundedSemaphore, turns: Turns, budget: ForumBudget,
+           pace: Pace | None, *, signed: bool, member: Callable[[], Credential] | None = None) -> FeedService:
     policy = CachePolicy(settings, store, flight, control, slots=slots, turns=turns)
-    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed, member=member)
+    gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed, member=member,
+                pace=pace)
     # The probes read list pages live, through the page cache: a `/latest` feed built just after a probe
     # reads the probe's page from there.
     detector = SourceDetector(settings, control, flight,

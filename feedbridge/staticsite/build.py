@@ -2,7 +2,7 @@
 
 The run reuses the web service whole: one `FeedService` over a fresh `MemoryStore`, so each upstream
 page is fetched at most once per run and shared by every feed and format that lists it (single-flight
-when two ask at once), through a `PoliteFetcher` that keeps the run gentle with every forum.
+when two ask at once), at a `Pace` (the gate's) that keeps the run gentle with every forum.
 
 Files are replaced atomically and only when their bytes change, so a static host's ETags hold and
 readers get 304s. A feed that fails leaves its old files in place; the run finishes the other feeds,
@@ -22,6 +22,7 @@ from urllib.parse import quote, urljoin
 import click
 
 from feedbridge.errors import BuildConfigError, UpstreamError
+from feedbridge.feeds.gate import Pace
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.wiring import build_service
 from feedbridge.staticsite.atomic import write_atomic
@@ -33,7 +34,7 @@ from feedbridge.staticsite.plan import (
 )
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.batch import PoliteFetcher
+from feedbridge.upstream.batch import BatchFetcher
 
 MAX_PARALLEL_FEEDS = 8  # feeds built at once; upstream requests are bounded per forum by the fetcher
 
@@ -76,11 +77,10 @@ def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, a
 
 def build(config: BuildConfig, progress: Progress) -> BuildReport:
     started = time.perf_counter()
-    fetcher = PoliteFetcher(
-        config.settings, concurrency=config.concurrency, delay=config.delay, max_wait=config.max_wait,
-        local_pages=config.local_pages, on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds),
-    )
-    service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher)
+    fetcher = BatchFetcher(config.settings, local_pages=config.local_pages)
+    pace = Pace(config.concurrency, config.delay, config.max_wait,
+                on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds), unpaced=config.local_pages)
+    service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher, pace=pace)
     try:
         with ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed") as pool:
             outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress),
@@ -98,7 +98,7 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     return report
 
 
-def _build_feed(config: BuildConfig, service: FeedService, fetcher: PoliteFetcher, plan: FeedPlan,
+def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher, plan: FeedPlan,
                 progress: Progress) -> FeedOutcome:
     progress.started(plan.name)
     started = time.perf_counter()

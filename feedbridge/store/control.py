@@ -11,7 +11,8 @@ wait. Here nothing a reader asks for is stored: every entry follows an upstream 
 - `RedisControl`: the same state in Redis, shared by every worker and instance; while Redis is
   unreachable the process carries on with its own `MemoryControl` (written through, so it holds what
   this process decided).
-- `Windows`: moving-window rate limits (`limits`), over memory or the same Redis. A moving window
+- `Windows`: moving-window rate limits (`limits`), over memory or the same Redis: the forum budgets', and
+  in memory the CPU allowance's (`feedbridge.web.allowance`). A moving window
   counts the requests of the last `seconds`, so no span of that length ever holds more than the limit
   (a fixed window lets twice the limit through across its edge); with a `leeway` each hit is held that
   much longer, for a limit that someone else counts by their own clock, later (a forum counts a request
@@ -29,7 +30,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import redis
 from cachetools import TLRUCache, TTLCache
@@ -37,6 +38,7 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage, RedisStorage, Storage
 from limits.strategies import MovingWindowRateLimiter
 
+from feedbridge.store.protocols import Store
 from feedbridge.store.redis_store import PREFIX, RedisLink, RedisStore
 
 T = TypeVar("T")
@@ -49,12 +51,9 @@ WINDOWS_HELD = 65536
 """In-process windows with hits in the last `seconds` that are tracked for clearing (see `IdleWindows`)."""
 
 
-class ControlStore(Protocol):
-    """`Store`'s get/set/delete, for state that must outlive any flood of readers' requests."""
-
-    def get(self, key: str) -> Any | None: ...
-    def set(self, key: str, value: Any, ttl: float) -> None: ...
-    def delete(self, key: str) -> None: ...
+ControlStore: TypeAlias = Store
+"""The cache's protocol (`store.protocols.Store`), over a store of its own: the name says which of the two a
+part is given, state that must outlive any flood of readers' requests."""
 
 
 class MemoryControl:
@@ -216,6 +215,16 @@ class Windows:
         counted = limit if self._shared is not None and not self.capped else self.share(limit)
         return counted * (1 + int(max(seconds, 0.0) // self.held))
 
+    def charge(self, limit: int, cost: int, *ids: str) -> None:
+        """Count `cost` hits at once, as many as the window has room for: a cost known only once the work is
+        done (the CPU allowance's, `feedbridge.web.allowance`) counts whole up to the limit, where `limits`
+        refuses a cost larger than the room left and counts none of it."""
+        item, mine_item, names = self._item(limit), self._item(self.share(limit)), _hashed(ids)
+        with self._lock:  # the room read and the hit together, or two charges could each find the same room
+            self._idle[(self.share(limit), *names)] = None
+            _charged(self._local, mine_item, cost, names)
+        self._ask(lambda limiter: _charged(limiter, item, cost, names))
+
     def _item(self, limit: int) -> RateLimitItem:
         return RateLimitItemPerSecond(limit, self.held, namespace="window")
 
@@ -252,6 +261,12 @@ class IdleWindows(TTLCache[tuple[Any, ...], None]):
         limit, *names = key
         self.limiter.clear(self.item(limit), *names)
         return key, value
+
+
+def _charged(limiter: MovingWindowRateLimiter, item: RateLimitItem, cost: int, names: list[str]) -> bool:
+    """`cost` hits counted in `limiter`'s window, or as many as it has room for."""
+    counted = min(cost, limiter.get_window_stats(item, *names).remaining)
+    return counted > 0 and limiter.hit(item, *names, cost=counted)
 
 
 def _hashed(ids: tuple[str, ...]) -> list[str]:

@@ -121,8 +121,9 @@ class FailureEntry:
 
 @dataclass(frozen=True, slots=True)
 class HeadEntry:
-    """A topic's `/t/ID.json` head (`feedbridge.feeds.post_feeds`): its first posts and the ids of all of them, with
-    the validators to ask again with. Shared through Redis like the posts read after it."""
+    """A topic's `/t/ID.json` head (`feedbridge.feeds.post_feeds.read_head`): its first posts and the ids of all of
+    them, with the validators to ask again with; read once for the topic's post feed and `content=full` alike.
+    Shared through Redis like the posts read after it."""
 
     head: TopicHead
     etag: str | None

@@ -22,6 +22,13 @@ def feed(spec: str, self_url: str | None, stylesheet_url: str | None) -> str:
     return _key("feed", spec, *((self_url, stylesheet_url) if self_url or stylesheet_url else ()))
 
 
+def view(spec: str, page: str, self_url: str, script_root: str) -> str:
+    """A page made of a feed (`page`: its `.html` view, the front page's preview of it): its spec's
+    `cache_key()` and the links built from the request (the URL the page was asked at, the script root its
+    links start with), so a copy built for one Host or script root is never served to another."""
+    return _key("view", spec, page, self_url, script_root)
+
+
 def page(url: str) -> str:
     """A list page, by the URL it is read from (which names its forum, list and page)."""
     return _key("page", url)
@@ -45,6 +52,12 @@ def topic(base_url: str, topic_id: int, last_posted_at: datetime | None) -> str:
 def post_head(base_url: str, url: str) -> str:
     """A topic's head (`/t/ID.json`), by its URL."""
     return _key("posthead", base_url, url)
+
+
+def topic_head(base_url: str, topic_id: int) -> str:
+    """A topic's head by its canonical URL, `/t/ID.json`, whichever URL it was read from (a list's link to the
+    topic for `content=full`, which the forum answers with the same document)."""
+    return post_head(base_url, f"{base_url}/t/{topic_id}.json")
 
 
 def posts_of(base_url: str, topic_id: int) -> str:

@@ -2,8 +2,8 @@
 
 `MemoryStore` and `SingleFlight` (`feedbridge.store.memory`) serve one process; `TieredStore` and
 `RedisFlight` serve every worker and instance behind one Redis (`feedbridge.store.backends` picks).
-Control state (budgets, remembered waits and failures, source decisions) has its own store,
-`feedbridge.store.control`, so nothing in these can evict it.
+Control state (budgets, remembered waits and failures, source decisions) has its own store of the same
+`Store` protocol (`feedbridge.store.control`), so nothing in these can evict it.
 """
 
 from __future__ import annotations

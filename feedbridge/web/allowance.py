@@ -8,10 +8,11 @@ a cached hit: those are never refused) is charged the CPU time it took, and a cl
 `FEEDBRIDGE_CPU_ALLOWANCE` seconds in the last minute gets `429` + Retry-After (or the last good copy)
 until its moving window has room again.
 
-- The window is `limits`' moving window, charged after the fact with `cost=`, in units of `UNIT`: what a
-  request spent is known only once it is done, so a request is admitted while the client has any room
-  left, and its cost is counted whole, up to the window's limit (`limits` refuses a cost larger than the
-  room left without counting any of it, which would let the most expensive request through for free).
+- The window is `limits`' moving window, the budgets' own (`store.control.Windows`), charged after the fact
+  in units of `UNIT`: what a request spent is known only once it is done, so a request is admitted while the
+  client has any room left, and its cost is counted whole, up to the window's limit (`Windows.charge`:
+  `limits` refuses a cost larger than the room left without counting any of it, which would let the most
+  expensive request through for free).
 - Per process: the CPU protected is each worker's own, and a client spending in two workers holds two
   event loops. The windows of clients that stopped spending are cleared (`store.control.IdleWindows`), so a flood of
   addresses costs a bounded map.
@@ -26,25 +27,19 @@ until its moving window has room again.
 from __future__ import annotations
 
 import math
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from flask import current_app
-from limits import RateLimitItem, RateLimitItemPerSecond
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
 
 from feedbridge import metrics
 from feedbridge.errors import CpuSpent
 from feedbridge.feeds.cpu import counting
-from feedbridge.store.control import IdleWindows
+from feedbridge.store.control import WINDOW, Windows
 from feedbridge.web.context import service
 
 UNIT = 0.01
 """Seconds of CPU per unit counted in the window (a request costs at least one)."""
-WINDOW = 60
 
 
 class CpuAllowance:
@@ -53,36 +48,26 @@ class CpuAllowance:
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.limit = max(math.ceil(seconds / UNIT), 1)
-        self.item: RateLimitItem = RateLimitItemPerSecond(self.limit, WINDOW, namespace="cpu")
-        self.limiter = MovingWindowRateLimiter(MemoryStorage())
-        self._seen = IdleWindows(self.limiter, lambda _limit: self.item, WINDOW)
-        self._lock = threading.Lock()
+        self.windows = Windows(WINDOW)  # this process's own: the CPU it protects is its own
 
     @property
     def on(self) -> bool:
         return self.seconds > 0
 
     def has_room(self, client: str) -> bool:
-        return not self.on or self.limiter.test(self.item, client)
+        return not self.on or self.windows.test(self.limit, client)
 
     def refusal(self, client: str) -> CpuSpent:
         """The error for a client without room: its message says how much it spent and when to come back."""
         metrics.refused("allowance")
-        reset = self.limiter.get_window_stats(self.item, client).reset_time
-        retry = min(max(reset - time.time(), 1.0), float(WINDOW))
+        retry = min(max(self.windows.reset_in(self.limit, client), 1.0), float(WINDOW))
         return CpuSpent(f"this client has used its {self.seconds:g} s of the bridge's CPU a minute on pages and "
                         f"feeds built from what the bridge holds; retry in {retry:.0f}s", retry_after=retry)
 
     def charge(self, client: str, seconds: float) -> None:
         """Count `seconds` of CPU against the client, up to what its window has left."""
-        if not self.on:
-            return
-        with self._lock:
-            self._seen[(self.limit, client)] = None
-            room = self.limiter.get_window_stats(self.item, client).remaining
-            cost = min(max(math.ceil(seconds / UNIT), 1), room)
-            if cost > 0:
-                self.limiter.hit(self.item, client, cost=cost)
+        if self.on:
+            self.windows.charge(self.limit, max(math.ceil(seconds / UNIT), 1), client)
 
     @contextmanager
     def spending(self, client: str) -> Iterator[None]:

@@ -64,9 +64,6 @@ log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
 
 PREVIEW_SIZE = 15
-# In the stylesheet part of a page's feed key (`FeedService.feed_key`), with the script root the page's links
-# start with: a feed's stylesheet URL starts with "/", so no page shares a key with a feed.
-PAGE_KEY, PREVIEW_KEY = "page:", "preview:"
 # No inline script or style anywhere: everything the pages need is served from /static.
 OPML_TYPE = "text/x-opml; charset=utf-8"
 
@@ -79,12 +76,12 @@ class Unavailable:
     detail: str
 
 
-def unavailable(forum: Forum, exc: UpstreamError) -> Unavailable:
+def unavailable(forum: Forum, exc: UpstreamError | CpuSpent) -> Unavailable:
     """Say what happened in words, from the error's reason and the status the forum answered."""
-    name, code, back = forum.key, exc.upstream_status, "feeds will appear when it is back"
     if isinstance(exc, CpuSpent):
         return Unavailable("this browser has used its share of the bridge's time for a moment; the preview "
                            "comes back when it has room again (the feed URL above works meanwhile)", exc.message)
+    name, code, back = forum.key, exc.upstream_status, "feeds will appear when it is back"
     match exc.reason:
         case Reason.REFUSED | Reason.LOGIN:
             headline = (f"{name} did not show its topic lists (a login page, 401/403, or something that is not a "
@@ -341,7 +338,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         return html
 
     try:
-        entry = _kept(scope, svc.feed_key(spec, resolved.self_url, PAGE_KEY + request.script_root), render)
+        entry = _kept(scope, scope.page_key(spec, "page", resolved.self_url, request.script_root), render)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
     response = Response(entry.body, content_type="text/html; charset=utf-8")
@@ -372,8 +369,7 @@ def result_html(svc: FeedService, built: Built) -> str:
 
     form = urlencode(sorted(built.form.args().items()))
     try:
-        entry = _kept(svc, svc.feed_key(spec, f"{request.host_url}?{form}", PREVIEW_KEY + request.script_root),
-                      render)
+        entry = _kept(svc, svc.page_key(spec, "preview", f"{request.host_url}?{form}", request.script_root), render)
     except _NotKept as answer:
         return answer.html
     except CpuSpent as exc:
@@ -391,21 +387,9 @@ class _NotKept(Exception):
 
 
 def _kept(svc: FeedService, key: str, render: Callable[[], str]) -> FeedEntry:
-    """The page under `key` through the cache policy (fresh, else rendered within the client's CPU allowance
-    and kept, as a feed is: never when a read of it was refused, `feedbridge.feeds.policy`); when it cannot
-    be rendered (the allowance spent, the forum failing), the copy held however old; what stopped it when
-    there is none. `_NotKept` (a page that must not be kept) passes through."""
-    fresh: FeedEntry | None = svc.policy.fresh(key)
-    if fresh is not None:
-        return fresh
-    try:
-        with _charged():
-            return svc.policy.get(key, lambda _held: _entry(render().encode()), what="the page").entry
-    except UpstreamError:
-        held: FeedEntry | None = svc.store.get(key)
-        if held is None:
-            raise
-        return held
+    """The page under `key`, kept by the service as a feed is (`FeedService.kept`), rendered within the client's
+    CPU allowance (`_charged`: once per request). `_NotKept` (a page that must not be kept) passes through."""
+    return svc.kept(key, lambda: _entry(render().encode()), _charged)
 
 
 def _entry(body: bytes) -> FeedEntry:

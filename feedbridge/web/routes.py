@@ -114,7 +114,7 @@ def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
             with allowance().spending(client()):
                 result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
         except CpuSpent as spent:
-            held = scope.store.get(resolved.key)
+            held = scope.held(resolved.key)
             if held is None:
                 raise
             result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
