@@ -209,6 +209,22 @@ def test_the_basic_info_request_is_spent_from_the_forums_budget(upstream: FakeFo
     assert second.status_code == 503 and "share" in second.text
 
 
+def test_a_feed_whose_basic_info_read_its_share_refuses_goes_without_its_icon_and_is_kept(upstream: FakeForum) -> None:
+    # A client's share is a third of the minute's 3: the cold feed's list alone. The icon is a read a feed can
+    # do without (`policy.optional`): refused, the feed is built, answered and kept without it, never a 503
+    # and never waiting for the window's room; a later build asks again.
+    settings = replace(Settings(forums=(parse_forum(f"markdown:{upstream.url}"),)), forum_budget=3,
+                       forum_budget_10s=0)
+    with running_app(settings) as app:
+        first = httpx.get(app.feed_url(f"{COMPILER}.atom"), timeout=30)
+        assert first.status_code == 200, first.text
+        assert first.headers["X-Feedbridge-Cache"] == "miss"
+        assert etree.fromstring(first.content).find(f"{ATOM}icon") is None and parsed(first.content).entries
+        assert upstream.count(IDENTITY) == 0  # refused before it was sent
+        again = httpx.get(app.feed_url(f"{COMPILER}.atom"), timeout=30)
+        assert again.status_code == 200 and again.headers["X-Feedbridge-Cache"] == "hit"
+
+
 @pytest.mark.parametrize(("locale", "tag"), [
     ("pt_BR", "pt-BR"), ("en", "en"), ("zh_TW", "zh-TW"), ("sr_Latn", "sr-Latn"), ("es_419", "es-419"),
     ("EN_gb", "en-GB"), ("", None), ("english", None), ("en_", None), ("x" * 40, None), (None, None), (3, None),

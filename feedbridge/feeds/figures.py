@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 
 from feedbridge.errors import NotHeld, RequestError, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.filters import FeedFilter
+from feedbridge.feeds.policy import optional
 from feedbridge.feeds.sources import source_of
 from feedbridge.models import Category, Listing, merged
 
@@ -47,9 +49,10 @@ def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
             pages.append(listing)
             continue
         try:
-            figures = {topic.id: topic for topic in json_page(number).topics}
+            with optional() if needed is None else nullcontext():  # the pictures alone: a build can do without
+                figures = {topic.id: topic for topic in json_page(number).topics}
         except (UpstreamError, NotHeld) as exc:
-            if needed is None:  # the pictures alone: a failure, a refused read (the build is then not kept), no copy
+            if needed is None:  # the pictures alone: a failure, a refused read (the build kept all the same), no copy
                 log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)
                 pages.append(listing)
                 continue

@@ -6,8 +6,9 @@ copy held will do (a forum's logo and language change rarely), so it costs the f
 forum is failing. Failure-tolerant, since a forum without it still gets its feeds, only without an icon: a
 forum that answers 404 or refuses it (a release from before it, a proxy in front), or answers something that
 is no basic info, is kept as having none, for as long as a copy would be; one that fails (a timeout, a 5xx) is
-asked again once its failure is forgotten (FEEDBRIDGE_NEGATIVE_TTL). A read refused by the forum's budget or a
-client's share marks the build it is part of, which is then not kept for others (`feeds/policy.py`).
+asked again once its failure is forgotten (FEEDBRIDGE_NEGATIVE_TTL). A read refused by the forum's budget, a
+client's share or a slot is `optional` (`feeds/policy.py`): the feed goes without its icon this time, is kept
+all the same, and never waits for the window's room for an icon; the next build asks again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
 from feedbridge.errors import NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.feeds.policy import optional
 from feedbridge.feeds.reads import Reads
 from feedbridge.models import Site
 from feedbridge.store import keys
@@ -54,7 +56,8 @@ class Identities:
             return SiteEntry(parse_basic_info(text, forum.base_url), time.time())
 
         try:
-            entry: SiteEntry = self.reads.entry(key, fetch, f"the basic info of {forum.key}")
+            with optional():
+                entry: SiteEntry = self.reads.entry(key, fetch, f"the basic info of {forum.key}")
         except (UpstreamError, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None

@@ -31,7 +31,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
@@ -75,13 +76,30 @@ _BUILDS: ContextVar[tuple[_Tally, ...]] = ContextVar("feedbridge_builds", defaul
 context (`CallerPool`), so a topic page read in the pool counts for the feed whose build asked for it."""
 
 
+_OPTIONAL: ContextVar[int | None] = ContextVar("feedbridge_optional", default=None)
+"""Within `optional()`: how many of `_BUILDS` were under way when it began (those it must not mark)."""
+
+
+@contextmanager
+def optional() -> Iterator[None]:
+    """Around a read its builds can do without (a forum's icon, the pictures of a Markdown list): refused by a
+    budget, a share or a slot, it marks none of the builds it is part of and never has them wait for the
+    window's room, so a feed goes without its icon for now rather than unkept, or waiting ten seconds for
+    it. Builds begun inside (the read's own entry) are marked as usual: a refused read is never kept."""
+    token = _OPTIONAL.set(len(_BUILDS.get()))
+    try:
+        yield
+    finally:
+        _OPTIONAL.reset(token)
+
+
 def refused(exc: BridgeBusy) -> BridgeBusy:
     """`exc`, after marking every build it is part of: a share, the forum's budget or a slot refused one of
     its reads, so what it builds lacks something another client would get, and is never stored for them
     (`CachePolicy.get` answers the refused client with this error, or the stale copy). A `RoomSoon` marks
     them to be made again once the window has room, unless a read was refused outright, which no wait
-    mends: that refusal is kept."""
-    for tally in _BUILDS.get():
+    mends: that refusal is kept. Within `optional()`, only the builds it began are marked."""
+    for tally in _BUILDS.get()[_OPTIONAL.get() or 0:]:
         if tally.refused is None or isinstance(tally.refused, RoomSoon):
             tally.refused = exc
     return exc
@@ -89,10 +107,10 @@ def refused(exc: BridgeBusy) -> BridgeBusy:
 
 def waitable() -> bool:
     """Whether the current read, refused for now, may have its build wait for the room (`Gate`): it is part
-    of a build that is cold (a held copy is the answer at once, as before waiting existed), and none of its
-    reads was refused outright."""
+    of a build that is cold (a held copy is the answer at once, as before waiting existed), none of its
+    reads was refused outright, and it is not a read the build can do without (`optional`)."""
     builds = _BUILDS.get()
-    return bool(builds) and builds[0].cold and not any(
+    return _OPTIONAL.get() is None and bool(builds) and builds[0].cold and not any(
         tally.refused is not None and not isinstance(tally.refused, RoomSoon) for tally in builds)
 
 
