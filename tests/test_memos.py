@@ -104,7 +104,6 @@ def test_only_the_urls_of_feeds_served_are_remembered(upstream):
         assert len(memo) == 1
 
 
-@pytest.mark.exclusive
 @pytest.mark.timeout(300)
 def test_6000_distinct_long_urls_grow_the_worker_by_at_most_24_mib(upstream_json):
     """Half of them a category the forum does not have (404, then 429 once the client's CPU allowance is spent),

@@ -20,8 +20,6 @@ from tests.appserver import procfile_web
 from tests.core_limits import CoreLimits
 from tests.upstream import FakeForum, Request, list_reads
 
-pytestmark = pytest.mark.exclusive  # a burst against the server (tests/conftest.py)
-
 
 def run(marked: bool) -> tuple[dict[str, int], list[Answer], list[Request]]:
     """Both forums' feeds asked at once by hostile readers for 3 s; the host's refusals, the answers, and the
