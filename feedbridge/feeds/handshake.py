@@ -294,8 +294,10 @@ def _owner(members: Gate, member: personal.Member) -> Owner:
 
 # --- the device flow (the newest core's, where `HEAD /user-api-key/new` announces it) -----------------------
 
-_USER_CODE = re.compile(r"[A-Z0-9]{4}-[A-Z0-9]{4}")
-_DEVICE = re.compile(r"[0-9a-f]{64}")
+USER_CODE = re.compile(r"[A-Z0-9]{4}-[A-Z0-9]{4}")
+"""What core's device flow shows a member to type: the connect pages check a code carried back against it."""
+DEVICE_CODE = re.compile(r"[0-9a-f]{64}")
+"""What core's device flow polls with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,8 +321,8 @@ def start_device(gate: Gate, forum: Forum, key: RsaKey, nonce: Nonce, applicatio
     code, user_code = found.get("device_code"), found.get("user_code")
     uri = on_forum(found.get("verification_uri"), forum.base_url)
     with_request = on_forum(found.get("verification_uri_with_request"), forum.base_url) or uri
-    if not (isinstance(code, str) and _DEVICE.fullmatch(code) and isinstance(user_code, str)
-            and _USER_CODE.fullmatch(user_code) and uri and with_request):
+    if not (isinstance(code, str) and DEVICE_CODE.fullmatch(code) and isinstance(user_code, str)
+            and USER_CODE.fullmatch(user_code) and uri and with_request):
         raise UpstreamRefused(f"{forum.key} did not start the device flow (it answered {answer.status})",
                               upstream_status=answer.status)
     return DeviceCode(code, user_code, uri, with_request)

@@ -35,8 +35,6 @@ from feedbridge.web.worker import FORM_BYTES
 bp = Blueprint("connect", __name__)
 
 _COOKIE = re.compile(r"[A-Za-z0-9_-]{22}")
-_DEVICE_CODE = re.compile(r"[0-9a-f]{64}")
-_USER_CODE = re.compile(r"[A-Z0-9]{4}-[A-Z0-9]{4}")
 FEEDS = (*personal.OWN, "latest")
 """What the connected page and the OPML list, in order: the member's own lists, then the latest topics as
 they see them (every other public feed path works under /me/TOKEN/ too)."""
@@ -118,15 +116,15 @@ def device_poll(key: str) -> Response:
     svc = service()
     forum, members = _members(svc, key)
     device_code = request.args.get("device_code", "")
-    if not _DEVICE_CODE.fullmatch(device_code):
+    if not handshake.DEVICE_CODE.fullmatch(device_code):
         raise RequestError("device_code must be what the connect page gave: 64 hexadecimal digits",
                            param="device_code")
     user_code = request.args.get("user_code", "")
     payload = handshake.poll_device(svc.gate, forum, device_code)
     if payload is None:  # not approved yet: the same page again, saying so
         activate = f"{forum.base_url}/user-api-key/activate"
-        code = handshake.DeviceCode(device_code, user_code if _USER_CODE.fullmatch(user_code) else "", activate,
-                                    activate)
+        shown = user_code if handshake.USER_CODE.fullmatch(user_code) else ""
+        code = handshake.DeviceCode(device_code, shown, activate, activate)
         return _private(render_template("device.html", forum=forum, code=code, pending=True,
                                         ttl=svc.settings.connect_ttl, poll_url=request.full_path))
     return _completed(svc, forum, members, [payload])
