@@ -210,7 +210,9 @@ def test_behind_a_router_an_ipv6_client_rotating_addresses_within_its_64_spends_
                  for n in range(15)]
     statuses = [r.status_code for r in rotating]
     assert 10 <= spent <= 20 and spent - lists <= 2 and statuses.count(200) == lists, statuses
-    assert statuses.count(503) == 80 - lists and "used its share (20)" in rotating[-1].text
+    # Every refusal is the client's share (which worker took the last request varies with the kernel's choice)
+    refusals = [r.text for r in rotating if r.status_code == 503]
+    assert len(refusals) == 80 - lists and all("used its share (20)" in text for text in refusals)
     answered = [r.status_code for r in other].count(200)
     assert answered >= 10 and len(list_reads(upstream.requests)) == lists + answered, [r.text[:80] for r in other]
 
