@@ -176,11 +176,12 @@ def test_two_instances_on_one_redis_stay_within_one_budget(small_forum: ForumPro
         answers = burst(apps, key_of(small_forum), feeds=200, seconds=3)
     log, refused = small_forum.control.requests, small_forum.control.stats()["core_refused"]
     assert refused == {}
-    # Within any 10 s, not over the whole test: the first feed's build also reads the forum's basic info (its
-    # icon), once for both instances through Redis; refused by the full window, that later read waits for the
-    # room (feeds/gate.py), and its client, back after the window moved, asks on.
+    # Within any 10 s, not over the whole test. A feed's build also reads the forum's basic info (its icon), at
+    # most once for both instances through Redis; that read is optional (feeds/policy.py): refused by a window
+    # the lists already filled, it is skipped, never waited for, and the feed goes without its icon for now.
+    # Which comes first is the machine's timing, so the count is 0 or 1 (a fresh-clone CI run met 0).
     assert 5 < busiest(times(log)) <= 10
-    assert len(log) - len(list_reads(log)) == 1
+    assert len(log) - len(list_reads(log)) <= 1
     assert_polite(answers)
     assert {a.app for a in answers} == set(apps)  # both instances were asked, and answered
     served = Counter(a.app for a in answers if a.status == 200)
