@@ -73,7 +73,7 @@ def parse(source: str, base_url: str | None) -> None:
     if source.startswith(("http://", "https://")):
         forum = _url_forum(source, base_url)
         reader = JSON if forum.source == "json" else MARKDOWN
-        with _service(forum) as service:
+        with _service(_settings(forum)) as service:
             listing = _upstream(lambda: service.page(forum, source, source=reader))
     else:
         listing, _text = _read_saved(source, base_url)
@@ -138,8 +138,9 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
     given = {name: value for name, value in options.items() if value is not None and value is not False and value != ()}
     if source.startswith(("http://", "https://")):
-        spec = _spec(_settings(_url_forum(source, base_url)), source, fmt, given)
-        with _service(spec.forum) as service:
+        settings = _settings(_url_forum(source, base_url))
+        spec = _spec(settings, source, fmt, given)
+        with _service(settings) as service:
             body = _upstream(lambda: service.feed(spec, self_url, refresh=False).entry.body)  # a file: no ttl
     else:
         listing, text = _read_saved(source, base_url)
@@ -349,9 +350,8 @@ def _settings(forum: Forum) -> Settings:
 
 
 @contextlib.contextmanager
-def _service(forum: Forum) -> Iterator[FeedService]:
+def _service(settings: Settings) -> Iterator[FeedService]:
     """A service of its own, over an empty memory store: one run reads the forum as one server request does."""
-    settings = _settings(forum)
     fetcher = Fetcher(settings)
     service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher)
     try:

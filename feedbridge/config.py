@@ -33,11 +33,12 @@ class Forum:
 
     base_url: str
     source: str = "auto"
+    key: str = field(init=False, repr=False, compare=False)
+    """Worked out once, when the forum is made: every read names its forum by it, in keys and messages."""
 
-    @property
-    def key(self) -> str:
+    def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
-        return parts.netloc + parts.path.rstrip("/")
+        object.__setattr__(self, "key", parts.netloc + parts.path.rstrip("/"))
 
 
 def parse_forum(url: str) -> Forum:
