@@ -4,8 +4,8 @@ Redirects are followed by hand so that each hop can be checked against the forum
 redirect is the classic way to turn a fetcher into an open proxy (to 169.254.169.254, to localhost).
 The body is read as a stream and abandoned as soon as it passes the size limit or the overall deadline,
 so a 20 MB body or a server dripping one byte a second costs bounded memory and time. Compressed bodies
-are inflated here, a bounded piece at a time, so the size limit counts decoded bytes as they are produced:
-a 2 KB answer can hold gigabytes once inflated (httpx's own decoders inflate a whole read at once).
+are inflated as they are read, a bounded piece at a time (`feedbridge.upstream.bodies`), so the size limit
+counts decoded bytes as they are produced.
 
 Everything the forum sends is untrusted: paths are normalised before they are checked against the forum,
 validators and `Retry-After` are kept only when well-formed, and every failure of any kind leaves this
@@ -18,8 +18,6 @@ import json
 import logging
 import re
 import time
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -42,6 +40,15 @@ from feedbridge.errors import (
     UpstreamRateLimited,
     UpstreamRefused,
     UpstreamTimeout,
+)
+from feedbridge.upstream.bodies import (
+    ACCEPT_ENCODING,
+    CRAWLER_REFUSAL,
+    Inflater,
+    challenge,
+    content_encoding,
+    is_json,
+    peek,
 )
 
 log = logging.getLogger(__name__)
@@ -181,84 +188,17 @@ def valid_last_modified(value: str | None) -> str | None:
     return value.strip()
 
 
-ACCEPTED_ENCODINGS = ("gzip", "x-gzip", "deflate")
-ACCEPT_ENCODING = "gzip, deflate"  # what we ask for: no br/zstd, which httpx would offer if installed
 DEADLINE_SLACK = 0.05  # a socket timeout may fire a hair before the monotonic clock reaches the deadline
-INFLATE_STEP = 64 * 1024  # the most one decompression call may produce: peak memory is the limit plus this
 # What a fetch can raise besides our own errors and httpx's transport errors: httpx's stream and URL errors,
 # and the ValueError/UnicodeError/LookupError/OverflowError that odd headers give inside httpx or h11.
 # Each becomes an UpstreamError, so callers serve their stale copy instead of answering 500.
 _FETCH_FAILURES = (httpx.InvalidURL, httpx.StreamError, ValueError, LookupError, OverflowError)
 
 
-class _Inflater:
-    """Incremental gzip/deflate decoding that never produces more than `INFLATE_STEP` bytes per call.
-
-    "deflate" should be a zlib stream (RFC 9110 §8.4.1.2), but some servers send raw deflate: the
-    first two bytes tell which, as they do in httpx. Bytes after the end of the stream (a second gzip
-    member, or garbage) are refused rather than silently dropped.
-    """
-
-    def __init__(self, encoding: str, url: str):
-        self.encoding = encoding
-        self.url = url
-        self.decoder: zlib._Decompress | None = None
-        if encoding in ("gzip", "x-gzip"):
-            self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self.pending = b""
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        if self.decoder is None:
-            self.pending += data
-            if len(self.pending) < 2:
-                return
-            first, second = self.pending[0], self.pending[1]
-            zlib_header = first & 0x0F == 8 and (first << 8 | second) % 31 == 0
-            self.decoder = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
-            data, self.pending = self.pending, b""
-        while True:
-            if self.decoder.eof and (data or self.decoder.unused_data):
-                raise UpstreamError(f"upstream sent data after the end of the compressed body for {self.url}",
-                                    reason=Reason.BODY)
-            try:
-                piece = self.decoder.decompress(data, INFLATE_STEP)
-            except zlib.error:
-                raise UpstreamError(f"upstream sent a corrupt {self.encoding}-compressed body for {self.url}",
-                                    reason=Reason.BODY) from None
-            if piece:
-                yield piece
-            data = self.decoder.unconsumed_tail
-            if not data and (self.decoder.eof or len(piece) < INFLATE_STEP) and not self.decoder.unused_data:
-                return  # all decoded so far; a full piece may mean more output is pending inside zlib
-
-    def finish(self) -> None:
-        if self.decoder is None or not self.decoder.eof:
-            raise UpstreamError(f"upstream's {self.encoding}-compressed body for {self.url} ended early",
-                                reason=Reason.BODY)
-
-
-def content_encoding(response: httpx.Response, url: str) -> str | None:
-    """The one coding to undo, None for identity. Stacked (`gzip, gzip`) or unknown codings are refused:
-    nothing legitimate compresses twice, and every layer multiplies what a few bytes can inflate to."""
-    codings = [c.strip().lower() for c in response.headers.get("Content-Encoding", "").split(",")]
-    codings = [c for c in codings if c and c != "identity"]
-    if len(codings) > 1:
-        raise UpstreamError(f"upstream sent a body with stacked content encodings ({', '.join(codings)}) for {url}",
-                            reason=Reason.BODY)
-    if codings and codings[0] not in ACCEPTED_ENCODINGS:
-        raise UpstreamError(f"upstream sent a body in an unsupported content encoding for {url}", reason=Reason.BODY)
-    return codings[0] if codings else None
-
-
 SIGN_IN_PATHS = ("/login", "/session/sso")
 """Where core's `redirect_to_login` (app/controllers/application_controller.rb) sends a non-JSON GET of a
 login-required forum: `/login`, or `/session/sso` with DiscourseConnect; `/auth/PROVIDER` (below) with one
 authenticator. `/session/sso` answers with a redirect to another host, the single sign-on provider."""
-CRAWLER_REFUSAL = "Crawler is not allowed!"
-"""The whole body of core's answer to a User-Agent its crawler policy blocks (lib/middleware/anonymous_cache.rb
-`AnonymousCache#call`: `[403, {}, ["Crawler is not allowed!"]]`, no Content-Type)."""
-
-
 def sign_in_path(forum: Forum, url: str) -> str | None:
     """The path under the forum of `url` when it is where the forum signs people in, else None."""
     if not is_within(forum, url):
@@ -274,15 +214,6 @@ def user_agent(settings: Settings) -> str:
     """`feedbridge/VERSION`, and `(+URL)` where the operator says who runs the instance
     (FEEDBRIDGE_CONTACT_URL), as polite crawlers name a page about themselves."""
     return f"{USER_AGENT} (+{settings.contact_url})" if settings.contact_url else USER_AGENT
-
-
-CHALLENGE_PEEK = 16 * 1024
-"""Bytes of a 403/503 body (not JSON) read to tell a bot challenge or a crawler policy from a refusal: a
-challenge page names itself in its <title>, in the first kilobyte, and core's crawler refusal is one short
-line (`CRAWLER_REFUSAL`); the rest of such a body is never read."""
-_CHALLENGE_TITLE = re.compile(r"<title>\s*Just a moment\.\.\.\s*</title>", re.IGNORECASE)
-# What a peek at a refusal's body may meet: it only adds a meaning, so a broken body leaves the status's own.
-_PEEK_FAILURES = (UpstreamError, httpx.HTTPError, httpx.StreamError, h11.ProtocolError)
 
 
 _HEADERS = {"User-Agent": USER_AGENT, "Accept": "text/markdown, text/plain;q=0.5", "Accept-Encoding": ACCEPT_ENCODING}
@@ -466,8 +397,8 @@ class Fetcher:
             wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
             raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
                                       retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
-        peeked = _peek(response, url, deadline) if status in (403, 503) and not _is_json(response) else ""
-        if status != 200 and (sign := self._challenge(response, status, peeked)):
+        peeked = peek(response, url, deadline) if status in (403, 503) and not is_json(response) else ""
+        if status != 200 and (sign := challenge(response, status, peeked)):
             raise BotWall(f"upstream answered {status} with a bot challenge ({sign}) for {url}",
                           retry_after=float(max(self.settings.negative_ttl, 1)), upstream_status=status)
         if status == 403 and peeked.strip() == CRAWLER_REFUSAL:
@@ -492,29 +423,16 @@ class Fetcher:
         return Fetched(url, 200, text, valid_etag(response.headers.get("ETag")),
                        valid_last_modified(response.headers.get("Last-Modified"))), ""
 
-    @staticmethod
-    def _challenge(response: httpx.Response, status: int, peeked: str) -> str | None:
-        """What shows that the answer is a bot challenge (Cloudflare's; its docs: every challenge page carries
-        `cf-mitigated: challenge`), else None. Without the header, a 403/503 HTML page titled "Just a
-        moment..." is one too (a proxy in front may drop headers): `peeked` is its first CHALLENGE_PEEK bytes,
-        and the title is looked for in those alone."""
-        if response.headers.get("cf-mitigated", "").strip().lower() == "challenge":
-            return "cf-mitigated: challenge"
-        html = response.headers.get("Content-Type", "").lower().startswith("text/html")
-        if status in (403, 503) and html and _CHALLENGE_TITLE.search(peeked):
-            return 'a "Just a moment..." page'
-        return None
-
     def _read_bounded(self, response: httpx.Response, url: str, deadline: float, hop: int) -> bytes:
-        """The decoded body, read raw and inflated here so that the limit counts every decoded byte as it
-        is produced, and so that the compressed bytes count against it too."""
+        """The decoded body, read raw and inflated as it comes (`bodies.Inflater`), so that the limit counts every
+        decoded byte as it is produced, and the compressed bytes count against it too."""
         limit = self.settings.max_body_bytes
         declared = response.headers.get("Content-Length", "")
         if re.fullmatch(r"[0-9]{1,19}", declared) and int(declared) > limit:
             raise UpstreamError(f"upstream body for {url} is {int(declared)} bytes, over the {limit}-byte limit",
                                 reason=Reason.BODY)
-        coding = content_encoding(response, url)
-        inflater = _Inflater(coding, url) if coding else None
+        coding = content_encoding(response, url) if "Content-Encoding" in response.headers else None
+        inflater = Inflater(coding, url) if coding else None
         chunks: list[bytes] = []
         raw = size = 0
         for chunk in response.iter_raw():
@@ -532,33 +450,6 @@ class Fetcher:
         if inflater:
             inflater.finish()
         return b"".join(chunks)
-
-
-def _is_json(response: httpx.Response) -> bool:
-    """A JSON refusal (core's `invalid_access`, `not_logged_in`) is the forum's own answer: nothing to peek at."""
-    return "json" in response.headers.get("Content-Type", "").lower()
-
-
-def _peek(response: httpx.Response, url: str, deadline: float) -> str:
-    """The body's first CHALLENGE_PEEK decoded bytes as text, or what came of them before the body ended,
-    broke off, or the fetch's deadline passed: a refusal's body is looked at, never needed, so no failure
-    of it is one of the fetch. Compressed bodies are inflated a bounded piece at a time, as in full reads."""
-    read = bytearray()
-    raw = 0
-    try:
-        coding = content_encoding(response, url)
-        inflater = _Inflater(coding, url) if coding else None
-        for chunk in response.iter_raw(CHALLENGE_PEEK):
-            raw += len(chunk)
-            for piece in inflater.feed(chunk) if inflater else (chunk,):
-                read += piece
-                if len(read) >= CHALLENGE_PEEK:
-                    break
-            if len(read) >= CHALLENGE_PEEK or raw >= CHALLENGE_PEEK or time.monotonic() > deadline:
-                break
-    except _PEEK_FAILURES:
-        pass
-    return read[:CHALLENGE_PEEK].decode("utf-8", errors="replace")
 
 
 _UTF8_TYPES = frozenset(f"{kind}; charset=utf-8" for kind in ("text/markdown", "text/plain", "application/json"))
