@@ -7,9 +7,9 @@ import re
 
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.models import Topic
-from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
+from feedbridge.render.meta import FeedMeta
 from feedbridge.store.entries import listing_bytes
 
 from .harness import FIXTURES, Context, Row, median_seconds_rounds

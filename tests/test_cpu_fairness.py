@@ -27,7 +27,9 @@ from feedbridge.feeds.enrich import sanitize_html
 from feedbridge.feeds.filters import make_filter, topic_haystack
 from feedbridge.models import Topic
 from feedbridge.render import turns
-from feedbridge.render.documents import FeedMeta, render_atom, render_json, render_rss
+from feedbridge.render.documents import render_atom, render_rss
+from feedbridge.render.json_feed import render_json
+from feedbridge.render.meta import FeedMeta
 from feedbridge.web.allowance import UNIT, WINDOW, CpuAllowance
 from tests.appserver import procfile_web
 from tests.fake_heavy import HEAVY_POSTS, HEAVY_TOPIC, heavy_site

@@ -32,9 +32,9 @@ from feedbridge.discourse.topic import TopicPage, parse_topic
 from feedbridge.errors import NotAListError, NotATopicError
 from feedbridge.feeds.filters import make_filter
 from feedbridge.models import Listing, Topic
-from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
+from feedbridge.render.meta import FeedMeta
 
 from .test_parser import parse_both_ways
 

@@ -91,5 +91,5 @@ def test_the_checker_sees_a_wrong_import(tmp_path: Path) -> None:
     # Outside the real package, so that a run of the layout test going on at the same time never sees it.
     probe = tmp_path / "feedbridge" / "store" / "_probe_for_test.py"
     probe.parent.mkdir(parents=True)
-    probe.write_text("def f():\n    from feedbridge.render.documents import FeedMeta\n    from ..feeds import spec\n")
+    probe.write_text("def f():\n    from feedbridge.render.meta import FeedMeta\n    from ..feeds import spec\n")
     assert [t for _, t in imported_units(probe, tmp_path / "feedbridge")] == ["render", "feeds"]

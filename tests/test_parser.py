@@ -14,8 +14,8 @@ from feedbridge.discourse.fields import MAX_ROW
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
-from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import render
+from feedbridge.render.meta import FeedMeta
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = sorted(p for p in FIXTURES.rglob("*.md") if p.with_suffix(".expected.json").exists())

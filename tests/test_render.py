@@ -23,18 +23,12 @@ from lxml import etree
 
 from feedbridge import __version__
 from feedbridge.models import Topic
-from feedbridge.render.documents import (
-    JSON_FEED_VERSION,
-    SLASH_NS,
-    FeedMeta,
-    entry_id,
-    render_atom,
-    render_json,
-    render_rss,
-)
+from feedbridge.render.documents import SLASH_NS, render_atom, render_rss
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import FORMATS as REGISTRY
 from feedbridge.render.formats import render
+from feedbridge.render.json_feed import JSON_FEED_VERSION, render_json
+from feedbridge.render.meta import FeedMeta, entry_id
 
 FORUM = "https://forum.example/sub"
 ATOM = "{http://www.w3.org/2005/Atom}"

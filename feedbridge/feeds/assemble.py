@@ -15,8 +15,8 @@ from urllib.parse import urlencode
 
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.models import Listing, Site, Topic
-from feedbridge.render.documents import FeedMeta
 from feedbridge.render.formats import render
+from feedbridge.render.meta import FeedMeta
 
 
 def listed(spec: FeedSpec, listings: Sequence[Listing]) -> list[Topic]:

@@ -34,30 +34,6 @@ Rendering is a pure function of its input: the same topics and `FeedMeta` give t
 read, entries keep the order they are given in, and JSON keys keep a fixed order. So ETags and HTTP caches
 built on the output stay valid, and readers see no phantom updates.
 
-Identity: an entry's id (Atom `id`, RSS `guid`, JSON `id`) is `{forum}/t/{topic id}`, built from the
-forum and the topic id only. The slug follows title edits and the dates move with every reply; the id
-never does, so an edited or revived topic stays one entry in the reader instead of a duplicate.
-
-Dates: the topic lists carry only the time of the last post. That is the entry's `updated` (JSON
-`date_modified`). Atom `published` / JSON `date_published` appear only when the creation time is
-known (full-content mode reads it from the topic). RSS has a single date per item, `pubDate`, and
-readers sort by it: when the creation time is unknown it carries the last activity instead. A reader
-then shows recently active topics first, like Discourse's own list does, and since the guid is
-stable a topic that gets a new reply moves up rather than appearing twice.
-
-No date is made up: an invented one (1970, or the time of rendering) makes readers show a wrong date
-or see a change that did not happen. What has no true value is left out: an undated topic has no RSS
-`pubDate` or JSON `date_modified`, and an RSS channel with no dated topic has no `lastBuildDate`. Atom
-requires `updated` on the feed and on every entry; there the feed's date is the newest date of its
-topics, else `FeedMeta.updated` (when the list was read), and an undated entry takes the feed's date.
-
-URLs: every URL written (links, ids, author URIs) goes through `uris.iri_to_uri`, because a forum's
-links and usernames (`/u/Zoë`) may be IRIs where RSS and JSON Feed consumers check for URIs.
-
-Characters XML cannot carry (C0 controls other than tab/newline/carriage return, U+FFFE, U+FFFF and
-lone surrogates) are removed from every string before rendering, in JSON too: one stray byte in a
-forum post must not make the whole feed unparsable, or make lxml raise.
-
 Each entry gives other requests a turn (`render.turns`) as it is added and again as feedgen builds its XML
 (`_TurnTakingEntry`): 500 entries of long posts take 0.1–0.2 s, and what cannot be split is the one
 serialising call at the end (lxml's `tostring`, `json.dumps`), about 10 ms per 100 long entries.
@@ -65,13 +41,10 @@ serialising call at the end (lxml's `tostring`, `json.dumps`), about 10 ms per 1
 
 from __future__ import annotations
 
-import dataclasses
 import html
-import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -81,14 +54,12 @@ from feedgen.feed import FeedGenerator
 from lxml.etree import SubElement
 
 from feedbridge import __version__
-from feedbridge.models import XML_INVALID, Site, Topic, has_xml_invalid, iso_utc
+from feedbridge.models import Topic
+from feedbridge.render.meta import FeedMeta, categories, cleaned, description, entry_id, newest, updated, utc
 from feedbridge.render.turns import take_turn
-from feedbridge.render.uris import iri_to_uri, is_uri
 
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
 RSS_TYPE = "application/rss+xml; charset=utf-8"
-JSON_TYPE = "application/feed+json; charset=utf-8"
-JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 
 _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
@@ -100,28 +71,6 @@ SYNDICATION_NS = "http://purl.org/rss/1.0/modules/syndication/"
 # feedgen writes Atom's own elements in no namespace, under the root's default one (so they serialise without a
 # prefix and read back as Atom's): the threading extension's link to the replies is written the same way.
 ATOM_LINK = "{}link"
-
-
-@dataclass(frozen=True, slots=True)
-class FeedMeta:
-    title: str  # names forum, list and filters, e.g. "dev-discuss.pytorch.org · compiler · author: smth"
-    forum_url: str  # forum base URL, maybe with a subfolder path
-    html_url: str  # rel=alternate: the forum's HTML page of this list
-    feed_id: str  # stable feed id (a URL or other IRI, without spaces; the caller decides)
-    self_url: str | None = None  # rel=self, the feed's own URL where known
-    description: str | None = None  # derived from the title when None (RSS requires one)
-    stylesheet_url: str | None = None  # an XSLT that lets browsers show Atom/RSS as a readable page
-    # When the list was read (timezone-aware): Atom's feed `updated` when no topic carries a date. The
-    # default is the moment this FeedMeta is made, for a caller that has just read the list; rendering one
-    # FeedMeta twice still gives the same bytes.
-    updated: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
-    site: Site | None = None  # how the forum presents itself: the feed's icon, logo and language
-    ttl: int | None = None  # seconds a copy is served before the forum is asked again: RSS's refresh hints
-
-
-def entry_id(forum_url: str, topic_id: int) -> str:
-    """The topic's permanent URL: Discourse redirects `/t/ID` to the current slug."""
-    return f"{forum_url.rstrip('/')}/t/{topic_id}"
 
 
 class _Namespace(BaseEntryExtension):
@@ -215,10 +164,10 @@ class _TurnTakingEntry(FeedEntry):
 
 
 def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
-    meta, topics = _cleaned(meta, topics)
+    meta, topics = cleaned(meta, topics)
     fg = _feed_generator(meta, topics)
-    feed_date = _newest(topics) or meta.updated
-    fg.updated(_utc(feed_date))
+    feed_date = newest(topics) or meta.updated
+    fg.updated(utc(feed_date))
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
     fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
@@ -244,13 +193,13 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 def _add_atom_entry(fg: Any, forum_url: str, topic: Topic, feed_date: datetime, threads: bool) -> None:
     entry = _add_entry(fg, topic)
     entry.id(topic.entry_id or entry_id(forum_url, topic.id))
-    entry.updated(_utc(_updated(topic) or feed_date))  # required by Atom, optional (absent) elsewhere
+    entry.updated(utc(updated(topic) or feed_date))  # required by Atom, optional (absent) elsewhere
     if topic.author:
         entry.author(name=topic.author, uri=topic.author_url)  # feedgen skips a None uri
     if topic.excerpt:
         entry.summary(topic.excerpt)  # type text: the excerpt is plain text
     if topic.created_at:
-        entry.published(_utc(topic.created_at))
+        entry.published(utc(topic.created_at))
     if threads and topic.replies is not None:  # a topic's (a post's or a digest's count is not known)
         # RFC 4685 §3, §4: the replies are on the topic's page, and how many there are
         entry.thr.add(ATOM_LINK, rel="replies", type="text/html", href=topic.url)
@@ -258,11 +207,11 @@ def _add_atom_entry(fg: Any, forum_url: str, topic: Topic, feed_date: datetime, 
 
 
 def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
-    meta, topics = _cleaned(meta, topics)
+    meta, topics = cleaned(meta, topics)
     fg = _feed_generator(meta, topics)
     fg.register_extension("dc", _DublinCore, _DublinCore, atom=False)
-    if last_build := _newest(topics):
-        fg.lastBuildDate(_utc(last_build))
+    if last_build := newest(topics):
+        fg.lastBuildDate(utc(last_build))
     else:
         fg.register_extension("undated", _Undated, atom=False)  # feedgen skips it on the entries
     _self_link(fg, meta, RSS_TYPE)
@@ -309,7 +258,7 @@ def _add_rss_entry(fg: Any, forum_url: str, topic: Topic) -> None:
         # first post, when there is one, goes in content:encoded beside it, or is the description without it.
         entry.summary(html.escape(topic.excerpt, quote=False))
     if published := topic.created_at or topic.last_posted_at:
-        entry.pubDate(_utc(published))
+        entry.pubDate(utc(published))
     if topic.entry_id is None or topic.post_number is not None:
         # The topic's page (Miniflux shows it as the comments button); a post's is its topic's, a digest has none.
         entry.comments(entry_id(forum_url, topic.id) if topic.post_number is not None else topic.url)
@@ -323,7 +272,7 @@ def _feed_generator(meta: FeedMeta, topics: Sequence[Topic]) -> Any:
         fg.register_extension("media", _Media, _Media)
     fg.id(meta.feed_id)
     fg.title(meta.title)
-    fg.description(_description(meta))  # RSS's description, Atom's subtitle
+    fg.description(description(meta))  # RSS's description, Atom's subtitle
     if meta.site is not None and meta.site.language:
         fg.language(meta.site.language)  # RSS's language, Atom's xml:lang
     return fg
@@ -345,67 +294,13 @@ def _add_entry(fg: Any, topic: Topic) -> Any:
     entry.link(href=topic.url)
     if topic.content_html:
         entry.content(topic.content_html, type="html")  # Atom content, RSS content:encoded
-    if terms := _categories(topic):
+    if terms := categories(topic):
         entry.category([{"term": term} for term in terms])
     if topic.replies is not None:
         entry.slash.add("comments", str(topic.replies))
     if topic.image_url:
         entry.media.add("thumbnail", url=topic.image_url)
     return entry
-
-
-def render_json(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
-    meta, topics = _cleaned(meta, topics)
-    feed: dict[str, object] = {"version": JSON_FEED_VERSION, "title": meta.title, "home_page_url": meta.html_url}
-    if meta.self_url:
-        feed["feed_url"] = meta.self_url
-    feed["description"] = _description(meta)
-    if meta.site is not None:
-        for name, url in (("icon", meta.site.icon_url), ("favicon", meta.site.favicon_url or meta.site.icon_url)):
-            if url:
-                feed[name] = url
-        if meta.site.language:
-            feed["language"] = meta.site.language
-    feed["_feedbridge"] = {"version": __version__}
-    feed["items"] = [_json_item(topic, meta.forum_url) for topic in topics]
-    return json.dumps(feed, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _json_item(topic: Topic, forum_url: str) -> dict[str, object]:
-    take_turn()
-    item: dict[str, object] = {"id": topic.entry_id or entry_id(forum_url, topic.id), "url": topic.url,
-                               "title": topic.title}
-    # JSON Feed requires content_html or content_text on every item.
-    if topic.content_html:
-        item["content_html"] = topic.content_html
-    else:
-        item["content_text"] = topic.excerpt or topic.title
-    if topic.excerpt:
-        item["summary"] = topic.excerpt
-    if topic.image_url:
-        item["image"] = topic.image_url
-    if topic.created_at:
-        item["date_published"] = iso_utc(topic.created_at)
-    if topic.last_posted_at:
-        item["date_modified"] = iso_utc(topic.last_posted_at)
-    if topic.author:
-        author = {"name": topic.author}
-        if topic.author_url:
-            author["url"] = topic.author_url
-        # `author` is deprecated in 1.1 but allowed beside `authors`; JSON Feed 1.0 readers know only it.
-        item["authors"] = [author]
-        item["author"] = author
-    if tags := _categories(topic):
-        item["tags"] = tags
-    if topic.replies is not None:
-        item["_feedbridge"] = {"replies": topic.replies}
-    return item
-
-def _utc(moment: datetime) -> datetime:
-    """Equal times give equal text (`Topic`s that compare equal give equal feeds, and ETags): written in
-    UTC, as JSON Feed's are; the parsers give UTC already. A naive time is passed on as it is, for feedgen
-    to refuse rather than read as the server's local time."""
-    return moment.astimezone(UTC) if moment.tzinfo else moment
 
 
 def _refresh(ttl: int) -> tuple[int, str, int]:
@@ -417,24 +312,6 @@ def _refresh(ttl: int) -> tuple[int, str, int]:
     return minutes, period, max(1, seconds // ttl)
 
 
-def _updated(topic: Topic) -> datetime | None:
-    return topic.last_posted_at or topic.created_at
-
-
-def _newest(topics: Sequence[Topic]) -> datetime | None:
-    """The newest date any topic carries: the feed's date, when there is one."""
-    return max(filter(None, map(_updated, topics)), default=None)
-
-
-def _categories(topic: Topic) -> list[str]:
-    """The category first, then the tags; a tag named like the category is not repeated."""
-    return list(dict.fromkeys((topic.category, *topic.tags) if topic.category else topic.tags))
-
-
-def _description(meta: FeedMeta) -> str:
-    return meta.description or f"Topics from {meta.title}"
-
-
 def _with_prolog(body: bytes, stylesheet_url: str | None) -> bytes:
     if not stylesheet_url:
         return _XML_DECLARATION + body
@@ -442,78 +319,3 @@ def _with_prolog(body: bytes, stylesheet_url: str | None) -> bytes:
     return _XML_DECLARATION + f'<?xml-stylesheet type="text/xsl" href="{href}"?>\n'.encode() + body
 
 
-def _clean(text: str) -> str:
-    return XML_INVALID.sub("", text)
-
-
-def _clean_optional(text: str | None) -> str | None:
-    return _clean(text) or None if text else None
-
-
-def _clean_url(url: str | None) -> str | None:
-    cleaned = _clean_optional(url)
-    return iri_to_uri(cleaned) if cleaned else None
-
-
-def _cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, Sequence[Topic]]:
-    meta = _clean_meta(meta)
-    # The common case, nothing to remove, is found with one scan of each topic's text: a scan per field cost
-    # a tenth of an Atom render (bench/RESULTS.md, target 2), and one of all the text (13 MB for 500 long
-    # posts, 40 ms) would be the longest stretch of a render without a turn.
-    valid = True
-    for topic in topics:
-        take_turn()
-        if has_xml_invalid("".join([field for field in _texts(topic) if field])):
-            valid = False
-            break
-    # Joined with "/", which a URI may hold anywhere: a `#` or any character a URI cannot carry sends
-    # the topics through `_clean_topic`, which looks at each URL alone.
-    urls = "/".join([url for topic in topics for url in (topic.url, topic.author_url, topic.image_url) if url])
-    if (valid and "#" not in urls and is_uri(urls)
-            and all(t.title.strip() and t.url for t in topics)):
-        return meta, topics
-    return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]
-
-
-def _clean_meta(meta: FeedMeta) -> FeedMeta:
-    forum_url = iri_to_uri(_clean(meta.forum_url))
-    return dataclasses.replace(
-        meta,
-        title=_clean(meta.title) or urlsplit(forum_url).netloc or forum_url,
-        forum_url=forum_url,
-        html_url=iri_to_uri(_clean(meta.html_url)),
-        feed_id=iri_to_uri(_clean(meta.feed_id)),
-        self_url=_clean_url(meta.self_url),
-        description=_clean_optional(meta.description),
-        stylesheet_url=_clean_url(meta.stylesheet_url),
-        site=meta.site and dataclasses.replace(
-            meta.site, logo_url=_clean_url(meta.site.logo_url), icon_url=_clean_url(meta.site.icon_url),
-            favicon_url=_clean_url(meta.site.favicon_url), language=_clean_optional(meta.site.language)),
-    )
-
-
-def _texts(topic: Topic) -> tuple[str | None, ...]:
-    """Every string of a topic that ends up in a feed."""
-    return (topic.title, topic.url, topic.author, topic.author_url, topic.excerpt, topic.content_html,
-            topic.category, topic.image_url, *topic.tags)
-
-
-def _clean_topic(topic: Topic, forum_url: str) -> Topic:
-    """Also fills what Atom and RSS cannot do without: a title and a link; and makes its URLs URIs."""
-    if (topic.title.strip() and topic.url and is_uri(topic.url)
-            and (topic.author_url is None or is_uri(topic.author_url))
-            and (topic.image_url is None or is_uri(topic.image_url))
-            and all(t and not XML_INVALID.search(t) or t is None for t in _texts(topic))):
-        return topic  # the common case: nothing to remove, no copy to make
-    return dataclasses.replace(
-        topic,
-        title=_clean(topic.title).strip() or f"Topic {topic.id}",
-        url=_clean_url(topic.url) or entry_id(forum_url, topic.id),
-        author=_clean_optional(topic.author),
-        author_url=_clean_url(topic.author_url),
-        image_url=_clean_url(topic.image_url),
-        excerpt=_clean_optional(topic.excerpt),
-        content_html=_clean_optional(topic.content_html),
-        category=_clean_optional(topic.category),
-        tags=tuple(tag for tag in map(_clean, topic.tags) if tag),
-    )

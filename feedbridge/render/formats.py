@@ -1,10 +1,9 @@
-"""The formats a feed comes in, one record each: routes, response headers, the front page, the static site
-and the CLI read this table. Adding a format is its record here, its renderer (`render.documents`), and the
-places that name the formats themselves: the `.html` view's links (`web/templates/feed.html`), the front
-page's script (`web/static/pages.js`) and the XML formats' stylesheet (`web/routes.py`).
-
-`html` is a format of its own for routing and links (every feed is also a web page), but it has no
-renderer here: the web layer renders it with a template, from the same topics.
+"""The formats a feed comes in, one record each: routes, response headers, the front page, the static site and the
+CLI read this table. Adding a format is its record here, its renderer (`render.documents`, `render.json_feed`),
+and the places that name the formats themselves: the `.html` view's links (`web/templates/feed.html`), the front
+page's script (`web/static/pages.js`) and the XML formats' stylesheet (`web/routes.py`). `html` is a format of
+its own for routing and links (every feed is also a web page), but it has no renderer here: the web layer renders
+it with a template, from the same topics.
 """
 
 from __future__ import annotations
@@ -14,15 +13,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from feedbridge.models import Topic
-from feedbridge.render.documents import (
-    ATOM_TYPE,
-    JSON_TYPE,
-    RSS_TYPE,
-    FeedMeta,
-    render_atom,
-    render_json,
-    render_rss,
-)
+from feedbridge.render.documents import ATOM_TYPE, RSS_TYPE, render_atom, render_rss
+from feedbridge.render.json_feed import JSON_TYPE, render_json
+from feedbridge.render.meta import FeedMeta
 
 FormatName = Literal["atom", "rss", "json", "html"]
 
