@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -444,3 +446,28 @@ def test_topics_of_the_compiler_list_are_served_parsed_and_enriched_or_404(upstr
     assert found == {14: 200, 3441: 200, 3411: 200, 3341: 200, 3392: 404, 2742: 404, 3351: 404, 3306: 200}
     second = httpx.get(f"{upstream.url}/t/{MINCUT.removesuffix('.md')}.md?page=2", timeout=5)
     assert parse_topic(second.text).first_post_markdown is None
+
+
+def test_markdown_link_tables_are_made_at_import_before_any_thread_renders() -> None:
+    """mdurl (markdown-it's link normaliser) puts each lookup table in its module dict before filling it, with
+    no lock: a thread rendering beside the first render read a half-made one (IndexError, a 500 in CI on
+    Python 3.13). In a fresh process, importing the sanitiser makes every table; renders of links of every
+    kind afterwards add none and find each one whole."""
+    script = """
+import json, sys
+from mdurl import _decode, _encode
+from feedbridge.feeds.enrich import markdown_to_safe_html
+made = {name: {k: len(v) for k, v in cache.items()}
+        for name, cache in (("encode", _encode.encode_cache), ("decode", _decode.decode_cache))}
+for text in ("[x](https://a.example/%E2%82%AC?q=1#f)", "![i](/p%2fq.png 't')", "<https://b.example/ü>",
+             "<mail@c.example>", "[r][1]\\n\\n[1]: /ref%20x", "[*e*](<a b>)", "http://d.example/plain"):
+    markdown_to_safe_html(text, "https://forum.example/t/x/1")
+after = {name: {k: len(v) for k, v in cache.items()}
+         for name, cache in (("encode", _encode.encode_cache), ("decode", _decode.decode_cache))}
+print(json.dumps([made, after]))
+"""
+    made, after = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                            check=True).stdout)
+    assert made["encode"] and made["decode"], made
+    assert after == made  # nothing made after import, so no render can meet a table being made
+    assert all(size == 128 for tables in made.values() for size in tables.values()), made

@@ -95,6 +95,12 @@ _SRC = re.compile(r'\ssrc="')
 _markdown = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 # markdown-it's documented hook for URL policy, which is nh3's alone here (see the module docstring).
 _markdown.validateLink = lambda url: True  # type: ignore[method-assign]
+# markdown-it's link normalising (mdurl) fills a lookup table per set of safe characters on its first use,
+# and puts the table in its module-level dict before filling it, without a lock: a thread rendering a post
+# while another fills the table reads it half-made (IndexError, met in CI on Python 3.13 when a
+# `content=full` feed's topic pages were parsed in the pool). One render of every kind of link at import,
+# before any thread renders, makes every table the renderer uses; later renders only read them.
+_markdown.render("[a](/b%20c) ![d](e) <https://f.example/g> <h@i.example>")
 
 
 def markdown_to_safe_html(markdown: str, base_url: str) -> str:
