@@ -4,7 +4,8 @@ What protects a forum from the bridge (its own Retry-After, the cold slots, the 
 only if no read can go around it, so lists, topic pages, the directory and post feeds all fetch through
 one `Gate` rather than each through the fetcher. A batch run (the static build) passes the same gate, with
 a `Pace` of its own: nobody waits for any one of its pages, so it can afford to be gentler than the web
-service, and a wait the forum asked for is one the gate remembers (`ForumWaits`) either way.
+service, and a wait the forum asked for (its `Retry-After`) is one the gate remembers (`ForumWaits`, below)
+either way.
 
 A web request's read that a window of the budget refuses is refused at once when it is the request's first
 (it has spent nothing, and its 503 costs nobody anything). A later one, of a cold build under way, may
@@ -28,8 +29,40 @@ from feedbridge.config import Credential, Forum
 from feedbridge.errors import BridgeBusy, KeyRefused, RoomSoon, UpstreamRateLimited, UpstreamRefused
 from feedbridge.feeds.callers import WAIT_MARGIN, Caller, ForumBudget, ahead, current
 from feedbridge.feeds.policy import CachePolicy, refused, waitable
-from feedbridge.feeds.waits import ForumWaits
+from feedbridge.store import keys
+from feedbridge.store.control import ControlStore
 from feedbridge.upstream.fetcher import Exchanged, Fetched, Fetcher
+
+DEFAULT_WAIT = 60.0
+"""Seconds waited after a 429 that names no time."""
+
+
+class ForumWaits:
+    """What each forum asked the bridge to wait for: its last 429's `Retry-After`, remembered so that nothing is
+    sent to it until then. Kept in the control store (`feedbridge.store.control`), so every worker and instance
+    behind one Redis honours it, and no flood of readers' requests can push it out. A wait is capped at
+    FEEDBRIDGE_RETRY_AFTER_MAX when it is stored and again when it is read: a Redis shared with another version
+    could hold a longer one, and a forum must not be able to silence the bridge for a year."""
+
+    def __init__(self, control: ControlStore, longest: float):
+        self.control = control
+        self.longest = longest
+
+    @staticmethod
+    def key(forum: Forum) -> str:
+        return keys.ratelimit(forum.base_url)
+
+    def check(self, forum: Forum) -> None:
+        """UpstreamRateLimited, with what is left of the wait, while `forum` has asked us to wait."""
+        until = self.control.get(self.key(forum))
+        now = time.time()
+        if until is not None and now < until <= now + self.longest:
+            wait = until - now
+            raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
+
+    def remember(self, forum: Forum, exc: UpstreamRateLimited) -> None:
+        wait = min(DEFAULT_WAIT if exc.retry_after is None else exc.retry_after, self.longest)
+        self.control.set(self.key(forum), time.time() + wait, wait)
 
 
 @dataclass(frozen=True, slots=True)

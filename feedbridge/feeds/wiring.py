@@ -29,7 +29,7 @@ from feedbridge.feeds import handshake, personal
 from feedbridge.feeds.callers import CallerPool, ForumBudget, Turns
 from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.directory import Directory
-from feedbridge.feeds.gate import Gate, Pace
+from feedbridge.feeds.gate import ForumWaits, Gate, Pace
 from feedbridge.feeds.identity import Identities
 from feedbridge.feeds.lists import ListReader
 from feedbridge.feeds.policy import CachePolicy
@@ -37,7 +37,6 @@ from feedbridge.feeds.post_feeds import PostFeeds
 from feedbridge.feeds.reads import CachedReads, LiveReads, Reads
 from feedbridge.feeds.service import FeedService, Readers
 from feedbridge.feeds.topic_pages import TopicPages
-from feedbridge.feeds.waits import ForumWaits
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.memory import SingleFlight
 from feedbridge.store.protocols import Flight, Store
