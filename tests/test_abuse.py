@@ -135,7 +135,7 @@ def test_a_flood_of_distinct_urls_does_not_evict_the_polled_feed(upstream):
     again from the kept list page), so no answer tells them apart."""
     settings = settings_for(upstream.url, cache_max_bytes=512 * 1024, cache_ttl=1, forum_budget=0)
     with serving(settings) as (app, flask_app):
-        store = flask_app.extensions["feedbridge"].store
+        store = flask_app.extensions["feedbridge"].public.store
         polled = app.feed_url(f"{COMPILER}.atom")
         good = get(polled)
         time.sleep(1.1)  # past the cache TTL: the reader's next poll rebuilds it

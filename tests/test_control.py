@@ -236,7 +236,7 @@ def windowed(config: Settings) -> Iterator[RunningApp]:
     """The app with its budget counted over WINDOW seconds, shared as its own windows are (in-process or
     through Redis)."""
     with serving(config) as (app, flask_app):
-        budget = flask_app.extensions["feedbridge"].budget
+        budget = flask_app.extensions["feedbridge"].public.gate.budget
         budget.windows = budget.windows.spanning(WINDOW)
         yield app
 

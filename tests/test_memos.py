@@ -209,7 +209,7 @@ def test_the_front_page_and_opml_walk_each_directory_once(upstream: FakeForum, w
         assert walked.walks == first
 
         upstream.set_body("/categories.md", directory(3, "Renamed"))
-        flask_app.extensions["feedbridge"].store.delete(keys.categories(upstream.url))  # read again, as when stale
+        flask_app.extensions["feedbridge"].public.store.delete(keys.categories(upstream.url))  # read again, as when stale
         options = front({}).xpath("//select[@id='category']/option/text()")
         assert options[1:] == ["Renamed 1 & <co>", "Renamed 2 & <co>", "Renamed 3 & <co>"]
         assert len(opml("bridge.example")) == 4

@@ -22,6 +22,7 @@ from lxml import html as lxml_html
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import BotWall, NotPublic, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.detect import UNDECIDED
+from feedbridge.feeds.reads import Read
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources import MARKDOWN
 from feedbridge.feeds.wiring import build_service
@@ -242,34 +243,36 @@ def detector_service(forum: FakeForum) -> tuple[FeedService, Settings]:
 
 def test_a_bot_wall_on_the_probe_keeps_the_decision_and_decides_nothing_without_one(upstream: FakeForum) -> None:
     service, settings = detector_service(upstream)
-    forum, detector = settings.forums[0], service.detector
+    forum, scope = settings.forums[0], service.public
+    read, detector = Read(scope), scope.detector
     upstream.challenge(LIST)
     with pytest.raises(BotWall):  # no decision: the feed's error, nothing written, /latest.json not asked
-        detector.source(forum)
-    assert service.control.get(detector.key(forum)) is None
+        read.source(forum)
+    assert scope.control.get(detector.key(forum)) is None
     assert [r.path for r in upstream.requests] == [LIST]
 
     past = SourceEntry(MARKDOWN.name, 0.0, 1.0)  # a Markdown decision, due for its re-check
-    service.control.set(detector.key(forum), past, 3600)
-    assert detector.source(forum) is MARKDOWN
-    kept: SourceEntry = service.control.get(detector.key(forum))
+    scope.control.set(detector.key(forum), past, 3600)
+    assert read.source(forum) is MARKDOWN
+    kept: SourceEntry = scope.control.get(detector.key(forum))
     assert kept.source == MARKDOWN.name and kept.due_at > past.due_at  # inconclusive: asked again within a minute
 
     upstream.clear()
     upstream.json_error(LIST, 403)  # a refusal, by contrast, moves it to JSON
-    service.control.set(detector.key(forum), past, 3600)
-    assert detector.source(forum).name == "json"
+    scope.control.set(detector.key(forum), past, 3600)
+    assert read.source(forum).name == "json"
     service.close()
 
 
 def test_a_bot_wall_with_an_undecided_record_leaves_it_as_it_was(upstream: FakeForum) -> None:
     service, settings = detector_service(upstream)
-    forum, detector = settings.forums[0], service.detector
+    forum, scope = settings.forums[0], service.public
+    read, detector = Read(scope), scope.detector
     undecided = SourceEntry(UNDECIDED, 0.0, 1.0)
-    service.control.set(detector.key(forum), undecided, 3600)
+    scope.control.set(detector.key(forum), undecided, 3600)
     upstream.challenge(LIST)
-    assert detector.source(forum) is MARKDOWN
-    assert service.control.get(detector.key(forum)) == undecided
+    assert read.source(forum) is MARKDOWN
+    assert scope.control.get(detector.key(forum)) == undecided
     assert [r.path for r in upstream.requests] == [LIST]
     service.close()
 

@@ -39,15 +39,15 @@ client's spent budget share.
 
 The record is control state (`SourceEntry`), shared through the store so every worker and process
 detects a forum once per period; concurrent requests that find it due share one probe, charged to the
-caller like any upstream request. The probes read through the page cache, so a `/latest` feed built just
-after reads the probe's page from there.
+caller like any upstream request. The probes read through the page cache (`reads.list_page`, with the read
+of the request that found the record due: live, in its scope), so a `/latest` feed built just after reads
+the probe's page from there.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
@@ -58,9 +58,9 @@ from feedbridge.errors import (
     UpstreamRateLimited,
     UpstreamRefused,
 )
+from feedbridge.feeds.reads import Read, list_page
 from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
 from feedbridge.feeds.spec import FeedSpec
-from feedbridge.models import Listing
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import SourceEntry
@@ -73,26 +73,25 @@ UNDECIDED = "undecided"
 RETRY = 60.0
 """Seconds (at most) until an inconclusive probe is asked again: a tenth of the re-check period, up to this."""
 
-ReadPage = Callable[[Forum, str, Source], Listing]
-"""One list page through the page cache (`ListReader.page`); raises UpstreamError."""
-
 
 class SourceDetector:
-    def __init__(self, settings: Settings, control: ControlStore, flight: Flight, read_page: ReadPage):
+    """One scope's decisions (`control`, `flight`: the scope's own, `feedbridge.store.scoped`)."""
+
+    def __init__(self, settings: Settings, control: ControlStore, flight: Flight):
         self.settings = settings
         self.control = control
         self.flight = flight
-        self.read_page = read_page
 
-    def source(self, forum: Forum) -> Source:
-        """The configured source, else the decided one, probing first when the record is due."""
+    def source(self, read: Read, forum: Forum) -> Source:
+        """The configured source, else the decided one, probing first when the record is due. `read` is a
+        live read in this detector's scope (`Read.source` sends only those here): the probes read through it."""
         if forum.source != "auto":
             return SOURCES[forum.source]
         key = self.key(forum)
         entry: SourceEntry | None = self.control.get(key)
         if self._due(entry):
             previous = entry
-            entry = self.flight.do(key, lambda: self._probe(forum, previous),
+            entry = self.flight.do(key, lambda: self._probe(read, forum, previous),
                                    self.settings.singleflight_wait, lambda: self._settled(key))
         return _read_by(entry)
 
@@ -120,7 +119,7 @@ class SourceDetector:
     def key(forum: Forum) -> str:
         return keys.source(forum.base_url)
 
-    def _probe(self, forum: Forum, previous: SourceEntry | None) -> SourceEntry:
+    def _probe(self, read: Read, forum: Forum, previous: SourceEntry | None) -> SourceEntry:
         """One transition of the table in the module docstring; stores and returns the new record.
 
         A 429 (the forum's, or the bridge's own budget or slots) is no answer at all: the record is left as
@@ -129,7 +128,7 @@ class SourceDetector:
         and nothing is written (the JSON probe would only meet the same wall)."""
         inconclusive: UpstreamError
         try:
-            self.read_page(forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN)
+            list_page(read, forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN)
             return self._store(forum, previous, MARKDOWN.name, settled=True)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             return self._store(forum, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
@@ -150,7 +149,7 @@ class SourceDetector:
             return self._store(forum, previous, previous.source, settled=False, reason=previous.reason,
                                status=previous.status)
         try:
-            self.read_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
+            list_page(read, forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
             state = JSON.name
         except (UpstreamRateLimited, BotWall, CrawlerRefused):
             if previous is None:

@@ -15,13 +15,12 @@ from dataclasses import dataclass, replace
 from feedbridge.config import Forum
 from feedbridge.errors import NotHeld, UpstreamError, upstream_error
 from feedbridge.feeds.figures import excluding
-from feedbridge.feeds.reads import Reads
+from feedbridge.feeds.reads import Read
 from feedbridge.feeds.sources import JSON
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Category, Topic
 from feedbridge.store import keys
 from feedbridge.store.entries import DirectoryEntry
-from feedbridge.store.protocols import Store
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +31,9 @@ MAX_CATEGORIES = 500
 
 @dataclass(frozen=True, slots=True)
 class Directory:
-    """One scope's directories, read one way (`feeds/reads.py`)."""
+    """The directories of every scope, each read as its `Read` says (`feeds/reads.py`)."""
 
-    reads: Reads
-    store: Store
-
-    def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
+    def categories(self, read: Read, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
         """The directory, every level of it, in pages while a paged one goes on (`Source.directory_goes_on`);
         UpstreamError only with nothing cached. With `parent`, the subcategories of that category
         (`/categories.json?parent_category_id=ID`: JSON on every forum, since the Markdown directory has no
@@ -45,12 +41,12 @@ class Directory:
         def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
             if parent is not None:
                 url = f"{forum.base_url}/categories.json?parent_category_id={parent}"  # an int: no quoting
-                return DirectoryEntry(JSON.read_categories(self.reads.fetch(forum, url, url).text), time.time())
-            source = self.reads.source(forum)
+                return DirectoryEntry(JSON.read_categories(read.fetch(forum, url, url).text), time.time())
+            source = read.source(forum)
             found: dict[int, Category] = {}
             for page in range(1, MAX_PAGES + 1):
                 url = source.categories_url(forum.base_url, page)
-                text = self.reads.fetch(forum, url, url).text
+                text = read.fetch(forum, url, url).text
                 new = [c for c in source.read_categories(text) if c.id not in found]
                 found.update((c.id, c) for c in new)
                 if not new or len(found) >= MAX_CATEGORIES or not source.directory_goes_on(text, page):
@@ -58,21 +54,21 @@ class Directory:
             return DirectoryEntry(tuple(found.values())[:MAX_CATEGORIES], time.time())
 
         try:
-            entry: DirectoryEntry = self.reads.entry(keys.categories(forum.base_url, parent), fetch,
-                                                     f"the categories of {forum.key}")
+            entry: DirectoryEntry = read.entry(keys.categories(forum.base_url, parent), fetch,
+                                               f"the categories of {forum.key}")
         except UpstreamError as exc:
             raise upstream_error(exc.reason, f"could not read the categories of {forum.key}: {exc.message}",
                                  exc.retry_after, exc.upstream_status) from None
         return entry.categories
 
-    def excluding(self, spec: FeedSpec) -> FeedSpec:
+    def excluding(self, read: Read, spec: FeedSpec) -> FeedSpec:
         """`spec` whose `exclude_category=` drops the subcategories of those it names, at any depth."""
         if not spec.filter.exclude_categories:
             return spec
-        return replace(spec, filter=excluding(spec.filter, self.categories(spec.forum),
-                                              lambda parent: self.categories(spec.forum, parent)))
+        return replace(spec, filter=excluding(spec.filter, self.categories(read, spec.forum),
+                                              lambda parent: self.categories(read, spec.forum, parent)))
 
-    def named(self, forum: Forum, topics: list[Topic]) -> list[Topic]:
+    def named(self, read: Read, forum: Forum, topics: list[Topic]) -> list[Topic]:
         """The topics with their categories' names where their list gave only ids.
 
         Any cached copy of the directory will do (names rarely change), so this costs at most one request
@@ -80,11 +76,11 @@ class Directory:
         """
         if not any(t.category is None and t.category_id is not None for t in topics):
             return topics
-        cached: DirectoryEntry | None = self.store.get(keys.categories(forum.base_url))
+        cached: DirectoryEntry | None = read.scope.store.get(keys.categories(forum.base_url))
         directory = cached.categories if cached is not None else ()
         if cached is None:
             try:
-                directory = self.categories(forum)
+                directory = self.categories(read, forum)
             except (UpstreamError, NotHeld) as exc:
                 log.info("no category names for %s: %s", forum.key, exc.message)
         names = {category.id: category.name for category in directory}

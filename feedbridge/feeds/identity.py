@@ -9,6 +9,10 @@ is no basic info, is kept as having none, for as long as a copy would be; one th
 asked again once its failure is forgotten (FEEDBRIDGE_NEGATIVE_TTL). A read refused by the forum's budget, a
 client's share or a slot is `optional` (`feeds/policy.py`): the feed goes without its icon this time, is kept
 all the same, and never waits for the window's room for an icon; the next build asks again.
+
+It is read in the public scope whatever the request's (`Identities.of`): every forum shows it without a login,
+a login-only forum too, so neither the forum's key nor a member's is sent for it, nor is it kept once per key
+or per member.
 """
 
 from __future__ import annotations
@@ -21,11 +25,10 @@ from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
 from feedbridge.errors import NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.policy import optional
-from feedbridge.feeds.reads import Reads
+from feedbridge.feeds.reads import Read, Scope
 from feedbridge.models import Site
 from feedbridge.store import keys
 from feedbridge.store.entries import SiteEntry
-from feedbridge.store.protocols import Store
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +37,24 @@ PATH = "/site/basic-info.json"
 
 @dataclass(frozen=True, slots=True)
 class Identities:
-    """One scope's forum identities, read one way (`feeds/reads.py`)."""
+    """The forums' identities, read in `public`, the public scope (see the module docstring)."""
 
-    reads: Reads
-    store: Store
+    public: Scope
 
-    def of(self, forum: Forum) -> Site | None:
-        """The forum's `Site`: the copy held, else read now; None when it has none or cannot give it now."""
+    def of(self, read: Read, forum: Forum) -> Site | None:
+        """The forum's `Site`: the copy held, else read now (live or from cached copies only, as `read` is,
+        in the public scope); None when it has none or cannot give it now."""
         key = keys.site(forum.base_url)
-        held: SiteEntry | None = self.store.get(key)
+        held: SiteEntry | None = self.public.store.get(key)
         if held is not None:
             return held.site
+
+        public = Read(self.public, read.cached_only)
 
         def fetch(_held: SiteEntry | None) -> SiteEntry:
             url = forum.base_url + PATH
             try:
-                text = self.reads.fetch(forum, url, url).text
+                text = public.fetch(forum, url, url).text
             except (UpstreamNotFound, UpstreamRefused) as exc:
                 log.info("%s gives no basic info: %s", forum.key, exc.message)
                 return SiteEntry(None, time.time())
@@ -57,7 +62,7 @@ class Identities:
 
         try:
             with optional():
-                entry: SiteEntry = self.reads.entry(key, fetch, f"the basic info of {forum.key}")
+                entry: SiteEntry = public.entry(key, fetch, f"the basic info of {forum.key}")
         except (UpstreamError, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None

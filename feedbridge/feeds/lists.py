@@ -10,14 +10,12 @@ page cache (`CachePolicy`) and every request through the `Gate`, when read live 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
-    NotAListError,
     RequestError,
     UpstreamError,
     UpstreamNotFound,
@@ -26,30 +24,23 @@ from feedbridge.errors import (
     explained,
 )
 from feedbridge.feeds.callers import CallerPool
-from feedbridge.feeds.detect import SourceDetector
 from feedbridge.feeds.personal import own_pages
-from feedbridge.feeds.reads import Reads
+from feedbridge.feeds.reads import Read, list_page
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing
-from feedbridge.store import keys
-from feedbridge.store.entries import PageEntry, listing_bytes
 
 log = logging.getLogger(__name__)
 
 
 class ListReader:
-    """The lists of one scope (public, or the signed-in twin's) read one way (`feeds/reads.py`)."""
+    """The lists of every scope, each read as its `Read` says (`feeds/reads.py`)."""
 
-    def __init__(self, settings: Settings, reads: Reads, pool: CallerPool, detector: SourceDetector):
-        """`detector` says what a refusal of a probe list means (`SourceDetector.refused`); its probes read
-        through the live reader's `page`, so a `/latest` feed built just after a probe reads its page cached."""
+    def __init__(self, settings: Settings, pool: CallerPool):
         self.settings = settings
-        self.reads = reads
         self.pool = pool
-        self.detector = detector
 
-    def listings(self, spec: FeedSpec) -> list[Listing]:
+    def listings(self, read: Read, spec: FeedSpec) -> list[Listing]:
         """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
 
         A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
@@ -61,12 +52,12 @@ class ListReader:
         author, only when the forum refuses that.
         """
         try:
-            return self._read(spec)
+            return self._read(read, spec)
         except UpstreamError as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
-                            signed=self.reads.signed, missing=spec.missing) from None
+                            signed=read.signed, missing=spec.missing) from None
 
-    def _read(self, spec: FeedSpec) -> list[Listing]:
+    def _read(self, read: Read, spec: FeedSpec) -> list[Listing]:
         """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
         is not a refusal of that list: the latest list is behind the same wall, and is not asked. A `/filter`
         feed reads `/filter.json` on every forum (core's filtered list has no Markdown twin), so it needs no
@@ -76,39 +67,39 @@ class ListReader:
         if spec.forum_query is not None:
             if ignored := spec.forum_query.ignored(self.settings.filter_terms_for(spec.forum)):
                 raise RequestError(_ignored(spec, ignored), param="q")
-            if spec.forum_query.signed_in_only and not self.reads.signed:
+            if spec.forum_query.signed_in_only and not read.signed:
                 raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
-            return self._pages(spec, lambda n: spec.page_url(n, JSON), JSON)
+            return self._pages(read, spec, lambda n: spec.page_url(n, JSON), JSON)
         if (mine := own_pages(spec)) is not None:  # a member's own list: JSON on every forum, its own parser
-            return self._pages(spec, *mine)
-        source = self.reads.source(spec.forum)
+            return self._pages(read, spec, *mine)
+        source = read.source(spec.forum)
         if spec.user is not None:
             try:
-                own = self._pages(spec, lambda n: spec.user_list_url(n) or "", JSON)
+                own = self._pages(read, spec, lambda n: spec.user_list_url(n) or "", JSON)
                 return [replace(listing, started_by=spec.user) for listing in own]
-            except self.reads.moves_on as exc:
+            except read.moves_on as exc:
                 log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
         if spec.intersection:  # /tag/a+b: Discourse's own list where it has one, else the first tag's, filtered
             try:
-                return self._pages(spec, spec.intersection_url, JSON)
-            except self.reads.moves_on as exc:
+                return self._pages(read, spec, spec.intersection_url, JSON)
+            except read.moves_on as exc:
                 log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
-            listings = self._pages(spec, lambda n: spec.page_url(n, source), source)
+            listings = self._pages(read, spec, lambda n: spec.page_url(n, source), source)
             if source is MARKDOWN and spec.kind == "category" and not listings[0].topics:
-                self._category_is_readable(spec)
+                self._category_is_readable(read, spec)
             return listings
         except (UpstreamNotFound, UpstreamRefused) as exc:
-            raise self.detector.refused(spec, source, exc) from None
+            raise read.scope.detector.refused(spec, source, exc) from None
 
-    def _category_is_readable(self, spec: FeedSpec) -> None:
+    def _category_is_readable(self, read: Read, spec: FeedSpec) -> None:
         """A Markdown category list with no topics: the category may be missing or private. Core reads it at
         `/latest.md?category=ID` (`Source.route`), which lists only what the reader may see and says nothing
         of the category itself; a category the reader can see always lists its "About" topic there
         (lib/topic_query.rb `TopicQuery#default_results` keeps `categories.topic_id`). Its own path,
         `/c/SLUG/ID.md`, answers 404 or 403 as core's `ListController#set_category` does: one request more,
         only for an empty list, raising the forum's refusal."""
-        self.page(spec.forum, _own_path(spec), MARKDOWN)
+        self.page(read, spec.forum, _own_path(spec), MARKDOWN)
 
     def _signed_in_only(self, spec: FeedSpec, terms: tuple[str, ...]) -> str:
         """The 400's message for a public `/filter` feed of terms only a signed-in reader can use."""
@@ -118,12 +109,12 @@ class ListReader:
         return (f"q: {' '.join(terms)} only means something to a signed-in user of the forum (core's /filter reads "
                 f"it for the signed-in user alone, and gives anyone else no topics): {how}")
 
-    def _pages(self, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[Listing]:
-        listings = [self.page(spec.forum, url(0), source)]
+    def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[Listing]:
+        listings = [self.page(read, spec.forum, url(0), source)]
         if listings[-1].next_page_url is None:
             return listings
         try:
-            for _n, done in self.pool.waves(range(1, spec.pages), lambda n: self.page(spec.forum, url(n), source),
+            for _n, done in self.pool.waves(range(1, spec.pages), lambda n: self.page(read, spec.forum, url(n), source),
                                             self.settings.fetch_concurrency):
                 try:
                     listing = done.result()
@@ -139,24 +130,9 @@ class ListReader:
                                   f"{spec.pages} pages of {url(0)}") from None
         return listings
 
-    def page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
-        """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or
-        NotHeld (read from cached copies)."""
-        entry: PageEntry = self.reads.entry(keys.page(url), lambda held: self._fetch_page(forum, url, held, source),
-                                            url)
-        return entry.listing
-
-    def _fetch_page(self, forum: Forum, url: str, cached: PageEntry | None, source: Source) -> PageEntry:
-        fetched = self.reads.fetch(forum, url, url, cached.etag if cached else None,
-                                   cached.last_modified if cached else None)
-        now = time.time()
-        if fetched.status == 304 and cached is not None:
-            return PageEntry(cached.listing, cached.etag, cached.last_modified, now, cached.size)
-        try:
-            listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
-        except NotAListError as exc:
-            raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
-        return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
+    def page(self, read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
+        """One parsed list page (`reads.list_page`, which the source probes read through too)."""
+        return list_page(read, forum, url, source)
 
 
 def _own_path(spec: FeedSpec) -> str:

@@ -9,7 +9,7 @@ token made under FEEDBRIDGE_SECRET_PREVIOUS still opens while members move over,
 
 A request's member is one value, `Member`, opened at the edge (`opened`) and current for all the request
 runs (`acting`, a context variable the service's pool copies into its work, as it does the `Caller`). The
-member scope (`feeds/wiring.py`) is one more twin of the service whose parts read it:
+member scope (`feeds/wiring.py`, a `feeds.reads.Scope`) is made of parts that read it:
 
     key prefix   every store, control and single-flight key of the scope carries `Member.id`, a SHA-256
                  of the forum and the key (`store/scoped.py`): no other member or public request can name

@@ -66,13 +66,11 @@ from feedbridge.errors import (
 from feedbridge.feeds.callers import CallerPool
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.filters import FeedFilter
-from feedbridge.feeds.policy import CachePolicy
-from feedbridge.feeds.reads import Reads
+from feedbridge.feeds.reads import Read
 from feedbridge.feeds.spec import FeedSpec
 from feedbridge.models import Listing, Post, Topic, TopicHead
 from feedbridge.store import keys
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
-from feedbridge.store.protocols import Store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,38 +133,34 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None =
 
 
 class PostFeeds:
-    """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route, read one way
-    (`feeds/reads.py`)."""
+    """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route, in every scope,
+    each read as its `Read` says (`feeds/reads.py`)."""
 
-    def __init__(self, settings: Settings, reads: Reads, policy: CachePolicy, store: Store, pool: CallerPool):
-        """The scope's own parts (public, or the signed-in twin's): how it reads, its cache and pool."""
+    def __init__(self, settings: Settings, pool: CallerPool):
         self.settings = settings
-        self.reads = reads
-        self.policy = policy
-        self.store = store
         self.pool = pool
 
-    def topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
+    def topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         """The feed's posts; what the forum answered instead is told in the words list feeds use for it
         (`errors.explained`), so a private topic, a members-only forum or a bot wall reads the same here."""
         try:
-            return self._topics(spec)
+            return self._topics(read, spec)
         except UpstreamError as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
-                            signed=self.reads.signed) from None
+                            signed=read.signed) from None
 
-    def _topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
+    def _topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         base = spec.forum.base_url
         limit = spec.filter.limit or DEFAULT_LIMIT
         if spec.kind == "topic_posts" and spec.topic_id is not None:
-            head, posts = self._topic(spec)
+            head, posts = self._topic(read, spec)
             first = Listing(title=head.title, base_url=base, dialect="json", topics=())
             return first, kept(spec.filter, posts, limit=limit)
         if spec.kind == "posts":
-            posts = self._collected(spec, self._latest_pages)
+            posts = self._collected(read, spec, self._latest_pages)
             first = Listing(title="latest posts", base_url=base, dialect="json", topics=())
             return first, kept(spec.filter, posts, spec.category_id, limit)
-        posts = self._collected(spec, self._action_pages)
+        posts = self._collected(read, spec, self._action_pages)
         poster = (spec.poster or "").casefold()  # the title spells the user as the forum does, not as typed
         spelled = next((s.topic.author for s in posts if (s.topic.author or "").casefold() == poster), spec.poster)
         first = Listing(title=f"posts by {spelled}", base_url=base, dialect="json", topics=())
@@ -174,22 +168,22 @@ class PostFeeds:
             return first, kept(spec.filter, posts, limit=limit)
         by_id = {s.topic.entry_id: s for s in posts}
         candidates = [by_id[t.entry_id] for t in kept(replace(spec.filter, query=None), posts, limit=None)]
-        full = self._full(spec.forum, candidates[: self.settings.topic_budget])
+        full = self._full(read, spec.forum, candidates[: self.settings.topic_budget])
         return first, kept(spec.filter, (replace(s, topic=full.get(s.topic.entry_id or "", s.topic))
                                          for s in candidates), limit=limit)
 
     # --- one topic ---------------------------------------------------------------------------------------
 
-    def _topic(self, spec: FeedSpec) -> tuple[TopicHead, list[Shown]]:
+    def _topic(self, read: Read, spec: FeedSpec) -> tuple[TopicHead, list[Shown]]:
         assert spec.topic_id is not None
         forum = spec.forum
-        head = self._head(forum, spec.topic_id)
+        head = self._head(read, forum, spec.topic_id)
         window = spec.filter.limit or DEFAULT_LIMIT
         if spec.filter.narrows:
             window = max(window, FILTERED_WINDOW * spec.pages)
-        return head, self._newest(forum, head, window)
+        return head, self._newest(read, forum, head, window)
 
-    def _newest(self, forum: Forum, head: TopicHead, window: int) -> list[Shown]:
+    def _newest(self, read: Read, forum: Forum, head: TopicHead, window: int) -> list[Shown]:
         """The topic's newest `window` posts, newest first. What is no post (a small action, a whisper, a
         deleted, hidden or withdrawn post) takes no entry, so the stream's end is read back in rounds until
         that many are found: `window + SLACK` slots, then at least a batch more each round, never past
@@ -200,39 +194,39 @@ class PostFeeds:
         while len(found) < window and looked < bound:
             looked = min(looked + step, bound)
             if head.last_id is not None:
-                stream = self._end(forum, head, looked).stream
+                stream = self._end(read, forum, head, looked).stream
             chunk = [i for i in reversed(stream[-looked:]) if i not in seen]
             if not chunk:
                 break
             seen.update(chunk)
-            known = self._read(forum, head, chunk)
+            known = self._read(read, forum, head, chunk)
             found += [s for i in chunk if (s := known.get(i)) is not None]
             step = max(window - len(found) + SLACK, BATCH)
         return found[:window]
 
-    def _end(self, forum: Forum, head: TopicHead, span: int) -> TopicHead:
+    def _end(self, read: Read, forum: Forum, head: TopicHead, span: int) -> TopicHead:
         """The end of a mega topic's stream, the ids of its posts numbered past `highest_post_number - span`
         (or all after its first page): held while the topic's `lastId` stays the same, else asked for in one
         request however many they are (`/t/ID/post_ids.json?post_number=N`, all the ids after post N)."""
         assert head.last_id is not None and head.highest_post_number is not None
         url = f"{forum.base_url}/t/{head.id}/post_ids.json"
         key = keys.post_head(forum.base_url, url)
-        held: HeadEntry | None = self.store.get(key)
+        held: HeadEntry | None = read.scope.store.get(key)
         after = max(head.highest_post_number - span, 1)
         if (held is not None and held.head.last_id == head.last_id and held.head.after_number is not None
                 and held.head.after_number <= after):
             return held.head
         asked = f"{url}?{urlencode([('post_number', str(after))])}"
-        fetched = self.reads.fetch(forum, asked, f"the newest posts of topic {head.id}")
+        fetched = read.fetch(forum, asked, f"the newest posts of topic {head.id}")
         ids = _parsed(parse_post_ids, fetched.text, asked)
         if after == 1:  # the ids come after post 1, which is on the head's first page
             given = set(ids)
             ids = tuple(i for i, _ in head.read if i not in given) + ids
         end = replace(head, stream=ids, posts=(), read=(), skipped=0, after_number=after)
-        self.policy.keep_read(key, HeadEntry(end, None, None, time.time()))
+        read.scope.policy.keep_read(key, HeadEntry(end, None, None, time.time()))
         return end
 
-    def _read(self, forum: Forum, head: TopicHead, wanted: Sequence[int],
+    def _read(self, read: Read, forum: Forum, head: TopicHead, wanted: Sequence[int],
               inline: bool = False) -> dict[int, Shown | None]:
         """The posts of `wanted` ids: those read before (within the topic TTL), those on the head, and the
         rest in batches, newest first. A post read before is not asked for again within the topic TTL, so an
@@ -241,8 +235,8 @@ class PostFeeds:
         read: a feed with a gap must not pass for the whole one."""
         base, now = forum.base_url, time.time()
         key = keys.posts_of(forum.base_url, head.id)
-        held: PostsEntry | None = self.store.get(key)
-        ttl = self.policy.keep_read_for
+        held: PostsEntry | None = read.scope.store.get(key)
+        ttl = read.scope.policy.keep_read_for
         known: dict[int, Shown | None] = {i: s for i, s in held.posts
                                           if s is None or now - s.read_at < ttl} if held else {}
         want, changed = set(wanted), held is None
@@ -254,7 +248,7 @@ class PostFeeds:
         if missing:
             batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
             def run(ids: list[int]) -> tuple[tuple[int, Post | None], ...]:
-                return self._batch(forum, head, ids)
+                return self._batch(read, forum, head, ids)
 
             if inline:
                 done = [run(b) for b in batches]
@@ -270,60 +264,61 @@ class PostFeeds:
                 known.update({i: None if p is None else shown(p, base, now) for i, p in got})
         if missing or changed:
             newest = sorted(known.items(), reverse=True)[:KEPT_PER_TOPIC]
-            self.policy.keep_read(key, PostsEntry(tuple(newest), now))
+            read.scope.policy.keep_read(key, PostsEntry(tuple(newest), now))
         return known
 
-    def _head(self, forum: Forum, topic_id: int) -> TopicHead:
-        head = read_head(self.reads, forum, topic_id)
+    def _head(self, read: Read, forum: Forum, topic_id: int) -> TopicHead:
+        head = read_head(read, forum, topic_id)
         if head.unreadable is not None:
             raise UpstreamRefused(f"upstream sent something that is not what {forum.base_url}/t/{topic_id}.json "
                                   f"names: {head.unreadable}")
         return head
 
-    def _batch(self, forum: Forum, head: TopicHead, ids: Sequence[int]) -> tuple[tuple[int, Post | None], ...]:
+    def _batch(self, read: Read, forum: Forum, head: TopicHead,
+               ids: Sequence[int]) -> tuple[tuple[int, Post | None], ...]:
         query = urlencode([("post_ids[]", str(i)) for i in ids])
         url = f"{forum.base_url}/t/{head.id}/posts.json?{query}"
-        fetched = self.reads.fetch(forum, url, f"{len(ids)} posts of topic {head.id}")
+        fetched = read.fetch(forum, url, f"{len(ids)} posts of topic {head.id}")
         return _parsed(lambda text: parse_post_batch(text, head), fetched.text, url)
 
     # --- the forum's latest posts, a user's posts ---------------------------------------------------------
 
-    def _collected(self, spec: FeedSpec, pages: Callable[[FeedSpec], list[Shown]]) -> list[Shown]:
+    def _collected(self, read: Read, spec: FeedSpec, pages: Callable[[Read, FeedSpec], list[Shown]]) -> list[Shown]:
         key = keys.post_list(spec.forum.base_url, spec.kind, spec.poster, spec.pages)
-        entry: CollectedEntry = self.reads.entry(key, lambda _held: CollectedEntry(tuple(pages(spec)), time.time()),
-                                                 f"the {spec.label} of {spec.forum.key}")
+        entry: CollectedEntry = read.entry(key, lambda _held: CollectedEntry(tuple(pages(read, spec)), time.time()),
+                                           f"the {spec.label} of {spec.forum.key}")
         return list(entry.posts)
 
-    def _latest_pages(self, spec: FeedSpec) -> list[Shown]:
+    def _latest_pages(self, read: Read, spec: FeedSpec) -> list[Shown]:
         base = spec.forum.base_url
-        read: dict[int, Shown | None] = {}
+        posts: dict[int, Shown | None] = {}
         url = f"{base}/posts.json"
         for _ in range(spec.pages):
-            rows = _parsed(parse_latest_posts, self.reads.fetch(spec.forum, url, url).text, url)
-            new = [(i, p) for i, p in rows if i not in read]
+            rows = _parsed(parse_latest_posts, read.fetch(spec.forum, url, url).text, url)
+            new = [(i, p) for i, p in rows if i not in posts]
             now = time.time()
-            read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
+            posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
             if not new or len(rows) < LATEST_PAGE:
                 break
             url = f"{base}/posts.json?before={min(i for i, _ in rows)}"
-        return [s for s in read.values() if s is not None]
+        return [s for s in posts.values() if s is not None]
 
-    def _action_pages(self, spec: FeedSpec) -> list[Shown]:
+    def _action_pages(self, read: Read, spec: FeedSpec) -> list[Shown]:
         base = spec.forum.base_url
-        read: dict[int, Shown | None] = {}
+        posts: dict[int, Shown | None] = {}
         for page in range(spec.pages):
             query = urlencode([("offset", str(page * ACTIONS_PAGE)), ("username", spec.poster or ""),
                                ("filter", "4,5")])
             url = f"{base}/user_actions.json?{query}"
-            rows = _parsed(parse_user_actions, self.reads.fetch(spec.forum, url, url).text, url)
-            new = [(i, p) for i, p in rows if i not in read]
+            rows = _parsed(parse_user_actions, read.fetch(spec.forum, url, url).text, url)
+            new = [(i, p) for i, p in rows if i not in posts]
             now = time.time()
-            read.update((i, None if p is None else shown(p, base, now)) for i, p in new)
+            posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
             if not new or len(rows) < ACTIONS_PAGE:
                 break
-        return [s for s in read.values() if s is not None]
+        return [s for s in posts.values() if s is not None]
 
-    def _full(self, forum: Forum, posts: list[Shown]) -> dict[str, Topic]:
+    def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[str, Topic]:
         """The bodies of user-action posts (which carry excerpts), by entry id: per topic its head (which holds
         the first post) and batches of the replies' ids, read and cached as a topic feed's are. A post whose
         topic fails, or is not reached within the deadline, keeps its excerpt."""
@@ -332,11 +327,11 @@ class PostFeeds:
             groups.setdefault(post.topic.id, []).append(post)
 
         def bodies(topic_id: int) -> dict[str, Topic]:
-            head = self._head(forum, topic_id)
+            head = self._head(read, forum, topic_id)
             ids = [s.post_id for s in groups[topic_id] if s.post_id is not None]
             if any(s.post_id is None for s in groups[topic_id]):
                 ids += [i for i, p in head.read if p is not None and p.post_number == 1]
-            known = self._read(forum, head, ids, inline=True)
+            known = self._read(read, forum, head, ids, inline=True)
             return {s.topic.entry_id or "": s.topic for s in known.values() if s is not None}
 
         found: dict[str, Topic] = {}
@@ -356,7 +351,7 @@ class PostFeeds:
         return found
 
 
-def read_head(reads: Reads, forum: Forum, topic_id: int, url: str | None = None, *,
+def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> TopicHead:
     """A topic's `/t/ID.json`, the one reader of it: for the topic's post feed and for `content=full` over JSON
     lists (`feeds/topic_pages.py`), under one key, so a topic read for one is not fetched again for the other.
@@ -366,7 +361,7 @@ def read_head(reads: Reads, forum: Forum, topic_id: int, url: str | None = None,
     url = url or f"{forum.base_url}/t/{topic_id}.json"
 
     def fetch(held: HeadEntry | None) -> HeadEntry:
-        fetched = reads.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
+        fetched = read.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
         if fetched.status == 304 and held is not None:
             return replace(held, stored_at=time.time())
         head = _parsed(parse_topic_head, fetched.text, url)
@@ -374,8 +369,8 @@ def read_head(reads: Reads, forum: Forum, topic_id: int, url: str | None = None,
             raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
         return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
 
-    entry: HeadEntry = reads.entry(keys.topic_head(forum.base_url, topic_id), fetch, url, fresh_for=fresh_for,
-                                   keep_for=keep_for)
+    entry: HeadEntry = read.entry(keys.topic_head(forum.base_url, topic_id), fetch, url, fresh_for=fresh_for,
+                                  keep_for=keep_for)
     return entry.head
 
 

@@ -1,11 +1,18 @@
-"""The two ways the readers read a forum: live (the cache, else the forum) and from cached copies only.
+"""How a request reads a forum: in which scope, and whether live or from cached copies only, as one value.
+
+A scope is what makes a read public, private (the forum's key) or a member's: its cache policy over its own
+wrapped store, control store and single-flight (`feedbridge.store.scoped`), its gate with its budget and
+credential, its source decisions. None of that changes how a list page, a topic page or a directory is read,
+so the readers (`ListReader`, `TopicPages`, `Directory`, `PostFeeds`, `Identities`) are made once per
+service and hold none of it: each read is given a `Read`, which names the `Scope` it reads in. A scope is
+then a value the service picks per request (`FeedService.scope`), not an object graph made once per scope
+and joined after the fact.
 
 A feed is built live. When the forum fails and no copy of the feed itself is held, the service builds it
 once more from what the cache holds of its parts (a new filter on a known list), and that second build
-asks the forum nothing: it has just failed, and asking again would only double the load. Each reader
-(`ListReader`, `TopicPages`, `Directory`, `PostFeeds`) is made once over each of these two, which have the
-same methods, so no reader carries a mode and `FeedService` tries the live readers, then the cached ones,
-in one place.
+asks the forum nothing: it has just failed, and asking again would only double the load. That second way
+of reading is a mode of the same `Read` (`cached_only`), not a second set of readers: the readers never
+test the mode, they call the read, which answers each way:
 
     entry(key, build)   live: fresh copy, else `build` once (`CachePolicy.get`), the error if it fails
                         cached: the held copy, however old, else NotHeld
@@ -13,83 +20,120 @@ in one place.
     source(forum)       live: the decided source, probing when due    cached: the record as it is
     moves_on            what lets a read try its second list (a user's own list → the latest list):
                         live: the forum's refusal of the first        cached: no copy of the first
+
+`list_page` is here, below the source detector (`feeds/detect.py`), because both the lists' reader and the
+detector's probes read a list page, and the probes must read it through the same page cache and gate as a
+feed does (a `/latest` feed built just after a probe reads the probe's page from there): with it here, the
+detector calls it with the read it was given instead of reaching back up to the readers through a callback.
+This module names the detector only for the type checker, so at run time it sits below `detect.py`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from feedbridge.config import Forum
-from feedbridge.errors import FeedbridgeError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
-from feedbridge.feeds.detect import SourceDetector
+from feedbridge.errors import (
+    FeedbridgeError,
+    NotAListError,
+    NotHeld,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamRefused,
+)
 from feedbridge.feeds.gate import Gate
 from feedbridge.feeds.policy import CachePolicy
-from feedbridge.feeds.sources import Source
+from feedbridge.feeds.sources import MARKDOWN, Source
+from feedbridge.models import Listing
+from feedbridge.store import keys
+from feedbridge.store.control import ControlStore
+from feedbridge.store.entries import PageEntry, listing_bytes
+from feedbridge.store.protocols import Store
 from feedbridge.upstream.fetcher import Fetched
+
+if TYPE_CHECKING:
+    from feedbridge.feeds.detect import SourceDetector
 
 E = TypeVar("E")
 
+PUBLIC = "public"
+"""The scope of everything read without a key."""
 
-class Reads(Protocol):
-    """What a reader reads through (see the module docstring); `signed`: with the forum's key."""
-
-    @property
-    def signed(self) -> bool: ...
-
-    @property
-    def moves_on(self) -> tuple[type[FeedbridgeError], ...]: ...
-
-    def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
-              fresh_for: float | None = None, keep_for: float | None = None) -> E: ...
-
-    def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
-              last_modified: str | None = None) -> Fetched: ...
-
-    def source(self, forum: Forum) -> Source: ...
+_LIVE_MOVES_ON: tuple[type[FeedbridgeError], ...] = (UpstreamNotFound, UpstreamRefused)
+_CACHED_MOVES_ON: tuple[type[FeedbridgeError], ...] = (UpstreamError, NotHeld)
 
 
 @dataclass(frozen=True, slots=True)
-class LiveReads:
+class Scope:
+    """One scope's parts, made once by `feeds.wiring`: `store` and `control` are the scope's wrapped ones
+    (its policy's, gate's and detector's too), and `signed` says its fetches carry a key (the forum's, or
+    the current member's: `gate` knows which)."""
+
+    name: str
     policy: CachePolicy
     gate: Gate
     detector: SourceDetector
-    moves_on: tuple[type[FeedbridgeError], ...] = (UpstreamNotFound, UpstreamRefused)
+    store: Store
+    control: ControlStore
+    signed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One request's way of reading (see the module docstring): in `scope`, live or `cached_only`."""
+
+    scope: Scope
+    cached_only: bool = False
 
     @property
     def signed(self) -> bool:
-        return self.gate.signed
+        return self.scope.signed
+
+    @property
+    def moves_on(self) -> tuple[type[FeedbridgeError], ...]:
+        return _CACHED_MOVES_ON if self.cached_only else _LIVE_MOVES_ON
+
+    def cached(self) -> Read:
+        """The same read from cached copies only: the fallback's, once the forum has failed."""
+        return Read(self.scope, cached_only=True)
 
     def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> E:
-        """Without the stale copy: a build from stale parts is the service's decision (`FeedService`)."""
-        got = self.policy.get(key, build, stale=False, what=what, fresh_for=fresh_for, keep_for=keep_for)
+        """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`)."""
+        if self.cached_only:
+            held: E = self.scope.policy.held(key, what)
+            return held
+        got = self.scope.policy.get(key, build, stale=False, what=what, fresh_for=fresh_for, keep_for=keep_for)
         return got.entry
 
     def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
               last_modified: str | None = None) -> Fetched:
-        return self.gate.fetch(forum, url, etag, last_modified)
+        if self.cached_only:
+            raise NotHeld(f"no copy of {what} to fall back on")
+        return self.scope.gate.fetch(forum, url, etag, last_modified)
 
     def source(self, forum: Forum) -> Source:
-        return self.detector.source(forum)
+        if self.cached_only:
+            return self.scope.detector.decided(forum)
+        return self.scope.detector.source(self, forum)
 
 
-@dataclass(frozen=True, slots=True)
-class CachedReads:
-    policy: CachePolicy
-    detector: SourceDetector
-    signed: bool
-    moves_on: tuple[type[FeedbridgeError], ...] = (UpstreamError, NotHeld)
+def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
+    """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or NotHeld
+    (read from cached copies)."""
+    def fetch(held: PageEntry | None) -> PageEntry:
+        fetched = read.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
+        now = time.time()
+        if fetched.status == 304 and held is not None:
+            return PageEntry(held.listing, held.etag, held.last_modified, now, held.size)
+        try:
+            listing = source.read_listing(fetched.text, base_url=forum.base_url, source_url=fetched.url)
+        except NotAListError as exc:
+            raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
+        return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
-    def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
-              fresh_for: float | None = None, keep_for: float | None = None) -> E:
-        held: E = self.policy.held(key, what)
-        return held
-
-    def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
-              last_modified: str | None = None) -> Fetched:
-        raise NotHeld(f"no copy of {what} to fall back on")
-
-    def source(self, forum: Forum) -> Source:
-        return self.detector.decided(forum)
+    entry: PageEntry = read.entry(keys.page(url), fetch, url)
+    return entry.listing

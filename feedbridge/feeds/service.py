@@ -2,7 +2,8 @@
 what a filter needs beyond them (`feeds/figures.py`, the directory's subcategories), the topics' own pages
 (`feeds/topic_pages.py`), the categories' names (`feeds/directory.py`), filter and digest, then render.
 What is read from a forum is read through one `Gate` (`feeds/gate.py`); the parts are made and joined in
-`feeds/wiring.py`, so this module only calls them in order.
+`feeds/wiring.py`, so this module only calls them in order, each with the request's `Read` (`feeds/reads.py`:
+the scope it reads in, live or from cached copies only).
 
 Failure policy, in one place (`feedbridge.feeds.policy.CachePolicy`, used for feeds, pages, topic pages
 and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
@@ -26,24 +27,20 @@ from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
 from feedbridge.feeds.assemble import feed_body, listed
-from feedbridge.feeds.callers import Caller, CallerPool, ForumBudget
-from feedbridge.feeds.detect import SourceDetector
+from feedbridge.feeds.callers import Caller, CallerPool
 from feedbridge.feeds.digest import digested
 from feedbridge.feeds.directory import Directory
 from feedbridge.feeds.figures import completed
-from feedbridge.feeds.gate import Gate
 from feedbridge.feeds.identity import Identities
 from feedbridge.feeds.lists import ListReader
-from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.post_feeds import PostFeeds
+from feedbridge.feeds.reads import Read, Scope
 from feedbridge.feeds.sources import JSON, MARKDOWN, Source, lacking
 from feedbridge.feeds.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.topic_pages import TopicPages
 from feedbridge.models import Category, Listing, Site, Topic
 from feedbridge.store import keys
-from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FeedEntry
-from feedbridge.store.protocols import Store
 from feedbridge.upstream.fetcher import Fetcher
 
 log = logging.getLogger(__name__)
@@ -78,7 +75,7 @@ class View:
 
 @dataclass(frozen=True, slots=True)
 class Readers:
-    """Everything a feed is built from, read one way (`feeds/reads.py`): live, or from cached copies only."""
+    """Everything a feed is built from, made once for every scope and way of reading (`feeds/reads.py`)."""
 
     lists: ListReader
     topics: TopicPages
@@ -87,54 +84,50 @@ class Readers:
     identity: Identities
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class FeedService:
-    """One scope's feeds, views and previews (public, or the signed-in twin for signed feed URLs,
-    `signed_in`), built by `feeds.wiring.build_service`: its cache and control state, the gate to the
-    forums, and its readers twice, `live` and `cached`."""
+    """Feeds, views and previews, built by `feeds.wiring.build_service`: the readers, the scopes this bridge
+    has (`public`; `private`, read with the forums' keys, when it has credentials; `member`, read with each
+    member's key, when it has personal feeds), and `current`, the scope this service reads in. A scope is a
+    value (`scope`), so the service for a signed or a member's request is this one reading in another."""
 
     settings: Settings
-    store: Store
-    control: ControlStore
-    policy: CachePolicy
-    budget: ForumBudget
-    gate: Gate
-    detector: SourceDetector
+    readers: Readers
+    public: Scope
+    private: Scope | None
+    member: Scope | None
     pool: CallerPool
     fetcher: Fetcher
-    live: Readers
-    cached: Readers
-    signed_in: FeedService | None = None
-    public: bool = True
-    members: FeedService | None = None
+    current: Scope
 
     def scope(self, signed: bool, member: bool = False) -> FeedService:
-        """This service, its signed-in twin for a request whose token verified, or the members' twin for a
-        personal feed (read as the member `feeds.personal.acting` names)."""
+        """This service reading in the public scope, in the private one for a request whose token verified,
+        or in the members' for a personal feed (read as the member `feeds.personal.acting` names)."""
         if member:
-            if self.members is None:
+            if self.member is None:
                 raise UpstreamError("this bridge has no personal feeds")  # the route refuses this first
-            return self.members
-        if not signed:
-            return self
-        if self.signed_in is None:
-            raise UpstreamError("this bridge has no credentials")  # the token check refuses this first
-        return self.signed_in
+            wanted = self.member
+        elif signed:
+            if self.private is None:
+                raise UpstreamError("this bridge has no credentials")  # the token check refuses this first
+            wanted = self.private
+        else:
+            wanted = self.public
+        return self if wanted is self.current else replace(self, current=wanted)
 
     def close(self) -> None:
         """The pool's threads and the forum connections, for a process that is done (the static build)."""
-        if self.public:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.fetcher.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.fetcher.close()
 
     def caller(self, client: str) -> Caller:
         """A web request's budget share, deadline and slot; `client` is its remote address."""
-        return self.policy.caller(client)
+        return self.current.policy.caller(client)
 
     @property
     def topic_failures(self) -> int:
-        """Topic pages the forum failed to give since the process started (`/healthz`)."""
-        return self.live.topics.failures + (self.signed_in.topic_failures if self.signed_in else 0)
+        """Topic pages the forum failed to give since the process started, in every scope (`/healthz`)."""
+        return self.readers.topics.failures
 
     @staticmethod
     def feed_key(spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None) -> str:
@@ -156,12 +149,12 @@ class FeedService:
         cache policy, never kept when a read of it was refused; else, when it cannot be rendered (the
         allowance spent, the forum failing), the copy held however old; what stopped it when there is none.
         What `render` raises of its own (a page that must not be kept) passes through."""
-        fresh: FeedEntry | None = self.policy.fresh(key)
+        fresh: FeedEntry | None = self.current.policy.fresh(key)
         if fresh is not None:
             return fresh
         try:
             with admitted():
-                return self.policy.get(key, lambda _held: render(), what="the page").entry
+                return self.current.policy.get(key, lambda _held: render(), what="the page").entry
         except (UpstreamError, CpuSpent):
             held = self.held(key)
             if held is None:
@@ -170,7 +163,7 @@ class FeedService:
 
     def held(self, key: str) -> FeedEntry | None:
         """The copy stored under `key`, however old, without asking the forum."""
-        entry: FeedEntry | None = self.store.get(key)
+        entry: FeedEntry | None = self.current.store.get(key)
         return entry
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
@@ -181,23 +174,26 @@ class FeedService:
         it carries no refresh hints, and without `identity` (a saved list, which reads nothing but its file)
         no icon, logo or language of the forum."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
-        extras = (refresh, identity)
+        read, extras = Read(self.current), (refresh, identity)
 
         def live() -> FeedResult:
-            got = self.policy.get(key, lambda _held: self._render(spec, self_url, stylesheet_url, self.live, *extras),
-                                  what="the feed")
+            got = self.current.policy.get(key, lambda _held: self._render(read, spec, self_url, stylesheet_url,
+                                                                          *extras), what="the feed")
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         return self._either(live, lambda reason: FeedResult(
-            self._render(spec, self_url, stylesheet_url, self.cached, *extras), "stale", reason))
+            self._render(read.cached(), spec, self_url, stylesheet_url, *extras), "stale", reason))
 
     def view(self, spec: FeedSpec) -> View:
         """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
         fails (`View.stale` then says why, and a page made of them is not kept), and the error only when
         there are none."""
-        return self._either(lambda: View(*self.topics(spec), site=self.live.identity.of(spec.forum)),
-                            lambda reason: View(*self.topics(spec, self.cached), stale=reason,
-                                                site=self.cached.identity.of(spec.forum)))
+        read = Read(self.current)
+        return self._either(lambda: self._view(read, spec), lambda reason: self._view(read.cached(), spec, reason))
+
+    def _view(self, read: Read, spec: FeedSpec, stale: str | None = None) -> View:
+        first, topics = self._topics(read, spec)
+        return View(first, topics, stale, self.readers.identity.of(read, spec.forum))
 
     @staticmethod
     def _either(live: Callable[[], T], cached: Callable[[str], T]) -> T:
@@ -213,27 +209,31 @@ class FeedService:
             log.warning("built from stale copies: %s", exc.message)
             return made
 
-    def topics(self, spec: FeedSpec, readers: Readers | None = None) -> tuple[Listing, list[Topic]]:
-        """The filtered topics of a spec, read by `readers` (the live ones unless told): the same path the
-        feeds use, also for previews. A post feed's posts come from `feedbridge.feeds.post_feeds`.
+    def topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
+        """The filtered topics of a spec, read live: the same path the feeds use, also for previews."""
+        return self._topics(Read(self.current), spec)
+
+    def _topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
+        """The filtered topics of a spec, read as `read` says. A post feed's posts come from
+        `feedbridge.feeds.post_feeds`.
 
         With full content (or a tag filter over Markdown lists, which carry no tags), the newest candidates
         (up to the topic budget) are read from their own pages before the keyword and tag filters run, so
         those filters see the whole first post and every tag.
         """
-        readers = readers or self.live
+        readers = self.readers
         since = None
         if spec.filter.max_age is not None:  # the window ends when the feed is built: the clock read once
             since = datetime.fromtimestamp(int(time.time()) - spec.filter.max_age.seconds, UTC)
             if spec.digest is None:  # a digest keeps whole periods instead (feeds/digest.py)
                 spec = replace(spec, filter=replace(spec.filter, since=since))
         if spec.kind in POST_KINDS:
-            return readers.posts.topics(spec)
-        listings = readers.lists.listings(spec)
+            return readers.posts.topics(read, spec)
+        listings = readers.lists.listings(read, spec)
         listings = completed(spec.filter, listings,
-                             lambda n: readers.lists.page(spec.forum, spec.page_url(n, JSON), JSON),
+                             lambda n: readers.lists.page(read, spec.forum, spec.page_url(n, JSON), JSON),
                              pictures=spec.content == "full")
-        spec = readers.directory.excluding(spec)
+        spec = readers.directory.excluding(read, spec)
         everything = listed(spec, listings)
         # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.
         tags_listed = "tags" not in lacking(listings)
@@ -241,27 +241,27 @@ class FeedService:
             keep_tags = spec.filter.tags if tags_listed else frozenset()
             candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)
             budget = self.settings.topic_budget
-            everything = readers.topics.enriched(spec.forum, candidates[:budget]) + candidates[budget:]
-        kept = readers.directory.named(spec.forum, spec.filter.apply(everything))
+            everything = readers.topics.enriched(read, spec.forum, candidates[:budget]) + candidates[budget:]
+        kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything))
         return listings[0], digested(spec, listings, kept, since)
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
         """The forum's directory (`Directory.categories`), read live; UpstreamError only with nothing cached."""
-        return self.live.directory.categories(forum, parent)
+        return self.readers.directory.categories(Read(self.current), forum, parent)
 
     def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
-        return self.policy.fresh(key)
+        return self.current.policy.fresh(key)
 
     def page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
         """One list page read live (`ListReader.page`), for a caller that reads it outside any feed."""
-        return self.live.lists.page(forum, url, source)
+        return self.readers.lists.page(Read(self.current), forum, url, source)
 
-    def _render(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
-                readers: Readers, refresh: bool, identity: bool) -> FeedEntry:
+    def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
+                refresh: bool, identity: bool) -> FeedEntry:
         with metrics.building(spec.kind):
-            first, topics = self.topics(spec, readers)
-            site = readers.identity.of(spec.forum) if identity else None
+            first, topics = self._topics(read, spec)
+            site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
             body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC),
                              site=site, ttl=self.settings.cache_ttl if refresh else None)

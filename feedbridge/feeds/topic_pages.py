@@ -19,15 +19,12 @@ from feedbridge.config import Forum, Settings
 from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from feedbridge.feeds.callers import CallerPool, current
 from feedbridge.feeds.enrich import PAGE_FIELDS
-from feedbridge.feeds.policy import CachePolicy
 from feedbridge.feeds.post_feeds import read_head
-from feedbridge.feeds.reads import Reads
+from feedbridge.feeds.reads import Read
 from feedbridge.feeds.sources import Source
 from feedbridge.models import Topic, merged
 from feedbridge.store import keys
-from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import HeadEntry, TopicEntry, topic_bytes
-from feedbridge.store.protocols import Store
 from feedbridge.upstream.fetcher import is_within
 
 log = logging.getLogger(__name__)
@@ -35,18 +32,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TopicPages:
-    """One scope's topic pages, read one way (`feeds/reads.py`); `failures` counts the reads the forum failed
-    since the process started (`/healthz`)."""
+    """The topic pages of every scope, each read as its `Read` says (`feeds/reads.py`); `failures` counts the
+    reads the forum failed since the process started, in every scope (`/healthz`)."""
 
     settings: Settings
-    reads: Reads
-    policy: CachePolicy
-    store: Store
-    control: ControlStore
     pool: CallerPool
     failures: int = field(default=0, init=False)
 
-    def enriched(self, forum: Forum, topics: list[Topic]) -> list[Topic]:
+    def enriched(self, read: Read, forum: Forum, topics: list[Topic]) -> list[Topic]:
         """Each topic with what its page adds; its excerpt alone when that fails.
 
         Within the request's deadline: when it passes, the topics not read by then keep what is cached of
@@ -55,14 +48,14 @@ class TopicPages:
         them late), and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses
         what is cached without asking again.
         """
-        source = self.reads.source(forum)
+        source = read.source(forum)
         slow_key = keys.topic_slow(forum.base_url)
-        if self.control.get(slow_key) is not None:
-            return [self._held(forum, source, topic) for topic in topics]
+        if read.scope.control.get(slow_key) is not None:
+            return [self._held(read, forum, source, topic) for topic in topics]
         results: list[Topic] = []
         failures = 0
         try:
-            for topic, done in self.pool.waves(topics, lambda topic: self._page(forum, source, topic),
+            for topic, done in self.pool.waves(topics, lambda topic: self._page(read, forum, source, topic),
                                                self.settings.fetch_concurrency):
                 try:
                     results.append(done.result())
@@ -76,21 +69,21 @@ class TopicPages:
             log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
                         self.settings.request_deadline, len(topics) - len(results))
             if self.settings.negative_ttl > 0:
-                self.control.set(slow_key, time.time(), self.settings.negative_ttl)
-            results += [self._held(forum, source, topic) for topic in topics[len(results):]]
+                read.scope.control.set(slow_key, time.time(), self.settings.negative_ttl)
+            results += [self._held(read, forum, source, topic) for topic in topics[len(results):]]
         if failures:
             self.failures += failures
             log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
         return results
 
-    def _held(self, forum: Forum, source: Source, topic: Topic) -> Topic:
+    def _held(self, read: Read, forum: Forum, source: Source, topic: Topic) -> Topic:
         if source.from_head is not None:
-            head: HeadEntry | None = self.store.get(keys.topic_head(forum.base_url, topic.id))
+            head: HeadEntry | None = read.scope.store.get(keys.topic_head(forum.base_url, topic.id))
             return topic if head is None else source.from_head(topic, head.head, forum.base_url)
-        entry: TopicEntry | None = self.store.get(keys.topic(forum.base_url, topic.id, topic.last_posted_at))
+        entry: TopicEntry | None = read.scope.store.get(keys.topic(forum.base_url, topic.id, topic.last_posted_at))
         return topic if entry is None else merged(topic, entry.topic, PAGE_FIELDS)
 
-    def _page(self, forum: Forum, source: Source, topic: Topic) -> Topic:
+    def _page(self, read: Read, forum: Forum, source: Source, topic: Topic) -> Topic:
         """The topic enriched from its page; UpstreamTimeout, before any work, when the pool starts it after
         the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered)."""
         caller = current()
@@ -99,8 +92,9 @@ class TopicPages:
         if not is_within(forum, topic.url):
             raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
         if source.from_head is not None:
-            head = read_head(self.reads, forum, topic.id, source.topic_url(topic.url),
-                             fresh_for=_read_after(topic, self.policy.fresh_for), keep_for=self.policy.keep_read_for)
+            policy = read.scope.policy
+            head = read_head(read, forum, topic.id, source.topic_url(topic.url),
+                             fresh_for=_read_after(topic, policy.fresh_for), keep_for=policy.keep_read_for)
             return source.from_head(topic, head, forum.base_url)
         read_topic = source.read_topic
         assert read_topic is not None  # a source reads its topics' pages one way or the other
@@ -109,16 +103,16 @@ class TopicPages:
         def fetch(_held: TopicEntry | None) -> TopicEntry:
             try:
                 url = source.topic_url(topic.url)
-                fetched = self.reads.fetch(forum, url, url)
+                fetched = read.fetch(forum, url, url)
                 full = read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
-                self.policy.remember_missing(key, TopicEntry(None, time.time(), topic_bytes(None)))
+                read.scope.policy.remember_missing(key, TopicEntry(None, time.time(), topic_bytes(None)))
                 raise
             return TopicEntry(full, time.time(), topic_bytes(full))
 
         # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
-        entry: TopicEntry = self.reads.entry(key, fetch, f"topic {topic.id}", fresh_for=float("inf"),
-                                             keep_for=self.policy.keep_read_for)
+        entry: TopicEntry = read.entry(key, fetch, f"topic {topic.id}", fresh_for=float("inf"),
+                                       keep_for=read.scope.policy.keep_read_for)
         return merged(topic, entry.topic, PAGE_FIELDS)
 
 

@@ -26,6 +26,7 @@ from flask import Blueprint, Response, render_template, request, url_for
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, RouteNotFound
 from feedbridge.feeds import handshake, personal
+from feedbridge.feeds.reads import Scope
 from feedbridge.feeds.service import FeedService
 from feedbridge.render.opml import Subscription, opml_document
 from feedbridge.web.context import service
@@ -50,15 +51,15 @@ def _rsa_key(settings: Settings) -> handshake.RsaKey:
     return handshake.RsaKey.load(settings)
 
 
-def _members(svc: FeedService, key: str) -> tuple[Forum, FeedService]:
+def _members(svc: FeedService, key: str) -> tuple[Forum, Scope]:
     """The forum `key` names and the members' scope, or 404 when the bridge has no personal feeds."""
     forum = svc.settings.forum_for_key(key)
     if forum is None:
         raise RouteNotFound(f"unknown forum {key[:80]!r}: this bridge serves "
                             + ", ".join(f.key for f in svc.settings.forums))
-    if svc.members is None:
+    if svc.member is None:
         raise RouteNotFound("this bridge has no personal feeds (FEEDBRIDGE_PERSONAL is off)")
-    return forum, svc.members
+    return forum, svc.member
 
 
 @bp.get("/<path:key>/connect")
@@ -67,7 +68,7 @@ def connect(key: str) -> Response:
     forum, members = _members(svc, key)
     if "payload" in request.args:  # the forum sent the member back here (an allowed auth_redirect)
         return _completed(svc, forum, members, request.args.getlist("payload"))
-    found = handshake.support(svc.gate, svc.control, forum)
+    found = handshake.support(svc.public.gate, svc.public.control, forum)
     if found.version < handshake.AUTH_API_VERSION:
         raise RouteNotFound(f"{forum.key} does not give User API keys (its /user-api-key/new answers no "
                             f"Auth-Api-Version {handshake.AUTH_API_VERSION}): personal feeds need them")
@@ -98,14 +99,14 @@ def device(key: str) -> Response:
     forum, then comes back to `device_poll`. Only where the forum announced it (`Auth-Api-Device-Code`)."""
     svc = service()
     forum, _members_scope = _members(svc, key)
-    if not handshake.support(svc.gate, svc.control, forum).device:
+    if not handshake.support(svc.public.gate, svc.public.control, forum).device:
         raise RouteNotFound(f"{forum.key} has no device flow: use the approval link")
     cookie = request.cookies.get(handshake.COOKIE, "")
     if not _COOKIE.fullmatch(cookie):
         raise RequestError(f"start from /{forum.key}/connect: this browser has no connect under way")
     rsa = _rsa_key(svc.settings)
     nonce = handshake.make_nonce(svc.settings, forum, rsa, cookie)
-    code = handshake.start_device(svc.gate, forum, rsa, nonce, _application())
+    code = handshake.start_device(svc.public.gate, forum, rsa, nonce, _application())
     return _private(render_template("device.html", forum=forum, code=code, ttl=svc.settings.connect_ttl,
                                     poll_url=url_for("connect.device_poll", key=forum.key, user_code=code.user_code,
                                                      device_code=code.device_code)))
@@ -120,7 +121,7 @@ def device_poll(key: str) -> Response:
         raise RequestError("device_code must be what the connect page gave: 64 hexadecimal digits",
                            param="device_code")
     user_code = request.args.get("user_code", "")
-    payload = handshake.poll_device(svc.gate, forum, device_code)
+    payload = handshake.poll_device(svc.public.gate, forum, device_code)
     if payload is None:  # not approved yet: the same page again, saying so
         activate = f"{forum.base_url}/user-api-key/activate"
         shown = user_code if handshake.USER_CODE.fullmatch(user_code) else ""
@@ -146,7 +147,7 @@ def opml(key: str, token: str) -> Response:
     return response
 
 
-def _completed(svc: FeedService, forum: Forum, members: FeedService, given: list[str]) -> Response:
+def _completed(svc: FeedService, forum: Forum, members: Scope, given: list[str]) -> Response:
     if len(given) != 1 or not given[0].strip():
         raise RequestError("payload is required, once: paste the text the forum showed after you approved",
                            param="payload")

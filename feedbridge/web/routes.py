@@ -92,7 +92,7 @@ def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
     """A member's feed is read as the member (`feeds.personal`), anyone else's in the scope its URL names."""
     if resolved.member is None:
         return _feed(svc, resolved, path)
-    members = resolved.scope(svc)
+    members = resolved.scope(svc).current
     with personal.acting(resolved.member):  # everything read for a member's feed is read as them
         personal.check(members.control, resolved.member)
         try:
@@ -138,7 +138,7 @@ def _resolved(svc: FeedService, path: str) -> Resolved:
     """What the URL means: its spec (checked), links and cache key."""
     args = request.args.to_dict(flat=False)
     given = args.pop(signing.TOKEN, [])
-    mine = personal.split(svc.settings, path) if svc.members is not None else None
+    mine = personal.split(svc.settings, path) if svc.member is not None else None
     member = None
     if mine is not None:  # a personal feed: its member, opened from the path's token before anything is read
         forum, sealed, rest = mine
