@@ -39,7 +39,7 @@ MEMORY_OVERHEAD_BYTES = 16 * 2**20  # the fixed allowance we claim on top of the
 MIB = 2**20
 UPSTREAM_CONCURRENCY = 64
 RSS_LIST = "/c/compiler/5.rss"  # the Discourse RSS list RSSHub's Discourse route re-wraps
-CATEGORY_LIST = "/latest.md?category=5&order=activity"  # where feedbridge reads the category (feeds/sources.py)
+CATEGORY_LIST = "/latest.md?category=5&order=activity"  # read there: feeds/sources/dialects.py
 RSSHUB_PACE = 1.1  # seconds between RSSHub's cold requests: its outgoing limiter (10/s, spread evenly) stays idle
 
 

@@ -27,13 +27,13 @@ from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
-from feedbridge.feeds import params, signing
 from feedbridge.feeds.assemble import feed_body
-from feedbridge.feeds.lists import saved_pages
+from feedbridge.feeds.request import params, signing
+from feedbridge.feeds.request.spec import FeedSpec, feed_kind, parse_feed_request, route_of
+from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.sources import JSON, MARKDOWN, source_of
-from feedbridge.feeds.spec import FeedSpec, feed_kind, parse_feed_request, route_of
-from feedbridge.feeds.urls import NoFeed, feed_for_url
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, source_of
+from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS
@@ -81,7 +81,7 @@ def parse(source: str, base_url: str | None) -> None:
 
 
 def _parameter_options(command: Callable[..., None]) -> Callable[..., None]:
-    """`command` with an option for each parameter of the table (`feeds/params.py`) the CLI takes: the
+    """`command` with an option for each parameter of the table (`feeds/request/params.py`) the CLI takes: the
     feed parameter of its name (`--query` is the keyword filter: `q=`, or `keyword=` on a /filter feed), a
     whole number, a choice or a flag as the parameter's value is, repeatable where it is given many times.
     What it must be beyond that (bounds, names, tags) the table checks, as for a URL (exit 2, naming it)."""
@@ -296,7 +296,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:
     """The spec of the feed a forum URL names on the one forum of `settings`, as the front page's paste box
-    reads it (`feeds.urls`): `{base}/c/x/5.md` is the feed `c/x/5`, `{base}/t/slug/7` the topic's posts,
+    reads it (`feeds.request.urls`): `{base}/c/x/5.md` is the feed `c/x/5`, `{base}/t/slug/7` the topic's posts,
     `{base}/u/x/activity` the user's posts, with the list's own query (`period=`, `category=`, `q=`, not
     `page=`), and `options` (the parameter options given) as the feed's parameters. A list without a URL is
     its forum's latest list."""

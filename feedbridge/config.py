@@ -292,7 +292,7 @@ class Settings:
     metrics: bool = text(False, "FEEDBRIDGE_METRICS", read=_on_off)
     metrics_allow: tuple[Network, ...] = text((ipaddress.ip_network("127.0.0.1"),), "FEEDBRIDGE_METRICS_ALLOW",
                                               read=_networks)
-    # Abuse bounds (feedbridge.feeds.policy and .callers): remembered failures, the per-forum budget of
+    # Abuse bounds (feedbridge.feeds.admission.policy and .callers): remembered failures, the per-forum budget of
     # upstream requests, one deadline per request, and the requests per process that may wait on upstream.
     negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)
     forum_budget: int = number(120, "FEEDBRIDGE_FORUM_BUDGET", 0, 100_000)
@@ -323,12 +323,12 @@ class Settings:
     contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
     # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
     # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so
-    # their public budgets are one (feedbridge.feeds.callers.ForumBudget, `Settings.address_of`).
+    # their public budgets are one (feedbridge.feeds.admission.callers.ForumBudget, `Settings.address_of`).
     multisite: tuple[tuple[str, ...], ...] = text((), "FEEDBRIDGE_MULTISITE", read=_multisite)
     # The `/filter` keys and values a forum's plugins add to core's (feedbridge.discourse.filter_query), which
     # the bridge otherwise refuses as core would ignore them.
     filter_terms: tuple[tuple[str, tuple[str, ...]], ...] = text((), "FEEDBRIDGE_FILTER_TERMS", read=_filter_terms)
-    # Private forums (feedbridge.feeds.signing): the keys the bridge signs in with, the secret its feed
+    # Private forums (feedbridge.feeds.request.signing): the keys the bridge signs in with, the secret its feed
     # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
     # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,
     # 2,880 a day: `max_user_api_reqs_per_minute`, `_per_day`; an admin key 60 a minute,
@@ -338,7 +338,7 @@ class Settings:
     secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)
     private_budget: int = number(15, "FEEDBRIDGE_PRIVATE_BUDGET", 1, 10_000)
     private_daily_budget: int = number(2000, "FEEDBRIDGE_PRIVATE_DAILY_BUDGET", 1, 10_000_000)
-    # Personal feeds (feedbridge.feeds.personal, feedbridge.feeds.handshake): members connect their own forum
+    # Personal feeds (feedbridge.feeds.members: personal.py, handshake.py): members connect their own forum
     # account with a User API key, which lives only inside their feed URLs. The RSA key the forums encrypt it
     # to (kept beside the secret), a connect page's lifetime, the redirects forum admins allowed, and each
     # member key's own budget, under core's limits for one key as the private budget is.

@@ -5,11 +5,11 @@ carrying the HTTP status it means, and the few that never reach one below it.
     ├── ConfigError                   500                 a setting (environment or TOML) is missing or malformed
     ├── RequestError                  400                 a request cannot name a feed: a bad parameter
     │   ├── FilterError                                   a filter's value (author, tag, category, threshold, limit)
-    │   ├── QueryError                                    a keyword query that does not parse (feeds/query.py)
+    │   ├── QueryError                                    a keyword query that does not parse (feeds/select/query.py)
     │   ├── FilterQueryError                              a /filter query the bridge will not send
     │   ├── RouteNotFound             404                 no such forum, route or format
-    │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/signing.py)
-    │       └── KeyRefused                                a forum refused a member's key (feeds/personal.py)
+    │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/request/signing.py)
+    │       └── KeyRefused                                a forum refused a member's key (feeds/members/personal.py)
     ├── UnreadableError               502                 text that is not what it claims (parsers: pure, no I/O)
     │   ├── NotAListError                                 not a topic list
     │   │   └── NoBaseURL                                 a list whose URL is relative, read without a base URL
@@ -24,10 +24,10 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
     │   ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
     │   │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
-    │   │       └── RoomSoon                              ... for now: a build waits for the room (feeds/policy.py)
+    │   │       └── RoomSoon                              ... for now: a build waits for the room (admission/policy.py)
     │   └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
     ├── CpuSpent                      429                 a client spent its CPU allowance (web/allowance.py)
-    └── NotHeld                       502                 a cached-only read found no copy (feeds/reads.py)
+    └── NotHeld                       502                 a cached-only read found no copy (feeds/sources/reads.py)
 
 The last two are the bridge's own answers, not the forum's: a refusal of a client, and a state of the
 cache. Neither is caught where a forum's failure is (no stale copy stands in for it by that path, nothing
@@ -118,7 +118,7 @@ class Forbidden(RequestError):
 class KeyRefused(Forbidden):
     """The forum answered 401/403 to a member's own key. Not an upstream error, so that no stale copy or
     remembered failure answers for it: the route asks the forum whether the key itself is gone (revoked or
-    expired) or only this page is not the member's to read, and says which (`feeds.personal.refusal`)."""
+    expired) or only this page is not the member's to read, and says which (`feeds.members.personal.refusal`)."""
 
 
 class UnreadableError(FeedbridgeError, ValueError):

@@ -41,9 +41,10 @@ class Topic:
     category_id: int | None = None
     likes: int | None = None
     views: int | None = None
-    # A digest's entry (feeds/digest.py) stands for a period, not a topic: its own entry id.
+    # A digest's entry (feeds/select/digest.py) stands for a period, not a topic: its own entry id.
     entry_id: str | None = None
-    # A post feed's entry (feeds/post_feeds.py) is one post of the topic: its number (the entry id ends with it).
+    # A post feed's entry (feeds/sources/post_feeds.py) is one post of the topic: its number (the entry id ends
+    # with it).
     post_number: int | None = None
     # Whether the list shows it pinned at its top (JSON lists' `pinned`); None where the list does not say
     # (no Markdown dialect marks it), so that a filter on it must read the JSON list of the same page.
@@ -55,8 +56,8 @@ class Topic:
 def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool = False) -> Topic:
     """`topic` with `more`'s value of each field in `names` that `more` has (anything but None or an empty
     tuple): in place of the topic's own, or with `keep` only where the topic has none. The one way a topic
-    takes what another read of it adds: its own page (`feeds/topic_pages.py`), the JSON list of a Markdown
-    list's page (`feeds/figures.py`)."""
+    takes what another read of it adds: its own page (`feeds/sources/topic_pages.py`), the JSON list of a Markdown
+    list's page (`feeds/sources/figures.py`)."""
     if more is None:
         return topic
     found: dict[str, Any] = {}
@@ -188,7 +189,7 @@ class TopicHead:
     read: tuple[tuple[int, Post | None], ...] = ()
     skipped: int = 0
     # A mega topic (core's TopicView::MEGA_TOPIC_POSTS_COUNT posts or more) comes without its stream but with
-    # `lastId` and its highest post number, from which feeds/post_feeds.py asks for the ids of its end; on the
+    # `lastId` and its highest post number, from which feeds/sources/post_feeds.py asks for the ids of its end; on the
     # end as read so far, `after_number` is the post number its ids come after.
     last_id: int | None = None
     highest_post_number: int | None = None

@@ -1,4 +1,4 @@
-"""Abusive clients and slow forums against the cache policy (`feedbridge/feeds/policy.py`), over real sockets.
+"""Abusive clients and slow forums against the cache policy (`feedbridge/feeds/admission/policy.py`), over real sockets.
 
 Each test counts what reaches the fake forum, or what the store holds, never how long something took
 beyond shapes with huge margins (an answer at all within seconds, where the old code took 100 s or never).

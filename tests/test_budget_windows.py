@@ -3,12 +3,12 @@
 The fake forum runs in its own process with core's rate limits (`python -m tests.upstream --core-limits`,
 tests/core_limits.py): every request of the bridge's address in two windows, every request with a key in
 the key's. Core answers past any of them with 429 and Retry-After, and a bridge that honours it stops every
-reader until then: `feedbridge.feeds.callers.ForumBudget` keeps below them. The bridge runs two gevent
+reader until then: `feedbridge.feeds.admission.callers.ForumBudget` keeps below them. The bridge runs two gevent
 workers without Redis (each allows itself half of every window, `feedbridge.store.control.Windows`), or two
 instances sharing one Redis. Before the split each worker spent the whole budget, so the forum saw twice
 it: every test here checks a bound that code broke, and that both workers (or both instances) took part.
 Windows are checked on the forum's log, as core counts: when a request arrives, a moment after the bridge
-counted it (which `feedbridge.feeds.callers.LEEWAY` covers).
+counted it (which `feedbridge.feeds.admission.callers.LEEWAY` covers).
 
 The readers are hostile (`bench.burst.burst`): 20 clients behind a trusted router (FEEDBRIDGE_TRUSTED_HOPS=1,
 X-Forwarded-For), each asking for its share of distinct cold feeds (`/latest.atom?category=N`: one upstream
@@ -36,7 +36,7 @@ import pytest
 
 from bench.burst import Answer, burst, busiest, cold_feed
 from feedbridge.config import Settings
-from feedbridge.feeds.signing import sign_url
+from feedbridge.feeds.request.signing import sign_url
 from tests.appserver import procfile_web
 from tests.fake_private import USER_API_KEY, carries_key
 from tests.redis_server import RedisServer, redis_module, redis_server  # noqa: F401
@@ -177,7 +177,7 @@ def test_two_instances_on_one_redis_stay_within_one_budget(small_forum: ForumPro
     log, refused = small_forum.control.requests, small_forum.control.stats()["core_refused"]
     assert refused == {}
     # Within any 10 s, not over the whole test. A feed's build also reads the forum's basic info (its icon), at
-    # most once for both instances through Redis; that read is optional (feeds/policy.py): refused by a window
+    # most once for both instances through Redis; that read is optional (feeds/admission/policy.py): refused by a window
     # the lists already filled, it is skipped, never waited for, and the feed goes without its icon for now.
     # Which comes first is the machine's timing, so the count is 0 or 1 (a fresh-clone CI run met 0).
     assert 5 < busiest(times(log)) <= 10

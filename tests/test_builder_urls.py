@@ -1,5 +1,5 @@
 """Any Discourse URL a person may paste, to its best feed (issue #34), by the one converter
-(`feeds/urls.py`) the front page, `feedbridge build SOURCE` and static `source =` files share; and the feed
+(`feeds/request/urls.py`) the front page, `feedbridge build SOURCE` and static `source =` files share; and the feed
 URL offered answers 200. Over a real socket against the fake forum (its JSON mode, with posts)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.feeds.urls import FeedTarget, NoFeed, feed_for_url
+from feedbridge.feeds.request.urls import FeedTarget, NoFeed, feed_for_url
 from feedbridge.web.feedform import FeedForm, form_from_path, recognise
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.fake_posts import PostSite

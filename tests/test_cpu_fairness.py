@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from feedbridge.feeds import enrich, filters
-from feedbridge.feeds.callers import CallerPool
-from feedbridge.feeds.cpu import counting
+from feedbridge.feeds import enrich
+from feedbridge.feeds.admission.callers import CallerPool
+from feedbridge.feeds.admission.cpu import counting
 from feedbridge.feeds.enrich import sanitize_html
-from feedbridge.feeds.filters import make_filter, topic_haystack
+from feedbridge.feeds.select import filters
+from feedbridge.feeds.select.filters import make_filter, topic_haystack
 from feedbridge.models import Topic
 from feedbridge.render import turns
 from feedbridge.render.documents import render_atom, render_rss
@@ -315,7 +316,7 @@ def burn(seconds: float) -> None:
 
 
 def test_what_a_requests_pool_work_computes_is_charged_to_it_and_what_other_threads_compute_is_not():
-    """`feeds.cpu.counting`: a pool job runs in a copy of its submitter's context (`CallerPool`), so what it
+    """`feeds.admission.cpu.counting`: a pool job runs in a copy of its submitter's context (`CallerPool`), so what it
     computes counts for the request that submitted it, as the request's own work does; a thread outside
     computing meanwhile counts for nobody. Before, a thread's `thread_time` missed the pool's work."""
     pool = CallerPool(max_workers=2)

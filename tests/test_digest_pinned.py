@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from feedbridge.config import Settings, parse_forum
-from feedbridge.feeds.digest import digested
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.select.digest import digested
 from feedbridge.models import Listing, Topic
 
 FORUM = "https://forum.example.org"

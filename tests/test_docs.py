@@ -9,7 +9,7 @@ failure says which setting, option or module the docs and the code disagree on.
   no option the command does not have.
 - docs/architecture.md: its module map names every module of `feedbridge/`, and nothing that is not there.
 - README.md and docs/*.md: every relative link reaches a file, and a heading of it when it names one.
-- docs/parameters.md: its generated section is the parameter table (`feedbridge/feeds/params.py`) written
+- docs/parameters.md: its generated section is the parameter table (`feedbridge/feeds/request/params.py`) written
   out; `FEEDBRIDGE_WRITE_DOCS=1 pytest tests/test_docs.py` rewrites it, the prose around it is the docs' own.
 """
 
@@ -28,8 +28,8 @@ import pytest
 
 from feedbridge.cli import main
 from feedbridge.config import Settings
-from feedbridge.feeds import params
-from feedbridge.feeds.params import Duration, Param
+from feedbridge.feeds.request import params
+from feedbridge.feeds.request.params import Duration, Param
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -199,7 +199,8 @@ def test_a_missing_option_is_seen() -> None:
 
 def module_map(text: str) -> set[str]:
     """The modules named by the code block that starts with the line `feedbridge/`: each package's line
-    (`  feeds/  spec.py ...`, wrapped onto indented lines) names its modules; the top-level modules are
+    (`  store/  keys.py ...`, wrapped onto indented lines) names its modules, as a subpackage's line does its
+    own (`    request/  spec.py ...`, within `feeds/`); the top-level modules are
     named bare (`cli.py`, `models.py`). `__init__.py` and the package data go unnamed."""
     start = text.index("\nfeedbridge/\n")
     named: set[str] = set()
@@ -209,6 +210,8 @@ def module_map(text: str) -> set[str]:
             break  # a tree after the package's (tests/, ...): the package's map has ended
         if head := re.match(r"  (\w+)/\s", line):
             package = head[1]
+        elif sub := re.match(r"    (\w+)/\s", line):  # a package's subpackage (`feeds/`: `request/`, ...)
+            package = f"{package.split('/')[0]}/{sub[1]}"
         elif not line.startswith("    "):
             package = ""
         for name in re.findall(r"\b(\w+)\.py\b", line):
@@ -240,7 +243,7 @@ def test_the_docs_and_the_code_name_the_same(kind: str, name: str) -> None:
 
 
 def test_a_module_missing_from_the_map_is_seen() -> None:
-    assert "feeds/gate.py" in MAPPED and "feeds/gate.py" not in module_map(ARCHITECTURE.replace(" gate.py", " "))
+    assert "feeds/admission/gate.py" in MAPPED and "feeds/admission/gate.py" not in module_map(ARCHITECTURE.replace(" gate.py", " "))
 
 
 # Links: every relative link of README.md and docs/ reaches a file, and a heading of it when it names one.
@@ -290,7 +293,7 @@ def test_the_links_are_found_and_their_headings_read() -> None:
     assert slug("`feedbridge serve`") == "feedbridge-serve"
 
 PARAMETERS_DOC = DOCS / "parameters.md"
-BEGIN = ("<!-- parameters: generated from feedbridge/feeds/params.py by tests/test_docs.py "
+BEGIN = ("<!-- parameters: generated from feedbridge/feeds/request/params.py by tests/test_docs.py "
          "(FEEDBRIDGE_WRITE_DOCS=1 rewrites it) -->")
 END = "<!-- end of parameters -->"
 SECTION = re.compile(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), re.S)
@@ -350,7 +353,7 @@ def test_the_parameter_reference_is_the_table() -> None:
     if os.environ.get("FEEDBRIDGE_WRITE_DOCS") == "1":
         PARAMETERS_DOC.write_text(text[: found.start(1)] + reference() + text[found.end(1) :], encoding="utf-8")
         return
-    assert found[1] == reference(), ("docs/parameters.md disagrees with feedbridge/feeds/params.py: "
+    assert found[1] == reference(), ("docs/parameters.md disagrees with feedbridge/feeds/request/params.py: "
                                      "FEEDBRIDGE_WRITE_DOCS=1 pytest tests/test_docs.py rewrites its table")
 
 

@@ -19,7 +19,7 @@ from feedbridge.errors import (
     UpstreamRefused,
     UpstreamTimeout,
 )
-from feedbridge.feeds.sources import MARKDOWN
+from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.feeds.wiring import build_service
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher

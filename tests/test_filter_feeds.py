@@ -17,9 +17,9 @@ from lxml import html as lxml_html
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.filter_query import MAX_FILTER_CHARS, MAX_FILTER_TERMS, parse_filter_query, split_terms
 from feedbridge.errors import RequestError
-from feedbridge.feeds.signing import token
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
-from feedbridge.feeds.urls import FeedTarget, feed_for_url
+from feedbridge.feeds.request.signing import token
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request.urls import FeedTarget, feed_for_url
 from feedbridge.web.feedform import form_from_path, recognise
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_cli import run

@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 import pytest
 
 from feedbridge.errors import FilterError, QueryError
-from feedbridge.feeds.filters import (
+from feedbridge.feeds.select.filters import (
     MAX_AUTHORS,
     MAX_LIMIT,
     FeedFilter,
@@ -11,7 +11,7 @@ from feedbridge.feeds.filters import (
     make_filter,
     topic_text,
 )
-from feedbridge.feeds.query import parse_query
+from feedbridge.feeds.select.query import parse_query
 from feedbridge.models import Topic
 
 

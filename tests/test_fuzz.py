@@ -30,7 +30,7 @@ from feedbridge.discourse.categories import parse_categories
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.discourse.topic import TopicPage, parse_topic
 from feedbridge.errors import NotAListError, NotATopicError
-from feedbridge.feeds.filters import make_filter
+from feedbridge.feeds.select.filters import make_filter
 from feedbridge.models import Listing, Topic
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render

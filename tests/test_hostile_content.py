@@ -38,7 +38,7 @@ from feedbridge.discourse.topic import MAX_POSTS, parse_topic
 from feedbridge.errors import HostileMarkup
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.sources import JSON
+from feedbridge.feeds.sources.dialects import JSON
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Topic
 from feedbridge.store.entries import TopicEntry, listing_bytes, topic_bytes

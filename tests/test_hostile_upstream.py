@@ -471,7 +471,7 @@ def test_topic_urls_cannot_leave_the_subfolder(upstream, prefix):
         assert response.status_code == 200, response.text
         assert_entries(response, 30)
     assert outside_sub(upstream) == []
-    # the list, and its JSON twin for the topics' pictures (feeds/figures.py): no topic page
+    # the list, and its JSON twin for the topics' pictures (feeds/sources/figures.py): no topic page
     assert [r.target for r in list_reads(upstream.requests)] == [SUB_LIST, "/sub/latest.json"]
 
 

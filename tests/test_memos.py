@@ -26,8 +26,8 @@ import pytest
 from lxml import etree, html
 
 from bench.procs import rss_bytes, worker_pids
+from feedbridge.feeds.request.spec import parse_feed_request
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.models import Category
 from feedbridge.store import keys
 from feedbridge.web.hits import Resolved, ResolvedUrls

@@ -48,7 +48,7 @@ def test_forums_marked_as_one_multisite_host_share_one_budget_and_draw_no_429() 
     assert refused == {}
     # One 10 s budget for both forums, split between the two workers, in any 10 s: a forum's first feed in a
     # worker also reads its basic info (its icon), and refused by the full window that later read waits for the
-    # room (feeds/gate.py), so its client, back after the window moved, asks on.
+    # room (feeds/admission/gate.py), so its client, back after the window moved, asks on.
     assert 0 < busiest([r.time for r in sent]) <= 10
     lists = list_reads(sent)
     assert len(sent) - len(lists) <= 4  # the basic info: once per forum and worker at most

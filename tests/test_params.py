@@ -1,4 +1,4 @@
-"""The table of feed parameters (`feedbridge/feeds/params.py`, issue 44 item 2) and every way in that reads it:
+"""The table of feed parameters (`feedbridge/feeds/request/params.py`, issue 44 item 2) and every way in that reads it:
 feed URLs (over a real socket), `feedbridge build`'s options, a static config's keys and the front page's form.
 
 Before the table a parameter was written out in seven places, and a misspelt or misplaced one was silently
@@ -17,9 +17,9 @@ from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import RequestError
-from feedbridge.feeds import params
-from feedbridge.feeds.params import FEEDS, FeedKind, Param
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request import params
+from feedbridge.feeds.request.params import FEEDS, FeedKind, Param
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.staticsite.plan import PARAMS as STATIC_KEYS
 from feedbridge.web.feedform import FIELDS, LIST_FEEDS, FeedForm
 from tests.appserver import running_app, settings_for

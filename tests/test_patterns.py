@@ -88,7 +88,7 @@ PATTERNS = sorted(package_patterns(), key=lambda item: item[0])
 def test_the_package_patterns_are_found() -> None:
     names = {name for name, _, _ in PATTERNS}
     assert "feedbridge.web.routes._LABEL" in names
-    assert any(name.startswith("feedbridge.feeds.spec._FEED_ROUTES[") for name in names)
+    assert any(name.startswith("feedbridge.feeds.request.spec._FEED_ROUTES[") for name in names)
     assert len(PATTERNS) >= 20
 
 

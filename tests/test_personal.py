@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from feedbridge.config import AuthRedirect, Forum, Settings, parse_forum
 from feedbridge.discourse.personal import parse_bookmarks, parse_notifications
 from feedbridge.errors import ConfigError, Forbidden, RequestError
-from feedbridge.feeds import handshake, personal
+from feedbridge.feeds.members import handshake, personal
 from feedbridge.web.app import create_app
 from tests.appserver import (
     ProcfileApp,

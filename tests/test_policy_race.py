@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedbridge.config import Settings
-from feedbridge.feeds.policy import CachePolicy
+from feedbridge.feeds.admission.policy import CachePolicy
 from feedbridge.store.control import MemoryControl
 from feedbridge.store.memory import MemoryStore, SingleFlight
 

@@ -149,7 +149,7 @@ def test_newest_20_posts_of_a_446_post_topic_cost_two_requests(fresh):
     assert len(targets) <= 3 and targets[0] == "/t/9446.json"
     batches = [parse_qs(urlsplit(t).query)["post_ids[]"] for t in targets[1:]]
     # One batch: the newest 20 slots hold 18 posts (440 is hidden, 441 withdrawn), so 20 posts need 22 ids,
-    # read with the 5-slot margin a feed asks for beyond its limit (`feeds/post_feeds.py` SLACK).
+    # read with the 5-slot margin a feed asks for beyond its limit (`feeds/sources/post_feeds.py` SLACK).
     assert len(batches) == 1 and len(batches[0]) == 20 + 5
 
 

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from feedbridge.feeds.post_feeds import MAX_SKIPPED, SLACK
+from feedbridge.feeds.sources.post_feeds import MAX_SKIPPED, SLACK
 from tests.appserver import RunningApp, procfile_web, running_app, settings_for
 from tests.fake_posts import BOT, CLOSED, MEGA, MEGA_POSTS, MIXED, SMALL_ACTION, WHISPER, PostSite
 from tests.test_posts import entries, post_of

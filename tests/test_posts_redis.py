@@ -17,7 +17,7 @@ import pytest
 
 from feedbridge.discourse.posts import parse_post_batch, parse_topic_head
 from feedbridge.errors import DecodeError
-from feedbridge.feeds.post_feeds import shown
+from feedbridge.feeds.sources.post_feeds import shown
 from feedbridge.models import Topic
 from feedbridge.store import codec
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown

@@ -103,7 +103,7 @@ def private(request: pytest.FixtureRequest) -> Iterator[Private]:
 
 
 def sign(settings: Settings, url_or_path: str) -> str:
-    from feedbridge.feeds.signing import sign_url
+    from feedbridge.feeds.request.signing import sign_url
 
     return sign_url(settings, url_or_path)
 

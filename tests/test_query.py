@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedbridge.errors import QueryError, RequestError
-from feedbridge.feeds.query import (
+from feedbridge.feeds.select.query import (
     MAX_QUERY_LENGTH,
     MAX_TERMS,
     Query,

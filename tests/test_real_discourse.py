@@ -3,7 +3,7 @@ from what the fakes did, each against the fake forum answering as core does, ove
 
 - A category's own path is its default view (app/controllers/list_controller.rb `category_default`): a
   category set to "Top", or sorted by likes (lib/topic_query.rb `default_results`), lists old topics there;
-  the bridge reads its latest list by activity where core serves it (`feedbridge.feeds.sources`).
+  the bridge reads its latest list by activity where core serves it (`feedbridge.feeds.sources.dialects`).
 - A forum whose crawler policy refuses the bridge answers `403 Crawler is not allowed!`
   (lib/middleware/anonymous_cache.rb): said as the crawler policy, not as members only.
 - A login-required forum with single sign-on sends a page request to `/session/sso` or `/auth/PROVIDER`
@@ -26,8 +26,8 @@ from lxml import html as lxml_html
 
 from feedbridge import USER_AGENT
 from feedbridge.config import Settings
-from feedbridge.feeds.directory import MAX_PAGES
-from feedbridge.feeds.signing import sign_url
+from feedbridge.feeds.request.signing import sign_url
+from feedbridge.feeds.sources.directory import MAX_PAGES
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.fake_private import USER_API_KEY
 from tests.upstream import JSON_ROOT, MODES, PROJECT_ROOT, SSO_PROVIDER, Crawlers, FakeForum, read_at

@@ -16,9 +16,9 @@ from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import RequestError
-from feedbridge.feeds import signing
-from feedbridge.feeds.sources import JSON
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request import signing
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.sources.dialects import JSON
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_signal import app, forum  # noqa: F401  (the fake forum in both modes, and the app before it)
 from tests.test_static import run as run_static

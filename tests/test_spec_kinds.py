@@ -16,9 +16,9 @@ import feedbridge
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import ConfigError, NoBaseURL, NotAListError, RequestError
-from feedbridge.feeds.filters import make_filter
-from feedbridge.feeds.sources import JSON, MARKDOWN, SOURCES, lacking, source_of
-from feedbridge.feeds.spec import KINDS, ROUTES, RouteKind, parse_feed_request
+from feedbridge.feeds.request.spec import KINDS, ROUTES, RouteKind, parse_feed_request
+from feedbridge.feeds.select.filters import make_filter
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, SOURCES, lacking, source_of
 from feedbridge.models import Listing
 
 SETTINGS = Settings(forums=(Forum("https://forum.example"),))
@@ -34,7 +34,7 @@ def refusal(path: str, **args: str | list[str]) -> RequestError:
 def test_every_route_kind_has_exactly_one_spec_builder() -> None:
     kinds = get_args(RouteKind)
     assert len(set(kinds)) == len(kinds)
-    # `personal`, a member's own list, has no public route: feeds/personal.py builds its specs.
+    # `personal`, a member's own list, has no public route: feeds/members/personal.py builds its specs.
     assert "personal" in kinds and "personal" not in ROUTES
     assert sorted(KINDS) == sorted(set(kinds) - {"personal"}) == sorted(ROUTES)
 

@@ -4,7 +4,7 @@ Before: the token of `/u/alice.atom` also opened `/u/alice.atom?category=N`, whi
 the user's own list) reads `/latest.json?category=N` with the key: `canonical_query` left a user feed's
 `category=` out. The property checked here is the general one: two requests whose specs differ in what
 names a feed's content (`FeedSpec.cache_key`) never share a token. The parameters are the rows of the
-parameter table (`feedbridge/feeds/params.py`) that the spec reads, so a parameter added later without a case
+parameter table (`feedbridge/feeds/request/params.py`) that the spec reads, so a parameter added later without a case
 here fails the first test instead of going unsigned.
 """
 
@@ -15,9 +15,9 @@ import pytest
 
 from feedbridge.config import Settings
 from feedbridge.errors import RequestError, RouteNotFound
-from feedbridge.feeds import params
-from feedbridge.feeds.signing import token
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request import params
+from feedbridge.feeds.request.signing import token
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from tests.appserver import procfile_web
 from tests.test_private import SECRET, private_forum, sign
 

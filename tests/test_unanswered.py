@@ -18,9 +18,9 @@ from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import FilterError, RequestError
-from feedbridge.feeds.filters import MAX_THRESHOLD, FeedFilter, make_filter
-from feedbridge.feeds.sources import MARKDOWN
-from feedbridge.feeds.spec import parse_feed_request
+from feedbridge.feeds.request.spec import parse_feed_request
+from feedbridge.feeds.select.filters import MAX_THRESHOLD, FeedFilter, make_filter
+from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.models import Topic
 from feedbridge.web.feedform import FeedForm, form_from_path
 from tests.appserver import RunningApp, running_app, settings_for

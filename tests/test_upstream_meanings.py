@@ -21,10 +21,10 @@ from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import BotWall, NotPublic, UpstreamError, UpstreamNotFound, UpstreamRefused
-from feedbridge.feeds.detect import UNDECIDED
-from feedbridge.feeds.reads import Read
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.sources import MARKDOWN
+from feedbridge.feeds.sources.detect import UNDECIDED
+from feedbridge.feeds.sources.dialects import MARKDOWN
+from feedbridge.feeds.sources.reads import Read
 from feedbridge.feeds.wiring import build_service
 from feedbridge.store.entries import SourceEntry
 from feedbridge.store.memory import MemoryStore
@@ -38,7 +38,7 @@ from tests.upstream import CHALLENGE_PAGE, FakeForum, read_at
 SECRET = "meanings-secret-5c1e9b7a3d2f8064"
 NEGATIVE_TTL = 45
 LIST = "/latest.md"
-# route -> the label its messages name it by (feeds/spec.py)
+# route -> the label its messages name it by (feeds/request/spec.py)
 ROUTES = {
     "/c/compiler/5": "compiler",
     "/t/9446": "posts of topic 9446",

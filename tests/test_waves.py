@@ -1,4 +1,4 @@
-"""The request scope and the pool's one wave loop (`feeds/callers.py`), counted, not timed: which jobs ran,
+"""The request scope and the pool's one wave loop (`feeds/admission/callers.py`), counted, not timed: which jobs ran,
 what they saw of the request, what was cancelled when its deadline passed."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
 
-from feedbridge.feeds import callers
-from feedbridge.feeds.callers import Caller, CallerPool
+from feedbridge.feeds.admission import callers
+from feedbridge.feeds.admission.callers import Caller, CallerPool
 
 
 @pytest.fixture

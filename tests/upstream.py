@@ -90,7 +90,7 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 
-from feedbridge.feeds.sources import SOURCES
+from feedbridge.feeds.sources.dialects import SOURCES
 from tests.core_limits import CoreLimits
 from tests.fake_filter import filter_answer
 from tests.fake_private import PrivateSite
@@ -615,7 +615,7 @@ IDENTITY = "/site/basic-info.json"
 
 def list_reads(requests: list[Request]) -> list[Request]:
     """`requests` without the forum's basic info, which the first feed built from a forum reads once beside what
-    the feed itself reads (feeds/identity.py): what a test of what a feed's lists, pages or posts cost counts."""
+    the feed itself reads (feeds/sources/identity.py): what a test of what a feed's lists, pages or posts cost counts."""
     return [request for request in requests if not request.path.endswith(IDENTITY)]  # a subfolder's too
 
 
@@ -984,7 +984,7 @@ class ForumProcess:
 
 def read_at(path: str, mode: str = "markdown", page: int = 0, params: tuple[tuple[str, str], ...] = ()) -> str:
     """The target of the bridge's request for page `page` of the list `path` (a feed's list path, such as
-    `/c/compiler/5`) from a forum read as `mode`: where core serves it (`feedbridge.feeds.sources`), which is
+    `/c/compiler/5`) from a forum read as `mode`: where core serves it (`feedbridge.feeds.sources.dialects`), which is
     not always the forum's own path (`/latest.md?category=5&order=activity`)."""
     return SOURCES[mode].page_url("", path, params, page)
 

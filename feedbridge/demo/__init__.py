@@ -42,9 +42,9 @@ NOTE = "offline copy"
 SITE: Traversable = files(__name__) / "site"
 JSON_SITE: Traversable = files(__name__) / "json"
 _ID = re.compile(r"\d{1,12}")
-_USERNAME = re.compile(r"[\w.-]{1,60}")  # what the feed routes take (feeds/spec.py ROUTES)
+_USERNAME = re.compile(r"[\w.-]{1,60}")  # what the feed routes take (feeds/request/spec.py ROUTES)
 MAX_POST_IDS = 200
-"""Post ids one batch request may name: the bridge asks for 50 (`feeds.post_feeds.BATCH`)."""
+"""Post ids one batch request may name: the bridge asks for 50 (`feeds.sources.post_feeds.BATCH`)."""
 _NOT_MARKDOWN = re.compile(r"(?:c|tag)/[^?]{1,600}/(?:l/[\w-]{1,30}|none)\.md|top/[\w-]{1,30}\.md")
 """What core's Markdown endpoints do not serve (lib/markdown_endpoint/controller_support.rb)."""
 

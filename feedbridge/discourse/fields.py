@@ -48,7 +48,7 @@ def links(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
         yield from pattern.finditer(line, 0, MAX_ROW)
 
 
-# An HTML tag, in core's excerpts and descriptions or in what nh3 wrote (`feeds.filters`): `[^<>]` stops a scan
+# An HTML tag, in core's excerpts and descriptions or in what nh3 wrote (`feeds.select.filters`): `[^<>]` stops a scan
 # at the next `<`, so a stray one costs its own characters, never a rescan.
 TAG = re.compile(r"<[^<>]*>")
 # What a name or a description drops: what XML cannot carry (`models.XML_INVALID`), and DEL.

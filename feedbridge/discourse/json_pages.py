@@ -100,7 +100,7 @@ def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | No
 
     `base_url` is the forum's root (with its subfolder, if any): JSON lists carry only relative paths.
     `source_url` is where the page was fetched from; its `?page=N` is the page number. `archetype` is the
-    kind of topic kept: `private_message` for a member's own messages (`feedbridge.feeds.personal`).
+    kind of topic kept: `private_message` for a member's own messages (`feedbridge.feeds.members.personal`).
     """
     base = base_url.rstrip("/")
     if not base.startswith(("http://", "https://")):

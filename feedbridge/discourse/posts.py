@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 MAX_ID = 10**18
 MAX_POSTS = 200
 """Posts read from one answer: a topic's head has 20, `/posts.json` 50, a user's actions 30 a page, and a
-batch what was asked for (at most `feeds.post_feeds.BATCH`)."""
+batch what was asked for (at most `feeds.sources.post_feeds.BATCH`)."""
 MAX_STREAM = 200_000
 """Post ids read from a topic's `post_stream.stream`: core lists every post, and only its end is used."""
 MAX_TITLE_CHARS = 1000

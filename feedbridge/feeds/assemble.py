@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 from urllib.parse import urlencode
 
-from feedbridge.feeds.spec import POST_KINDS, FeedSpec
+from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.models import Listing, Site, Topic
 from feedbridge.render.formats import render
 from feedbridge.render.meta import FeedMeta
@@ -31,7 +31,7 @@ def listed(spec: FeedSpec, listings: Sequence[Listing]) -> list[Topic]:
 def feed_title(spec: FeedSpec, first: Listing) -> str:
     """What a reader lists the feed as. A post feed's request names a topic by its number and a user as
     typed ("posts of topic 35"); once read, the forum has named them (the topic's title from its head, the
-    user as the forum spells them, which `feeds.post_feeds` puts in the listing's title), and that name is the
+    user as the forum spells them, which `feeds.sources.post_feeds` puts in the listing's title), and that name is the
     title, with the filters after it as for every feed. Where the forum named nothing, the request's label."""
     if spec.kind in POST_KINDS and first.title.strip() and first.title != spec.label:
         return replace(spec, label=first.title).title

@@ -1,15 +1,16 @@
-"""Assembling a feed from a spec, one step after another as `topics` reads: its list pages (`feeds/lists.py`),
-what a filter needs beyond them (`feeds/figures.py`, the directory's subcategories), the topics' own pages
-(`feeds/topic_pages.py`), the categories' names (`feeds/directory.py`), filter and digest, then render.
-What is read from a forum is read through one `Gate` (`feeds/gate.py`); the parts are made and joined in
-`feeds/wiring.py`, so this module only calls them in order, each with the request's `Read` (`feeds/reads.py`:
+"""Assembling a feed from a spec, one step after another as `topics` reads: its list pages (`feeds/sources/lists.py`),
+what a filter needs beyond them (`feeds/sources/figures.py`, the directory's subcategories), the topics' own pages
+(`feeds/sources/topic_pages.py`), the categories' names (`feeds/sources/directory.py`), filter and digest, then render.
+What is read from a forum is read through one `Gate` (`feeds/admission/gate.py`); the parts are made and joined in
+`feeds/wiring.py`, so this module only calls them in order, each with the request's `Read` (`feeds/sources/reads.py`:
 the scope it reads in, live or from cached copies only).
 
-Failure policy, in one place (`feedbridge.feeds.policy.CachePolicy`, used for feeds, pages, topic pages
+Failure policy, in one place (`feedbridge.feeds.admission.policy.CachePolicy`, used for feeds, pages, topic pages
 and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
 and if the forum fails while rebuilding, the last good copy (up to the stale TTL) is served and marked
 stale; only with nothing cached does the error reach the reader. Failures are remembered briefly, upstream
-requests are budgeted per forum, and one deadline bounds each request (`feeds/policy.py`, `feeds/callers.py`).
+requests are budgeted per forum, and one deadline bounds each request (`feeds/admission/`: `policy.py`,
+`callers.py`).
 """
 
 from __future__ import annotations
@@ -26,18 +27,18 @@ from typing import Any, Literal, TypeVar
 from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
+from feedbridge.feeds.admission.callers import Caller, CallerPool
 from feedbridge.feeds.assemble import feed_body, listed
-from feedbridge.feeds.callers import Caller, CallerPool
-from feedbridge.feeds.digest import digested
-from feedbridge.feeds.directory import Directory
-from feedbridge.feeds.figures import completed
-from feedbridge.feeds.identity import Identities
-from feedbridge.feeds.lists import ListReader
-from feedbridge.feeds.post_feeds import PostFeeds
-from feedbridge.feeds.reads import Read, Scope
-from feedbridge.feeds.sources import JSON, MARKDOWN, Source, lacking
-from feedbridge.feeds.spec import POST_KINDS, FeedSpec
-from feedbridge.feeds.topic_pages import TopicPages
+from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
+from feedbridge.feeds.select.digest import digested
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, lacking
+from feedbridge.feeds.sources.directory import Directory
+from feedbridge.feeds.sources.figures import completed
+from feedbridge.feeds.sources.identity import Identities
+from feedbridge.feeds.sources.lists import ListReader
+from feedbridge.feeds.sources.post_feeds import PostFeeds
+from feedbridge.feeds.sources.reads import Read, Scope
+from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Listing, Site, Topic
 from feedbridge.store import keys
 from feedbridge.store.entries import FeedEntry
@@ -75,7 +76,7 @@ class View:
 
 @dataclass(frozen=True, slots=True)
 class Readers:
-    """Everything a feed is built from, made once for every scope and way of reading (`feeds/reads.py`)."""
+    """Everything a feed is built from, made once for every scope and way of reading (`feeds/sources/reads.py`)."""
 
     lists: ListReader
     topics: TopicPages
@@ -102,7 +103,7 @@ class FeedService:
 
     def scope(self, signed: bool, member: bool = False) -> FeedService:
         """This service reading in the public scope, in the private one for a request whose token verified,
-        or in the members' for a personal feed (read as the member `feeds.personal.acting` names)."""
+        or in the members' for a personal feed (read as the member `feeds.members.personal.acting` names)."""
         if member:
             if self.member is None:
                 raise UpstreamError("this bridge has no personal feeds")  # the route refuses this first
@@ -215,7 +216,7 @@ class FeedService:
 
     def _topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         """The filtered topics of a spec, read as `read` says. A post feed's posts come from
-        `feedbridge.feeds.post_feeds`.
+        `feedbridge.feeds.sources.post_feeds`.
 
         With full content (or a tag filter over Markdown lists, which carry no tags), the newest candidates
         (up to the topic budget) are read from their own pages before the keyword and tag filters run, so
@@ -225,7 +226,7 @@ class FeedService:
         since = None
         if spec.filter.max_age is not None:  # the window ends when the feed is built: the clock read once
             since = datetime.fromtimestamp(int(time.time()) - spec.filter.max_age.seconds, UTC)
-            if spec.digest is None:  # a digest keeps whole periods instead (feeds/digest.py)
+            if spec.digest is None:  # a digest keeps whole periods instead (feeds/select/digest.py)
                 spec = replace(spec, filter=replace(spec.filter, since=since))
         if spec.kind in POST_KINDS:
             return readers.posts.topics(read, spec)

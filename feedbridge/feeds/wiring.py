@@ -7,7 +7,7 @@
                 the Scopes (public; private and member when configured) ──────┘  of its Scopes)
 
 Every scope's `CachePolicy` shares one set of cold slots and turns to wait (one process, one bound).
-A scope is a value (`feeds/reads.py`): the readers are made once, and each request reads in the scope its
+A scope is a value (`feeds/sources/reads.py`): the readers are made once, and each request reads in the scope its
 service was given (`FeedService.scope`), live or from cached copies only.
 
 With FEEDBRIDGE_CREDENTIALS set, a private scope is made over the same backends, each wrapped in it
@@ -17,10 +17,10 @@ the forum's windows too), so a 429 on it never stops public reading. It shares t
 the turns to wait for a window with the public scope: both kinds of request wait on the same forums in the
 same process.
 
-With FEEDBRIDGE_PERSONAL on, a members' scope reads as the current member (`feedbridge.feeds.personal`): the
+With FEEDBRIDGE_PERSONAL on, a members' scope reads as the current member (`feedbridge.feeds.members.personal`): the
 same wrappers with the member's id in every key, the member's key on every fetch, and a budget per key.
 
-The forums' basic info (`feeds/identity.py`), which every forum shows without a login, is read in the public
+The forums' basic info (`feeds/sources/identity.py`), which every forum shows without a login, is read in the public
 scope for every request: once for everyone, without a key, in the forum's public budget.
 """
 
@@ -30,18 +30,18 @@ import threading
 from collections.abc import Callable
 
 from feedbridge.config import Credential, Settings
-from feedbridge.feeds import handshake, personal
-from feedbridge.feeds.callers import CallerPool, ForumBudget, Turns
-from feedbridge.feeds.detect import SourceDetector
-from feedbridge.feeds.directory import Directory
-from feedbridge.feeds.gate import ForumWaits, Gate, Pace
-from feedbridge.feeds.identity import Identities
-from feedbridge.feeds.lists import ListReader
-from feedbridge.feeds.policy import CachePolicy
-from feedbridge.feeds.post_feeds import PostFeeds
-from feedbridge.feeds.reads import PUBLIC, Scope
+from feedbridge.feeds.admission.callers import CallerPool, ForumBudget, Turns
+from feedbridge.feeds.admission.gate import ForumWaits, Gate, Pace
+from feedbridge.feeds.admission.policy import CachePolicy
+from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.service import FeedService, Readers
-from feedbridge.feeds.topic_pages import TopicPages
+from feedbridge.feeds.sources.detect import SourceDetector
+from feedbridge.feeds.sources.directory import Directory
+from feedbridge.feeds.sources.identity import Identities
+from feedbridge.feeds.sources.lists import ListReader
+from feedbridge.feeds.sources.post_feeds import PostFeeds
+from feedbridge.feeds.sources.reads import PUBLIC, Scope
+from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.memory import SingleFlight
 from feedbridge.store.protocols import Flight, Store

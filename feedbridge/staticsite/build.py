@@ -22,7 +22,7 @@ from urllib.parse import quote, urljoin
 import click
 
 from feedbridge.errors import BuildConfigError, UpstreamError
-from feedbridge.feeds.gate import Pace
+from feedbridge.feeds.admission.gate import Pace
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.wiring import build_service
 from feedbridge.staticsite.atomic import write_atomic

@@ -20,16 +20,16 @@ from typing import Any
 from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError
-from feedbridge.feeds import params
-from feedbridge.feeds.lists import saved_pages
-from feedbridge.feeds.sources import MARKDOWN
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
-from feedbridge.feeds.urls import NoFeed, feed_for_url
+from feedbridge.feeds.request import params
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request.urls import NoFeed, feed_for_url
+from feedbridge.feeds.sources.dialects import MARKDOWN
+from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.render.formats import FEED_FORMATS
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them: the table's
-# (`feeds/params.py`), each a string, a whole number or true/false as its value is, a list where it is many.
+# (`feeds/request/params.py`), each a string, a whole number or true/false as its value is, a list where it is many.
 PARAMS = tuple(name for name, row in params.NAMED.items() if row.static)
 DEFAULTABLE = ("forum", "formats", "pages", "limit", "content")
 _FEED_KEYS = ("name", "file", "path", "source", "forum", "formats", "credential", *PARAMS)

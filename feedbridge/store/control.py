@@ -130,7 +130,7 @@ class Windows:
     ask the in-process window first; a hit it counted that Redis then refused stays counted in-process
     until it ages out, which errs towards the forum): the instance stays within every limit whatever Redis
     does, and Redis adds what no process can count alone, the instances' sum. A client's share
-    (`feedbridge.feeds.callers`) is not capped: it is the bridge's own fairness, and one request's build
+    (`feedbridge.feeds.admission.callers`) is not capped: it is the bridge's own fairness, and one request's build
     may take more of it than one worker's share.
     """
 

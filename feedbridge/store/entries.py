@@ -1,5 +1,5 @@
 """What the store holds: each cached value carries the moment it was stored, so every reader can tell
-fresh from stale with one rule (`feedbridge.feeds.policy`).
+fresh from stale with one rule (`feedbridge.feeds.admission.policy`).
 
 These are plain frozen data (see `feedbridge.store.codec` for how they cross to Redis): the store is a
 leaf of the tree and knows nothing of parsing or rendering.
@@ -78,7 +78,7 @@ class DirectoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class SiteEntry:
-    """How a forum presents itself (`feedbridge.feeds.identity`); `site` is None for a forum that gives no
+    """How a forum presents itself (`feedbridge.feeds.sources.identity`); `site` is None for a forum that gives no
     basic info, remembered as such like a present one."""
 
     site: Site | None
@@ -91,7 +91,7 @@ class SiteEntry:
 
 @dataclass(frozen=True, slots=True)
 class SourceEntry:
-    """The source decision of an `auto` forum (`feedbridge.feeds.detect`): control state, never evicted.
+    """The source decision of an `auto` forum (`feedbridge.feeds.sources.detect`): control state, never evicted.
 
     `source` is `markdown`, `json`, or `undecided` (no probe has decided yet). `stored_at` is when the
     probe last ran, `due_at` when it runs again. Shared through Redis so every worker detects a forum once
@@ -121,7 +121,7 @@ class FailureEntry:
 
 @dataclass(frozen=True, slots=True)
 class HeadEntry:
-    """A topic's `/t/ID.json` head (`feedbridge.feeds.post_feeds.read_head`): its first posts and the ids of all of
+    """A topic's `/t/ID.json` head (`feeds.sources.post_feeds.read_head`): its first posts and the ids of all of
     them, with the validators to ask again with; read once for the topic's post feed and `content=full` alike.
     Shared through Redis like the posts read after it."""
 
@@ -137,7 +137,7 @@ class HeadEntry:
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """A post as a post feed's entry (`feedbridge.feeds.post_feeds`), with when it was read (for the topic TTL) and
+    """A post as a post feed's entry (`feeds.sources.post_feeds`), with when it was read (for the topic TTL) and
     its id (for content=full)."""
 
     topic: Topic

@@ -89,12 +89,12 @@ def source(base_url: str) -> str:
 
 
 def handshake(base_url: str) -> str:
-    """What a forum's `HEAD /user-api-key/new` said of its User API keys (`feedbridge.feeds.handshake`)."""
+    """What a forum's `HEAD /user-api-key/new` said of its User API keys (`feedbridge.feeds.members.handshake`)."""
     return _key("handshake", base_url)
 
 
 def revoked(base_url: str) -> str:
-    """Set in a member's scope once the forum confirmed their key is gone (`feedbridge.feeds.personal`)."""
+    """Set in a member's scope once the forum confirmed their key is gone (`feedbridge.feeds.members.personal`)."""
     return _key("revoked", base_url)
 
 

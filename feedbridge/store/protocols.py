@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 
 class Store(Protocol):
-    """Entries with a TTL each; what "fresh" means is the caller's (`feedbridge.feeds.policy`)."""
+    """Entries with a TTL each; what "fresh" means is the caller's (`feedbridge.feeds.admission.policy`)."""
 
     def get(self, key: str) -> Any | None: ...
     def set(self, key: str, value: Any, ttl: float) -> None: ...

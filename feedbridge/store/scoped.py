@@ -32,7 +32,7 @@ def _nowhere() -> str:
 
 class ScopedStore:
     """A `Store` or `ControlStore` whose keys all carry `scope`, and after their kind what `within` says when
-    it is asked (the current member's id, `feedbridge.feeds.personal`: one scope, a part of it per member,
+    it is asked (the current member's id, `feedbridge.feeds.members.personal`: one scope, a part of it per member,
     and the kinds, which the control store bounds, as few as the private scope's)."""
 
     def __init__(self, inner: ControlStore, scope: str, within: Callable[[], str] = _nowhere):

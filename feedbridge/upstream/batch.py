@@ -2,7 +2,7 @@
 instead, and counts what it sends.
 
 How gently a run reads each forum (a few requests at a time, starts spaced, a short `Retry-After` sat out)
-is decided where every request passes, the gate (`feedbridge.feeds.gate.Pace`), which remembers a forum's
+is decided where every request passes, the gate (`feedbridge.feeds.admission.gate.Pace`), which remembers a forum's
 waits for the web service and the batch run alike.
 
 What each feed cost is counted where it is spent: `counting()` opens a tally in the current context

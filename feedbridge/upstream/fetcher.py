@@ -248,7 +248,7 @@ class Fetcher:
             signed: bool = False, credential: Credential | None = None) -> Fetched:
         """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`; `signed`
         sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none; `credential` (a
-        member's key, `feedbridge.feeds.personal`) is sent instead, to its own forum only.
+        member's key, `feedbridge.feeds.members.personal`) is sent instead, to its own forum only.
 
         Validators are checked again here, as they are sent: a copy stored by an older version (or a
         shared Redis) must not be able to break every revalidation of its page.
@@ -309,7 +309,7 @@ class Fetcher:
 
     def exchange(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None) -> Exchanged:
         """One request that is not a read of a page (the User API key handshake's `HEAD` of
-        `/user-api-key/new` and its device-flow `POST`s, `feedbridge.feeds.handshake`): `body` is sent as
+        `/user-api-key/new` and its device-flow `POST`s, `feedbridge.feeds.members.handshake`): `body` is sent as
         JSON, nothing is followed (a redirect is the answer), the answer's body is read within the same
         bounds as a page's, and its status is the caller's to read, but for 429, which is the forum's wait."""
         if not is_within(forum, url):

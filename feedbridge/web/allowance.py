@@ -16,7 +16,7 @@ until its moving window has room again.
 - Per process: the CPU protected is each worker's own, and a client spending in two workers holds two
   event loops. The windows of clients that stopped spending are cleared (`store.control.IdleWindows`), so a flood of
   addresses costs a bounded map.
-- The CPU is the request's own (`feedbridge.feeds.cpu.counting`): what its greenlet and its pool work ran,
+- The CPU is the request's own (`feedbridge.feeds.admission.cpu.counting`): what its greenlet and its pool work ran,
   never what other requests ran while it waited on the forum or took its turn (`render.turns`). Counted
   across the thread, as it once was, a client whose cold feeds waited 6 s while another address computed
   was charged the other's 6 s and refused (issue 43, item 4).
@@ -34,7 +34,7 @@ from flask import current_app
 
 from feedbridge import metrics
 from feedbridge.errors import CpuSpent
-from feedbridge.feeds.cpu import counting
+from feedbridge.feeds.admission.cpu import counting
 from feedbridge.store.control import WINDOW, Windows
 from feedbridge.web.context import service
 

@@ -1,7 +1,7 @@
 """The connect pages: where a forum member gives the bridge a User API key and gets their personal feeds.
 
     GET  /HOST/connect              what the bridge will read, the forum's approval link (with this browser's
-                                    cookie-bound nonce, `feeds/handshake.py`), a form for the payload, and the
+                                    cookie-bound nonce, `feeds/members/handshake.py`), a form for the payload, and the
                                     device flow where the forum offers it
     POST /HOST/connect              the payload the forum showed (`payload=`): the member's feed URLs and OPML
     GET  /HOST/connect?payload=     the same, where the forum sends the member back (an allowed auth_redirect)
@@ -25,9 +25,9 @@ from flask import Blueprint, Response, render_template, request, url_for
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, RouteNotFound
-from feedbridge.feeds import handshake, personal
-from feedbridge.feeds.reads import Scope
+from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.sources.reads import Scope
 from feedbridge.render.opml import Subscription, opml_document
 from feedbridge.web.context import service
 from feedbridge.web.routes import valid_host

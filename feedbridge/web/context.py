@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from flask import current_app, g, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from feedbridge.feeds import callers
+from feedbridge.feeds.admission import callers
 from feedbridge.feeds.service import FeedService
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def service() -> FeedService:
 
 def open_scope() -> None:
     """At the request's start: its `Caller` (who the client is, deadline, share of the forum's budget, slot),
-    the scope of everything the request runs however many service calls it makes (`feeds.callers.current`).
+    the scope of everything the request runs however many service calls it makes (`feeds.admission.callers.current`).
     The one place a request's client is made from its address: the budget's share and the CPU allowance
     (`client`) both read it from here."""
     svc = service()

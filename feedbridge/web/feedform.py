@@ -6,7 +6,7 @@ service's one validation boundary) decides whether they name a feed.
 
 The form has two kinds of fields: those that choose the list (which forum, which kind of list, which
 category, tag, topic or user, the format), written here, and one field per parameter of the table
-(`feeds/params.py`), made from its rows: their names, labels, hints, choices and the lists that take them.
+(`feeds/request/params.py`), made from its rows: their names, labels, hints, choices and the lists that take them.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from feedbridge.config import Settings
-from feedbridge.feeds import params
-from feedbridge.feeds.params import FeedKind, Param
-from feedbridge.feeds.spec import CATEGORY_VALUE, feed_kind, route_of, split_forum
-from feedbridge.feeds.urls import NoFeed, feed_for_url
+from feedbridge.feeds.request import params
+from feedbridge.feeds.request.params import FeedKind, Param
+from feedbridge.feeds.request.spec import CATEGORY_VALUE, feed_kind, route_of, split_forum
+from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
 
 LIST_FEEDS: dict[str, tuple[FeedKind, ...]] = {
@@ -31,7 +31,7 @@ LIST_FEEDS: dict[str, tuple[FeedKind, ...]] = {
     "topic": ("topic_posts",), "user": ("user_posts",),
 }
 """The form's lists and the feeds each names. `started` is the topics a user started (`/u/NAME`); `filter`
-the forum's own `/filter?q=` list; the last three are post feeds (feeds/post_feeds.py): the forum's latest
+the forum's own `/filter?q=` list; the last three are post feeds (feeds/sources/post_feeds.py): the forum's latest
 posts, one topic's, one user's. A category's list is its default view or its top list (`view`)."""
 LISTS = tuple(LIST_FEEDS)
 TAG_MATCHES = ("any", "all")
@@ -69,7 +69,7 @@ SECTIONS: tuple[Section, ...] = tuple(
 KEPT = tuple(p.form_name for p in FIELDS if not p.lists) + ("tag_match", "format")
 """What a pasted URL cannot say (filters, format): kept from the choices already made."""
 
-# The feed routes' grammar (feeds/spec.py), without the format: a feed path back into form values.
+# The feed routes' grammar (feeds/request/spec.py), without the format: a feed path back into form values.
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
 _TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?\d{1,9}")
 _TAG_SEPARATORS = re.compile(r"[\s,+]")
@@ -199,7 +199,7 @@ class Recognised:
 
 def recognise(settings: Settings, url: str, base: FeedForm | None = None) -> Recognised:
     """Form values from any forum URL a user might paste, through the one converter of forum URLs into
-    feeds (`feeds.urls.feed_for_url`): what the user already chose and the URL does not say (format,
+    feeds (`feeds.request.urls.feed_for_url`): what the user already chose and the URL does not say (format,
     author, query, filters) is kept from `base`."""
     found = feed_for_url(settings, url)
     if isinstance(found, NoFeed):

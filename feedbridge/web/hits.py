@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
 from feedbridge import metrics
 from feedbridge.config import Forum
-from feedbridge.feeds.personal import Member
+from feedbridge.feeds.members.personal import Member
+from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.spec import FeedSpec
 from feedbridge.render.formats import FORMATS
 from feedbridge.web.logs import log_request
 from feedbridge.web.responses import NOSNIFF, feed_headers
@@ -51,7 +51,7 @@ _PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
 class Resolved:
     """What a feed URL means: its spec, its own URL (rel=self), its stylesheet, its cache key, and whether
     its token verified (`signed`: read with the forum's key, in the private scope) or it is a member's
-    personal feed (`member`: read with their key, in the members' scope, `feedbridge.feeds.personal`)."""
+    personal feed (`member`: read with their key, in the members' scope, `feedbridge.feeds.members.personal`)."""
 
     spec: FeedSpec
     self_url: str
@@ -151,7 +151,7 @@ class HitPath:
                 or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
         resolved = self.urls.get(environ)
-        # A member's feed goes to Flask, which reads it as the member (`feedbridge.feeds.personal.acting`).
+        # A member's feed goes to Flask, which reads it as the member (`feedbridge.feeds.members.personal.acting`).
         if resolved is None or resolved.spec.fmt == "html" or resolved.member is not None:
             return self._to_flask(environ, start_response)
         entry = self.service.scope(resolved.signed).fresh(resolved.key)

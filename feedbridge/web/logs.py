@@ -5,9 +5,9 @@ Request paths, query strings, headers, upstream URLs and upstream messages all r
 any of them can carry `\\n` (a `%0a` in a path is decoded before the app sees it). Rather than trust
 every call site to escape, one filter on the handlers escapes every control character (C0, DEL, C1 and
 the Unicode line separators) in the final message as `\\xNN`, after the arguments are merged. The same
-filter writes every `token=` value (a signed feed URL's, `feedbridge.feeds.signing`) as `token=…`, a
+filter writes every `token=` value (a signed feed URL's, `feedbridge.feeds.request.signing`) as `token=…`, a
 request line's `payload=` (a member's encrypted key, on its way to `/connect`) as `payload=…`, and
-every personal feed's token (`/me/TOKEN/`, `feedbridge.feeds.personal`) as `/me/…`, valid or not: a
+every personal feed's token (`/me/TOKEN/`, `feedbridge.feeds.members.personal`) as `/me/…`, valid or not: a
 log is read by more people than the feeds it lists. A
 traceback keeps its lines, each escaped and indented with `  | `, so only a record's own first line
 starts at the left margin: nothing from outside can pass for a record of its own.
@@ -56,7 +56,7 @@ _CONTINUATION = "\n  | "
 
 _TOKEN_VALUE = re.compile(r"(token=)[^&\s#]*", re.IGNORECASE)
 HIDDEN = "token=…"
-# A personal feed's token (`feedbridge.feeds.personal`): the path segment after `/me/`, as long as one is.
+# A personal feed's token (`feedbridge.feeds.members.personal`): the path segment after `/me/`, as long as one is.
 _MEMBER_TOKEN = re.compile(r"/me/[A-Za-z0-9_-]{40,}")
 
 

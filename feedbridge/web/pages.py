@@ -46,10 +46,10 @@ from flask import (
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, Reason, RequestError, RouteNotFound, UpstreamError
-from feedbridge.feeds import signing
 from feedbridge.feeds.assemble import feed_title
+from feedbridge.feeds.request import signing
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
 from feedbridge.models import Category, Site, Topic
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import OpmlFrame, Subscription, opml_frame

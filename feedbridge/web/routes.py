@@ -4,7 +4,7 @@ The view only translates: request → `FeedSpec` (once per URL served, remembere
 `FeedService` → response with validators. Errors are raised (`feedbridge.errors`) and answered by the
 app's one error handler; conditional GET is Werkzeug's (`make_conditional`). A feed the cache does not
 answer is built within the client's CPU allowance (`feedbridge.web.allowance`): past it, the last good copy
-or `429`. A personal feed (`/HOST/me/TOKEN/...`) is read as its member (`feedbridge.feeds.personal`), and the
+or `429`. A personal feed (`/HOST/me/TOKEN/...`) is read as its member (`feedbridge.feeds.members.personal`), and the
 forum's refusal of their key is told apart from its refusal of the page here.
 """
 
@@ -18,9 +18,10 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
 from feedbridge.errors import CpuSpent, KeyRefused, RequestError
-from feedbridge.feeds import personal, signing
+from feedbridge.feeds.members import personal
+from feedbridge.feeds.request import signing
+from feedbridge.feeds.request.spec import parse_feed_request
 from feedbridge.feeds.service import FeedResult, FeedService
-from feedbridge.feeds.spec import parse_feed_request
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.redis_store import RedisLink
 from feedbridge.web import pages
@@ -89,7 +90,7 @@ def feed(path: str) -> Response:
 
 
 def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
-    """A member's feed is read as the member (`feeds.personal`), anyone else's in the scope its URL names."""
+    """A member's feed is read as the member (`feeds.members.personal`), anyone else's in the scope its URL names."""
     if resolved.member is None:
         return _feed(svc, resolved, path)
     members = resolved.scope(svc).current

@@ -39,7 +39,7 @@ payload is worth something only in the browser whose connect page asked for it, 
 the page that completes a connect deletes that cookie, so the same browser cannot complete it twice; a
 payload copied elsewhere (a log of the redirect's `?payload=`, another browser) completes nothing. Then
 the key itself names its owner (`/session/current.json`, read with it within the member's own budget), and
-the member's feed URLs are sealed (`feedbridge.feeds.personal.seal`).
+the member's feed URLs are sealed (`feedbridge.feeds.members.personal.seal`).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ from feedbridge.config import Forum, Settings, parse_credential
 from feedbridge.discourse.json_pages import on_forum
 from feedbridge.discourse.personal import Owner, parse_current_user
 from feedbridge.errors import ConfigError, Forbidden, KeyRefused, NotAListError, RequestError, UpstreamRefused
-from feedbridge.feeds import personal
-from feedbridge.feeds.gate import Gate
+from feedbridge.feeds.admission.gate import Gate
+from feedbridge.feeds.members import personal
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 

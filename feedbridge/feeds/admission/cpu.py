@@ -11,7 +11,7 @@ thread with the one left and the one entered, and what the thread ran since the 
 one's, charged to the `Meter` of the context it ran in (a context variable, `counting`).
 
 - A context, not a greenlet: the pool work a request fans out (its topic pages, its batches of posts) runs
-  in a copy of the request's context (`feedbridge.feeds.callers.CallerPool`, through `run_in`), so its CPU
+  in a copy of the request's context (`feedbridge.feeds.admission.callers.CallerPool`, through `run_in`), so its CPU
   is the request's too, and what a pool thread runs between two jobs is nobody's.
 - A thread's clock is settled (the time since its last switch charged, the clock restarted) at every
   switch that leaves or enters a metered context, and wherever the meter changes without a switch: when

@@ -20,7 +20,7 @@ import html
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.models import Listing, Topic
 
 _OLDEST = datetime.min.replace(tzinfo=UTC)

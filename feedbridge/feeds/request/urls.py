@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedbridge.config import Forum, Settings
-from feedbridge.feeds.params import TOP_PERIODS
-from feedbridge.feeds.spec import CATEGORY_VALUE, SLUG, keyword_param, kind_of, split_forum
+from feedbridge.feeds.request.params import TOP_PERIODS
+from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, keyword_param, kind_of, split_forum
 
 _USER = r"(?P<user>[\w.-]{1,60})"
 _TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})(?:/\d{{1,9}})?")

@@ -4,7 +4,7 @@
   deadline (FEEDBRIDGE_REQUEST_DEADLINE) bounds every wait on top of a fetch (further pages, topic pages,
   another request's fetch); the service answers with what it has by then.
 - `Admission`: what the request holds, shared by all it runs, pool work included: at most one cold slot
-  (`feedbridge.feeds.policy`), taken by its first read that goes upstream, and the refusals its reads met.
+  (`feedbridge.feeds.admission.policy`), taken by its first read that goes upstream, and the refusals its reads met.
 - `ForumBudget`: upstream requests per forum counted as Discourse counts the bridge's address
   (`lib/middleware/request_tracker.rb`: `max_reqs_per_ip_per_10_seconds` 50, `max_reqs_per_ip_per_minute`
   200): at most FEEDBRIDGE_FORUM_BUDGET_10S in any 10 seconds and FEEDBRIDGE_FORUM_BUDGET in any 60,
@@ -19,7 +19,7 @@
   counted in the forum's windows too: core counts them against the bridge's address as well. Past any:
   `BridgeBusy`, a 503 with Retry-After = when the refusing window has room again, or the stale copy; a cold
   build already under way waits for the room instead, when it comes within the request's deadline
-  (`feedbridge.feeds.gate`, `CachePolicy`), one request per client at a time (`Turns`).
+  (`feedbridge.feeds.admission.gate`, `CachePolicy`), one request per client at a time (`Turns`).
 
 Reads outside a web request (the static build, the CLI) have no `Caller` and get the cache and negative
 caching only: they pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.
@@ -38,7 +38,7 @@ from typing import Any, NoReturn, TypeVar
 
 from feedbridge.config import Forum
 from feedbridge.errors import BridgeBusy
-from feedbridge.feeds.cpu import run_in
+from feedbridge.feeds.admission.cpu import run_in
 from feedbridge.store.control import Windows
 
 T = TypeVar("T")
@@ -147,7 +147,7 @@ def leave(token: contextvars.Token[Caller | None]) -> None:
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
     a copy of the submitter's context (`contextvars`: the request's `Caller`, the static build's per-feed
-    request tally, the builds a read is part of, the CPU meter its work is charged to: `feeds.cpu.run_in`)."""
+    request tally, the builds a read is part of, the CPU meter its work is charged to: `feeds.admission.cpu.run_in`)."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(run_in, contextvars.copy_context(), fn, *args, **kwargs)
@@ -226,7 +226,7 @@ class ForumBudget:
     cold feeds fill the 10 s window (40) in a moment, and every other client's cold read got 503 for up to
     10 s, a `content=full` build a copy without its first posts. One cold `content=full` feed is a list
     and 30 topic pages, more than a third of 40, so a cold build under way waits for the window's room
-    when it comes within the request's deadline (`feedbridge.feeds.gate`) instead of being refused.
+    when it comes within the request's deadline (`feedbridge.feeds.admission.gate`) instead of being refused.
 
     Every window is split between the instance's `processes` (`Windows.split`), so its workers together
     stay within it without Redis, and the forum's hold each worker to its part with Redis too
@@ -244,11 +244,11 @@ class ForumBudget:
                  per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None,
                  who: Callable[[], str] | None = None, address: Callable[[Forum], str] | None = None):
         """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
-        `feedbridge.feeds.signing`), `share` is what part of it one client may spend, `per_day` and
+        `feedbridge.feeds.request.signing`), `share` is what part of it one client may spend, `per_day` and
         `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
         budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
         requests: core counts a key's requests against the bridge's address too). `who`, when given, names
-        whose windows these are at each request (a member's key's, `feedbridge.feeds.personal`): each key
+        whose windows these are at each request (a member's key's, `feedbridge.feeds.members.personal`): each key
         has windows of its own, as core counts each key. `address` names the windows a forum's
         requests are counted in (`Settings.address_of`: one for the forums of a multisite host, which core
         counts in one per-IP window); by default each forum's own."""

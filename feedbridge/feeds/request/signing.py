@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit, urlunsplit
 
 from feedbridge.config import Settings
 from feedbridge.errors import Forbidden, RequestError
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 
 TOKEN = "token"
 MAX_TOKEN_CHARS = 64  # a SHA-256 in hex

@@ -23,9 +23,9 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 from feedbridge.errors import NotHeld, RequestError, UpstreamError, UpstreamNotFound, UpstreamRefused
-from feedbridge.feeds.filters import FeedFilter
-from feedbridge.feeds.policy import optional
-from feedbridge.feeds.sources import source_of
+from feedbridge.feeds.admission.policy import optional
+from feedbridge.feeds.select.filters import FeedFilter
+from feedbridge.feeds.sources.dialects import source_of
 from feedbridge.models import Category, Listing, merged
 
 FIGURES = ("likes", "views", "tags", "pinned", "category_id", "replies", "image_url")

@@ -28,7 +28,7 @@ from cachetools import LRUCache, cached
 
 from feedbridge.discourse.fields import TAG
 from feedbridge.errors import FilterError, QueryError
-from feedbridge.feeds.params import (
+from feedbridge.feeds.request.params import (
     MAX_AGE,
     MAX_AUTHORS,
     MAX_CATEGORIES,
@@ -39,11 +39,11 @@ from feedbridge.feeds.params import (
     Duration,
     Param,
 )
-from feedbridge.feeds.query import Query, haystack, parse_query
+from feedbridge.feeds.select.query import Query, haystack, parse_query
 from feedbridge.models import Topic
 from feedbridge.render.turns import take_turn
 
-# The bounds of what a filter holds are the parameter table's (`feeds/params.py`), whose rows name the
+# The bounds of what a filter holds are the parameter table's (`feeds/request/params.py`), whose rows name the
 # `FeedFilter` field each parameter fills (`Param.filter_field`); a threshold is a whole number from 0 to
 # MAX_THRESHOLD: a floor of 0 keeps every topic, a ceiling of 0 (`max_replies=0`, the unanswered topics) is one.
 MAX_USERNAME_LENGTH = 60
@@ -145,7 +145,7 @@ class FeedFilter:
     limit: int | None = None
     tags: frozenset[str] = frozenset()  # casefolded; empty = any. Lists carry no tags: full mode only
     # What only JSON lists carry (a Markdown list is completed from the JSON list of the same page, see
-    # `feeds.figures`); a topic whose figure is unknown is not kept by a threshold on it.
+    # `feeds.sources.figures`); a topic whose figure is unknown is not kept by a threshold on it.
     tags_all: frozenset[str] = frozenset()  # every one of them
     exclude_tags: frozenset[str] = frozenset()
     exclude_categories: frozenset[int] = frozenset()  # as given
@@ -160,7 +160,7 @@ class FeedFilter:
     exclude_authors: frozenset[str] = frozenset()  # username keys, as `authors`
     max_age: Duration | None = None  # as given; `since` is where it reaches back to, once a build knows when it runs
     # The oldest activity kept (a topic's last post, a post's own time): `max_age` before the build that reads the
-    # clock (`FeedService.topics`); a digest keeps the periods that start from it instead (`feeds/digest.py`).
+    # clock (`FeedService.topics`); a digest keeps the periods that start from it instead (`feeds/select/digest.py`).
     since: datetime | None = None
 
     def keeps(self, topic: Topic) -> bool:

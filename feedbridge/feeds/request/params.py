@@ -13,7 +13,7 @@ it needs from a forum's lists, and how the front page labels it. From the rows:
 - `tests/test_docs.py` writes the reference table of `docs/parameters.md` from them and fails when it
   disagrees.
 
-A parameter is added by a row here, the filter that reads it (its `filter_field` in `feeds/filters.py`),
+A parameter is added by a row here, the filter that reads it (its `filter_field` in `feeds/select/filters.py`),
 and its test. A name may have two rows with disjoint feeds where it means two things: `q=` is the bridge's
 keyword filter on most feeds and the forum's own filter query on `/filter` (whose keyword filter is
 `keyword=`); `row(name, feed)` finds the one that applies.
@@ -30,7 +30,7 @@ from typing import Any, Literal
 from feedbridge.config import Settings
 from feedbridge.discourse.filter_query import MAX_FILTER_CHARS, MAX_FILTER_TERMS
 from feedbridge.errors import RequestError
-from feedbridge.feeds.query import MAX_QUERY_LENGTH, MAX_TERMS
+from feedbridge.feeds.select.query import MAX_QUERY_LENGTH, MAX_TERMS
 
 FeedKind = Literal["latest", "top", "hot", "category", "category_top", "tag", "user", "search", "filter",
                    "topic_posts", "posts", "user_posts"]
@@ -61,7 +61,7 @@ Value = Literal["whole", "ids", "choice", "flag", "text", "names", "tags", "dura
 """How a parameter's text becomes its value: a whole number within bounds; whole numbers (comma-separated
 or repeated); one of `choices`; 0 or 1; text; names (comma-separated or repeated); tags in Discourse's
 `/filter` notation (`a,b` any, `a+b` all); a span of hours, days or weeks (`36h`, `7d`, `2w`) up to `high`
-seconds, a `Duration`; a signature the bridge checks itself (`feeds/signing.py`)."""
+seconds, a `Duration`; a signature the bridge checks itself (`feeds/request/signing.py`)."""
 _DURATION = re.compile(r"(?P<count>\d{1,6})(?P<unit>[hdw])")
 _UNITS = {"h": HOUR, "d": DAY, "w": WEEK}
 

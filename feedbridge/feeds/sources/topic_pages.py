@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
-from feedbridge.feeds.callers import CallerPool, current
+from feedbridge.feeds.admission.callers import CallerPool, current
 from feedbridge.feeds.enrich import PAGE_FIELDS
-from feedbridge.feeds.post_feeds import read_head
-from feedbridge.feeds.reads import Read
-from feedbridge.feeds.sources import Source
+from feedbridge.feeds.sources.dialects import Source
+from feedbridge.feeds.sources.post_feeds import read_head
+from feedbridge.feeds.sources.reads import Read
 from feedbridge.models import Topic, merged
 from feedbridge.store import keys
 from feedbridge.store.entries import HeadEntry, TopicEntry, topic_bytes
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TopicPages:
-    """The topic pages of every scope, each read as its `Read` says (`feeds/reads.py`); `failures` counts the
+    """The topic pages of every scope, each read as its `Read` says (`feeds/sources/reads.py`); `failures` counts the
     reads the forum failed since the process started, in every scope (`/healthz`)."""
 
     settings: Settings

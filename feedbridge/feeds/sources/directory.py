@@ -1,6 +1,6 @@
 """A forum's categories directory (`/categories.md` or `.json`): the front page's category list, the names
 a JSON list leaves out (it names a topic's category by id only), and the subcategories an
-`exclude_category=` drops (`feedbridge.feeds.figures.excluding`).
+`exclude_category=` drops (`feedbridge.feeds.sources.figures.excluding`).
 
 Cached like list pages: showing the front page costs the forum one request per cache TTL (a forum of over
 1,000 categories, which pages its directory, one per page read, at most `MAX_PAGES`).
@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum
 from feedbridge.errors import NotHeld, UpstreamError, upstream_error
-from feedbridge.feeds.figures import excluding
-from feedbridge.feeds.reads import Read
-from feedbridge.feeds.sources import JSON
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.request.spec import FeedSpec
+from feedbridge.feeds.sources.dialects import JSON
+from feedbridge.feeds.sources.figures import excluding
+from feedbridge.feeds.sources.reads import Read
 from feedbridge.models import Category, Topic
 from feedbridge.store import keys
 from feedbridge.store.entries import DirectoryEntry
@@ -31,7 +31,7 @@ MAX_CATEGORIES = 500
 
 @dataclass(frozen=True, slots=True)
 class Directory:
-    """The directories of every scope, each read as its `Read` says (`feeds/reads.py`)."""
+    """The directories of every scope, each read as its `Read` says (`feeds/sources/reads.py`)."""
 
     def categories(self, read: Read, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
         """The directory, every level of it, in pages while a paged one goes on (`Source.directory_goes_on`);

@@ -7,12 +7,12 @@ categories directory (and so the `.html` views and previews built on them).
                a few slots: else 503 + Retry-After or the stale copy)
         ok                 → stored, served ("miss")
         upstream failed    → remembered for FEEDBRIDGE_NEGATIVE_TTL, then: the stale copy, or the error
-        a window has room soon (`RoomSoon`, a cold build's later read: `feeds/gate.py`)
+        a window has room soon (`RoomSoon`, a cold build's later read: `feeds/admission/gate.py`)
                            → the outermost build gives its attempt up, waits outside every flight and
                              without its slot (one request per client, `Turns`), and is made again
 
 The bounds, and why each exists (a public service reading other people's servers); the request's own
-(its deadline, the forum's budget and the client's share) are in `feedbridge.feeds.callers`:
+(its deadline, the forum's budget and the client's share) are in `feedbridge.feeds.admission.callers`:
 
 - Negative caching: a failure or 404 is remembered (in the control store, so through Redis for every
   instance, and never pushed out by a flood of cached copies), and requests for the same key meanwhile
@@ -48,7 +48,7 @@ from feedbridge.errors import (
     UpstreamTimeout,
     upstream_error,
 )
-from feedbridge.feeds.callers import Caller, Turns, current
+from feedbridge.feeds.admission.callers import Caller, Turns, current
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry, is_fresh
@@ -192,7 +192,7 @@ class CachePolicy:
 
     def held(self, key: str, what: str) -> Any:
         """The copy held for `key`, however old, without asking the forum: what a build from stale pages
-        reads once the forum has just failed (`feeds/reads.py`). NotHeld naming `what` when there is none."""
+        reads once the forum has just failed (`feeds/sources/reads.py`). NotHeld naming `what` when there is none."""
         entry = self.store.get(key)
         if entry is None:
             raise NotHeld(f"no copy of {what} to fall back on")

@@ -33,7 +33,7 @@ Matching is a plain substring search of each term in the text's words joined by 
 `haystack`): no regular expression runs on a term, and CPython's substring search switches to the linear
 two-way algorithm on long texts, so no input (a 1 MB first post included) can make it backtrack. The
 haystack is most of a match's cost and does not depend on the query, so a caller that matches the same
-text against many queries (every `q=` variant of a feed) keeps it (`feeds.filters.topic_haystack`) and
+text against many queries (every `q=` variant of a feed) keeps it (`feeds.select.filters.topic_haystack`) and
 asks `Query.found_in`.
 """
 

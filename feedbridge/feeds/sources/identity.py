@@ -1,13 +1,13 @@
 """How each forum presents itself (`/site/basic-info.json`): the icon, logo, title and language its feeds carry.
 
-Read once per forum and kept like the categories directory (`feeds/directory.py`), in the store, by forum: any
+Read once per forum and kept like the categories directory (`feeds/sources/directory.py`), in the store, by forum: any
 copy held will do (a forum's logo and language change rarely), so it costs the forum one request per stale TTL
 (FEEDBRIDGE_STALE_TTL), charged to its budget like every read (it goes through the `Gate`), and none while the
 forum is failing. Failure-tolerant, since a forum without it still gets its feeds, only without an icon: a
 forum that answers 404 or refuses it (a release from before it, a proxy in front), or answers something that
 is no basic info, is kept as having none, for as long as a copy would be; one that fails (a timeout, a 5xx) is
 asked again once its failure is forgotten (FEEDBRIDGE_NEGATIVE_TTL). A read refused by the forum's budget, a
-client's share or a slot is `optional` (`feeds/policy.py`): the feed goes without its icon this time, is kept
+client's share or a slot is `optional` (`feeds/admission/policy.py`): the feed goes without its icon this time, is kept
 all the same, and never waits for the window's room for an icon; the next build asks again.
 
 It is read in the public scope whatever the request's (`Identities.of`): every forum shows it without a login,
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
 from feedbridge.errors import NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
-from feedbridge.feeds.policy import optional
-from feedbridge.feeds.reads import Read, Scope
+from feedbridge.feeds.admission.policy import optional
+from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.models import Site
 from feedbridge.store import keys
 from feedbridge.store.entries import SiteEntry

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from feedbridge import metrics
 from feedbridge.config import Credential, Forum
 from feedbridge.errors import BridgeBusy, KeyRefused, RoomSoon, UpstreamRateLimited, UpstreamRefused
-from feedbridge.feeds.callers import WAIT_MARGIN, Caller, ForumBudget, ahead, current
-from feedbridge.feeds.policy import CachePolicy, refused, waitable
+from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller, ForumBudget, ahead, current
+from feedbridge.feeds.admission.policy import CachePolicy, refused, waitable
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.upstream.fetcher import Exchanged, Fetched, Fetcher
@@ -67,9 +67,9 @@ class ForumWaits:
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """`signed`: the requests carry the forum's key (the signed-in twin, `feedbridge.feeds.signing`), and
+    """`signed`: the requests carry the forum's key (the signed-in twin, `feedbridge.feeds.request.signing`), and
     are charged to `budget`, the key's own; `policy` is the one whose cold slots they take. `member`: the
-    requests carry the current member's key instead (the member scope, `feedbridge.feeds.personal`), and
+    requests carry the current member's key instead (the member scope, `feedbridge.feeds.members.personal`), and
     the forum's refusal of it is `KeyRefused`, which no stale copy answers: the route finds out why."""
 
     fetcher: Fetcher
@@ -102,7 +102,7 @@ class Gate:
             raise
 
     def send(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None) -> Exchanged:
-        """A request that reads no page (the User API key handshake's, `feedbridge.feeds.handshake`), through
+        """A request that reads no page (the User API key handshake's, `feedbridge.feeds.members.handshake`), through
         the same waits, slot and budget, without any key."""
         self._admit(forum)
         try:

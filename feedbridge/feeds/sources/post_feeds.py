@@ -63,11 +63,11 @@ from feedbridge.errors import (
     UpstreamTimeout,
     explained,
 )
-from feedbridge.feeds.callers import CallerPool
+from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
-from feedbridge.feeds.filters import FeedFilter
-from feedbridge.feeds.reads import Read
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.request.spec import FeedSpec
+from feedbridge.feeds.select.filters import FeedFilter
+from feedbridge.feeds.sources.reads import Read
 from feedbridge.models import Listing, Post, Topic, TopicHead
 from feedbridge.store import keys
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
@@ -134,7 +134,7 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None =
 
 class PostFeeds:
     """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route, in every scope,
-    each read as its `Read` says (`feeds/reads.py`)."""
+    each read as its `Read` says (`feeds/sources/reads.py`)."""
 
     def __init__(self, settings: Settings, pool: CallerPool):
         self.settings = settings
@@ -354,7 +354,7 @@ class PostFeeds:
 def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> TopicHead:
     """A topic's `/t/ID.json`, the one reader of it: for the topic's post feed and for `content=full` over JSON
-    lists (`feeds/topic_pages.py`), under one key, so a topic read for one is not fetched again for the other.
+    lists (`feeds/sources/topic_pages.py`), under one key, so a topic read for one is not fetched again for the other.
     `url` is where it is asked for: a list's link to the topic with `.json` (`content=full`), else
     `/t/ID.json`, the same document, revalidated with its ETag either way. `fresh_for` and `keep_for` are the
     cache policy's unless the caller says (`content=full` keeps a head read after the topic's last activity)."""

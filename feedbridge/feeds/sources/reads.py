@@ -21,7 +21,7 @@ test the mode, they call the read, which answers each way:
     moves_on            what lets a read try its second list (a user's own list → the latest list):
                         live: the forum's refusal of the first        cached: no copy of the first
 
-`list_page` is here, below the source detector (`feeds/detect.py`), because both the lists' reader and the
+`list_page` is here, below the source detector (`feeds/sources/detect.py`), because both the lists' reader and the
 detector's probes read a list page, and the probes must read it through the same page cache and gate as a
 feed does (a `/latest` feed built just after a probe reads the probe's page from there): with it here, the
 detector calls it with the read it was given instead of reaching back up to the readers through a callback.
@@ -44,9 +44,9 @@ from feedbridge.errors import (
     UpstreamNotFound,
     UpstreamRefused,
 )
-from feedbridge.feeds.gate import Gate
-from feedbridge.feeds.policy import CachePolicy
-from feedbridge.feeds.sources import MARKDOWN, Source
+from feedbridge.feeds.admission.gate import Gate
+from feedbridge.feeds.admission.policy import CachePolicy
+from feedbridge.feeds.sources.dialects import MARKDOWN, Source
 from feedbridge.models import Listing
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
@@ -55,7 +55,7 @@ from feedbridge.store.protocols import Store
 from feedbridge.upstream.fetcher import Fetched
 
 if TYPE_CHECKING:
-    from feedbridge.feeds.detect import SourceDetector
+    from feedbridge.feeds.sources.detect import SourceDetector
 
 E = TypeVar("E")
 

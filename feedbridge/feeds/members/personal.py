@@ -1,5 +1,5 @@
 """Personal feeds: a forum member's own notifications, bookmarks, messages, unread and new topics, and every
-public feed path read as them, from the User API key they connected (`feedbridge.feeds.handshake`).
+public feed path read as them, from the User API key they connected (`feedbridge.feeds.members.handshake`).
 
 Nothing about a member is stored. Their key lives only inside their feed URLs, `/{host}/me/{token}/...`:
 the token is the key, its owner's id and name, sealed with AES-GCM-SIV under a key HKDF derives from
@@ -9,7 +9,7 @@ token made under FEEDBRIDGE_SECRET_PREVIOUS still opens while members move over,
 
 A request's member is one value, `Member`, opened at the edge (`opened`) and current for all the request
 runs (`acting`, a context variable the service's pool copies into its work, as it does the `Caller`). The
-member scope (`feeds/wiring.py`, a `feeds.reads.Scope`) is made of parts that read it:
+member scope (`feeds/wiring.py`, a `feeds.sources.reads.Scope`) is made of parts that read it:
 
     key prefix   every store, control and single-flight key of the scope carries `Member.id`, a SHA-256
                  of the forum and the key (`store/scoped.py`): no other member or public request can name
@@ -57,9 +57,9 @@ from feedbridge.discourse.personal import (
     parse_notifications,
 )
 from feedbridge.errors import Forbidden, KeyRefused, NotAListError, RequestError, UpstreamError
-from feedbridge.feeds.gate import Gate
-from feedbridge.feeds.sources import JSON, Source
-from feedbridge.feeds.spec import FeedSpec, parse_feed_request, split_forum
+from feedbridge.feeds.admission.gate import Gate
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request, split_forum
+from feedbridge.feeds.sources.dialects import JSON, Source
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 
@@ -165,12 +165,12 @@ def within() -> str:
 
 
 def who() -> str:
-    """The member whose windows a request is counted in (`feedbridge.feeds.callers.ForumBudget`)."""
+    """The member whose windows a request is counted in (`feedbridge.feeds.admission.callers.ForumBudget`)."""
     return current().id
 
 
 def credential() -> Credential:
-    """The key the member scope's fetches send (`feedbridge.feeds.gate.Gate`)."""
+    """The key the member scope's fetches send (`feedbridge.feeds.admission.gate.Gate`)."""
     return current().credential
 
 
@@ -253,7 +253,7 @@ def feed_spec(settings: Settings, member: Member, rest: str, args: Mapping[str, 
 
 
 def own_pages(spec: FeedSpec) -> tuple[Callable[[int], str], Source] | None:
-    """A personal list's page URLs and how they are read (`feedbridge.feeds.lists`); None for other feeds."""
+    """A personal list's page URLs and how they are read (`feedbridge.feeds.sources.lists`); None for other feeds."""
     if spec.kind != "personal":
         return None
     own = next(own for own in OWN.values() if own.pattern.fullmatch(spec.list_path))

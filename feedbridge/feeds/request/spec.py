@@ -17,10 +17,10 @@ from urllib.parse import quote, unquote, urlencode
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import RouteNotFound
-from feedbridge.feeds import params
-from feedbridge.feeds.filters import FeedFilter, make_filter
-from feedbridge.feeds.params import DIGESTS, FeedKind, Given, shorten
-from feedbridge.feeds.sources import JSON, MARKDOWN, Source, user_list_url
+from feedbridge.feeds.request import params
+from feedbridge.feeds.request.params import DIGESTS, FeedKind, Given, shorten
+from feedbridge.feeds.select.filters import FeedFilter, make_filter
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.render.formats import FORMATS
 
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
@@ -28,9 +28,9 @@ MAX_INTERSECTION = 5
 
 RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts",
                     "personal"]
-"""`personal`: a member's own list, read with their key only (feeds/personal.py, which builds its specs)."""
+"""`personal`: a member's own list, read with their key only (feeds/members/personal.py, which builds its specs)."""
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
-"""Feeds of posts rather than topics (feeds/post_feeds.py); which parameters they take is the table's
+"""Feeds of posts rather than topics (feeds/sources/post_feeds.py); which parameters they take is the table's
 (`params.POSTS`)."""
 KEYWORD_PARAMS: dict[str, str] = dict.fromkeys(params.NAMED["keyword"].feeds, "keyword")
 """The bridge's keyword filter is `q=` on every feed but these, whose `q=` is the forum's own query (a
@@ -40,7 +40,7 @@ its meaning): there it is `keyword=` (the table's rows of `q` and `keyword`). On
 
 # The route grammar: each kind of forum list as a path pattern, read by the feed routes below and by the
 # front page's form (web/feedform.py), which turns a feed path back into its values; forum URLs become feed
-# paths in feeds/urls.py.
+# paths in feeds/request/urls.py.
 SLUG = r"[\w-]{1,100}"
 # "slug/id", "parent/slug/id" or "grandparent/parent/slug/id": core nests categories at most three deep
 # (max_category_nesting, config/site_settings.yml). A slug holds no "/", so each optional level is decided
@@ -81,7 +81,7 @@ class FeedSpec:
     pages: int
     content: str = "excerpt"
     user: str | None = None  # the /u/USER feeds' user, as typed in the path
-    digest: str | None = None  # a key of DIGESTS: one entry per period (feeds/digest.py)
+    digest: str | None = None  # a key of DIGESTS: one entry per period (feeds/select/digest.py)
     digest_limit: int = 0  # the periods a digest shows (its `limit=`; the filter then has no limit)
     intersection: tuple[str, ...] = ()  # /tag/a+b: the tags, as quoted path segments, first tag first
     topic_id: int | None = None  # the /t/ID posts feed's topic
@@ -111,7 +111,7 @@ class FeedSpec:
     def digest_id(self) -> str:
         """What a digest's entry ids start with: the feed's id without its `limit=` and `max_age=`, so it is the
         same in every format, from every host the bridge answers to, however many periods are shown (both only
-        choose how many whole periods: `feeds/digest.py`)."""
+        choose how many whole periods: `feeds/select/digest.py`)."""
         query = urlencode([(k, v) for k, v in self.canonical_query() if k not in ("limit", "max_age")])
         return self.list_id + f"#{query}"
 

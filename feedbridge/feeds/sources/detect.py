@@ -58,9 +58,9 @@ from feedbridge.errors import (
     UpstreamRateLimited,
     UpstreamRefused,
 )
-from feedbridge.feeds.reads import Read, list_page
-from feedbridge.feeds.sources import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.request.spec import FeedSpec
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH, SOURCES, Source
+from feedbridge.feeds.sources.reads import Read, list_page
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import SourceEntry

@@ -4,7 +4,7 @@ Kept apart from assembling a feed (`feedbridge.feeds.service`) because it is the
 consumer of a list (feeds, views, previews, the source probes, the CLI): which URLs make up a list, how far
 to page, and when a missing page ends it. What the forum answered reaches the reader in the words every
 route uses (`errors.explained`: missing or private, members only, a bot wall, slow down). Every page goes through the
-page cache (`CachePolicy`) and every request through the `Gate`, when read live (`feeds/reads.py`).
+page cache (`CachePolicy`) and every request through the `Gate`, when read live (`feeds/sources/reads.py`).
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from feedbridge.errors import (
     UpstreamTimeout,
     explained,
 )
-from feedbridge.feeds.callers import CallerPool
-from feedbridge.feeds.personal import own_pages
-from feedbridge.feeds.reads import Read, list_page
-from feedbridge.feeds.sources import JSON, MARKDOWN, Source
-from feedbridge.feeds.spec import FeedSpec
+from feedbridge.feeds.admission.callers import CallerPool
+from feedbridge.feeds.members.personal import own_pages
+from feedbridge.feeds.request.spec import FeedSpec
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source
+from feedbridge.feeds.sources.reads import Read, list_page
 from feedbridge.models import Listing
 
 log = logging.getLogger(__name__)
 
 
 class ListReader:
-    """The lists of every scope, each read as its `Read` says (`feeds/reads.py`)."""
+    """The lists of every scope, each read as its `Read` says (`feeds/sources/reads.py`)."""
 
     def __init__(self, settings: Settings, pool: CallerPool):
         self.settings = settings
@@ -47,7 +47,7 @@ class ListReader:
         reading a long list one page at a time. A missing or empty page ends the list. A page not read
         within the request's deadline fails the build (a shorter feed must not pass for the whole one).
 
-        The list is read through the forum's source (`feedbridge.feeds.detect`). A user feed reads the user's
+        The list is read through the forum's source (`feedbridge.feeds.sources.detect`). A user feed reads the user's
         own topic list (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by
         author, only when the forum refuses that.
         """
