@@ -356,7 +356,7 @@ class DecodeError(ValueError):
 
 
 class HostileMarkup(ValueError):
-    """HTML nested deeper than `discourse.nesting.MAX_DEPTH`, or built in a way the pre-scan does not follow."""
+    """HTML nested deeper than `render.nesting.MAX_DEPTH`, or built in a way the pre-scan does not follow."""
 
 
 class UnsafePath(ValueError):

@@ -20,17 +20,16 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from feedbridge.feeds import enrich
 from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.admission.cpu import counting
-from feedbridge.feeds.enrich import sanitize_html
 from feedbridge.feeds.select import filters
 from feedbridge.feeds.select.filters import make_filter, topic_haystack
 from feedbridge.models import Topic
-from feedbridge.render import turns
+from feedbridge.render import sanitize, turns
 from feedbridge.render.documents import render_atom, render_rss
 from feedbridge.render.json_feed import render_json
 from feedbridge.render.meta import FeedMeta
+from feedbridge.render.sanitize import sanitize_html
 from feedbridge.web.allowance import UNIT, WINDOW, CpuAllowance
 from tests.appserver import procfile_web
 from tests.fake_heavy import HEAVY_POSTS, HEAVY_TOPIC, heavy_site
@@ -299,8 +298,8 @@ def test_what_every_query_reads_of_a_topic_is_made_once(monkeypatch):
 
 def test_a_post_is_sanitized_once_per_base_url(monkeypatch):
     cleaned = []
-    real = enrich._sanitized_now
-    monkeypatch.setattr(enrich, "_sanitized_now", lambda html, base: cleaned.append(base) or real(html, base))
+    real = sanitize._sanitized_now
+    monkeypatch.setattr(sanitize, "_sanitized_now", lambda html, base: cleaned.append(base) or real(html, base))
     post = '<p>a <a href="/t/x/1">link</a><script>alert(1)</script></p>'
     first = sanitize_html(post, "https://forum.example/t/a/1")
     assert sanitize_html(post, "https://forum.example/t/a/1") == first and len(cleaned) == 1

@@ -27,20 +27,20 @@ import httpx
 import pytest
 
 from feedbridge.config import Forum, Settings, parse_forum
-from feedbridge.discourse import nesting
 from feedbridge.discourse import topic as topic_module
 from feedbridge.discourse.fields import MAX_ROW
 from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
-from feedbridge.discourse.nesting import MAX_DEPTH, check_nesting
 from feedbridge.discourse.posts import parse_topic_head
 from feedbridge.discourse.topic import MAX_POSTS, parse_topic
 from feedbridge.errors import HostileMarkup
-from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources.dialects import JSON
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Topic
+from feedbridge.render import nesting
+from feedbridge.render.nesting import MAX_DEPTH, check_nesting
+from feedbridge.render.sanitize import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.store.entries import TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher

@@ -314,7 +314,7 @@ def test_topic_page_of_a_2013_release():
 def test_topic_page_of_a_current_release_keeps_the_cooked_html_raw():
     topic = parse_topic_head((FIXTURES / "current-topic.json").read_bytes())
     assert topic.tags == ("compiler", "讨论")
-    assert "<script>alert(1)</script>" in topic.first_post_html  # feedbridge.feeds.enrich's nh3 cleaner removes it
+    assert "<script>alert(1)</script>" in topic.first_post_html  # feedbridge.render.sanitize's nh3 cleaner removes it
     assert topic.created_at == datetime(2026, 9, 20, 9, 59, 59, 500000, tzinfo=UTC)
 
 

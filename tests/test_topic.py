@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from feedbridge.discourse.fields import MAX_ROW
 from feedbridge.discourse.topic import TopicPage, parse_topic
 from feedbridge.errors import NotATopicError
-from feedbridge.feeds.enrich import MAX_MARKDOWN_CHARS, enrich, markdown_to_safe_html
+from feedbridge.feeds.sources.dialects import enrich
 from feedbridge.models import Topic
+from feedbridge.render.sanitize import MAX_MARKDOWN_CHARS, markdown_to_safe_html
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 TOPICS = ROOT / "site" / "t"
@@ -456,7 +457,7 @@ def test_markdown_link_tables_are_made_at_import_before_any_thread_renders() -> 
     script = """
 import json, sys
 from mdurl import _decode, _encode
-from feedbridge.feeds.enrich import markdown_to_safe_html
+from feedbridge.render.sanitize import markdown_to_safe_html
 made = {name: {k: len(v) for k, v in cache.items()}
         for name, cache in (("encode", _encode.encode_cache), ("decode", _decode.decode_cache))}
 for text in ("[x](https://a.example/%E2%82%AC?q=1#f)", "![i](/p%2fq.png 't')", "<https://b.example/ü>",

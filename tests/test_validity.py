@@ -24,10 +24,10 @@ import pytest
 from lxml import etree
 
 from feedbridge.config import parse_forum
-from feedbridge.feeds.enrich import markdown_to_safe_html
 from feedbridge.models import Category, Site
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.render.meta import FeedMeta
+from feedbridge.render.sanitize import markdown_to_safe_html
 from feedbridge.staticsite.files import Listed, feeds_opml
 from feedbridge.web.pages import opml_document as web_opml
 from tests.appserver import running_app, settings_for

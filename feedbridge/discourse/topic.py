@@ -10,7 +10,7 @@ metadata lines themselves mark the boundaries: a `####` line holding a dated lin
 preceded by the `###` author part (metadata squeezed into the middle of a line is first put on a line
 of its own). Header rows are read by shape (a dated link is the
 creation time, a number is the post count), with only `URL` and `Page` trusted as fixed English labels.
-Like the list parser this is a line-and-regex pass; post bodies stay Markdown for `feedbridge.feeds.enrich`.
+Like the list parser this is a line-and-regex pass; post bodies stay Markdown for `feedbridge.render.sanitize`.
 """
 
 from __future__ import annotations

@@ -1,3 +1,3 @@
-"""Feeds: a request becomes a `FeedSpec` (`spec`), topics are chosen (`filters`, `query`), first posts are made
-safe (`enrich`), and `service` runs the whole path with the cache.
+"""Feeds: a request becomes a `FeedSpec` (`request/`), the service reads what it needs (`sources/`, through
+`admission/`), chooses the topics (`select/`) and renders them, with the cache (`service.py`).
 """

@@ -102,7 +102,7 @@ def html_to_text(fragment: str) -> str:
     The text between tags, joined by spaces so "<p>a</p><p>b</p>" does not become the word "ab"; the price
     is that a word split by inline markup (<em>un</em>likely) is seen as two. A split on tags and one
     `html.unescape`, where `HTMLParser` cost 15 times as much (1.7 ms for a 20,000-character post). A
-    content_html holds nh3's output (`feeds.enrich`) or text escaped here (digests), where every `<` in text
+    content_html holds nh3's output (`render.sanitize`) or text escaped here (digests), where every `<` in text
     or in an attribute value is escaped, so each `<` opens a tag that the next `>` closes.
     """
     return html.unescape(" ".join(chunk for chunk in TAG.split(fragment) if chunk))

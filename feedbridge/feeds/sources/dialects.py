@@ -32,6 +32,10 @@ filters, the figures' completion, the service and the saved-list builds learn it
   content=full takes the first post's cooked HTML from `/t/ID.json`, the topic's head, read once for it and
   the topic's post feed (`feeds.sources.post_feeds.read_head`).
 
+What a topic's own page adds to its entry (`enrich`, `enrich_json`: its first post, made safe by
+`feedbridge.render.sanitize`, its creation date, category and tags) is read here too, the same for a list's
+topics (`content=full`) and a topic's post feed.
+
 Per-author feeds read `/topics/created-by/USER.json` on both: the Markdown endpoints have no per-user
 list (see `ListReader.listings`).
 """
@@ -40,17 +44,59 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urljoin
 
 from feedbridge.discourse.categories import next_directory_page, parse_categories
 from feedbridge.discourse.json_pages import directory_goes_on, parse_json_categories, parse_json_listing
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.discourse.topic import parse_topic
-from feedbridge.feeds.enrich import enrich, enrich_json
-from feedbridge.models import Category, Listing, Topic, TopicHead
+from feedbridge.discourse.topic import TopicPage, parse_topic
+from feedbridge.models import Category, Listing, Topic, TopicHead, merged
+from feedbridge.render.sanitize import MAX_COOKED_CHARS, markdown_to_safe_html, sanitize_html
 
 PROBE_PATH = "/latest"
 """The list detection asks for: every public forum has it, so a refusal means the source, not the list."""
+
+
+PAGE_FIELDS = ("created_at", "content_html", "category", "category_id", "tags")
+"""What a topic's own page says of it, over what its list said (`models.merged`)."""
+
+
+def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:
+    """A copy of `topic` with what its own page adds: creation time, first post as HTML, category, tags.
+
+    Relative URLs in the post are resolved against the topic's URL (as a browser showing the topic
+    would), which `base_url`, the forum root, makes absolute when the topic URL is relative. A page
+    without post 1 (page 2 and later) still contributes the header fields.
+    """
+    if page.id != topic.id:
+        raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
+    content_html = None
+    if page.first_post_markdown is not None:
+        document_url = urljoin(base_url.rstrip("/") + "/", page.url or topic.url)
+        content_html = markdown_to_safe_html(page.first_post_markdown, document_url) or None
+    said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
+                 category=page.category, tags=page.tags)
+    return merged(topic, said, PAGE_FIELDS)
+
+
+def enrich_json(topic: Topic, page: TopicHead, base_url: str) -> Topic:
+    """`enrich` for a `/t/ID.json` page (the topic's head, read once with its post feed's, `post_feeds.read_head`):
+    the first post's cooked HTML, sanitized, and the header fields.
+
+    The category stays what the list said (a JSON topic names it only by id); the tags and creation date
+    of the topic page win over the list's, which are the same data read a little earlier.
+    """
+    if page.id != topic.id:
+        raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
+    content_html = None
+    if page.first_post_html is not None:
+        document_url = urljoin(base_url.rstrip("/") + "/", topic.url)
+        cooked = page.first_post_html
+        cooked = cooked if len(cooked) <= MAX_COOKED_CHARS else cooked[:MAX_COOKED_CHARS] + "…"
+        content_html = sanitize_html(cooked, document_url) or None
+    said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
+                 category_id=page.category_id, tags=page.tags)
+    return merged(topic, said, PAGE_FIELDS)
 
 
 def _markdown_topic(topic: Topic, text: str, base_url: str, source_url: str) -> Topic:

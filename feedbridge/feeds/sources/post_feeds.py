@@ -64,11 +64,11 @@ from feedbridge.errors import (
     explained,
 )
 from feedbridge.feeds.admission.callers import CallerPool
-from feedbridge.feeds.enrich import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.select.filters import FeedFilter
 from feedbridge.feeds.sources.reads import Read
 from feedbridge.models import Listing, Post, Topic, TopicHead
+from feedbridge.render.sanitize import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.store import keys
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
 

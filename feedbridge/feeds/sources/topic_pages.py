@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from feedbridge.feeds.admission.callers import CallerPool, current
-from feedbridge.feeds.enrich import PAGE_FIELDS
-from feedbridge.feeds.sources.dialects import Source
+from feedbridge.feeds.sources.dialects import PAGE_FIELDS, Source
 from feedbridge.feeds.sources.post_feeds import read_head
 from feedbridge.feeds.sources.reads import Read
 from feedbridge.models import Topic, merged

@@ -26,7 +26,7 @@ wrappers (`div.lightbox-wrapper`, `aside.onebox`, `span.hashtag`) that are not o
 drops those tags and keeps their text, so a onebox reads as its link and title.
 
 nh3's parser spends time per tag that grows with the nesting depth (20,000 nested `<ul><li>` cost it 8 s),
-so before it runs, a linear pre-scan (`feedbridge.discourse.nesting`) refuses HTML nested deeper than any
+so before it runs, a linear pre-scan (`feedbridge.render.nesting`) refuses HTML nested deeper than any
 post is; such a post keeps the excerpt the list gave, and costs the scan, never the parse.
 
 A post costs nh3 about 1 ms per 20,000 characters, and the same posts are cleaned again whenever a
@@ -42,16 +42,14 @@ import logging
 import re
 import sys
 import threading
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import nh3
 from cachetools import LRUCache, cached
 from markdown_it import MarkdownIt
 
-from feedbridge.discourse.nesting import check_nesting
-from feedbridge.discourse.topic import TopicPage
 from feedbridge.errors import HostileMarkup
-from feedbridge.models import Topic, TopicHead, merged
+from feedbridge.render.nesting import check_nesting
 from feedbridge.render.turns import take_turn
 
 log = logging.getLogger(__name__)
@@ -179,45 +177,3 @@ def _drop_empty_links(html: str) -> str:
         return "" if dropped[-1] else tag.group()
 
     return _LINK_OR_IMAGE_TAG.sub(rewrite, html)
-
-
-PAGE_FIELDS = ("created_at", "content_html", "category", "category_id", "tags")
-"""What a topic's own page says of it, over what its list said (`models.merged`)."""
-
-
-def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:
-    """A copy of `topic` with what its own page adds: creation time, first post as HTML, category, tags.
-
-    Relative URLs in the post are resolved against the topic's URL (as a browser showing the topic
-    would), which `base_url`, the forum root, makes absolute when the topic URL is relative. A page
-    without post 1 (page 2 and later) still contributes the header fields.
-    """
-    if page.id != topic.id:
-        raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
-    content_html = None
-    if page.first_post_markdown is not None:
-        document_url = urljoin(base_url.rstrip("/") + "/", page.url or topic.url)
-        content_html = markdown_to_safe_html(page.first_post_markdown, document_url) or None
-    said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
-                 category=page.category, tags=page.tags)
-    return merged(topic, said, PAGE_FIELDS)
-
-
-def enrich_json(topic: Topic, page: TopicHead, base_url: str) -> Topic:
-    """`enrich` for a `/t/ID.json` page (the topic's head, read once with its post feed's, `post_feeds.read_head`):
-    the first post's cooked HTML, sanitized, and the header fields.
-
-    The category stays what the list said (a JSON topic names it only by id); the tags and creation date
-    of the topic page win over the list's, which are the same data read a little earlier.
-    """
-    if page.id != topic.id:
-        raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
-    content_html = None
-    if page.first_post_html is not None:
-        document_url = urljoin(base_url.rstrip("/") + "/", topic.url)
-        cooked = page.first_post_html
-        cooked = cooked if len(cooked) <= MAX_COOKED_CHARS else cooked[:MAX_COOKED_CHARS] + "…"
-        content_html = sanitize_html(cooked, document_url) or None
-    said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
-                 category_id=page.category_id, tags=page.tags)
-    return merged(topic, said, PAGE_FIELDS)
