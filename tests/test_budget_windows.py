@@ -3,12 +3,12 @@
 The fake forum runs in its own process with core's rate limits (`python -m tests.upstream --core-limits`,
 tests/core_limits.py): every request of the bridge's address in two windows, every request with a key in
 the key's. Core answers past any of them with 429 and Retry-After, and a bridge that honours it stops every
-reader until then: `feedbridge.feeds.admission.callers.ForumBudget` keeps below them. The bridge runs two gevent
+reader until then: `feedbridge.feeds.admission.budget.ForumBudget` keeps below them. The bridge runs two gevent
 workers without Redis (each allows itself half of every window, `feedbridge.store.control.Windows`), or two
 instances sharing one Redis. Before the split each worker spent the whole budget, so the forum saw twice
 it: every test here checks a bound that code broke, and that both workers (or both instances) took part.
 Windows are checked on the forum's log, as core counts: when a request arrives, a moment after the bridge
-counted it (which `feedbridge.feeds.admission.callers.LEEWAY` covers).
+counted it (which `feedbridge.feeds.admission.budget.LEEWAY` covers).
 
 The readers are hostile (`bench.burst.burst`): 20 clients behind a trusted router (FEEDBRIDGE_TRUSTED_HOPS=1,
 X-Forwarded-For), each asking for its share of distinct cold feeds (`/latest.atom?category=N`: one upstream
@@ -107,7 +107,7 @@ def test_the_10s_window_moves_and_the_minutes_budget_holds_across_both_workers(
     """lib/middleware/request_tracker.rb: core counts the bridge's address in a 10 s and a 60 s window
     (`max_reqs_per_ip_per_10_seconds`, `_per_minute`; here 12 and 19). With budgets of 10 and 16, 13 s of
     hostile readers get 10 requests to the forum at once and, once the 10 s window has moved on (11 s:
-    callers.LEEWAY), 6 more, the rest of the minute's: never more than 10 in any 10 s as the forum counts
+    budget.LEEWAY), 6 more, the rest of the minute's: never more than 10 in any 10 s as the forum counts
     them, never more than 16 in the minute, and no 429 from core. Before the split the two workers sent 20
     at once."""
     with procfile_web(env(small_forum, **SMALL)) as (url, _):

@@ -197,7 +197,7 @@ def test_keys_in_redis_are_prefixed_and_hide_request_text(upstream: fake.FakeFor
     assert get(app, "/latest.atom?q=zebrasecret", upstream.url).status_code == 200
     names = [k.decode() for k in redis_server.client().keys("*")]
     # The page, the feed, the forum's basic info and detected source, and the budget's four counters (the forum's
-    # 10 s and minute windows, each held a second past its length, callers.LEEWAY, and this client's share of
+    # 10 s and minute windows, each held a second past its length, budget.LEEWAY, and this client's share of
     # each, the bridge's own count); the lock is gone.
     assert sorted(n.removeprefix(PREFIX).split(":")[0] for n in names) == [
         "budget", "budget", "budget", "budget", "feed", "page", "site", "source"]

@@ -30,7 +30,8 @@ import threading
 from collections.abc import Callable
 
 from feedbridge.config import Credential, Settings
-from feedbridge.feeds.admission.callers import CallerPool, ForumBudget, Turns
+from feedbridge.feeds.admission.budget import ForumBudget
+from feedbridge.feeds.admission.callers import CallerPool, Turns
 from feedbridge.feeds.admission.gate import ForumWaits, Gate, Pace
 from feedbridge.feeds.admission.policy import CachePolicy
 from feedbridge.feeds.members import handshake, personal

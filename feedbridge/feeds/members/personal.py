@@ -165,7 +165,7 @@ def within() -> str:
 
 
 def who() -> str:
-    """The member whose windows a request is counted in (`feedbridge.feeds.admission.callers.ForumBudget`)."""
+    """The member whose windows a request is counted in (`feedbridge.feeds.admission.budget.ForumBudget`)."""
     return current().id
 
 
