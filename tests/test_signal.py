@@ -21,7 +21,7 @@ from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.json_pages import parse_json_categories
 from feedbridge.errors import BuildConfigError, DecodeError
 from feedbridge.feeds.request.spec import parse_feed_request
-from feedbridge.feeds.sources.figures import MAX_PARENTS
+from feedbridge.feeds.select.subcategories import MAX_PARENTS
 from feedbridge.models import Category
 from feedbridge.staticsite.plan import load_build_config
 from feedbridge.store import codec

@@ -1,6 +1,6 @@
 """A forum's categories directory (`/categories.md` or `.json`): the front page's category list, the names
 a JSON list leaves out (it names a topic's category by id only), and the subcategories an
-`exclude_category=` drops (`feedbridge.feeds.sources.figures.excluding`).
+`exclude_category=` drops (`feedbridge.feeds.select.subcategories.excluding`).
 
 Cached like list pages: showing the front page costs the forum one request per cache TTL (a forum of over
 1,000 categories, which pages its directory, one per page read, at most `MAX_PAGES`).
@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from feedbridge.config import Forum
 from feedbridge.errors import NotHeld, UpstreamError, upstream_error
 from feedbridge.feeds.request.spec import FeedSpec
+from feedbridge.feeds.select.subcategories import excluding
 from feedbridge.feeds.sources.dialects import JSON
-from feedbridge.feeds.sources.figures import excluding
 from feedbridge.feeds.sources.reads import Read
 from feedbridge.models import Category, Topic
 from feedbridge.store import keys
