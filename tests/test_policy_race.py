@@ -49,8 +49,8 @@ def test_a_build_stored_between_a_look_and_a_lead_is_not_run_again() -> None:
         return Entry(time.time(), builds[-1])
 
     other: list[Any] = []
-    store.interleave = lambda: other.append(policy.get(KEY, build))
-    got = policy.get(KEY, build)
+    store.interleave = lambda: other.append(policy.get(KEY, build, caller=None))
+    got = policy.get(KEY, build, caller=None)
     assert builds == ["build 1"]  # the other request's, and only it
     assert [g.cache for g in other] == ["miss"] and other[0].entry.text == "build 1"
     assert got.entry.text == "build 1"
@@ -65,6 +65,6 @@ def test_a_key_that_is_not_fresh_is_built_by_its_leader() -> None:
         builds.append(f"build {len(builds) + 1}")
         return Entry(time.time(), builds[-1])
 
-    store.interleave = lambda: policy.get(KEY, build)
-    got = policy.get(KEY, build)
+    store.interleave = lambda: policy.get(KEY, build, caller=None)
+    got = policy.get(KEY, build, caller=None)
     assert builds == ["build 1", "build 2"] and got.entry.text == "build 2"  # no copy is fresh with a TTL of 0

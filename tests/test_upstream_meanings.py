@@ -244,7 +244,7 @@ def detector_service(forum: FakeForum) -> tuple[FeedService, Settings]:
 def test_a_bot_wall_on_the_probe_keeps_the_decision_and_decides_nothing_without_one(upstream: FakeForum) -> None:
     service, settings = detector_service(upstream)
     forum, scope = settings.forums[0], service.public
-    read, detector = Read(scope), scope.detector
+    read, detector = Read(scope, None), scope.detector
     upstream.challenge(LIST)
     with pytest.raises(BotWall):  # no decision: the feed's error, nothing written, /latest.json not asked
         read.source(forum)
@@ -267,7 +267,7 @@ def test_a_bot_wall_on_the_probe_keeps_the_decision_and_decides_nothing_without_
 def test_a_bot_wall_with_an_undecided_record_leaves_it_as_it_was(upstream: FakeForum) -> None:
     service, settings = detector_service(upstream)
     forum, scope = settings.forums[0], service.public
-    read, detector = Read(scope), scope.detector
+    read, detector = Read(scope, None), scope.detector
     undecided = SourceEntry(UNDECIDED, 0.0, 1.0)
     scope.control.set(detector.key(forum), undecided, 3600)
     upstream.challenge(LIST)

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
+from feedbridge.feeds.admission import callers
 from feedbridge.feeds.admission.callers import Caller, CallerPool
 from feedbridge.feeds.assemble import feed_body, listed
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
@@ -155,7 +156,8 @@ class FeedService:
             return fresh
         try:
             with admitted():
-                return self.current.policy.get(key, lambda _held: render(), what="the page").entry
+                return self.current.policy.get(key, lambda _held: render(), caller=callers.current(),
+                                               what="the page").entry
         except (UpstreamError, CpuSpent):
             held = self.held(key)
             if held is None:
@@ -175,11 +177,11 @@ class FeedService:
         it carries no refresh hints, and without `identity` (a saved list, which reads nothing but its file)
         no icon, logo or language of the forum."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
-        read, extras = Read(self.current), (refresh, identity)
+        read, extras = self._read(), (refresh, identity)
 
         def live() -> FeedResult:
             got = self.current.policy.get(key, lambda _held: self._render(read, spec, self_url, stylesheet_url,
-                                                                          *extras), what="the feed")
+                                                                          *extras), caller=read.caller, what="the feed")
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         return self._either(live, lambda reason: FeedResult(
@@ -189,7 +191,7 @@ class FeedService:
         """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
         fails (`View.stale` then says why, and a page made of them is not kept), and the error only when
         there are none."""
-        read = Read(self.current)
+        read = self._read()
         return self._either(lambda: self._view(read, spec), lambda reason: self._view(read.cached(), spec, reason))
 
     def _view(self, read: Read, spec: FeedSpec, stale: str | None = None) -> View:
@@ -212,7 +214,7 @@ class FeedService:
 
     def topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         """The filtered topics of a spec, read live: the same path the feeds use, also for previews."""
-        return self._topics(Read(self.current), spec)
+        return self._topics(self._read(), spec)
 
     def _topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         """The filtered topics of a spec, read as `read` says. A post feed's posts come from
@@ -248,7 +250,7 @@ class FeedService:
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
         """The forum's directory (`Directory.categories`), read live; UpstreamError only with nothing cached."""
-        return self.readers.directory.categories(Read(self.current), forum, parent)
+        return self.readers.directory.categories(self._read(), forum, parent)
 
     def fresh(self, key: str) -> Any:
         """The stored entry if it is within the cache TTL, else None."""
@@ -256,7 +258,12 @@ class FeedService:
 
     def page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
         """One list page read live (`ListReader.page`), for a caller that reads it outside any feed."""
-        return self.readers.lists.page(Read(self.current), forum, url, source)
+        return self.readers.lists.page(self._read(), forum, url, source)
+
+    def _read(self) -> Read:
+        """Where the read path begins: the current scope, live, for the web request under way (the one the web
+        layer entered, `callers.current`, looked up here and nowhere below: each layer is handed it)."""
+        return Read(self.current, callers.current())
 
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 refresh: bool, identity: bool) -> FeedEntry:

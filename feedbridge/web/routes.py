@@ -18,6 +18,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
 from feedbridge.errors import CpuSpent, KeyRefused, RequestError
+from feedbridge.feeds.admission import callers
 from feedbridge.feeds.members import personal
 from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import parse_feed_request
@@ -99,7 +100,8 @@ def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
         try:
             return _feed(svc, resolved, path)
         except KeyRefused as exc:
-            raise personal.refusal(members.gate, members.control, resolved.member, exc) from None
+            raise personal.refusal(members.gate, members.control, resolved.member, exc,
+                                   caller=callers.current()) from None
 
 
 def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:

@@ -28,7 +28,7 @@ from feedbridge import metrics
 from feedbridge.config import Credential, Forum
 from feedbridge.errors import BridgeBusy, KeyRefused, RoomSoon, UpstreamRateLimited, UpstreamRefused
 from feedbridge.feeds.admission.budget import ForumBudget
-from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller, ahead, current
+from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller, ahead
 from feedbridge.feeds.admission.policy import CachePolicy, refused, waitable
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
@@ -81,16 +81,19 @@ class Gate:
     member: Callable[[], Credential] | None = None
     pace: Pace | None = None
 
-    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+    def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None, *,
+              caller: Caller | None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
-        web request's fetches (`callers.current`) take its slot and are charged to the forum's budget; a
-        batch run's go at its `pace`."""
+        web request's fetches (`caller`, None outside one) take its slot and are charged to the forum's
+        budget; a batch run's go at its `pace`."""
         if self.pace is not None:
-            return self.pace.paced(forum, url, self.waits, lambda: self._fetch(forum, url, etag, last_modified))
-        return self._fetch(forum, url, etag, last_modified)
+            return self.pace.paced(forum, url, self.waits,
+                                   lambda: self._fetch(forum, url, etag, last_modified, caller))
+        return self._fetch(forum, url, etag, last_modified, caller)
 
-    def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None) -> Fetched:
-        self._admit(forum)
+    def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None,
+               caller: Caller | None) -> Fetched:
+        self._admit(forum, caller)
         credential = None if self.member is None else self.member()
         try:
             return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential)
@@ -102,25 +105,25 @@ class Gate:
                 raise KeyRefused(f"{forum.key} refused {url} to your key ({exc.message})") from None
             raise
 
-    def send(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None) -> Exchanged:
+    def send(self, forum: Forum, method: str, url: str, body: dict[str, str] | None = None, *,
+             caller: Caller | None) -> Exchanged:
         """A request that reads no page (the User API key handshake's, `feedbridge.feeds.members.handshake`), through
         the same waits, slot and budget, without any key."""
-        self._admit(forum)
+        self._admit(forum, caller)
         try:
             return self.fetcher.exchange(forum, method, url, body)
         except UpstreamRateLimited as exc:
             self.waits.remember(forum, exc)
             raise
 
-    def _admit(self, forum: Forum) -> None:
+    def _admit(self, forum: Forum, caller: Caller | None) -> None:
         try:
             self.waits.check(forum)
         except UpstreamRateLimited:
             metrics.refused("retry_after")
             raise
-        caller = current()
         if caller is not None:
-            self.policy.take_slot()
+            self.policy.take_slot(caller)
             try:
                 self.budget.spend(forum, caller)
             except BridgeBusy as exc:

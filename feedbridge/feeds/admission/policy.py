@@ -48,7 +48,7 @@ from feedbridge.errors import (
     UpstreamTimeout,
     upstream_error,
 )
-from feedbridge.feeds.admission.callers import Caller, Turns, current
+from feedbridge.feeds.admission.callers import Caller, Turns
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry, is_fresh
@@ -167,9 +167,10 @@ class CachePolicy:
         topic is not asked for on every rebuild, and asked again after it in case it comes back."""
         self.store.set(key, entry, max(self.fresh_for, 60.0))
 
-    def get(self, key: str, build: Callable[[E | None], E], *, stale: bool = True,
+    def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
             what: str = "", fresh_for: float | None = None, keep_for: float | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
+        `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one.
 
         `build` fetches and parses; the policy stores what it returns for `keep_for` seconds. Without
         `stale` the error is raised even when a copy is held (the feed decides about stale pages itself).
@@ -182,7 +183,7 @@ class CachePolicy:
         if is_fresh(held, fresh_for):
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
-            return Got(self._build(key, build, held, fresh_for, keep_for, what), "miss")
+            return Got(self._build(key, build, held, fresh_for, keep_for, what, caller), "miss")
         except UpstreamError as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
@@ -198,7 +199,7 @@ class CachePolicy:
             raise NotHeld(f"no copy of {what} to fall back on")
         return entry
 
-    def take_slot(self, why: str = "") -> None:
+    def take_slot(self, caller: Caller | None, why: str = "") -> None:
         """Before a request sends anything upstream (`Gate.fetch`), or waits on another's fetch with a
         copy to fall back on: the request's slot (taken once, by whichever of its reads comes first, pool
         work included), or BridgeBusy (with `why` as its message).
@@ -206,8 +207,7 @@ class CachePolicy:
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
         being fetched by another request needs none. Work that outlives its request (pool work the request
         stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back. Reads outside
-        a web request (a static build, the CLI) take none."""
-        caller = current()
+        a web request (a static build, the CLI; `caller` None) take none."""
         if caller is None:
             return
         admission = caller.admission
@@ -240,17 +240,16 @@ class CachePolicy:
         self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
-               what: str) -> E:
+               what: str, caller: Caller | None) -> E:
         remembered = self.remembered(key)
         if remembered is not None:
             raise remembered
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
-            self.take_slot(f"{what or key} is being fetched already and this process's "
+            self.take_slot(caller, f"{what or key} is being fetched already and this process's "
                            f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
                            f"retry in {BUSY_RETRY:.0f}s")
-        caller = current()
         ran = False
 
         def once() -> E:

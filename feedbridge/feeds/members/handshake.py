@@ -64,6 +64,7 @@ from feedbridge.config import Forum, Settings, parse_credential
 from feedbridge.discourse.json_pages import on_forum
 from feedbridge.discourse.personal import Owner, parse_current_user
 from feedbridge.errors import ConfigError, Forbidden, KeyRefused, NotAListError, RequestError, UpstreamRefused
+from feedbridge.feeds.admission.callers import Caller
 from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.members import personal
 from feedbridge.store import keys
@@ -230,14 +231,14 @@ class Support:
         return cls(int(value), value % 1 >= 0.5)
 
 
-def support(gate: Gate, control: ControlStore, forum: Forum) -> Support:
+def support(gate: Gate, control: ControlStore, forum: Forum, *, caller: Caller | None) -> Support:
     """Whether `forum` gives User API keys (version 0: it does not), asked once per `SUPPORT_FOR` through the
     public gate (its budget, the forum's waits): an answer without `Auth-Api-Version` is a forum without them
     (not Discourse, or an old one); a failure to ask is the forum's error, never remembered."""
     held = control.get(keys.handshake(forum.base_url))
     if isinstance(held, float | int):
         return Support.read(float(held))
-    answer = gate.send(forum, "HEAD", f"{forum.base_url}/user-api-key/new")
+    answer = gate.send(forum, "HEAD", f"{forum.base_url}/user-api-key/new", caller=caller)
     version = answer.headers.get("auth-api-version", "")
     found = Support(int(version) if answer.status == 200 and version.isdigit() and len(version) < 4 else 0,
                     answer.headers.get("auth-api-device-code", "").strip().lower() == "true")
@@ -255,7 +256,7 @@ class Connected:
 
 
 def complete(settings: Settings, members: Gate, forum: Forum, key: RsaKey, payload: str,
-             cookie: str | None) -> Connected:
+             cookie: str | None, *, caller: Caller | None) -> Connected:
     """The payload the forum gave back (see the module docstring), checked, its key's owner read with it, and
     sealed into the member's token. Nothing is fetched with a key from a payload that fails a check."""
     plain = key.decrypt(payload)
@@ -271,18 +272,18 @@ def complete(settings: Settings, members: Gate, forum: Forum, key: RsaKey, paylo
     if api_key is None:
         raise RequestError("the forum's payload holds no key this bridge can use", param="payload")
     credential = parse_credential(f"user-api-key:{api_key}", forum.key)
-    owner = _owner(members, personal.Member(forum, 0, "", credential))
+    owner = _owner(members, personal.Member(forum, 0, "", credential), caller)
     member = personal.Member(forum, owner.user_id, owner.username, credential)
     return Connected(member, personal.seal(settings, forum, api_key, owner.user_id, owner.username))
 
 
-def _owner(members: Gate, member: personal.Member) -> Owner:
+def _owner(members: Gate, member: personal.Member, caller: Caller | None) -> Owner:
     """Who the key belongs to, read with it (within its own budget, `personal.acting`)."""
     forum = member.forum
     url = f"{forum.base_url}/session/current.json"
     with personal.acting(member):
         try:
-            fetched = members.fetch(forum, url)
+            fetched = members.fetch(forum, url, caller=caller)
         except (KeyRefused, UpstreamRefused):
             raise Forbidden(f"{forum.key} refused the key it has just given (does it allow User API keys with the "
                             "read scope to your account?)") from None
@@ -311,12 +312,13 @@ class DeviceCode:
     verification_uri_with_request: str
 
 
-def start_device(gate: Gate, forum: Forum, key: RsaKey, nonce: Nonce, application: str) -> DeviceCode:
+def start_device(gate: Gate, forum: Forum, key: RsaKey, nonce: Nonce, application: str, *,
+                 caller: Caller | None) -> DeviceCode:
     """Ask the forum for a device code, with what the approval link carries (no `auth_redirect`: core's
     device flow has none); the request is the bridge's own, through the public gate."""
     body = {"application_name": application, "client_id": nonce.client_id, "scopes": SCOPES,
             "public_key": key.public_pem, "nonce": nonce.text, "padding": "oaep"}
-    answer = gate.send(forum, "POST", f"{forum.base_url}/user-api-key/device.json", body)
+    answer = gate.send(forum, "POST", f"{forum.base_url}/user-api-key/device.json", body, caller=caller)
     found = _json(answer.text) if answer.status == 200 else {}
     code, user_code = found.get("device_code"), found.get("user_code")
     uri = on_forum(found.get("verification_uri"), forum.base_url)
@@ -328,11 +330,11 @@ def start_device(gate: Gate, forum: Forum, key: RsaKey, nonce: Nonce, applicatio
     return DeviceCode(code, user_code, uri, with_request)
 
 
-def poll_device(gate: Gate, forum: Forum, device_code: str) -> str | None:
+def poll_device(gate: Gate, forum: Forum, device_code: str, *, caller: Caller | None) -> str | None:
     """The payload once the member approved (core: `#poll_device_request`, `UserApiKey::DeviceAuth::Poll`),
     None while they have not; a 4xx when they denied it or it expired."""
     answer = gate.send(forum, "POST", f"{forum.base_url}/user-api-key/device/poll.json",
-                       {"device_code": device_code})
+                       {"device_code": device_code}, caller=caller)
     found = _json(answer.text) if answer.status == 200 else {}
     status, payload = found.get("status"), found.get("payload")
     if status == "authorization_pending":

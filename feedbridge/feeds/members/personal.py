@@ -57,6 +57,7 @@ from feedbridge.discourse.personal import (
     parse_notifications,
 )
 from feedbridge.errors import Forbidden, KeyRefused, NotAListError, RequestError, UpstreamError
+from feedbridge.feeds.admission.callers import Caller
 from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request, split_forum
 from feedbridge.feeds.sources.dialects import JSON, Source
@@ -288,7 +289,8 @@ def check(control: ControlStore, member: Member) -> None:
         raise gone(member.forum)
 
 
-def refusal(gate: Gate, control: ControlStore, member: Member, exc: KeyRefused) -> Forbidden:
+def refusal(gate: Gate, control: ControlStore, member: Member, exc: KeyRefused, *,
+            caller: Caller | None) -> Forbidden:
     """What the forum's 401/403 to the member's key means. Core answers a revoked or expired key, a route
     outside the key's scopes and (with `detailed_404`) a page hidden from the member alike, `403
     invalid_access` (lib/auth/default_current_user_provider.rb raises Discourse::InvalidAccess when no active
@@ -299,7 +301,7 @@ def refusal(gate: Gate, control: ControlStore, member: Member, exc: KeyRefused) 
     refusal is told as it is."""
     forum = member.forum
     try:
-        fetched = gate.fetch(forum, f"{forum.base_url}/session/current.json")
+        fetched = gate.fetch(forum, f"{forum.base_url}/session/current.json", caller=caller)
         owner = parse_current_user(fetched.text)
     except KeyRefused:
         control.set(keys.revoked(forum.base_url), True, REVOKED_FOR)

@@ -49,7 +49,7 @@ class Identities:
         if held is not None:
             return held.site
 
-        public = Read(self.public, read.cached_only)
+        public = Read(self.public, read.caller, read.cached_only)
 
         def fetch(_held: SiteEntry | None) -> SiteEntry:
             url = forum.base_url + PATH

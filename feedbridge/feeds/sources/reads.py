@@ -44,6 +44,7 @@ from feedbridge.errors import (
     UpstreamNotFound,
     UpstreamRefused,
 )
+from feedbridge.feeds.admission.callers import Caller
 from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.admission.policy import CachePolicy
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source
@@ -83,9 +84,12 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One request's way of reading (see the module docstring): in `scope`, live or `cached_only`."""
+    """One request's way of reading (see the module docstring): in `scope`, for `caller` (the web request whose
+    deadline, slot and budget share bound its reads: None outside one), live or `cached_only`. Made once where
+    the read path begins (`FeedService`), and handed down, so no layer below looks the request up itself."""
 
     scope: Scope
+    caller: Caller | None
     cached_only: bool = False
 
     @property
@@ -98,7 +102,7 @@ class Read:
 
     def cached(self) -> Read:
         """The same read from cached copies only: the fallback's, once the forum has failed."""
-        return Read(self.scope, cached_only=True)
+        return Read(self.scope, self.caller, cached_only=True)
 
     def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> E:
@@ -106,14 +110,15 @@ class Read:
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
             return held
-        got = self.scope.policy.get(key, build, stale=False, what=what, fresh_for=fresh_for, keep_for=keep_for)
+        got = self.scope.policy.get(key, build, caller=self.caller, stale=False, what=what, fresh_for=fresh_for,
+                                    keep_for=keep_for)
         return got.entry
 
     def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
               last_modified: str | None = None) -> Fetched:
         if self.cached_only:
             raise NotHeld(f"no copy of {what} to fall back on")
-        return self.scope.gate.fetch(forum, url, etag, last_modified)
+        return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller)
 
     def source(self, forum: Forum) -> Source:
         if self.cached_only:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
-from feedbridge.feeds.admission.callers import CallerPool, current
+from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.sources.dialects import PAGE_FIELDS, Source
 from feedbridge.feeds.sources.post_feeds import read_head
 from feedbridge.feeds.sources.reads import Read
@@ -85,7 +85,7 @@ class TopicPages:
     def _page(self, read: Read, forum: Forum, source: Source, topic: Topic) -> Topic:
         """The topic enriched from its page; UpstreamTimeout, before any work, when the pool starts it after
         the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered)."""
-        caller = current()
+        caller = read.caller
         if caller is not None and caller.left() <= 0:
             raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
         if not is_within(forum, topic.url):
