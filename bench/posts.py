@@ -20,16 +20,21 @@ import time
 import httpx
 
 from bench.harness import Context, Row
+from feedbridge.feeds.sources.identity import PATH as BASIC_INFO
 from tests.appserver import running_app, settings_for
 from tests.fake_posts import MEGA, MEGA_POSTS, PostSite
 from tests.upstream import FakeForum
+
+# BASIC_INFO: the forum's /site/basic-info.json (its icon), read once per forum per stale TTL by the first feed
+# of a new app, whatever the feed: the rows count what a topic's posts feed costs, as they did before that read
+# existed (4 and 3 requests where the feed's own are 3 and 2, in the run of 2026-12-06).
 
 ROUNDS = 7
 
 
 def cold(path: str, rounds: int = ROUNDS, site: PostSite | None = None) -> tuple[float, int]:
     """Median ms of a cold request for `path` (on `site`, else the standard one), and the upstream requests it
-    cost."""
+    cost: the feed's own, not the forum's basic info (`BASIC_INFO`), which a new app reads once per forum."""
     times, counts = [], []
     with FakeForum(mode="json", posts=(site or PostSite.standard()).answer) as forum:
         for _ in range(rounds):
@@ -39,7 +44,7 @@ def cold(path: str, rounds: int = ROUNDS, site: PostSite | None = None) -> tuple
                 response = httpx.get(app.feed_url(path), timeout=30)
                 times.append((time.perf_counter() - started) * 1e3)
                 assert response.status_code == 200, response.text[:200]
-                counts.append(forum.count())
+                counts.append(forum.count() - forum.count(BASIC_INFO))
     return statistics.median(times), max(counts)
 
 
@@ -55,7 +60,7 @@ def polling() -> dict[str, tuple[int, int]]:
                 site.reply(9446, "carol")
             forum.reset()
             assert httpx.get(app.feed_url("/t/9446.atom"), timeout=30).status_code == 200
-            targets = [r.target for r in forum.requests]
+            targets = [r.target for r in forum.requests if r.path != BASIC_INFO]
             found[name] = (len(targets), sum(len(httpx.get(forum.url + t, timeout=30).content) for t in targets))
     return found
 
