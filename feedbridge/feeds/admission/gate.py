@@ -68,7 +68,7 @@ class ForumWaits:
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """`signed`: the requests carry the forum's key (the signed-in twin, `feedbridge.feeds.request.signing`), and
+    """`signed`: the requests carry the forum's key (the private scope, `feedbridge.feeds.request.signing`), and
     are charged to `budget`, the key's own; `policy` is the one whose cold slots they take. `member`: the
     requests carry the current member's key instead (the member scope, `feedbridge.feeds.members.personal`), and
     the forum's refusal of it is `KeyRefused`, which no stale copy answers: the route finds out why."""
