@@ -22,6 +22,10 @@ EXCLUSIVE_MODULES = frozenset({"test_budget_windows", "test_connections", "test_
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of `EXCLUSIVE_MODULES` is `exclusive`, but for one marked `waits`: it spends its time waiting
+    on a deadline of the server's (half a minute of a reader's slow slices), which a busy machine does not move,
+    so it runs beside the rest rather than keep the exclusive part, which runs alone, that long."""
     for item in items:
-        if item.module is not None and item.module.__name__.rpartition(".")[2] in EXCLUSIVE_MODULES:
+        if (item.module is not None and item.module.__name__.rpartition(".")[2] in EXCLUSIVE_MODULES
+                and item.get_closest_marker("waits") is None):
             item.add_marker(pytest.mark.exclusive)

@@ -493,6 +493,7 @@ def test_a_keep_alive_reader_keeps_its_connection_while_10_addresses_hold_150_id
     assert flood.closed_by_server > 150, flood  # the flood was met by shedding
 
 
+@pytest.mark.waits
 def test_a_reader_taking_a_slice_now_and_then_gets_one_send_deadline_for_the_whole_body(crowded):
     """Issue 43, item 2: a reader taking 64 KiB every 4 s (a slice of `SLICE` per 16 s, within the deadline of
     any one write). With a deadline per slice it held its connection for the whole 1.6 MB (about 100 s); now
