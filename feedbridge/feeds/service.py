@@ -19,7 +19,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -151,13 +151,9 @@ class FeedService:
         cache policy, never kept when a read of it was refused; else, when it cannot be rendered (the
         allowance spent, the forum failing), the copy held however old; what stopped it when there is none.
         What `render` raises of its own (a page that must not be kept) passes through."""
-        fresh: FeedEntry | None = self.current.policy.fresh(key)
-        if fresh is not None:
-            return fresh
         try:
-            with admitted():
-                return self.current.policy.get(key, lambda _held: render(), caller=callers.current(),
-                                               what="the page").entry
+            return self.current.policy.get(key, lambda _held: render(), caller=callers.current(), what="the page",
+                                           admitted=admitted).entry
         except (UpstreamError, CpuSpent):
             held = self.held(key)
             if held is None:
@@ -170,22 +166,29 @@ class FeedService:
         return entry
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
-             key: str | None = None, *, refresh: bool = True, identity: bool = True) -> FeedResult:
+             key: str | None = None, *, refresh: bool = True, identity: bool = True,
+             admitted: Callable[[], AbstractContextManager[object]] = nullcontext) -> FeedResult:
         """The feed: a fresh copy, else built live, else the last good copy, else built from the last good
         pages (a new filter on a known list). `key` is `feed_key(...)` when the caller already has it (the web
         layer memoizes it per URL). Without `refresh` (a file of the static build, rebuilt on its own schedule)
         it carries no refresh hints, and without `identity` (a saved list, which reads nothing but its file)
-        no icon, logo or language of the forum."""
+        no icon, logo or language of the forum. Every build, live or from the last good pages, runs within
+        `admitted` (the web layer's CPU allowance), entered only once the one freshness check found no copy."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
         read, extras = self._read(), (refresh, identity)
 
         def live() -> FeedResult:
             got = self.current.policy.get(key, lambda _held: self._render(read, spec, self_url, stylesheet_url,
-                                                                          *extras), caller=read.caller, what="the feed")
+                                                                          *extras), caller=read.caller, what="the feed",
+                                          admitted=admitted)
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
-        return self._either(live, lambda reason: FeedResult(
-            self._render(read.cached(), spec, self_url, stylesheet_url, *extras), "stale", reason))
+        def from_last_good(reason: str) -> FeedResult:
+            with admitted():
+                return FeedResult(self._render(read.cached(), spec, self_url, stylesheet_url, *extras), "stale",
+                                  reason)
+
+        return self._either(live, from_last_good)
 
     def view(self, spec: FeedSpec) -> View:
         """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum

@@ -110,17 +110,14 @@ def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
         return pages.feed_page(resolved, path)
     scope = resolved.scope(svc)
     stale_why = "upstream failed"
-    if scope.fresh(resolved.key) is not None:  # a hit (a conditional one, or one for a browser): never charged
-        result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
-    else:
-        try:
-            with allowance().spending(client()):
-                result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key)
-        except CpuSpent as spent:
-            held = scope.held(resolved.key)
-            if held is None:
-                raise
-            result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
+    try:  # a hit (a conditional one, or one for a browser) is never charged: the allowance is entered past it
+        result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key,
+                            admitted=lambda: allowance().spending(client()))
+    except CpuSpent as spent:
+        held = scope.held(resolved.key)
+        if held is None:
+            raise
+        result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
     g.cache = result.cache
     headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache,
                            private=resolved.private)

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
@@ -168,9 +168,12 @@ class CachePolicy:
         self.store.set(key, entry, max(self.fresh_for, 60.0))
 
     def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
-            what: str = "", fresh_for: float | None = None, keep_for: float | None = None) -> Got[E]:
+            what: str = "", fresh_for: float | None = None, keep_for: float | None = None,
+            admitted: Callable[[], AbstractContextManager[object]] = nullcontext) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
         `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one.
+        `admitted` is entered only past the one freshness check, around the build: what the caller charges for
+        work a copy did not answer (the web layer's CPU allowance), and may refuse (`CpuSpent`, which passes).
 
         `build` fetches and parses; the policy stores what it returns for `keep_for` seconds. Without
         `stale` the error is raised even when a copy is held (the feed decides about stale pages itself).
@@ -183,7 +186,8 @@ class CachePolicy:
         if is_fresh(held, fresh_for):
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
-            return Got(self._build(key, build, held, fresh_for, keep_for, what, caller), "miss")
+            with admitted():
+                return Got(self._build(key, build, held, fresh_for, keep_for, what, caller), "miss")
         except UpstreamError as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
