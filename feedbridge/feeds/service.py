@@ -204,13 +204,14 @@ class FeedService:
     @staticmethod
     def _either(live: Callable[[], T], cached: Callable[[str], T]) -> T:
         """The one place a read falls back: live, else (the forum failed) from cached copies only, told why;
-        the live read's error when the cache holds too little."""
+        the live read's error when the cache holds too little, or when the client has no CPU left for that
+        second build (`CpuSpent`: the live build's failure was charged, and may have spent the allowance)."""
         try:
             return live()
         except UpstreamError as exc:
             try:
                 made = cached(exc.message)
-            except (UpstreamError, NotHeld):
+            except (UpstreamError, NotHeld, CpuSpent):
                 raise exc from None
             log.warning("built from stale copies: %s", exc.message)
             return made
