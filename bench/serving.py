@@ -82,7 +82,10 @@ def hit_section(ctx: Context) -> list[Row]:
             (trivial, _), (limit, limit_server), (bare_limit, _) = (future.result() for future in started)
         answered = _get(limit + "/feed")
         if answered.content != hit.content or _app_headers(answered) != headers:
-            raise RuntimeError("the limit does not answer with the hit's bytes and headers")
+            raise RuntimeError(f"the limit does not answer with the hit's bytes and headers: {limit} answered "
+                               f"{len(answered.content)} bytes (the hit {len(hit.content)}), headers "
+                               f"{_app_headers(answered)} (the hit's {headers}); its log: "
+                               f"{(ctx.workdir / 'limit.log').read_text(errors='replace')[-600:]!r}")
         result = wrk_compare({"feedbridge": feed, "trivial": trivial + "/feed", "limit": limit + "/feed",
                               "two headers": bare_limit + "/feed"}, runs, seconds,
                              {"feedbridge": app_server.pid, "limit": limit_server.pid}, warmup=not ctx.quick)
