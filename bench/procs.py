@@ -45,11 +45,12 @@ class Procs(ExitStack):
         self.callback(_stop_all, self._started)
 
     def start(self, name: str, command: list[str], ready_url: str, env: dict[str, str] | None = None,
-              cwd: Path = PROJECT_ROOT, timeout: float = 30.0) -> subprocess.Popen:
+              cwd: Path = PROJECT_ROOT, timeout: float = 30.0, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")
         self.callback(log.close)
         process = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                   pass_fds=pass_fds)
         self._started.append(process)
         wait_ready(ready_url, process, timeout, self.workdir / f"{name}.log")
         return process
@@ -59,12 +60,21 @@ class Procs(ExitStack):
         """Gunicorn with the Procfile's config module; the bind address is forced to loopback, and the per-forum
         budget is off unless `env` sets it: one load generator on one address is the abuse pattern the budget
         exists to stop, and a benchmark measures the serving path, not the budget's refusals."""
-        port = free_port()
+        # The socket is bound here, on a port the kernel picks, and handed to gunicorn (`fd://`), as `feedbridge
+        # serve` does: a port only checked free and bound later by gunicorn could be taken in between by another
+        # test's server, which then answered the readiness check and the requests meant for this one (met once:
+        # the limit of section 1 answered with another server's bytes, in a loaded suite).
+        listener = socket.socket()
+        self.callback(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(2048)
+        port = listener.getsockname()[1]
         command = [sys.executable, "-m", "gunicorn", "--config", "python:feedbridge.web.gunicorn_conf",
-                   "--bind", f"127.0.0.1:{port}", app]
+                   "--bind", f"fd://{listener.fileno()}", app]
         url = f"http://127.0.0.1:{port}"
         return url, self.start(name, command, url + ready_path,
-                               {"PORT": str(port), "FEEDBRIDGE_FORUM_BUDGET": "0", **env})
+                               {"PORT": str(port), "FEEDBRIDGE_FORUM_BUDGET": "0", **env},
+                               pass_fds=(listener.fileno(),))
 
     def redis(self) -> str:
         """A throw-away redis-server (no persistence); returns its URL."""
