@@ -291,32 +291,16 @@ class PostFeeds:
 
     def _latest_pages(self, read: Read, spec: FeedSpec) -> list[Shown]:
         base = spec.forum.base_url
-        posts: dict[int, Shown | None] = {}
-        url = f"{base}/posts.json"
-        for _ in range(spec.pages):
-            rows = _parsed(parse_latest_posts, read.fetch(spec.forum, url, url).text, url)
-            new = [(i, p) for i, p in rows if i not in posts]
-            now = time.time()
-            posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
-            if not new or len(rows) < LATEST_PAGE:
-                break
-            url = f"{base}/posts.json?before={min(i for i, _ in rows)}"
-        return [s for s in posts.values() if s is not None]
+        return _paged(read, spec, parse_latest_posts, LATEST_PAGE, f"{base}/posts.json",
+                      lambda _page, rows: f"{base}/posts.json?before={min(i for i, _ in rows)}")
 
     def _action_pages(self, read: Read, spec: FeedSpec) -> list[Shown]:
-        base = spec.forum.base_url
-        posts: dict[int, Shown | None] = {}
-        for page in range(spec.pages):
+        def url(page: int, _rows: object = None) -> str:
             query = urlencode([("offset", str(page * ACTIONS_PAGE)), ("username", spec.poster or ""),
                                ("filter", "4,5")])
-            url = f"{base}/user_actions.json?{query}"
-            rows = _parsed(parse_user_actions, read.fetch(spec.forum, url, url).text, url)
-            new = [(i, p) for i, p in rows if i not in posts]
-            now = time.time()
-            posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
-            if not new or len(rows) < ACTIONS_PAGE:
-                break
-        return [s for s in posts.values() if s is not None]
+            return f"{spec.forum.base_url}/user_actions.json?{query}"
+
+        return _paged(read, spec, parse_user_actions, ACTIONS_PAGE, url(0), url)
 
     def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[str, Topic]:
         """The bodies of user-action posts (which carry excerpts), by entry id: per topic its head (which holds
@@ -350,6 +334,25 @@ class PostFeeds:
                         self.settings.request_deadline, taken, len(order))
         return found
 
+
+
+def _paged(read: Read, spec: FeedSpec, parse: Callable[[str], Sequence[tuple[int, Post | None]]], size: int,
+           first: str, following: Callable[[int, Sequence[tuple[int, Post | None]]], str]) -> list[Shown]:
+    """Up to `spec.pages` pages of a list of posts, from `first`, each next one's URL made by `following`
+    (its number and the rows of the page before): until a page brings no post not seen or is short of
+    `size`. Deleted or hidden posts (None) hold their id, so a later page repeating them adds nothing."""
+    base = spec.forum.base_url
+    posts: dict[int, Shown | None] = {}
+    url = first
+    for page in range(1, spec.pages + 1):
+        rows = _parsed(parse, read.fetch(spec.forum, url, url).text, url)
+        new = [(i, p) for i, p in rows if i not in posts]
+        now = time.time()
+        posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
+        if not new or len(rows) < size:
+            break
+        url = following(page, rows)
+    return [s for s in posts.values() if s is not None]
 
 def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *,
               fresh_for: float | None = None, keep_for: float | None = None) -> TopicHead:
