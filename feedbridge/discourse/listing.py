@@ -268,7 +268,8 @@ def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
         excerpt and (excerpt[:2] == "**" or "page=" in excerpt or _is_layout(excerpt))
     ):
         return None  # a bad time, the last block's page links, or what may be a fourth row
-    if any(len(row) > MAX_ROW for row in match.string[match.end("url"):match.end("iso")].split("\n")):
+    start, end = match.end("url"), match.end("iso")  # the metadata rows: short enough in all, each is too
+    if end - start > MAX_ROW and any(len(row) > MAX_ROW for row in match.string[start:end].split("\n")):
         return None  # a row the general path reads capped (`_author`, the dated link): it decides
     return Topic(
         id=int(topic_id),
