@@ -152,7 +152,7 @@ class FeedService:
         allowance spent, the forum failing), the copy held however old; what stopped it when there is none.
         What `render` raises of its own (a page that must not be kept) passes through."""
         try:
-            return self.current.policy.get(key, lambda _held: render(), caller=callers.current(), what="the page",
+            return self.current.policy.get(key, lambda _held: render(), caller=self._read().caller, what="the page",
                                            admitted=admitted).entry
         except (UpstreamError, CpuSpent):
             held = self.held(key)
