@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
@@ -74,13 +75,13 @@ RETRY = 60.0
 """Seconds (at most) until an inconclusive probe is asked again: a tenth of the re-check period, up to this."""
 
 
+@dataclass(frozen=True, slots=True)
 class SourceDetector:
     """One scope's decisions (`control`, `flight`: the scope's own, `feedbridge.store.scoped`)."""
 
-    def __init__(self, settings: Settings, control: ControlStore, flight: Flight):
-        self.settings = settings
-        self.control = control
-        self.flight = flight
+    settings: Settings
+    control: ControlStore
+    flight: Flight
 
     def source(self, read: Read, forum: Forum) -> Source:
         """The configured source, else the decided one, probing first when the record is due. `read` is a
@@ -91,7 +92,7 @@ class SourceDetector:
         entry: SourceEntry | None = self.control.get(key)
         if self._due(entry):
             previous = entry
-            entry = self.flight.do(key, lambda: self._probe(read, forum, previous),
+            entry = self.flight.do(key, lambda: self._probe(read, forum, key, previous),
                                    self.settings.singleflight_wait, lambda: self._settled(key))
         return _read_by(entry)
 
@@ -119,7 +120,7 @@ class SourceDetector:
     def key(forum: Forum) -> str:
         return keys.source(forum.base_url)
 
-    def _probe(self, read: Read, forum: Forum, previous: SourceEntry | None) -> SourceEntry:
+    def _probe(self, read: Read, forum: Forum, key: str, previous: SourceEntry | None) -> SourceEntry:
         """One transition of the table in the module docstring; stores and returns the new record.
 
         A 429 (the forum's, or the bridge's own budget or slots) is no answer at all: the record is left as
@@ -129,9 +130,9 @@ class SourceDetector:
         inconclusive: UpstreamError
         try:
             list_page(read, forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN)
-            return self._store(forum, previous, MARKDOWN.name, settled=True)
+            return self._store(forum, key, previous, MARKDOWN.name, settled=True)
         except (UpstreamNotFound, UpstreamRefused) as exc:
-            return self._store(forum, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
+            return self._store(forum, key, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
         except UpstreamRateLimited:
             if previous is None:
                 raise
@@ -146,7 +147,7 @@ class SourceDetector:
             inconclusive = exc
         log.warning("%s: its Markdown probe decides nothing (%s)", forum.key, inconclusive.message)
         if previous is not None and previous.source != UNDECIDED:
-            return self._store(forum, previous, previous.source, settled=False, reason=previous.reason,
+            return self._store(forum, key, previous, previous.source, settled=False, reason=previous.reason,
                                status=previous.status)
         try:
             list_page(read, forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
@@ -158,18 +159,19 @@ class SourceDetector:
         except UpstreamError as exc:
             log.warning("%s: its JSON probe is no list either (%s)", forum.key, exc.message)
             state = UNDECIDED
-        return self._store(forum, previous, state, settled=False, reason=inconclusive.message)
+        return self._store(forum, key, previous, state, settled=False, reason=inconclusive.message)
 
-    def _store(self, forum: Forum, previous: SourceEntry | None, state: str, *, settled: bool,
+    def _store(self, forum: Forum, key: str, previous: SourceEntry | None, state: str, *, settled: bool,
                reason: str | None = None, status: int | None = None) -> SourceEntry:
-        """`settled`: the Markdown probe was conclusive, so the record holds for the whole re-check period."""
+        """`settled`: the Markdown probe was conclusive, so the record holds for the whole re-check period; `key` is
+        the record's (`key(forum)`, made once per probe by `source`)."""
         now = time.time()
         wait = self.settings.source_recheck if settled else min(RETRY, self.settings.source_recheck / 10)
         entry = SourceEntry(state, now, now + wait, reason, status)
         if state != UNDECIDED and (previous is None or previous.source != state):
             log.info("%s: reading its %s lists%s", forum.key, SOURCES[state].label, f" ({reason})" if reason else "")
         keep = self.settings.source_recheck + max(self.settings.stale_ttl, self.settings.cache_ttl)
-        self.control.set(self.key(forum), entry, keep)
+        self.control.set(key, entry, keep)
         return entry
 
     @staticmethod

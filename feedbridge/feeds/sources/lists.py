@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
@@ -33,12 +33,12 @@ from feedbridge.models import Listing
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
 class ListReader:
     """The lists of every scope, each read as its `Read` says (`feeds/sources/reads.py`)."""
 
-    def __init__(self, settings: Settings, pool: CallerPool):
-        self.settings = settings
-        self.pool = pool
+    settings: Settings
+    pool: CallerPool
 
     def listings(self, read: Read, spec: FeedSpec) -> list[Listing]:
         """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.

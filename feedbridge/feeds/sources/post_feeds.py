@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 from urllib.parse import quote, urlencode
@@ -132,13 +132,13 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None =
     return topics if limit is None else topics[:limit]
 
 
+@dataclass(frozen=True, slots=True)
 class PostFeeds:
     """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route, in every scope,
     each read as its `Read` says (`feeds/sources/reads.py`)."""
 
-    def __init__(self, settings: Settings, pool: CallerPool):
-        self.settings = settings
-        self.pool = pool
+    settings: Settings
+    pool: CallerPool
 
     def topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
         """The feed's posts; what the forum answered instead is told in the words list feeds use for it
