@@ -30,6 +30,7 @@ from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
 from feedbridge.feeds.admission import callers
 from feedbridge.feeds.admission.callers import Caller, CallerPool
 from feedbridge.feeds.assemble import feed_body, listed
+from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, lacking
@@ -89,26 +90,27 @@ class Readers:
 @dataclass(frozen=True, slots=True)
 class FeedService:
     """Feeds, views and previews, built by `feeds.wiring.build_service`: the readers, the scopes this bridge
-    has (`public`; `private`, read with the forums' keys, when it has credentials; `member`, read with each
-    member's key, when it has personal feeds), and `current`, the scope this service reads in. A scope is a
-    value (`scope`), so the service for a signed or a member's request is this one reading in another."""
+    has (`public`; `private`, read with the forums' keys, when it has credentials; `member`, when it has
+    personal feeds, which makes the members' scope as one member reads in it), and `current`, the scope this
+    service reads in. A scope is a value (`scope`), so the service for a signed or a member's request is this
+    one reading in another."""
 
     settings: Settings
     readers: Readers
     public: Scope
     private: Scope | None
-    member: Scope | None
+    member: Callable[[Member], Scope] | None
     pool: CallerPool
     fetcher: Fetcher
     current: Scope
 
-    def scope(self, signed: bool, member: bool = False) -> FeedService:
+    def scope(self, signed: bool, member: Member | None = None) -> FeedService:
         """This service reading in the public scope, in the private one for a request whose token verified,
-        or in the members' for a personal feed (read as the member `feeds.members.personal.acting` names)."""
-        if member:
+        or in the members' as `member` for their personal feed."""
+        if member is not None:
             if self.member is None:
                 raise UpstreamError("this bridge has no personal feeds")  # the route refuses this first
-            wanted = self.member
+            return replace(self, current=self.member(member))
         elif signed:
             if self.private is None:
                 raise UpstreamError("this bridge has no credentials")  # the token check refuses this first

@@ -17,8 +17,10 @@ the forum's windows too), so a 429 on it never stops public reading. It shares t
 the turns to wait for a window with the public scope: both kinds of request wait on the same forums in the
 same process.
 
-With FEEDBRIDGE_PERSONAL on, a members' scope reads as the current member (`feedbridge.feeds.members.personal`): the
-same wrappers with the member's id in every key, the member's key on every fetch, and a budget per key.
+With FEEDBRIDGE_PERSONAL on, the members' scope is made for each member's request (`FeedService.scope`, from
+the member `feedbridge.feeds.members.personal` opened from the URL): the same wrappers with the member's id in
+every key, the member's key on every fetch, and the members' budget counted per key. The member travels as
+that value, never as ambient state.
 
 The forums' basic info (`feeds/sources/identity.py`), which every forum shows without a login, is read in the public
 scope for every request: once for everyone, without a key, in the forum's public budget.
@@ -69,7 +71,7 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
                          processes=settings.workers, address=settings.address_of)
 
     def scope(name: str, store: Store, control: ControlStore, flight: Flight, budget: ForumBudget, *,
-              signed: bool, member: Callable[[], Credential] | None = None) -> Scope:
+              signed: bool, member: Credential | None = None) -> Scope:
         """One scope over its own backends and budget; what every scope shares is taken from here."""
         policy = CachePolicy(settings, store, flight, control, slots=slots, turns=turns)
         gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed,
@@ -77,19 +79,27 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
         return Scope(name, policy, gate, SourceDetector(settings, control, flight), store, control, signed)
 
     public = scope(PUBLIC, store, control, flight, budget, signed=False)
-    private = members = None
+    private: Scope | None = None
+    members: Callable[[personal.Member], Scope] | None = None
     if settings.credentials:
         keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
                             per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
         private = scope(PRIVATE, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
                         ScopedFlight(flight, PRIVATE), keyed, signed=True)
-    if settings.personal:  # the members' scope: each member's part of it named by the current member
+    if settings.personal:  # the members' scope, made for each member's request: their part of it, their key
         handshake.RsaKey.load(settings)  # a FEEDBRIDGE_CONNECT_KEY that is no key stops the start, saying so
-        name, mine = personal.MEMBER, personal.within
+        name = personal.MEMBER
         own = ForumBudget(windows, settings.member_budget, scope=name, share=1, per_day=settings.member_daily_budget,
-                          processes=settings.workers, forum=budget, who=personal.who)
-        members = scope(name, ScopedStore(store, name, mine), ScopedStore(control, name, mine),
-                        ScopedFlight(flight, name, mine), own, signed=True, member=personal.credential)
+                          processes=settings.workers, forum=budget, per_member=True)
+
+        def member_scope(member: personal.Member) -> Scope:
+            """The members' scope as `member` reads in it: their id in every key, their key on every fetch, their
+            windows of the members' budget. A handful of small objects per request over the shared backends."""
+            mine = member.id + "/"
+            return scope(name, ScopedStore(store, name, mine), ScopedStore(control, name, mine),
+                         ScopedFlight(flight, name, mine), own.of(member.id), signed=True, member=member.credential)
+
+        members = member_scope
     readers = Readers(ListReader(settings, pool), TopicPages(settings, pool), Directory(), PostFeeds(settings, pool),
                       Identities(public))
     return FeedService(settings, readers, public, private, members, pool, fetcher, current=public)

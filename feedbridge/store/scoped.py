@@ -26,40 +26,36 @@ def scoped(scope: str, key: str, within: str = "") -> str:
     return f"{scope}-{kind}{colon}{within}{rest}"
 
 
-def _nowhere() -> str:
-    return ""
-
-
 class ScopedStore:
-    """A `Store` or `ControlStore` whose keys all carry `scope`, and after their kind what `within` says when
-    it is asked (the current member's id, `feedbridge.feeds.members.personal`: one scope, a part of it per member,
-    and the kinds, which the control store bounds, as few as the private scope's)."""
+    """A `Store` or `ControlStore` whose keys all carry `scope`, and after their kind `within` (a member's id
+    and "/", `feedbridge.feeds.members.personal`: one scope, a part of it per member, and the kinds, which the
+    control store bounds, as few as the private scope's)."""
 
-    def __init__(self, inner: ControlStore, scope: str, within: Callable[[], str] = _nowhere):
+    def __init__(self, inner: ControlStore, scope: str, within: str = ""):
         self.inner = inner
         self.scope = scope
         self.within = within
 
     def get(self, key: str) -> Any | None:
-        return self.inner.get(scoped(self.scope, key, self.within()))
+        return self.inner.get(scoped(self.scope, key, self.within))
 
     def set(self, key: str, value: Any, ttl: float) -> None:
-        self.inner.set(scoped(self.scope, key, self.within()), value, ttl)
+        self.inner.set(scoped(self.scope, key, self.within), value, ttl)
 
     def delete(self, key: str) -> None:
-        self.inner.delete(scoped(self.scope, key, self.within()))
+        self.inner.delete(scoped(self.scope, key, self.within))
 
 
 class ScopedFlight:
     """A `Flight` whose keys all carry `scope` (and `within`, as `ScopedStore`'s)."""
 
-    def __init__(self, inner: Flight, scope: str, within: Callable[[], str] = _nowhere):
+    def __init__(self, inner: Flight, scope: str, within: str = ""):
         self.inner = inner
         self.scope = scope
         self.within = within
 
     def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T:
-        return self.inner.do(scoped(self.scope, key, self.within()), fn, wait, reread)
+        return self.inner.do(scoped(self.scope, key, self.within), fn, wait, reread)
 
     def busy(self, key: str) -> bool:
-        return self.inner.busy(scoped(self.scope, key, self.within()))
+        return self.inner.busy(scoped(self.scope, key, self.within))

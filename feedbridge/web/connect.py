@@ -18,6 +18,7 @@ for this path, read whole within its deadline).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from urllib.parse import parse_qs, quote
 
@@ -52,8 +53,9 @@ def _rsa_key(settings: Settings) -> handshake.RsaKey:
     return handshake.RsaKey.load(settings)
 
 
-def _members(svc: FeedService, key: str) -> tuple[Forum, Scope]:
-    """The forum `key` names and the members' scope, or 404 when the bridge has no personal feeds."""
+def _members(svc: FeedService, key: str) -> tuple[Forum, Callable[[personal.Member], Scope]]:
+    """The forum `key` names and how the members' scope is made for a member, or 404 when the bridge has no
+    personal feeds."""
     forum = svc.settings.forum_for_key(key)
     if forum is None:
         raise RouteNotFound(f"unknown forum {key[:80]!r}: this bridge serves "
@@ -99,7 +101,7 @@ def device(key: str) -> Response:
     """Core's device flow (`#create_device_request`): the bridge asks for a code, the member types it on the
     forum, then comes back to `device_poll`. Only where the forum announced it (`Auth-Api-Device-Code`)."""
     svc = service()
-    forum, _members_scope = _members(svc, key)
+    forum, _made = _members(svc, key)
     if not handshake.support(svc.public.gate, svc.public.control, forum, caller=callers.current()).device:
         raise RouteNotFound(f"{forum.key} has no device flow: use the approval link")
     cookie = request.cookies.get(handshake.COOKIE, "")
@@ -135,7 +137,7 @@ def device_poll(key: str) -> Response:
 @bp.get("/<path:key>/me/<token>/opml")
 def opml(key: str, token: str) -> Response:
     svc = service()
-    forum, _members_scope = _members(svc, key)
+    forum, _made = _members(svc, key)
     member = personal.opened(svc.settings, forum, token)
     feeds = _feed_urls(forum, token)
     subscriptions = [Subscription(f"{forum.key} · {name} of {member.username}", urls["atom"],
@@ -148,12 +150,13 @@ def opml(key: str, token: str) -> Response:
     return response
 
 
-def _completed(svc: FeedService, forum: Forum, members: Scope, given: list[str]) -> Response:
+def _completed(svc: FeedService, forum: Forum, members: Callable[[personal.Member], Scope],
+               given: list[str]) -> Response:
     if len(given) != 1 or not given[0].strip():
         raise RequestError("payload is required, once: paste the text the forum showed after you approved",
                            param="payload")
-    connected = handshake.complete(svc.settings, members.gate, forum, _rsa_key(svc.settings), given[0],
-                                   request.cookies.get(handshake.COOKIE), caller=callers.current())
+    connected = handshake.complete(svc.settings, lambda member: members(member).gate, forum, _rsa_key(svc.settings),
+                                   given[0], request.cookies.get(handshake.COOKIE), caller=callers.current())
     feeds = _feed_urls(forum, connected.token)
     page = render_template("connected.html", forum=forum, member=connected.member, feeds=feeds,
                            opml_url=url_for("connect.opml", key=forum.key, token=connected.token, _external=True))

@@ -66,7 +66,7 @@ class Resolved:
         return self.signed or self.member is not None
 
     def scope(self, service: FeedService) -> FeedService:
-        return service.scope(self.signed, self.member is not None)
+        return service.scope(self.signed, self.member)
 
 
 class ResolvedUrls:
@@ -151,7 +151,7 @@ class HitPath:
                 or "text/html" in environ.get("HTTP_ACCEPT", "")):
             return self._to_flask(environ, start_response)
         resolved = self.urls.get(environ)
-        # A member's feed goes to Flask, which reads it as the member (`feedbridge.feeds.members.personal.acting`).
+        # A member's feed goes to Flask, which first checks that their key is not known to be gone.
         if resolved is None or resolved.spec.fmt == "html" or resolved.member is not None:
             return self._to_flask(environ, start_response)
         entry = self.service.scope(resolved.signed).fresh(resolved.key)

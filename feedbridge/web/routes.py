@@ -94,14 +94,13 @@ def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
     """A member's feed is read as the member (`feeds.members.personal`), anyone else's in the scope its URL names."""
     if resolved.member is None:
         return _feed(svc, resolved, path)
-    members = resolved.scope(svc).current
-    with personal.acting(resolved.member):  # everything read for a member's feed is read as them
-        personal.check(members.control, resolved.member)
-        try:
-            return _feed(svc, resolved, path)
-        except KeyRefused as exc:
-            raise personal.refusal(members.gate, members.control, resolved.member, exc,
-                                   caller=callers.current()) from None
+    members = resolved.scope(svc).current  # everything read for a member's feed is read as them
+    personal.check(members.control, resolved.member)
+    try:
+        return _feed(svc, resolved, path)
+    except KeyRefused as exc:
+        raise personal.refusal(members.gate, members.control, resolved.member, exc,
+                               caller=callers.current()) from None
 
 
 def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:

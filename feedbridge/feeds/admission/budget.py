@@ -16,6 +16,7 @@ already under way waits for the room instead, when it comes within the request's
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
@@ -78,14 +79,14 @@ class ForumBudget:
 
     def __init__(self, windows: Windows, per_window: int, *, scope: str = "", share: int = CLIENT_SHARE,
                  per_day: int = 0, per_burst: int = 0, processes: int = 1, forum: ForumBudget | None = None,
-                 who: Callable[[], str] | None = None, address: Callable[[Forum], str] | None = None):
+                 per_member: bool = False, address: Callable[[Forum], str] | None = None):
         """`scope` keeps a budget's counters apart from another's (the credentialed requests' own,
         `feedbridge.feeds.request.signing`), `share` is what part of it one client may spend, `per_day` and
         `per_burst`, when set, bound the requests of any 24 hours and any 10 seconds too, and `forum` is the
         budget whose forum-wide windows these requests are counted in as well (the public one, for signed-in
-        requests: core counts a key's requests against the bridge's address too). `who`, when given, names
-        whose windows these are at each request (a member's key's, `feedbridge.feeds.members.personal`): each key
-        has windows of its own, as core counts each key. `address` names the windows a forum's
+        requests: core counts a key's requests against the bridge's address too). `per_member`: each member's key has
+        windows of its own, as core counts each key, and this budget is only spent as one member's (`of`).
+        `address` names the windows a forum's
         requests are counted in (`Settings.address_of`: one for the forums of a multisite host, which core
         counts in one per-IP window); by default each forum's own."""
         self.shares = windows.split(processes)
@@ -100,8 +101,8 @@ class ForumBudget:
         self.burst_shares = self.shares.spanning(BURST) if per_burst else None
         self.burst_share = max(per_burst // share, 1)
         self.forum = forum
-        self.who = who
-        self.kind = ("requests with your key" if who is not None else "signed-in requests" if forum is not None
+        self.who: str | None = None
+        self.kind = ("requests with your key" if per_member else "signed-in requests" if forum is not None
                      else "upstream requests")
         self.address: Callable[[Forum], str] = address or (lambda f: f.key)
 
@@ -138,8 +139,16 @@ class ForumBudget:
             if not span.windows.hit(span.limit, *span.ids):
                 self._busy(forum, span)
 
+    def of(self, who: str) -> ForumBudget:
+        """This budget as spent by the member `who` (`feedbridge.feeds.members.personal`): the same windows,
+        counted under their key's own names. A copy, so that the windows are shared, never made again (each
+        `Windows` holds its own in-process counts)."""
+        mine = copy.copy(self)
+        mine.who = who
+        return mine
+
     def _whose(self) -> tuple[str, ...]:
-        return () if self.who is None else (self.who(),)
+        return () if self.who is None else (self.who,)
 
     def could_take(self, forum: Forum, caller: Caller, reads: int, seconds: float) -> bool:
         """Whether every window `caller`'s requests to `forum` are counted in could take `reads` more within

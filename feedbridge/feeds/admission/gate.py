@@ -70,7 +70,7 @@ class ForumWaits:
 class Gate:
     """`signed`: the requests carry the forum's key (the private scope, `feedbridge.feeds.request.signing`), and
     are charged to `budget`, the key's own; `policy` is the one whose cold slots they take. `member`: the
-    requests carry the current member's key instead (the member scope, `feedbridge.feeds.members.personal`), and
+    requests carry that member's key instead (the member scope, `feedbridge.feeds.members.personal`), and
     the forum's refusal of it is `KeyRefused`, which no stale copy answers: the route finds out why."""
 
     fetcher: Fetcher
@@ -78,7 +78,7 @@ class Gate:
     policy: CachePolicy
     budget: ForumBudget
     signed: bool
-    member: Callable[[], Credential] | None = None
+    member: Credential | None = None
     pace: Pace | None = None
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None, *,
@@ -94,7 +94,7 @@ class Gate:
     def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None,
                caller: Caller | None) -> Fetched:
         self._admit(forum, caller)
-        credential = None if self.member is None else self.member()
+        credential = self.member
         try:
             return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential)
         except UpstreamRateLimited as exc:

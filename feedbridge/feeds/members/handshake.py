@@ -52,6 +52,7 @@ import os
 import re
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -255,7 +256,7 @@ class Connected:
     token: str
 
 
-def complete(settings: Settings, members: Gate, forum: Forum, key: RsaKey, payload: str,
+def complete(settings: Settings, members: Callable[[personal.Member], Gate], forum: Forum, key: RsaKey, payload: str,
              cookie: str | None, *, caller: Caller | None) -> Connected:
     """The payload the forum gave back (see the module docstring), checked, its key's owner read with it, and
     sealed into the member's token. Nothing is fetched with a key from a payload that fails a check."""
@@ -277,16 +278,16 @@ def complete(settings: Settings, members: Gate, forum: Forum, key: RsaKey, paylo
     return Connected(member, personal.seal(settings, forum, api_key, owner.user_id, owner.username))
 
 
-def _owner(members: Gate, member: personal.Member, caller: Caller | None) -> Owner:
-    """Who the key belongs to, read with it (within its own budget, `personal.acting`)."""
+def _owner(members: Callable[[personal.Member], Gate], member: personal.Member, caller: Caller | None) -> Owner:
+    """Who the key belongs to, read with it, within its own budget (`members(member)`: the members' gate as
+    `member` reads)."""
     forum = member.forum
     url = f"{forum.base_url}/session/current.json"
-    with personal.acting(member):
-        try:
-            fetched = members.fetch(forum, url, caller=caller)
-        except (KeyRefused, UpstreamRefused):
-            raise Forbidden(f"{forum.key} refused the key it has just given (does it allow User API keys with the "
-                            "read scope to your account?)") from None
+    try:
+        fetched = members(member).fetch(forum, url, caller=caller)
+    except (KeyRefused, UpstreamRefused):
+        raise Forbidden(f"{forum.key} refused the key it has just given (does it allow User API keys with the "
+                        "read scope to your account?)") from None
     try:
         return parse_current_user(fetched.text)
     except NotAListError as exc:

@@ -7,9 +7,9 @@ FEEDBRIDGE_SECRET (the forum's key as associated data, so a token opens under it
 instance with the secret reads any URL; an altered or cut token opens nowhere (403, nothing fetched); a
 token made under FEEDBRIDGE_SECRET_PREVIOUS still opens while members move over, as signed URLs do.
 
-A request's member is one value, `Member`, opened at the edge (`opened`) and current for all the request
-runs (`acting`, a context variable the service's pool copies into its work, as it does the `Caller`). The
-member scope (`feeds/wiring.py`, a `feeds.sources.reads.Scope`) is made of parts that read it:
+A request's member is one value, `Member`, opened at the edge (`opened`), from which the service makes the
+members' scope as that member reads in it (`FeedService.scope`; `feeds/wiring.py`, a `feeds.sources.reads.Scope`,
+handed down with every read, into the pool's work too). Each of its parts holds the member:
 
     key prefix   every store, control and single-flight key of the scope carries `Member.id`, a SHA-256
                  of the forum and the key (`store/scoped.py`): no other member or public request can name
@@ -20,7 +20,7 @@ member scope (`feeds/wiring.py`, a `feeds.sources.reads.Scope`) is made of parts
                  20, `_per_day` 2,880: lib/auth/default_current_user_provider.rb), by `Member.id`, shared
                  through Redis by every worker and instance, counted in the forum's windows too
 
-A scope without a current member reads nothing (`current` raises): no request can fall into another's.
+There is no members' scope without a member: no request can fall into another's.
 
 The member's own lists (`OWN`), each read as JSON whatever the forum's source, 1 to FEEDBRIDGE_PAGES_MAX
 pages: `notifications` (core's full list, which does not mark anything seen), `bookmarks`, `messages`
@@ -35,9 +35,7 @@ import binascii
 import hashlib
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from urllib.parse import quote
@@ -135,44 +133,6 @@ def opened(settings: Settings, forum: Forum, token: str) -> Member:
         key, user_id, username = msgspec.json.decode(plain, type=tuple[str, int, str])
         return Member(forum, user_id, username, parse_credential(f"user-api-key:{key}", forum.key))
     raise Forbidden(again)
-
-
-# --- the request's member ----------------------------------------------------------------------------------
-
-_CURRENT: ContextVar[Member | None] = ContextVar("feedbridge_member", default=None)
-
-
-@contextmanager
-def acting(member: Member | None) -> Iterator[None]:
-    """`member` is the current member for what runs inside (pool work it submits included), then none."""
-    token = _CURRENT.set(member)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
-def current() -> Member:
-    """The request's member; the member scope never reads, stores or spends without one."""
-    member = _CURRENT.get()
-    if member is None:
-        raise RuntimeError("the member scope was used outside a member's request")
-    return member
-
-
-def within() -> str:
-    """What the member scope's keys carry after their kind (`feedbridge.store.scoped`)."""
-    return current().id + "/"
-
-
-def who() -> str:
-    """The member whose windows a request is counted in (`feedbridge.feeds.admission.budget.ForumBudget`)."""
-    return current().id
-
-
-def credential() -> Credential:
-    """The key the member scope's fetches send (`feedbridge.feeds.admission.gate.Gate`)."""
-    return current().credential
 
 
 # --- personal feed paths -----------------------------------------------------------------------------------

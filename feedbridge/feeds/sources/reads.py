@@ -69,9 +69,9 @@ _CACHED_MOVES_ON: tuple[type[FeedbridgeError], ...] = (UpstreamError, NotHeld)
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """One scope's parts, made once by `feeds.wiring`: `store` and `control` are the scope's wrapped ones
-    (its policy's, gate's and detector's too), and `signed` says its fetches carry a key (the forum's, or
-    the current member's: `gate` knows which)."""
+    """One scope's parts, made by `feeds.wiring` (once, or for each member's request): `store` and `control`
+    are the scope's wrapped ones (its policy's, gate's and detector's too), and `signed` says its fetches carry
+    a key (the forum's, or the member's: `gate` holds which)."""
 
     name: str
     policy: CachePolicy
