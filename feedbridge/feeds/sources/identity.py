@@ -44,11 +44,6 @@ class Identities:
     def of(self, read: Read, forum: Forum) -> Site | None:
         """The forum's `Site`: the copy held, else read now (live or from cached copies only, as `read` is,
         in the public scope); None when it has none or cannot give it now."""
-        key = keys.site(forum.base_url)
-        held: SiteEntry | None = self.public.store.get(key)
-        if held is not None:
-            return held.site
-
         public = Read(self.public, read.caller, read.cached_only)
 
         def fetch(_held: SiteEntry | None) -> SiteEntry:
@@ -62,7 +57,9 @@ class Identities:
 
         try:
             with optional():
-                entry: SiteEntry = public.entry(key, fetch, f"the basic info of {forum.key}")
+                # Any copy held will do: "fresh" for as long as a copy is kept at all.
+                entry: SiteEntry = public.entry(keys.site(forum.base_url), fetch, f"the basic info of {forum.key}",
+                                                fresh_for=self.public.policy.keep_for)
         except (UpstreamError, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None
