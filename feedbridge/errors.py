@@ -8,6 +8,7 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   ├── QueryError                                    a keyword query that does not parse (feeds/select/query.py)
     │   ├── FilterQueryError                              a /filter query the bridge will not send
     │   ├── RouteNotFound             404                 no such forum, route or format
+    │   │   └── FeedMoved                                 a feed path gone, and where its feed went (301 on the web)
     │   └── Forbidden                 403                 a feed URL's token does not sign it (feeds/request/signing.py)
     │       └── KeyRefused                                a forum refused a member's key (feeds/members/personal.py)
     ├── UnreadableError               502                 text that is not what it claims (parsers: pure, no I/O)
@@ -109,6 +110,20 @@ class FilterQueryError(RequestError):
 
 class RouteNotFound(RequestError):
     status = 404
+
+
+class FeedMoved(RouteNotFound):
+    """A feed path that named a feed once and names none now, because another path gives that feed
+    (`feeds.request.spec.MOVED`): the web routes answer it 301 to that path with the same query, so a feed reader
+    moves its subscription; anywhere else (a static config, `feedbridge sign`) it is the 404 its message says.
+    `path` and `to` are the old and the new end of the request path (`search.atom`, `latest.atom`); `needs`
+    is the parameter the old feed required, still a 400 naming it when missing."""
+
+    def __init__(self, message: str, path: str, to: str, needs: str):
+        super().__init__(message)
+        self.path = path
+        self.to = to
+        self.needs = needs
 
 
 class Forbidden(RequestError):

@@ -42,7 +42,8 @@ PASTED = [
     ("/t/dynamic-shapes-the-long-thread/9446/17", "/t/dynamic-shapes-the-long-thread/9446.atom"),
     ("/t/9446", "/t/9446.atom"),
     ("/c/hardware/gpu/graphs/13", "/c/hardware/gpu/graphs/13.atom"),
-    ("/search?q=inductor", "/search.atom?q=inductor"),
+    ("/search?q=inductor", "/latest.atom?q=inductor"),  # the bridge's keyword query on the latest list
+    ("/search?q=inductor&category=5", "/latest.atom?category=5&q=inductor"),
     ("/filter?q=likes-min:10+tag:gpu", "/filter.atom?q=likes-min%3A10+tag%3Agpu"),  # core's /filter, its q= as is
     ("/filter?q=tag%3Agpu%2Bcuda%20order%3Alikes", "/filter.atom?q=tag%3Agpu%2Bcuda+order%3Alikes"),
     ("/filter", "/latest.atom"),  # core's /filter without a query is the latest list
@@ -115,7 +116,8 @@ def test_the_form_offers_every_parameter_the_routes_take(served):
     assert {"author", "q", "tags", "tag_match", "exclude_tag", "exclude_category", "exclude_pinned", "min_replies",
             "max_replies", "min_likes", "min_views", "digest", "limit", "pages", "content", "period", "view", "in_category",
             "category", "tag", "topic", "user", "list", "format"} <= names
-    assert {"started", "search"} <= set(page.xpath("//input[@name='list']/@value"))
+    lists = set(page.xpath("//input[@name='list']/@value"))
+    assert {"user_topics", "user_posts"} <= lists and not lists & {"started", "user", "search"}
     form = FeedForm(forum=app.forum_key, list="latest", in_category="5", exclude_category="6,11",
                     exclude_pinned="1", limit="7", content="full", min_likes="1")
     path, args = form.feed_request()
@@ -135,6 +137,7 @@ def test_the_form_offers_every_parameter_the_routes_take(served):
     ("/u/alice/activity", "posts by alice"),
     ("/c/hardware/gpu/graphs/13.json", "graphs"),
     ("/c/compiler/5/l/top.json?period=weekly", "top (weekly)"),
+    ("/search?q=torch", "latest · q: torch"),
 ])
 def test_build_takes_every_feed_kinds_url(served, pasted, kind):
     forum, _ = served

@@ -8,6 +8,7 @@ failure says which setting, option or module the docs and the code disagree on.
 - docs/cli.md: a section per click command (`## feedbridge NAME`) naming its arguments and every option, and
   no option the command does not have.
 - docs/architecture.md: its module map names every module of `feedbridge/`, and nothing that is not there.
+- docs/deploying.md: the feed requests metric's `kind` values are the route kinds (`spec.RouteKind`).
 - README.md and docs/*.md: every relative link reaches a file, and a heading of it when it names one.
 - docs/parameters.md: its generated section is the parameter table (`feedbridge/feeds/request/params.py`) written
   out; `FEEDBRIDGE_WRITE_DOCS=1 pytest tests/test_docs.py` rewrites it, the prose around it is the docs' own.
@@ -22,6 +23,7 @@ import runpy
 import unicodedata
 from dataclasses import fields
 from pathlib import Path
+from typing import get_args
 
 import click
 import pytest
@@ -30,6 +32,7 @@ from feedbridge.cli import main
 from feedbridge.config import Settings
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import Duration, Param
+from feedbridge.feeds.request.spec import RouteKind
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -225,12 +228,23 @@ MAPPED = module_map(ARCHITECTURE)
 MODULES = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
 
 
+def metric_kinds(text: str) -> set[str]:
+    """The `kind` values docs/deploying.md gives `feedbridge_feed_requests_total`: the parenthesis after "`kind`
+    is the route's", in its row of the metrics table."""
+    row = next(line for line in text.splitlines() if line.startswith("| `feedbridge_feed_requests_total`"))
+    found = re.search(r"`kind` is the route's \(([^)]*)\)", row)
+    assert found is not None, "docs/deploying.md no longer says which route kinds `kind` takes"
+    return set(re.findall(r"`(\w+)`", found[1]))
+
+
 # Each list of names the docs give and the code's own, compared both ways: (the code's names, what has
 # them; the docs' names, where they are).
 LISTS: dict[str, tuple[set[str], str, set[str], str]] = {
     "setting": (READ, "read by the code", DOCUMENTED, "in docs/configuration.md's table"),
     "module": ({f"feedbridge/{m}" for m in MODULES}, "in the package", {f"feedbridge/{m}" for m in MAPPED},
                "in docs/architecture.md's module map"),
+    "metric kind": (set(get_args(RouteKind)), "a route kind (feeds/request/spec.py `RouteKind`)",
+                    metric_kinds(read(DOCS / "deploying.md")), "in docs/deploying.md's feed requests metric"),
 }
 
 

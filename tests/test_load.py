@@ -27,7 +27,7 @@ SECONDS = int(os.environ.get("FEEDBRIDGE_LOAD_SECONDS", "20"))
 FEEDS = [
     "/latest.atom", "/latest.rss", "/latest.json", "/c/compiler/5.atom", "/c/compiler/5.json?pages=3",
     "/hot.rss", "/top.atom?period=weekly", "/tag/gpu.atom", "/c/hardware/gpu/12.json", "/u/jansel.atom",
-    "/search.json?q=inductor",
+    "/latest.json?q=inductor",
 ]
 RSS_GROWTH_LIMIT_KB = 20 * 1024
 

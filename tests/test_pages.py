@@ -51,8 +51,9 @@ def key(upstream):
         (f"{FORUM}/hot", {"list": "hot"}),
         (f"{FORUM}/top?period=weekly", {"list": "top", "period": "weekly"}),
         (f"{FORUM}/top.md?period=nonsense", {"list": "top", "period": "all"}),
-        (f"{FORUM}/u/smth/activity", {"list": "user", "user": "smth"}),  # their posts: issue #34
-        (f"{FORUM}/search?q=inductor+cache", {"list": "search", "q": "inductor cache"}),
+        (f"{FORUM}/u/smth/activity", {"list": "user_posts", "user": "smth"}),  # their posts: issue #34
+        (f"{FORUM}/u/smth", {"list": "user_topics", "user": "smth", "author": "smth"}),
+        (f"{FORUM}/search?q=inductor+cache", {"list": "latest", "q": "inductor cache"}),  # the keyword query
         ("HTTP://DEV-DISCUSS.PYTORCH.ORG/c/compiler/5.md", {"list": "category", "category": "compiler/5"}),
         ("http://127.0.0.1:8080/sub/c/x/3", {"forum": "127.0.0.1:8080/sub", "category": "x/3"}),
         (f"{FORUM}/t/some-topic/123", {"list": "topic", "topic": "some-topic/123"}),
@@ -90,6 +91,24 @@ def test_form_builds_the_feed_path_the_service_validates():
     assert FeedForm(list="category", category="nope").missing
     assert FeedForm(list="category", category="hardware/gpu/12").missing is None
     assert FeedForm.from_args({"list": "bogus", "format": "exe"}) == FeedForm()
+
+
+def test_a_pasted_search_url_is_the_latest_list_with_its_words_and_says_so():
+    """Discourse's search reads its own syntax; the bridge's keyword query, on the latest list, reads words."""
+    found = recognise(SETTINGS, f"{FORUM}/search?q=dynamo%20in%3Atitle&category=5")
+    assert found.form is not None, found.message
+    assert (found.form.list, found.form.q, found.form.in_category) == ("latest", "dynamo in:title", "5")
+    assert "latest topics" in found.message.lower() and "keyword query" in found.message
+    assert "in:title" in found.message and "plain words" in found.message
+
+
+def test_old_front_page_links_open_the_lists_by_their_new_names():
+    """`started` and `user` were the user lists' values; `search`, a list no more, falls back to the latest
+    list, which with the link's keywords is the feed it gave."""
+    assert FeedForm.from_args({"list": "started", "user": "ann"}) == FeedForm(list="user_topics", user="ann")
+    assert FeedForm.from_args({"list": "user", "user": "ann"}) == FeedForm(list="user_posts", user="ann")
+    old = FeedForm.from_args({"forum": "f", "list": "search", "q": "gpu"})
+    assert old.feed_request() == ("f/latest.atom", {"q": ["gpu"]})
 
 
 def test_form_from_a_feed_path_round_trips():

@@ -32,10 +32,10 @@ SETTINGS = Settings(forums=(parse_forum(f"https://{HOST}"),))
 # A feed path of each kind of feed the table knows.
 PATHS: dict[FeedKind, str] = {
     "latest": "latest", "top": "top", "hot": "hot", "category": "c/compiler/5", "category_top": "c/compiler/5/l/top",
-    "tag": "tag/gpu", "user": "u/alice", "search": "search", "filter": "filter", "topic_posts": "t/some-topic/35",
+    "tag": "tag/gpu", "user_topics": "u/alice", "filter": "filter", "topic_posts": "t/some-topic/35",
     "posts": "posts", "user_posts": "u/alice/posts",
 }
-REQUIRED = {"search": {"q": ["inductor"]}, "filter": {"q": ["status:open"]}}
+REQUIRED = {"filter": {"q": ["status:open"]}}
 
 
 def sample(param: Param) -> str:

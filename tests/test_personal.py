@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import IO
+from urllib.parse import quote_plus, urlsplit
 
 import feedparser
 import httpx
@@ -232,6 +233,21 @@ def test_two_members_on_one_bridge_never_see_each_others_feeds_or_the_publics(wo
     bobs = [path for path, user in site.keyed if user == "bob"]
     assert len(bobs) == len(set(bobs))  # each of bob's lists read once with his key, then from his cache
     assert not any(user == "bob" and path == "/u/alice/bookmarks.json" for path, user in site.keyed)
+
+
+def test_a_members_search_path_moves_to_their_own_latest_feed_with_the_same_query(world: World) -> None:
+    """`/search?q=`, moved to `/latest?q=` (feeds/request/spec.py `MOVED`), moves under a member's path too: the
+    301 keeps them in their own feed, private, and following it reads the latest list as them (the staff
+    topics alice sees are in it)."""
+    alice = world.member("alice")
+    latest = urlsplit(alice.connect()["latest"]).path
+    word = next(t for t in titles(alice.bridge.get(latest)) if PRIVATE_MARKER in t).split()[0]
+    moved = alice.bridge.get(latest.replace("latest.atom", "search.atom"), params={"q": word})
+    assert moved.status_code == 301 and moved.headers["cache-control"].startswith("private"), moved.text
+    assert moved.headers["location"] == f"{latest}?q={quote_plus(word)}"
+    followed = alice.bridge.get(moved.headers["location"])
+    assert followed.status_code == 200 and followed.headers["cache-control"].startswith("private")
+    assert any(PRIVATE_MARKER in t and word in t for t in titles(followed))
 
 
 def test_a_forum_that_lets_the_bridge_redirect_sends_the_member_back_with_their_feeds() -> None:

@@ -391,7 +391,7 @@ def test_a_pasted_topic_url_builds_its_posts_feed(served):
     assert found.form is not None and found.form.list == "topic"
     assert found.form.feed_request()[0] == f"{app.forum_key}/t/dynamic-shapes-the-long-thread/9446.atom"
     assert recognise(settings, f"{forum.url}/u/alice/activity/replies").form == FeedForm(
-        forum=app.forum_key, list="user", user="alice")
+        forum=app.forum_key, list="user_posts", user="alice")
     page = httpx.get(f"{app.url}/", params={"url": f"{forum.url}/t/dynamic-shapes-the-long-thread/9446"},
                      timeout=30)
     assert page.status_code == 200

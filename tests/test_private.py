@@ -183,6 +183,24 @@ def test_a_signed_latest_feed_mixes_the_private_topics_into_the_public_ones(priv
     assert PRIVATE_TITLES <= set(got) and len(set(got) - PRIVATE_TITLES) >= 10
 
 
+def test_a_signed_search_url_moves_to_the_latest_list_with_a_token_of_its_own(private: Private) -> None:
+    """A token made for `/search?q=` before that path moved signs the query the latest feed names too: its 301
+    carries a token for `/latest` in its place, which reads the feed as the key's user sees it. A token that
+    does not sign it is the 403 it was; neither asks the forum anything."""
+    settings = private.settings()
+    with running_app(settings) as app:
+        old = f"/{app.forum_key}/search"
+        moved = get(f"{app.url}{old}.rss?q=moderation&token={expected_token(SECRET, old, 'q=moderation')}")
+        wrong = get(f"{app.url}{old}.rss?q=moderation&token={'0' * 64}")
+        assert private.forum.requests == []
+        assert (moved.status_code, wrong.status_code) == (301, 403), (moved.text, wrong.text)
+        assert moved.headers["location"] == sign(settings, f"/{app.forum_key}/latest.rss?q=moderation")
+        assert moved.headers["cache-control"].startswith("private")
+        response = get(app.url + moved.headers["location"])
+    assert response.status_code == 200, response.text
+    assert [t for t in titles(response) if PRIVATE_MARKER in t] == [f"Moderation policy draft {PRIVATE_MARKER}"]
+
+
 def test_an_admin_api_key_is_sent_as_api_key_and_api_username() -> None:
     with private_forum("markdown") as p:
         settings = p.settings("admin")

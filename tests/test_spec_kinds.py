@@ -15,8 +15,8 @@ import pytest
 import feedbridge
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.errors import ConfigError, NoBaseURL, NotAListError, RequestError
-from feedbridge.feeds.request.spec import KINDS, ROUTES, RouteKind, parse_feed_request
+from feedbridge.errors import ConfigError, FeedMoved, NoBaseURL, NotAListError, RequestError
+from feedbridge.feeds.request.spec import KINDS, MOVED, ROUTES, RouteKind, kind_of, parse_feed_request
 from feedbridge.feeds.select.filters import make_filter
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, SOURCES, lacking, source_of
 from feedbridge.models import Listing
@@ -60,7 +60,6 @@ def test_every_route_kind_has_exactly_one_spec_builder() -> None:
     ("filter.atom", {"q": "status:open", "keyword": "OR"}, "keyword"),  # the keyword query of /filter
     ("filter.atom", {}, "q"),
     ("filter.atom", {"q": "a:"}, "q"),
-    ("search.atom", {}, "q"),
     ("posts.atom", {"min_likes": "3"}, "min_likes"),
     ("t/9.atom", {"category": "5"}, "category"),
 ])
@@ -73,6 +72,18 @@ def test_a_path_error_names_no_parameter(path: str) -> None:
     with pytest.raises(RequestError) as refused:
         parse_feed_request(SETTINGS, path if path.startswith("nowhere") else f"forum.example/{path}", {})
     assert refused.value.param is None
+
+
+def test_a_moved_path_says_where_its_feed_went() -> None:
+    """`/search` was the latest list with a keyword query: asked for in any format, with or without its `q=`,
+    it names the path that replaces it (the web answers 301 there), and no route takes its name again."""
+    for args in ({"q": "x"}, {}):
+        moved = refusal("search.rss", **args)
+        assert isinstance(moved, FeedMoved) and moved.status == 404 and moved.param is None
+        assert (moved.path, moved.to, moved.needs) == ("search.rss", "latest.rss", "q")
+        assert "/latest with the same q=" in moved.message
+    assert all(kind_of(name) is None and kind_of(gone.to) is not None for name, gone in MOVED.items())
+    assert not isinstance(refusal("searches.atom"), FeedMoved)
 
 
 def test_a_list_without_a_base_url_says_so_by_its_class() -> None:

@@ -246,6 +246,8 @@ def test_output_names_escaping_the_folder_are_refused(tmp_path, upstream, name):
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\n\n[[feeds]]\nname = "b"\n'
      'path = "latest"\nauthor = "no spaces allowed"\n', 9, "valid username"),
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "c/compiler"\n', 4, "no feed route"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "search"\nq = "gpu"\n', 4,
+     "/search is /latest with the same q= now"),  # moved: the replacement named, as an unknown key is refused
     ('site_url = "https://x.example/"\n[fetch]\ndelay = "soon"\n[[feeds]]\nname = "a"\npath = "latest"\n', 3,
      "delay"),
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\nlimit = "ten"\n', 5, "limit"),

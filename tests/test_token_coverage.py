@@ -25,7 +25,7 @@ HOST = "forum.example.org"
 
 # Every feed kind, by a path of its own.
 PATHS = ["latest", "top", "hot", "c/compiler/5", "c/parent/child/7", "tag/gpu", "tag/gpu+cuda", "u/alice",
-         "search", "filter", "t/some-topic/35", "posts", "u/alice/posts"]
+         "filter", "t/some-topic/35", "posts", "u/alice/posts"]
 # Each parameter the spec reads, with values that parse on at least some kinds.
 VARIANTS: dict[str, list[str]] = {
     "author": ["bob", "bob,carol"],
@@ -58,7 +58,7 @@ def settings() -> Settings:
 
 def parsed(path: str, args: dict[str, list[str]]) -> FeedSpec | None:
     """The spec of a request, or None where the bridge refuses it (a refused request fetches nothing)."""
-    base = path in ("search", "filter") and "q" not in args
+    base = path == "filter" and "q" not in args
     try:
         return parse_feed_request(settings(), f"{HOST}/{path}.atom", {**args, **({"q": ["x"]} if base else {})})
     except (RequestError, RouteNotFound):

@@ -6,6 +6,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from urllib.parse import parse_qsl, urlsplit
 
 import feedparser
 import httpx
@@ -109,14 +110,50 @@ def test_user_feed_reads_latest_and_keeps_category(app, upstream):
     assert all(e.author == "jansel" for e in parsed.entries)
 
 
-def test_search_feed_matches_keywords(app):
+def test_keyword_query_on_a_category_and_the_latest_list(app):
     items = get(app.feed_url(f"{COMPILER}.json?q=inductor")).json()["items"]
     assert items and all("inductor" in (i["title"] + i.get("summary", "")).lower() for i in items)
     excluded = get(app.feed_url(f"{COMPILER}.json?q=inductor%20-rfc")).json()["items"]
     assert 0 < len(excluded) < len(items)
-    search = get(app.feed_url("/search.json?q=caf%C3%A9"))
-    assert search.status_code == 200
-    assert any("Café" in i["title"] for i in search.json()["items"])
+    latest = get(app.feed_url("/latest.json?q=caf%C3%A9"))
+    assert latest.status_code == 200
+    assert any("Café" in i["title"] for i in latest.json()["items"])
+
+
+# --- a moved path: /search is the latest list with the same query -------------------------------------------
+
+@pytest.mark.parametrize("query,shown", [("q=inductor%20-rfc&category=5&limit=4", "nductor"), ("q=caf%C3%A9", "Café")])
+@pytest.mark.parametrize("fmt", ["atom", "json", "html"])
+def test_the_search_path_answers_301_to_the_latest_list_with_the_same_query(app, upstream, fmt, query, shown):
+    """A feed reader subscribed to `/search?q=` moves to `/latest?q=`, which gives the very same feed: the 301
+    asks the forum nothing, and following it gives the bytes the latest feed's own URL gives."""
+    moved = get(app.feed_url(f"/search.{fmt}?{query}"))
+    assert moved.status_code == 301, moved.text
+    location = urlsplit(moved.headers["location"])
+    assert location.path == f"/{app.forum_key}/latest.{fmt}" and not location.netloc
+    assert parse_qsl(location.query) == parse_qsl(query)
+    assert upstream.count() == 0 and "\n" not in moved.text.strip()
+    followed = get(app.feed_url(f"/search.{fmt}?{query}"), follow_redirects=True)
+    direct = get(f"{app.url}{moved.headers['location']}")
+    assert followed.status_code == direct.status_code == 200, followed.text
+    assert str(followed.url) == f"{app.url}{moved.headers['location']}"
+    assert followed.content == direct.content and shown in direct.text
+
+
+def test_the_301_carries_the_query_escaped_and_only_once_it_is_valid(app, upstream):
+    """What the query holds reaches `Location` percent-encoded (a `&`, `#`, quote or non-ASCII letter stays
+    inside its value), and a query the latest feed refuses is its 400, with no `Location` at all."""
+    words = 'café "dynamic shapes" OR a&b=c #x +y'
+    moved = get(app.feed_url("/search.rss"), params={"q": words})
+    assert moved.status_code == 301
+    location = moved.headers["location"]
+    assert parse_qsl(urlsplit(location).query) == [("q", words)]
+    assert not set(location) & set(' "#\r\n<>') and location.isascii()
+    for query, words in [("q=a%0d%0aX-Injected:%201", "control characters"), (f"q={'a' * 1001}", "longer than"),
+                         ("q=x&author=a%20b", "valid username")]:
+        refused = get(app.feed_url(f"/search.atom?{query}"))
+        assert refused.status_code == 400 and words in refused.text and "location" not in refused.headers
+    assert upstream.count() == 0
 
 
 def test_limit(app):
@@ -205,7 +242,10 @@ def test_same_filters_in_another_order_share_one_cache_entry(app, upstream):
     ("/latest.atom?q=%22", 400, "q"),
     ("/latest.atom?author=a%20b", 400, "not a valid username"),
     ("/latest.atom?content=everything", 400, "content"),
-    ("/search.atom", 400, "q is required"),
+    ("/search.atom", 400, "q is required"),  # the 400 it was before it moved: no 301 to a feed it never gave
+    ("/search.atom?q=%20", 400, "q is required"),
+    ("/search.atom?q=x&colour=red", 400, "colour= is not a feed parameter"),
+    ("/search.xml?q=x", 404, "unknown feed format"),
     ("/latest.xml", 404, "unknown feed format"),
     ("/nothing/here.atom", 404, "no feed route"),
 ])
@@ -218,9 +258,10 @@ def test_bad_requests_are_precise(app, upstream, path, status, words):
 
 
 def test_unknown_forum_is_404_and_not_fetched(app, upstream):
-    response = get(f"{app.url}/example.com/latest.atom")
-    assert response.status_code == 404
-    assert "unknown forum" in response.text
+    for path in ("latest.atom", "search.atom?q=x"):  # a moved path too: 404, not a 301 to nowhere
+        response = get(f"{app.url}/example.com/{path}")
+        assert response.status_code == 404
+        assert "unknown forum" in response.text
     assert upstream.count() == 0
 
 

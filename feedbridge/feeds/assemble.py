@@ -21,7 +21,7 @@ from feedbridge.render.meta import FeedMeta
 
 def listed(spec: FeedSpec, listings: Sequence[Listing]) -> list[Topic]:
     """Every topic of the list pages read for `spec`, before its filter. A user's own list has no
-    category filter of its own, so a user feed's `category=` is applied here."""
+    category filter of its own, so a user's topics feed's `category=` is applied here."""
     everything = [t for listing in listings for t in listing.topics]
     if spec.category_id is not None and listings and listings[0].started_by is not None:
         everything = [t for t in everything if t.category_id == spec.category_id]
@@ -39,7 +39,7 @@ def feed_title(spec: FeedSpec, first: Listing) -> str:
 
 
 def description(spec: FeedSpec, first: Listing) -> str:
-    """Says where the topics came from; for a user feed, whether it is complete."""
+    """Says where the topics came from; for a user's topics feed, whether it is complete."""
     if spec.kind in POST_KINDS:
         return f"{feed_title(spec, first)}, newest first: {spec.label} on {spec.forum.key}"
     if spec.user is None:

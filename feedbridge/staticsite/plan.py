@@ -1,6 +1,6 @@
 """The `feedbridge build --config` file: which feeds to write, from which forums, and how politely.
 
-A feed is named like a web-service feed path (`c/compiler/5`, `u/smth`, `search` + `q`), and every feed is
+A feed is named like a web-service feed path (`c/compiler/5`, `u/smth`, `latest` + `q`), and every feed is
 turned into `FeedSpec`s by `spec.parse_feed_request`, so the static and web modes share one set of
 routes, validation and SSRF rules. Everything is checked before anything is fetched; a mistake is
 reported as `FILE:LINE: message`, with the line of the offending table or key found in the text,

@@ -27,12 +27,13 @@ from feedbridge.render.formats import FORMATS
 
 LIST_FEEDS: dict[str, tuple[FeedKind, ...]] = {
     "latest": ("latest",), "top": ("top",), "hot": ("hot",), "category": ("category", "category_top"),
-    "tag": ("tag",), "started": ("user",), "search": ("search",), "filter": ("filter",), "posts": ("posts",),
-    "topic": ("topic_posts",), "user": ("user_posts",),
+    "tag": ("tag",), "user_topics": ("user_topics",), "filter": ("filter",), "posts": ("posts",),
+    "topic": ("topic_posts",), "user_posts": ("user_posts",),
 }
-"""The form's lists and the feeds each names. `started` is the topics a user started (`/u/NAME`); `filter`
+"""The form's lists and the feeds each names. `user_topics` is the topics a user started (`/u/NAME`); `filter`
 the forum's own `/filter?q=` list; the last three are post feeds (feeds/sources/post_feeds.py): the forum's latest
-posts, one topic's, one user's. A category's list is its default view or its top list (`view`)."""
+posts, one topic's, one user's. A category's list is its default view or its top list (`view`). Keywords on
+the latest list (`q=`) are what a list of their own once gave (`spec.MOVED`)."""
 LISTS = tuple(LIST_FEEDS)
 TAG_MATCHES = ("any", "all")
 VIEWS = ("", "top")  # a category's default view, or its top list (`/c/SLUG/ID/l/top`)
@@ -87,7 +88,7 @@ class FeedForm:
         "view": "",  # the category's: one of VIEWS
         "tag": "",  # the tag list's tag
         "topic": "",  # the topic list: "slug/id" or "id", as in a topic's URL
-        "user": "",  # the started and user lists: whose topics, whose posts
+        "user": "",  # the user_topics and user_posts lists: whose topics, whose posts
         "tag_match": "any",  # the tag filter's: one of TAG_MATCHES
         "format": "atom",
     }
@@ -134,6 +135,8 @@ class FeedForm:
         """The form of the front page's own query string: unknown fields left out, and a choice that is
         not one of its values taken as its default."""
         values = {name: str(args.get(name, "")).strip() for name in cls.DEFAULTS if args.get(name)}
+        # links made before the user lists took the feeds' names (an old `search` list falls back to latest)
+        values["list"] = {"started": "user_topics", "user": "user_posts"}.get(old := values.get("list", ""), old)
         choices = {"list": LISTS, "format": tuple(FORMATS), "view": VIEWS, "tag_match": TAG_MATCHES,
                    **{p.form_name: tuple(v for v, _ in p.choices) for p in FIELDS if p.value == "choice"}}
         return cls(**{name: value for name, value in values.items() if name not in choices or value in choices[name]})
@@ -158,9 +161,9 @@ class FeedForm:
             name = f"tag/{self.tag}"
         elif self.list == "topic":
             name = f"t/{self.topic.strip('/')}"
-        elif self.list == "started":
+        elif self.list == "user_topics":
             name = f"u/{self.user.strip().removeprefix('@')}"
-        elif self.list == "user":
+        elif self.list == "user_posts":
             name = f"u/{self.user.strip().removeprefix('@')}/posts"
         else:
             name = self.list
@@ -182,10 +185,8 @@ class FeedForm:
             return "Type a tag name."
         if self.list == "topic" and not _TOPIC_VALUE.fullmatch(self.topic.strip("/")):
             return "Paste the topic's URL (e.g. https://forum/t/some-topic/123), or type its id."
-        if self.list in ("started", "user") and not self.user.strip():
+        if self.list in ("user_topics", "user_posts") and not self.user.strip():
             return "Type the user's name."
-        if self.list == "search" and not self.q.strip():
-            return "Type the keywords to search for."
         if self.list == "filter" and not self.filter_query.strip():
             return "Type a filter query, as on the forum's /filter page (e.g. status:open likes-min:5)."
         return None
@@ -222,16 +223,16 @@ def form_of_feed(path: str, args: Mapping[str, Sequence[str]], base: FeedForm) -
                             view="top" if parts["top"] else "")
     elif kind == "tag":
         form = form.replace(list="tag", tag=parts["tag"])  # `/tag/NAME.md` answers 301 to `/tag/NAME/ID.md`
-    elif kind == "user":
+    elif kind == "user_topics":
         # the author too: the user's topics are the latest list's by that author where the forum refuses
         # the user's own list, and the field keeps them if the list is changed
-        form = form.replace(list="started", user=parts["user"], author=parts["user"])
+        form = form.replace(list="user_topics", user=parts["user"], author=parts["user"])
     elif kind == "topic_posts":
         form = form.replace(list="topic",
                             topic=f"{parts['slug']}/{parts['topic']}" if parts["slug"] else parts["topic"])
     elif kind == "user_posts":
-        form = form.replace(list="user", user=parts["user"])
-    else:  # search, filter, posts
+        form = form.replace(list="user_posts", user=parts["user"])
+    else:  # filter, posts
         form = form.replace(list=kind)
     values: dict[str, str] = {}
     for param in params.rows(feed_kind(kind, parts)):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 import time
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
-from feedbridge.errors import CpuSpent, KeyRefused, RequestError
+from feedbridge.errors import CpuSpent, FeedMoved, KeyRefused, RequestError
 from feedbridge.feeds.admission import callers
 from feedbridge.feeds.members import personal
 from feedbridge.feeds.request import signing
@@ -83,7 +83,10 @@ def feed(path: str) -> Response:
     svc = service()
     urls: ResolvedUrls = current_app.extensions["feedbridge.resolved"]
     known = urls.get(request.environ)
-    resolved = known or _resolved(svc, path)
+    try:
+        resolved = known or _resolved(svc, path)
+    except FeedMoved as moved:
+        return _moved(svc, path, moved)
     response = _answer(svc, resolved, path)
     if known is None:
         urls.remember(request.environ, resolved)
@@ -133,8 +136,31 @@ def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
     return response
 
 
-def _resolved(svc: FeedService, path: str) -> Resolved:
-    """What the URL means: its spec (checked), links and cache key."""
+def _moved(svc: FeedService, path: str, moved: FeedMoved) -> Response:
+    """301 to the path that gives a moved path's feed (`spec.MOVED`), with the same query, so a feed reader moves
+    its subscription. Only once the feed there is one the bridge serves with that query (its checks, its 400s,
+    and the parameter the old feed required); a token that signed the old URL is made again for the new one,
+    since both sign the same canonical query. The answer echoes nothing as text: the query is in `Location`,
+    each value bounded by the checks and percent-encoded again."""
+    to = path.removesuffix(moved.path) + moved.to
+    resolved = _resolved(svc, to, signed_as=path)
+    if not request.args.get(moved.needs, "").strip():
+        raise RequestError(f"{moved.needs} is required: {moved.message}", param=moved.needs)
+    query = [(name, value) for name, value in request.args.items(multi=True) if name != signing.TOKEN]
+    if resolved.signed:  # it verified: the bridge has a secret, the current one or only the one before
+        secret = next(s for s in (svc.settings.secret, svc.settings.secret_previous) if s)
+        query.append((signing.TOKEN, signing.token(secret, "/" + to, resolved.spec)))
+    location = request.script_root + quote("/" + to, safe="/:@") + (f"?{urlencode(query)}" if query else "")
+    response = Response(f"301 {moved.message}\n", status=301, content_type="text/plain; charset=utf-8")
+    response.headers["Location"] = location
+    shared = "private" if resolved.private else "public"
+    response.headers["Cache-Control"] = f"{shared}, max-age={svc.settings.cache_ttl}"
+    return response
+
+
+def _resolved(svc: FeedService, path: str, signed_as: str | None = None) -> Resolved:
+    """What the URL means: its spec (checked), links and cache key. `signed_as`: the path a token signs, where
+    the request named another (a moved feed's)."""
     args = request.args.to_dict(flat=False)
     given = args.pop(signing.TOKEN, [])
     mine = personal.split(svc.settings, path) if svc.member is not None else None
@@ -145,7 +171,7 @@ def _resolved(svc: FeedService, path: str) -> Resolved:
         spec, signed, given = personal.feed_spec(svc.settings, member, rest, args), False, []
     else:
         spec = parse_feed_request(svc.settings, path, args)
-        signed = signing.verified(svc.settings, "/" + path, spec, given)
+        signed = signing.verified(svc.settings, "/" + (signed_as or path), spec, given)
     if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
     query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))

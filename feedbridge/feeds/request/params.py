@@ -32,11 +32,11 @@ from feedbridge.discourse.filter_query import MAX_FILTER_CHARS, MAX_FILTER_TERMS
 from feedbridge.errors import RequestError
 from feedbridge.feeds.select.query import MAX_QUERY_LENGTH, MAX_TERMS
 
-FeedKind = Literal["latest", "top", "hot", "category", "category_top", "tag", "user", "search", "filter",
+FeedKind = Literal["latest", "top", "hot", "category", "category_top", "tag", "user_topics", "filter",
                    "topic_posts", "posts", "user_posts"]
 FEEDS: dict[FeedKind, str] = {
     "latest": "/latest", "top": "/top", "hot": "/hot", "category": "/c/…", "category_top": "/c/…/l/top",
-    "tag": "/tag/…", "user": "/u/NAME", "search": "/search", "filter": "/filter", "topic_posts": "/t/…",
+    "tag": "/tag/…", "user_topics": "/u/NAME", "filter": "/filter", "topic_posts": "/t/…",
     "posts": "/posts", "user_posts": "/u/NAME/posts",
 }
 """Each kind of feed a parameter may be taken by, as the docs and the messages name it: the route kinds of
@@ -191,7 +191,7 @@ PARAMETERS: tuple[Param, ...] = (
     Param("period", "choice", "the period of a top list", feeds=frozenset({"top", "category_top"}),
           default="all", choices=tuple((p, p) for p in TOP_PERIODS), lists=True, label="Period (top)"),
     Param("category", "whole", "stay inside one category (its numeric id): the forum's own list of it is read",
-          feeds=frozenset({"latest", "user", "search", "posts"}), low=1, high=MAX_ID, lists=True,
+          feeds=frozenset({"latest", "user_topics", "posts"}), low=1, high=MAX_ID, lists=True,
           label="Inside category", hint="optional: its id, the number ending its address", form_field="in_category"),
     Param("q", "text", "the forum's own filter query, as on its /filter page (Discourse's filter terms)",
           feeds=frozenset({"filter"}), chars=MAX_FILTER_CHARS, most=MAX_FILTER_TERMS, required=frozenset({"filter"}),
@@ -199,12 +199,12 @@ PARAMETERS: tuple[Param, ...] = (
           hint="as on the forum's /filter page, e.g. status:open likes-min:5 tag:a+b", form_field="filter_query",
           cli=False),
     Param("author", "names", "keep topics (posts, on a post feed) by these users; case-insensitive",
-          feeds=EVERY - {"user", "user_posts"}, most=MAX_AUTHORS, filter_field="authors",
+          feeds=EVERY - {"user_topics", "user_posts"}, most=MAX_AUTHORS, filter_field="authors",
           refused="author= is not for a user's feeds: the path names the user", label="Author(s)",
           hint="optional, comma-separated"),
     Param("q", "text", 'keyword query over title and excerpt (and the first post with content=full): words, '
           '"a phrase", OR, -exclude', feeds=EVERY - {"filter"}, chars=MAX_QUERY_LENGTH, most=MAX_TERMS,
-          required=frozenset({"search"}), example="inductor", label="Keywords",
+          label="Keywords",
           hint='optional: words, "a phrase", OR, -exclude', option="query", short="-q"),
     Param("keyword", "text", "the keyword query of a /filter feed (its q= is the forum's filter query)",
           feeds=frozenset({"filter"}), chars=MAX_QUERY_LENGTH, most=MAX_TERMS,

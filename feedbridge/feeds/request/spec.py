@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote, urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
-from feedbridge.errors import RouteNotFound
+from feedbridge.errors import FeedMoved, RouteNotFound
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import DIGESTS, FeedKind, Given, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter
@@ -26,7 +26,7 @@ from feedbridge.render.formats import FORMATS
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
 MAX_INTERSECTION = 5
 
-RouteKind = Literal["list", "category", "tag", "user", "search", "filter", "topic_posts", "posts", "user_posts",
+RouteKind = Literal["list", "category", "tag", "user_topics", "filter", "topic_posts", "posts", "user_posts",
                     "personal"]
 """`personal`: a member's own list, read with their key only (feeds/members/personal.py, which builds its specs)."""
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
@@ -52,19 +52,36 @@ ROUTES: dict[RouteKind, str] = {
     "category": f"c/{CATEGORY_VALUE}(?P<top>/l/top)?",
     # One tag, or an intersection `a+b` (each part a SLUG, checked after the match: no nested quantifier).
     "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
-    "user": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
-    "search": r"search",
+    "user_topics": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
     "filter": r"filter",  # core: config/routes.rb `get "filter" => "list#filter"`; the query is `q=`
     "topic_posts": rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})",
     "posts": r"posts",
     "user_posts": r"u/(?P<user>[\w.-]{1,60})/posts",
 }
 _PATHS = tuple((kind, re.compile(pattern)) for kind, pattern in ROUTES.items())
-# A user name can end in what looks like a format, so the user route takes only the real ones.
+# A user name can end in what looks like a format, so the user's topics route takes only the real ones.
 _FEED_ROUTES: tuple[tuple[RouteKind, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(rf"{pattern}\.(?P<fmt>{'|'.join(FORMATS) if kind == 'user' else '[a-z]{2,5}'})"))
+    (kind, re.compile(rf"{pattern}\.(?P<fmt>{'|'.join(FORMATS) if kind == 'user_topics' else '[a-z]{2,5}'})"))
     for kind, pattern in ROUTES.items()
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A feed path that is gone (a key of `MOVED`): the path whose feed, with the same query, is what it gave,
+    the parameter it required, and why it went."""
+
+    to: str
+    needs: str
+    why: str
+
+
+MOVED: dict[str, Moved] = {
+    "search": Moved("latest", "q", "it was never the forum's search, but the latest list filtered by the bridge's "
+                    "keyword query, with the same parameters"),
+}
+"""The feed paths (after the forum's key, without format) that named a feed once: asked for, each is a
+`FeedMoved` (the web routes answer it 301, `web/routes.py`), so one feed has one path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +97,7 @@ class FeedSpec:
     filter: FeedFilter
     pages: int
     content: str = "excerpt"
-    user: str | None = None  # the /u/USER feeds' user, as typed in the path
+    user: str | None = None  # the /u/USER feed's user, whose topics it holds, as typed in the path
     digest: str | None = None  # a key of DIGESTS: one entry per period (feeds/select/digest.py)
     digest_limit: int = 0  # the periods a digest shows (its `limit=`; the filter then has no limit)
     intersection: tuple[str, ...] = ()  # /tag/a+b: the tags, as quoted path segments, first tag first
@@ -100,7 +117,7 @@ class FeedSpec:
         return MARKDOWN.list_url(self.forum.base_url, self.list_path, self.list_params)
 
     def user_list_url(self, page: int) -> str | None:
-        """A user feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
+        """A user's topics feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
         return None if self.user is None else user_list_url(self.forum.base_url, self.user, page)
 
     def intersection_url(self, page: int) -> str:
@@ -117,7 +134,7 @@ class FeedSpec:
 
     @property
     def category_id(self) -> int | None:
-        """The `category=` of a latest or user feed, which a user's own list has to filter itself."""
+        """The `category=` of a latest or user's topics feed, which a user's own list has to filter itself."""
         return next((int(v) for k, v in self.list_params if k == "category"), None)
 
     @property
@@ -148,7 +165,7 @@ class FeedSpec:
     def canonical_query(self) -> list[tuple[str, str]]:
         """The query string that names this feed: sorted and normalised, so equal feeds share one key. What
         the filter holds is named as the filter normalised it, for each parameter this feed takes."""
-        query: list[tuple[str, str]] = list(self.list_params)  # a user feed's category= too: it changes what is read
+        query: list[tuple[str, str]] = list(self.list_params)  # a user's topics' category= too: it changes what is read
         for param in params.held(self.feed):
             query += [(param.name, value) for value in _canonical(getattr(self.filter, param.filter_field))]
         if self.filter.query is not None:
@@ -188,7 +205,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         if match:
             break
     else:
-        raise RouteNotFound(unmatched)
+        raise _moved(rest) or RouteNotFound(unmatched)
     parts = match.groupdict()
     fmt = parts["fmt"]
     if fmt not in FORMATS:
@@ -207,8 +224,17 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
                               tags_all=[*own.tags_all, *given_all], keyword=keyword, **held)
     return FeedSpec(forum, name, feed, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter,
                     given.defaulted("pages"), given.defaulted("content"),
-                    own.user, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
+                    own.started_by, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
                     own.topic_id, own.poster, own.forum_query)
+
+
+def _moved(rest: str) -> FeedMoved | None:
+    """The `FeedMoved` of `rest` (the path after the forum's key) when its feed moved (`MOVED`)."""
+    name, dot, fmt = rest.partition(".")
+    if not dot or (moved := MOVED.get(name)) is None:
+        return None
+    return FeedMoved(f"/{name} is /{moved.to} with the same {moved.needs}= now: {moved.why}", rest,
+                     f"{moved.to}.{fmt}", moved.needs)
 
 
 def feed_kind(kind: RouteKind, parts: Mapping[str, Any]) -> FeedKind:
@@ -222,7 +248,7 @@ def feed_kind(kind: RouteKind, parts: Mapping[str, Any]) -> FeedKind:
 
 _LIST_FEEDS: dict[str, FeedKind] = {"latest": "latest", "top": "top", "hot": "hot"}
 _SAME_FEEDS: dict[RouteKind, FeedKind] = {
-    "category": "category", "tag": "tag", "user": "user", "search": "search", "filter": "filter",
+    "category": "category", "tag": "tag", "user_topics": "user_topics", "filter": "filter",
     "topic_posts": "topic_posts", "posts": "posts", "user_posts": "user_posts"}
 
 
@@ -240,7 +266,7 @@ class KindSpec:
     intersection: tuple[str, ...] = ()
     forum_query: FilterQuery | None = None
     topic_id: int | None = None
-    user: str | None = None
+    started_by: str | None = None
     poster: str | None = None
 
 
@@ -284,11 +310,7 @@ def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpe
 def _user_topics(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     user = parts["user"]
     return KindSpec("/latest", f"/u/{quote(user)}/activity/topics", f"topics by {user}", _category(given),
-                    authors=(user,), user=user)
-
-
-def _search(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
-    return KindSpec("/latest", "/search?" + urlencode({"q": given.text("q") or ""}), "search", _category(given))
+                    authors=(user,), started_by=user)
 
 
 def _filter_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
@@ -318,8 +340,7 @@ KINDS: dict[RouteKind, KindBuilder] = {
     "list": _list,
     "category": _category_list,
     "tag": _tag_list,
-    "user": _user_topics,
-    "search": _search,
+    "user_topics": _user_topics,
     "filter": _filter_list,
     "topic_posts": _topic_posts,
     "posts": _latest_posts,

@@ -9,8 +9,8 @@ boundary) still checks, so a shape it accepts here can never reach upstream unch
 Discourse's own paths are the specification (core: config/routes.rb): a category's `/c/*slugs/ID` with
 its `/l/FILTER` and `/l/top/PERIOD` views, `/tag/NAME[/ID]`, `/tags/c/*slugs/ID/NAME`,
 `/tags/intersection/A/B`, `/u/NAME` with `/summary` and `/activity[/FILTER]`, `/topics/created-by/NAME`,
-`/t/SLUG/ID[/POST]`, `/top[/PERIOD]`, `/search?q=`, `/filter?q=`. Each pattern is flat (no nested
-quantifiers): the paths are outside text.
+`/t/SLUG/ID[/POST]`, `/top[/PERIOD]`, `/search?q=` (the latest feed with the same `q=`, the bridge's keyword query,
+not the forum's search), `/filter?q=`. Each pattern is flat (no nested quantifiers): the paths are outside text.
 """
 
 from __future__ import annotations
@@ -132,8 +132,10 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
     if (match := _USER_TOPICS.fullmatch(rest)) or (match := _USER_OTHER.fullmatch(rest)):
         return FeedTarget(forum, f"u/{match['user']}", category, f"Topics started by {match['user']}.")
     if rest == "search" and query.get("q", "").strip():
-        return FeedTarget(forum, "search", (("q", query["q"].strip()), *category),
-                          "Latest topics matching the search.")
+        return FeedTarget(forum, "latest", (("q", query["q"].strip()), *category),
+                          f"Latest topics on {forum.key} filtered by the bridge's keyword query (words, \"a phrase\", "
+                          "OR, -exclude): Discourse's own search syntax (in:title, @user, #category) is read as "
+                          "plain words.")
     if rest == "filter":
         return FeedTarget(forum, "filter", (("q", query["q"].strip()),),
                           f"Topics matching the forum's filter {query['q'].strip()[:200]}.")
