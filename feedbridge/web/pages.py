@@ -317,7 +317,9 @@ def _charged() -> Iterator[None]:
 
 def feed_page(resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
-    links to its feeds keep the token (it signs every format), and no shared cache may keep it."""
+    links to its feeds keep the token (it signs every format), and a personal one's its member's: the page is
+    kept with a mark in its place and served with it put back (`feedbridge.web.withheld`), and no shared cache
+    between the bridge and the reader may keep it."""
     svc, spec = service(), resolved.spec
     scope = resolved.scope(svc)
 
@@ -325,7 +327,8 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         args = request.args.to_dict(flat=False)
         token = args.pop(signing.TOKEN, [])  # only a signed feed's URL gets this far with one
         form = form_from_path(path, args, svc.settings)
-        built = Built(form, spec, alternates=_alternates(spec, path, token[:1]))
+        links = _alternates(spec, path, token[:1])
+        built = Built(form, spec, alternates={fmt: resolved.withheld(url) for fmt, url in links.items()})
         # the last good pages rather than an error, while there are any (shown, never kept)
         view = scope.view(spec)
         built.topics, built.total = view.topics, len(view.topics)
@@ -341,7 +344,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         entry = _kept(scope, scope.page_key(spec, "page", resolved.self_url, request.script_root), render)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
-    response = Response(entry.body, content_type="text/html; charset=utf-8")
+    response = Response(resolved.served(entry.body), content_type="text/html; charset=utf-8")
     if resolved.private:
         response.cache_control.private = True
     else:

@@ -113,7 +113,7 @@ def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
     scope = resolved.scope(svc)
     stale_why = "upstream failed"
     try:  # a hit (a conditional one, or one for a browser) is never charged: the allowance is entered past it
-        result = scope.feed(spec, resolved.self_url, resolved.stylesheet_url, key=resolved.key,
+        result = scope.feed(spec, resolved.withheld(resolved.self_url), resolved.stylesheet_url, key=resolved.key,
                             admitted=lambda: allowance().spending(client()))
     except CpuSpent as spent:
         held = scope.held(resolved.key)
@@ -128,7 +128,7 @@ def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
         headers.append(("X-Feedbridge-Stale", _header_safe(
             f"{stale_why} ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
         )))
-    response = Response(result.entry.body, headers=headers)
+    response = Response(resolved.served(result.entry.body), headers=headers)
     # In place: a 304 when the validators match. Only for a conditional request, whose headers it needs:
     # bench row 1, "cached Atom hit vs a trivial Flask route", put it at a quarter of the view's time.
     if "If-None-Match" in request.headers or "If-Modified-Since" in request.headers:
@@ -159,25 +159,27 @@ def _moved(svc: FeedService, path: str, moved: FeedMoved) -> Response:
 
 
 def _resolved(svc: FeedService, path: str, signed_as: str | None = None) -> Resolved:
-    """What the URL means: its spec (checked), links and cache key. `signed_as`: the path a token signs, where
-    the request named another (a moved feed's)."""
+    """What the URL means: its spec (checked), links, cache key (of the URL as given, token included) and the
+    token no kept body may hold (`feedbridge.web.withheld`). `signed_as`: the path a token signs, where the
+    request named another (a moved feed's)."""
     args = request.args.to_dict(flat=False)
     given = args.pop(signing.TOKEN, [])
     mine = personal.split(svc.settings, path) if svc.member is not None else None
-    member = None
+    member = token = None
     if mine is not None:  # a personal feed: its member, opened from the path's token before anything is read
-        forum, sealed, rest = mine
-        member = personal.opened(svc.settings, forum, sealed)
+        forum, token, rest = mine
+        member = personal.opened(svc.settings, forum, token)
         spec, signed, given = personal.feed_spec(svc.settings, member, rest, args), False, []
     else:
         spec = parse_feed_request(svc.settings, path, args)
         signed = signing.verified(svc.settings, "/" + (signed_as or path), spec, given)
+        token = given[0] if signed else None
     if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
     query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
-    return Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed, member)
+    return Resolved(spec, self_url, stylesheet, svc.feed_key(spec, self_url, stylesheet), signed, member, token)
 
 
 def _media_type(fmt: str) -> str:
