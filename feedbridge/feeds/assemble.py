@@ -42,7 +42,7 @@ def description(spec: FeedSpec, first: Listing) -> str:
     """Says where the topics came from; for a user's topics feed, whether it is complete."""
     if spec.kind in POST_KINDS:
         return f"{feed_title(spec, first)}, newest first: {spec.label} on {spec.forum.key}"
-    if spec.user is None:
+    if spec.started_by is None:
         return f"{spec.title}, from {first.title or spec.label} on {spec.forum.key}"
     if first.started_by is not None:
         return f"{spec.title}: every topic they started, from their own topic list on {spec.forum.key}"

@@ -97,7 +97,7 @@ class FeedSpec:
     filter: FeedFilter
     pages: int
     content: str = "excerpt"
-    user: str | None = None  # the /u/USER feed's user, whose topics it holds, as typed in the path
+    started_by: str | None = None  # the /u/USER feed's user, whose topics it holds, as typed in the path
     digest: str | None = None  # a key of DIGESTS: one entry per period (feeds/select/digest.py)
     digest_limit: int = 0  # the periods a digest shows (its `limit=`; the filter then has no limit)
     intersection: tuple[str, ...] = ()  # /tag/a+b: the tags, as quoted path segments, first tag first
@@ -118,7 +118,7 @@ class FeedSpec:
 
     def user_list_url(self, page: int) -> str | None:
         """A user's topics feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
-        return None if self.user is None else user_list_url(self.forum.base_url, self.user, page)
+        return None if self.started_by is None else user_list_url(self.forum.base_url, self.started_by, page)
 
     def intersection_url(self, page: int) -> str:
         """Discourse's own list of topics with every tag of a `/tag/a+b` feed: JSON only, on every release."""
@@ -187,7 +187,7 @@ class FeedSpec:
     def cache_key(self) -> str:
         """What names this feed's content: equal specs give equal keys (the query is canonical)."""
         name = (f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|"
-                f"{self.canonical_query()}" + (f"|{self.user}" if self.user is not None else ""))
+                f"{self.canonical_query()}" + (f"|{self.started_by}" if self.started_by is not None else ""))
         return name
 
 

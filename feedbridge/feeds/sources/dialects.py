@@ -17,7 +17,7 @@ source reads a category's lists (`Source.route`):
   `order` among the query parameters it keeps (`SAFE_QUERY_PARAMETERS`).
 - A category's top list: JSON `/c/SLUG/ID/l/top.json?period=P` (`ListController#category_top`), Markdown
   `/top.md?category=ID&period=P`. Top lists hold 50 topics a page (`topics_per_period_in_top_page`).
-- `/latest?category=ID` (the latest, search and per-author feeds' `category=`) gets `order=activity` too,
+- `/latest?category=ID` (the latest and user's topics feeds' `category=`) gets `order=activity` too,
   for the same reason: without it the category's sort order applies there as well.
 
 What each gives a feed entry (what a source's lists leave out is `Source.lacks`, the one place the

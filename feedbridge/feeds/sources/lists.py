@@ -73,10 +73,10 @@ class ListReader:
         if (mine := own_pages(spec)) is not None:  # a member's own list: JSON on every forum, its own parser
             return self._pages(read, spec, *mine)
         source = read.source(spec.forum)
-        if spec.user is not None:
+        if spec.started_by is not None:
             try:
                 own = self._pages(read, spec, lambda n: spec.user_list_url(n) or "", JSON)
-                return [replace(listing, started_by=spec.user) for listing in own]
+                return [replace(listing, started_by=spec.started_by) for listing in own]
             except read.moves_on as exc:
                 log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
         if spec.intersection:  # /tag/a+b: Discourse's own list where it has one, else the first tag's, filtered
