@@ -291,44 +291,12 @@ keys (a static config's key)."""
 NAMES: tuple[str, ...] = tuple(NAMED)
 
 
-@dataclass(frozen=True, slots=True)
-class Given:
-    """A feed request's parameters, each as its row reads it, with the defaults of those it takes; a
-    parameter given blank, and one that has no default, is absent."""
-
-    feed: FeedKind
-    values: Mapping[str, Any]
-
-    def whole(self, name: str) -> int | None:
-        value = self.values.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    def text(self, name: str) -> str | None:
-        value = self.values.get(name)
-        return value if isinstance(value, str) else None
-
-    def names(self, name: str) -> tuple[str, ...]:
-        value = self.values.get(name)
-        return value if isinstance(value, tuple) else ()
-
-    def defaulted(self, name: str) -> Any:
-        """A parameter whose row has a default (`Param.default_for`): present on every feed that takes it."""
-        return self.values[name]
-
-    def tags(self, name: str) -> tuple[list[str], list[str]]:
-        """A `tags` parameter: the tags any of which a topic must have, and those all of which."""
-        value = self.values.get(name)
-        return value if isinstance(value, tuple) else ([], [])
-
-    def filtered(self) -> dict[str, Any]:
-        """What the filter holds, by its `FeedFilter` field (`Param.filter_field`), for `make_filter`."""
-        return {p.filter_field: self.values[p.name] for p in held(self.feed) if p.name in self.values}
-
-
-def parse(settings: Settings, feed: FeedKind, args: Mapping[str, Sequence[str]]) -> Given:
-    """`args` (each parameter's values, as a query string gives them) read for a feed of kind `feed`. A
-    RequestError (400) names the parameter at fault: one no row names, one `feed` does not take, one given
-    twice that is taken once, an over-long value, a value out of its bounds, a required one missing."""
+def parse(settings: Settings, feed: FeedKind, args: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """`args` (each parameter's values, as a query string gives them) read for a feed of kind `feed`: each
+    parameter's value as its row reads it, with the defaults of those it takes (a parameter given blank, and
+    one that has no default, is absent). A RequestError (400) names the parameter at fault: one no row names,
+    one `feed` does not take, one given twice that is taken once, an over-long value, a value out of its
+    bounds, a required one missing."""
     values: dict[str, Any] = {}
     for name, given in args.items():
         items = list(given)
@@ -354,7 +322,7 @@ def parse(settings: Settings, feed: FeedKind, args: Mapping[str, Sequence[str]])
             raise RequestError(f"{param.name} is required on {FEEDS[feed]}: {param.help}{example}", param=param.name)
         if (default := param.default_for(settings)) is not None:
             values[param.name] = default
-    return Given(feed, values)
+    return values
 
 
 def where(feeds: Iterable[FeedKind]) -> str:

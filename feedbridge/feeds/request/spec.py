@@ -18,7 +18,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import FeedMoved, RouteNotFound
 from feedbridge.feeds.request import params
-from feedbridge.feeds.request.params import DIGESTS, FeedKind, Given, shorten
+from feedbridge.feeds.request.params import DIGESTS, FeedKind, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.render.formats import FORMATS
@@ -191,6 +191,38 @@ class FeedSpec:
         return name
 
 
+@dataclass(frozen=True, slots=True)
+class Given:
+    """A feed request's parameters as the table read them (`params.parse`), read here by their types: the
+    table's reading and the spec's use of it meet in this one value, asked nothing of the table again but
+    which of them the filter holds."""
+
+    feed: FeedKind
+    values: Mapping[str, Any]
+
+    def whole(self, name: str) -> int | None:
+        value = self.values.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def text(self, name: str) -> str | None:
+        value = self.values.get(name)
+        return value if isinstance(value, str) else None
+
+    def defaulted(self, name: str) -> Any:
+        """A parameter whose row has a default (`Param.default_for`): present on every feed that takes it."""
+        return self.values[name]
+
+    def tags(self, name: str) -> tuple[list[str], list[str]]:
+        """A `tags` parameter: the tags any of which a topic must have, and those all of which."""
+        value = self.values.get(name)
+        return value if isinstance(value, tuple) else ([], [])
+
+    def filtered(self) -> dict[str, Any]:
+        """What the filter holds, by its `FeedFilter` field (`Param.filter_field`), for `make_filter`."""
+        return {p.filter_field: self.values[p.name] for p in params.held(self.feed) if p.name in self.values}
+
+
+
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
     """`path` is the request path without its leading slash; `args` maps each parameter to its values, which
     the parameter table reads (`params.parse`: a parameter the feed does not take is refused by name)."""
@@ -211,7 +243,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     if fmt not in FORMATS:
         raise RouteNotFound(f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
     feed = feed_kind(name, parts)
-    given = params.parse(settings, feed, args)
+    given = Given(feed, params.parse(settings, feed, args))
     own = KINDS[name](parts, given, unmatched)
     held = given.filtered()
     if own.authors is not None:
