@@ -288,10 +288,10 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
     service = build_service(settings, MemoryStore(settings.cache_max_bytes),
                           _SavedList(settings, local_pages=saved_pages(spec, text, source)))
     try:
-        first, topics = _upstream(lambda: service.topics(spec))
+        first, entries = _upstream(lambda: service.entries(spec))
     finally:
         service.close()
-    return feed_body(spec, first, topics, self_url, None, updated)
+    return feed_body(spec, first, entries, self_url, None, updated)
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:

@@ -1,4 +1,6 @@
-"""The data that flows from the parser through filters to the renderers.
+"""The data that flows from the parser through filters to the renderers: what is read of a forum (`Topic`,
+`Post`, `Listing`, ...) is selected as it was read, and only what a feed keeps becomes an `Entry`, the one
+thing the renderers take.
 
 Frozen dataclasses: a parsed listing is cached and shared between requests and threads, so nothing
 downstream may mutate it; enrichment (full content) makes new copies with `dataclasses.replace`.
@@ -10,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 """What XML 1.0 cannot carry: C0 controls but tab, newline and carriage return, U+FFFE, U+FFFF and lone
@@ -41,11 +43,10 @@ class Topic:
     category_id: int | None = None
     likes: int | None = None
     views: int | None = None
-    # A digest's entry (feeds/select/digest.py) stands for a period, not a topic: its own entry id.
-    entry_id: str | None = None
-    # A post feed's entry (feeds/sources/post_feeds.py) is one post of the topic: its number (the entry id ends
-    # with it).
-    post_number: int | None = None
+    # A member's notification or bookmark (discourse/personal.py) is a row of their own list about a topic, not
+    # the topic: its id there (`{forum}/my/notifications#ID`, `{forum}/my/activity/bookmarks#ID`), which its
+    # entry takes (`render.meta.topic_entry`). None for a topic.
+    personal_id: str | None = None
     # Whether the list shows it pinned at its top (JSON lists' `pinned`); None where the list does not say
     # (no Markdown dialect marks it), so that a filter on it must read the JSON list of the same page.
     pinned: bool | None = None
@@ -67,6 +68,35 @@ def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool
             continue
         found[name] = value
     return replace(topic, **found) if found else topic
+
+
+EntryKind = Literal["topic", "post", "digest", "personal"]
+"""What a feed's entry stands for: a topic; one post (`feeds/sources/post_feeds.py`); a period of a digest
+(`feeds/select/digest.py`); a member's notification or bookmark (`Topic.personal_id`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One item of a feed, as every format writes it and the `.html` view shows it (`render/`): what a topic
+    (`render.meta.topic_entry`), a post or a digest's period becomes once it is selected. Its strings are as
+    read; the renderers remove what XML cannot carry and make its URLs URIs."""
+
+    kind: EntryKind
+    id: str  # Atom `id`, RSS `guid`, JSON `id`: stable across edits, replies and hosts
+    link: str  # its page: the entry's one alternate link
+    title: str  # never blank: whoever makes an entry names one that has none
+    author: str | None = None
+    author_url: str | None = None
+    published: datetime | None = None  # created: a topic's first post, a post's own time, a period's start
+    updated: datetime | None = None  # a topic's last post, a post's last edit, a period's newest activity
+    summary: str | None = None  # plain text (an excerpt)
+    content_html: str | None = None  # sanitised HTML (a first post, a post, a digest's list)
+    category: str | None = None  # its name
+    tags: tuple[str, ...] = ()
+    replies: int | None = None  # where known: a topic's (a post's or a period's count is not)
+    thumbnail: str | None = None  # an absolute http(s) URL
+    comments: str | None = None  # the page its discussion is on: a topic's own, a post's topic's
+    post_number: int | None = None  # a post's number in its topic (the `.html` view shows it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from feedbridge.models import Topic
 from feedbridge.render import sanitize, turns
 from feedbridge.render.documents import render_atom, render_rss
 from feedbridge.render.json_feed import render_json
-from feedbridge.render.meta import FeedMeta
+from feedbridge.render.meta import FeedMeta, topic_entry
 from feedbridge.render.sanitize import sanitize_html
 from feedbridge.web.allowance import UNIT, WINDOW, CpuAllowance
 from tests.appserver import procfile_web
@@ -276,8 +276,9 @@ def test_every_loop_over_entries_takes_a_turn_per_entry(monkeypatch):
     monkeypatch.setattr(turns.time, "sleep", pauses.append)
     topics = long_topics(50, "turns")
     meta = FeedMeta("t", "https://forum.example", "https://forum.example/latest", "https://forum.example/f")
-    for work in (lambda: make_filter(query="post1 -nothing").apply(topics), lambda: render_atom(meta, topics),
-                 lambda: render_rss(meta, topics), lambda: render_json(meta, topics),
+    entries = [topic_entry(t, meta.forum_url) for t in topics]
+    for work in (lambda: make_filter(query="post1 -nothing").apply(topics), lambda: render_atom(meta, entries),
+                 lambda: render_rss(meta, entries), lambda: render_json(meta, entries),
                  lambda: [sanitize_html(f"<p>{n}</p>", "https://forum.example/t/2") for n in range(50)]):
         pauses.clear()
         work()

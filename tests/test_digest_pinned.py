@@ -12,7 +12,7 @@ import pytest
 from feedbridge.config import Settings, parse_forum
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.select.digest import digested
-from feedbridge.models import Listing, Topic
+from feedbridge.models import Entry, Listing, Topic
 
 FORUM = "https://forum.example.org"
 SETTINGS = Settings(forums=(parse_forum(FORUM),))
@@ -37,11 +37,11 @@ def welcome(pinned: bool | None) -> Topic:
     return topic(7, datetime(2020, 1, 1, 9, tzinfo=UTC), pinned)
 
 
-def day_of(entry: Topic) -> str:
+def day_of(entry: Entry) -> str:
     return entry.title.split(":")[0]
 
 
-def count_of(entry: Topic) -> int:
+def count_of(entry: Entry) -> int:
     return int(entry.title.split(": ")[1].split()[0])
 
 
@@ -114,10 +114,10 @@ def test_filtered_out_pinned_topics_still_mark_nothing():
 def test_a_closed_day_loses_a_topic_that_is_active_again_and_keeps_its_id():
     """What docs/feeds.md says a closed period's entry does when one of its topics gets a new post."""
     listed = [welcome(True), *TOPICS]
-    before = {e.entry_id: e for e in digested(spec(), [listing(listed, more=False)], listed)}
+    before = {e.id: e for e in digested(spec(), [listing(listed, more=False)], listed)}
     revived = replace(TOPICS[4], last_posted_at=DAY + timedelta(hours=22))
     again = [welcome(True), revived, *TOPICS[:4], *TOPICS[5:]]
-    after = {e.entry_id: e for e in digested(spec(), [listing(again, more=False)], again)}
+    after = {e.id: e for e in digested(spec(), [listing(again, more=False)], again)}
     assert after.keys() == before.keys()
     day_19 = next(key for key in before if key.endswith("/digest/2026-11-19"))
     day_20 = next(key for key in before if key.endswith("/digest/2026-11-20"))

@@ -34,7 +34,7 @@ from feedbridge.feeds.select.filters import make_filter
 from feedbridge.models import Listing, Topic
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import render
-from feedbridge.render.meta import FeedMeta
+from feedbridge.render.meta import FeedMeta, topic_entry
 
 from .test_parser import parse_both_ways
 
@@ -121,8 +121,9 @@ def parse_or_refuse(text: str | bytes, base_url: str | None) -> Listing | None:
 
 def assert_renders_cleanly(topics: list[Topic], meta: FeedMeta = META) -> None:
     """Every format well-formed, readable without complaint, one entry per topic and no repeated id."""
+    entries = [topic_entry(t, meta.forum_url) for t in topics]
     for fmt in FORMATS:
-        body = render(fmt, meta, topics)
+        body = render(fmt, meta, entries)
         if fmt == "json":
             ids = [item["id"] for item in json.loads(body)["items"]]
         else:

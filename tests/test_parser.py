@@ -15,7 +15,7 @@ from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import NotAListError
 from feedbridge.models import listing_to_dict
 from feedbridge.render.formats import render
-from feedbridge.render.meta import FeedMeta
+from feedbridge.render.meta import FeedMeta, topic_entry
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = sorted(p for p in FIXTURES.rglob("*.md") if p.with_suffix(".expected.json").exists())
@@ -293,7 +293,7 @@ def test_a_stray_control_character_in_a_title_is_dropped_not_the_list(stray: str
     assert first.title == "About the widgets category"
     assert all(stray not in (t.title + (t.excerpt or "") + (t.author or "")) for t in listing.topics)
     meta = FeedMeta(title="w", forum_url=listing.base_url, html_url=listing.base_url, feed_id=listing.base_url)
-    parsed = feedparser.parse(render("atom", meta, listing.topics))
+    parsed = feedparser.parse(render("atom", meta, [topic_entry(t, meta.forum_url) for t in listing.topics]))
     assert parsed.bozo == 0 and parsed.entries[0].title == "About the widgets category"
 
 

@@ -643,7 +643,7 @@ def test_notifications_and_bookmarks_parse_each_item_as_an_entry_of_its_own() ->
     rest = parse_notifications(json.dumps(site._notifications(member, 60)), base_url="https://f.example")
     assert len(first.topics) == 60 and len(rest.topics) == 5 and first.next_page_url is not None
     assert rest.next_page_url is None
-    assert len({t.entry_id for t in first.topics + rest.topics}) == 65
+    assert len({t.personal_id for t in first.topics + rest.topics}) == 65
     marks = parse_bookmarks(json.dumps(site._bookmarks(member, 0)), base_url="https://f.example")
     assert [t.excerpt for t in marks.topics][:1] == ["What was worth keeping & 0"]
     assert parse_bookmarks('{"bookmarks": []}', base_url="https://f.example").topics == ()

@@ -18,7 +18,7 @@ import pytest
 from feedbridge.discourse.posts import parse_post_batch, parse_topic_head
 from feedbridge.errors import DecodeError
 from feedbridge.feeds.sources.post_feeds import shown
-from feedbridge.models import Topic
+from feedbridge.models import Post
 from feedbridge.store import codec
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
 from tests.appserver import RunningApp, running_app, settings_for
@@ -79,16 +79,15 @@ def test_a_second_instance_reads_no_post_of_a_topic_again(instances: Instances) 
 BASE = "https://forum.example"
 
 
-def a_post(number: int, **changes: Any) -> Shown:
-    topic = Topic(id=9446, title=f"Re: a thread #{number}", url=f"{BASE}/t/a-thread/9446/{number}", author="zoë",
-                  author_url=f"{BASE}/u/zo%C3%AB", last_posted_at=datetime(2026, 11, 2, 5, tzinfo=UTC),
-                  created_at=datetime(2026, 11, 2, tzinfo=UTC), content_html="<p>caf\u00e9 ☃</p>", category_id=5,
-                  entry_id=f"{BASE}/t/9446/{number}", post_number=number)
-    return Shown(replace(topic, **changes), 1_800_000_000.25, 50_000 + number)
+def a_post(number: int, content_html: str | None = "<p>caf\u00e9 ☃</p>", **changes: Any) -> Shown:
+    post = Post(topic_id=9446, post_number=number, post_id=50_000 + number, username="zoë",
+                created_at=datetime(2026, 11, 2, tzinfo=UTC), updated_at=datetime(2026, 11, 2, 5, tzinfo=UTC),
+                cooked=None, topic_title="a thread", topic_slug="a-thread", category_id=5)
+    return Shown(replace(post, **changes), content_html, 1_800_000_000.25)
 
 
 def test_a_topics_posts_round_trip() -> None:
-    entry = PostsEntry(((50_003, a_post(3)), (50_002, None), (50_001, a_post(1, excerpt="e", content_html=None))),
+    entry = PostsEntry(((50_003, a_post(3)), (50_002, None), (50_001, a_post(1, None, excerpt="e"))),
                        1_800_000_000.5)
     assert codec.decode(codec.encode(entry)) == entry
 
@@ -100,13 +99,13 @@ def test_a_topics_head_round_trips() -> None:
 
 
 def test_collected_posts_round_trip() -> None:
-    entry = CollectedEntry((a_post(7), Shown(a_post(6).topic, 1.0)), 1_800_000_000.5)
+    entry = CollectedEntry((a_post(7), Shown(a_post(6).post, None, 1.0)), 1_800_000_000.5)
     assert codec.decode(codec.encode(entry)) == entry
 
 
 @pytest.mark.parametrize("entry", [
     PostsEntry(((50_003, a_post(3, created_at=datetime(2026, 11, 2))),), 1.0),
-    CollectedEntry((a_post(7, last_posted_at=datetime(2026, 11, 2)),), 1.0),
+    CollectedEntry((a_post(7, updated_at=datetime(2026, 11, 2)),), 1.0),
 ], ids=["a topic's posts", "collected posts"])
 def test_a_post_dated_without_its_offset_is_refused(entry: object) -> None:
     """The check reaches into the (id, post) pairs: sorting an aware date against a naive one would raise."""

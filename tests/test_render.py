@@ -22,13 +22,13 @@ import pytest
 from lxml import etree
 
 from feedbridge import __version__
-from feedbridge.models import Topic
+from feedbridge.models import Entry, Topic
 from feedbridge.render.documents import SLASH_NS, render_atom, render_rss
 from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import FORMATS as REGISTRY
 from feedbridge.render.formats import render
 from feedbridge.render.json_feed import JSON_FEED_VERSION, render_json
-from feedbridge.render.meta import FeedMeta, entry_id
+from feedbridge.render.meta import FeedMeta, entry_id, topic_entry
 
 FORUM = "https://forum.example/sub"
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -64,6 +64,11 @@ def topic(topic_id: int, **fields) -> Topic:
     return Topic(id=topic_id, **{**defaults, **fields})
 
 
+def entries(topics: list[Topic], meta: FeedMeta = META) -> list[Entry]:
+    """The topics as the service hands them to the renderers."""
+    return [topic_entry(t, meta.forum_url) for t in topics]
+
+
 # Deliberately not in id or date order: the renderer must keep the order it is given.
 TOPICS = [
     topic(20, last_posted_at=at(25), replies=4),
@@ -73,17 +78,17 @@ TOPICS = [
 
 
 def parsed(fmt: str, meta: FeedMeta = META, topics=TOPICS) -> feedparser.FeedParserDict:
-    result = feedparser.parse(render(fmt, meta, topics))
+    result = feedparser.parse(render(fmt, meta, entries(topics, meta)))
     assert result.bozo == 0, result.get("bozo_exception")
     return result
 
 
 def xml_root(fmt: str, meta: FeedMeta = META, topics=TOPICS) -> etree._Element:
-    return etree.fromstring(render(fmt, meta, topics))
+    return etree.fromstring(render(fmt, meta, entries(topics, meta)))
 
 
 def json_feed(meta: FeedMeta = META, topics=TOPICS) -> dict:
-    return json.loads(render_json(meta, topics).decode("utf-8", errors="strict"))
+    return json.loads(render_json(meta, entries(topics, meta)).decode("utf-8", errors="strict"))
 
 
 def xml_items(fmt: str, root: etree._Element) -> list[etree._Element]:
@@ -183,11 +188,11 @@ def test_rss_generator_names_the_version():
 def test_dispatch_and_media_types():
     assert set(REGISTRY) == {*FORMATS, "html"}
     assert [REGISTRY[f].mime for f in FORMATS] == ["application/atom+xml", "application/rss+xml", "application/feed+json"]
-    assert render("atom", META, TOPICS) == render_atom(META, TOPICS)
-    assert render("rss", META, TOPICS) == render_rss(META, TOPICS)
-    assert render("json", META, TOPICS) == render_json(META, TOPICS)
+    assert render("atom", META, entries(TOPICS)) == render_atom(META, entries(TOPICS))
+    assert render("rss", META, entries(TOPICS)) == render_rss(META, entries(TOPICS))
+    assert render("json", META, entries(TOPICS)) == render_json(META, entries(TOPICS))
     with pytest.raises(ValueError):
-        render("html", META, TOPICS)
+        render("html", META, entries(TOPICS))
 
 
 # --- authors, dates, replies -------------------------------------------------------------------------
@@ -247,7 +252,7 @@ def test_a_date_without_a_timezone_is_refused_when_the_feed_is_built(fmt):
     """feedgen checks every date it is given for a timezone: a naive one (a parser's mistake) fails the build
     instead of being written as if it were the server's local time."""
     with pytest.raises(ValueError, match="timezone"):
-        render(fmt, META, [topic(1, last_posted_at=datetime(2026, 3, 1, 12, 30))])
+        render(fmt, META, entries([topic(1, last_posted_at=datetime(2026, 3, 1, 12, 30))]))
 
 
 def test_json_dates_only_when_known():
@@ -315,9 +320,9 @@ def test_categories_and_tags():
 
 
 def test_byte_identical_across_renders():
-    first = [render(fmt, META, TOPICS) for fmt in FORMATS]
+    first = [render(fmt, META, entries(TOPICS)) for fmt in FORMATS]
     time.sleep(1.01)  # a clock anywhere in the output would show up across a second boundary
-    assert [render(fmt, META, TOPICS) for fmt in FORMATS] == first
+    assert [render(fmt, META, entries(TOPICS)) for fmt in FORMATS] == first
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -336,7 +341,7 @@ def test_empty_list_is_a_valid_feed_with_fixed_date(fmt):
 @pytest.mark.parametrize("fmt", XML_FORMATS)
 def test_html_ish_title_is_escaped_and_round_trips(fmt):
     title = '<script>alert("x")</script> & <b>bold</b>'
-    raw = render(fmt, META, [topic(1, title=title)])
+    raw = render(fmt, META, entries([topic(1, title=title)]))
     assert b"<script>" not in raw
     title_tag = f"{ATOM}title" if fmt == "atom" else "title"
     assert xml_items(fmt, etree.fromstring(raw))[0].findtext(title_tag) == title
@@ -359,7 +364,7 @@ def test_invalid_characters_are_removed_from_every_field(fmt):
         tags=(DIRTY + "2", "\x00"),
     )
     dirty_meta = replace(META, title=DIRTY, html_url=META.html_url + "\x00", description=DIRTY)
-    raw = render(fmt, dirty_meta, [dirty_topic])
+    raw = render(fmt, dirty_meta, entries([dirty_topic], dirty_meta))
     raw.decode("utf-8", errors="strict")
     if fmt == "json":
         feed = json_feed(dirty_meta, [dirty_topic])
@@ -390,9 +395,9 @@ def test_blank_title_and_missing_url_get_fallbacks(fmt):
 
 @pytest.mark.parametrize("fmt", XML_FORMATS)
 def test_stylesheet_processing_instruction_only_when_asked(fmt):
-    assert b"xml-stylesheet" not in render(fmt, META, TOPICS)
+    assert b"xml-stylesheet" not in render(fmt, META, entries(TOPICS))
     meta = replace(META, stylesheet_url="/static/feed.xsl?v=1&x=2")
-    raw = render(fmt, meta, TOPICS)
+    raw = render(fmt, meta, entries(TOPICS))
     assert raw.startswith(b'<?xml version="1.0" encoding="UTF-8"?>\n<?xml-stylesheet ')
     pi = etree.fromstring(raw).getprevious()
     assert pi.target == "xml-stylesheet"
@@ -415,7 +420,7 @@ def test_description():
 def calls_to_render(fmt: str, topics: list[Topic]) -> int:
     """Python and C function calls made while rendering: a count of the work, the same on any machine
     however busy (the timings are bench/micro.py's)."""
-    calls = 0
+    calls, made = 0, entries(topics)
 
     def count(frame, event, arg) -> None:
         nonlocal calls
@@ -424,7 +429,7 @@ def calls_to_render(fmt: str, topics: list[Topic]) -> int:
 
     sys.setprofile(count)
     try:
-        render(fmt, META, topics)
+        render(fmt, META, made)
     finally:
         sys.setprofile(None)
     return calls
@@ -444,10 +449,10 @@ def test_cost_per_entry_stays_flat(fmt):
 
 def test_threads_rendering_the_same_topics_all_get_the_same_bytes():
     topics = [topic(i, content_html=f"<p>{i}</p>", tags=("gpu",)) for i in range(1, 31)]
-    want = {fmt: render(fmt, META, topics) for fmt in XML_FORMATS}
+    want = {fmt: render(fmt, META, entries(topics)) for fmt in XML_FORMATS}
 
     def renders(n: int) -> list[bool]:
-        return [render(fmt, META, topics) == want[fmt] for fmt in (XML_FORMATS * 20)[n % 2:][:20]]
+        return [render(fmt, META, entries(topics)) == want[fmt] for fmt in (XML_FORMATS * 20)[n % 2:][:20]]
 
     with ThreadPoolExecutor(8) as pool:
         results = [ok for done in pool.map(renders, range(8)) for ok in done]
@@ -467,7 +472,7 @@ def test_threads_rendering_rss_leave_the_process_locale_as_it_was():
     sys.setswitchinterval(1e-6)
     try:
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda _: [render("rss", META, topics) for _ in range(40)], range(8)))
+            list(pool.map(lambda _: [render("rss", META, entries(topics)) for _ in range(40)], range(8)))
     finally:
         sys.setswitchinterval(interval)
         after = locale.setlocale(locale.LC_ALL)
@@ -482,10 +487,10 @@ import locale
 import gevent
 from feedbridge.render import turns
 from feedbridge.render.formats import render
-from tests.test_render import META, topic
+from tests.test_render import META, entries, topic
 turns.TURN = 0.0  # a turn at every entry, also while an RSS render holds the lock
 before = locale.setlocale(locale.LC_ALL)
-topics = [topic(i) for i in range(1, 31)]
+topics = entries([topic(i) for i in range(1, 31)])
 jobs = [gevent.spawn(lambda: [render("rss", META, topics) for _ in range(5)]) for _ in range(8)]
 gevent.joinall(jobs, raise_error=True)
 print(len({body for job in jobs for body in job.value}), locale.setlocale(locale.LC_ALL) == before)
@@ -517,8 +522,8 @@ def test_equal_times_in_any_zone_give_the_same_bytes():
     utc = [topic(1, last_posted_at=at(5), created_at=at(4))]
     assert zoned == utc
     for fmt in XML_FORMATS:
-        first = render(fmt, META, zoned)
-        assert render(fmt, META, utc) == first
+        first = render(fmt, META, entries(zoned))
+        assert render(fmt, META, entries(utc)) == first
         assert b"+02:00" not in first and b"+0200" not in first
 
 

@@ -24,7 +24,7 @@ import pytest
 from lxml import etree
 
 from feedbridge.config import parse_forum
-from feedbridge.models import Category, Site
+from feedbridge.models import Category, Entry, Site
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.render.meta import FeedMeta
 from feedbridge.render.sanitize import markdown_to_safe_html
@@ -33,7 +33,7 @@ from feedbridge.web.pages import opml_document as web_opml
 from tests.appserver import running_app, settings_for
 from tests.test_cli import SEED
 from tests.test_cli import run as run_cli
-from tests.test_render import ATOM, FORUM, META, at, topic
+from tests.test_render import ATOM, FORUM, META, at, entries, topic
 from tests.test_static import run as run_static
 from tests.test_static import write_config
 
@@ -96,15 +96,15 @@ UNDATED_TOPICS = [
 @pytest.mark.parametrize("fmt", FEED_FORMATS)
 @pytest.mark.parametrize("topics", [UNDATED_TOPICS, []], ids=["undated", "empty"])
 def test_no_1970_and_no_render_time_anywhere(fmt, topics):
-    body = render(fmt, META, topics)
+    body = render(fmt, META, entries(topics))
     assert b"1970" not in body
-    assert body == render(fmt, META, topics)  # deterministic: nothing depends on when it is rendered
+    assert body == render(fmt, META, entries(topics))  # deterministic: nothing depends on when it is rendered
     if fmt != "json":
         parsed(body)
 
 
 def test_atom_dates_undated_entries_from_creation_or_the_feed_and_empty_feed_from_the_list():
-    feed = parsed(render("atom", META, UNDATED_TOPICS))
+    feed = parsed(render("atom", META, entries(UNDATED_TOPICS)))
     assert feed.feed.updated == at(4).isoformat()  # newest date a topic carries
     assert [e.updated for e in feed.entries] == [at(4).isoformat(), at(4).isoformat()]
     empty = parsed(render("atom", META, []))
@@ -112,12 +112,12 @@ def test_atom_dates_undated_entries_from_creation_or_the_feed_and_empty_feed_fro
 
 
 def test_rss_and_json_leave_unknown_dates_out():
-    rss = etree.fromstring(render("rss", META, UNDATED_TOPICS))
+    rss = etree.fromstring(render("rss", META, entries(UNDATED_TOPICS)))
     assert [i.findtext("pubDate") is not None for i in rss.iter("item")] == [True, False]
     assert rss.findtext("channel/lastBuildDate") == "Wed, 04 Mar 2026 12:30:15 +0000"
     assert etree.fromstring(render("rss", META, [])).find("channel/lastBuildDate") is None
-    assert etree.fromstring(render("rss", META, [topic(2, last_posted_at=None)])).find("channel/lastBuildDate") is None
-    items = json.loads(render("json", META, UNDATED_TOPICS))["items"]
+    assert etree.fromstring(render("rss", META, entries([topic(2, last_posted_at=None)]))).find("channel/lastBuildDate") is None
+    items = json.loads(render("json", META, entries(UNDATED_TOPICS)))["items"]
     assert [sorted(k for k in i if k.startswith("date_")) for i in items] == [["date_published"], []]
 
 
@@ -135,7 +135,7 @@ def test_a_default_feed_date_is_fixed_when_the_meta_is_made():
 
 @pytest.mark.parametrize("fmt", FEED_FORMATS)
 def test_every_url_field_is_an_rfc3986_uri(fmt):
-    body = render(fmt, IRI_META, IRI_TOPICS)
+    body = render(fmt, IRI_META, entries(IRI_TOPICS))
     urls = feed_urls(fmt, body)
     assert len(urls) >= {"atom": 11, "rss": 8, "json": 14}[fmt]
     assert [u for u in urls if not is_uri(u)] == []
@@ -145,14 +145,14 @@ def test_every_url_field_is_an_rfc3986_uri(fmt):
 
 def test_usernames_and_slugs_are_percent_encoded_in_each_format():
     zoe, user42 = f"{FORUM}/u/Zo%C3%AB", f"{FORUM}/u/%E7%94%A8%E6%88%B742"
-    items = json.loads(render("json", IRI_META, IRI_TOPICS))["items"]
+    items = json.loads(render("json", IRI_META, entries(IRI_TOPICS)))["items"]
     assert [i["authors"][0]["url"] for i in items[:2]] == [zoe, user42]
     assert items[2]["authors"][0]["url"] == f"{FORUM}/u/a%20b?x=%5B1%5D#one%23two"
-    atom = parsed(render("atom", IRI_META, IRI_TOPICS))
+    atom = parsed(render("atom", IRI_META, entries(IRI_TOPICS)))
     assert [e.author_detail.href for e in atom.entries[:2]] == [zoe, user42]
     assert atom.entries[0].link == f"{FORUM}/t/caf%C3%A9-cr%C3%A8me/1"
     assert atom.feed.link == "https://xn--bcher-kva.example/c/Stra%C3%9Fe/5"
-    rss = parsed(render("rss", IRI_META, IRI_TOPICS))
+    rss = parsed(render("rss", IRI_META, entries(IRI_TOPICS)))
     assert rss.entries[0].link == f"{FORUM}/t/caf%C3%A9-cr%C3%A8me/1"
     assert rss.entries[0].author == "Zoë"  # names stay text
 
@@ -298,7 +298,7 @@ def test_unwrapped_links_keep_the_html_well_formed_in_the_feed():
     html = markdown_to_safe_html("[a](javascript:1) [b](/x) [c](javascript:2) [d](/y)", "https://forum.example/")
     assert html == ('<p>a <a href="https://forum.example/x" rel="nofollow noopener">b</a> c '
                     '<a href="https://forum.example/y" rel="nofollow noopener">d</a></p>')
-    parsed(render("atom", META, [topic(1, content_html=html)]))
+    parsed(render("atom", META, entries([topic(1, content_html=html)])))
 
 
 # --- 6. link order ----------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_unwrapped_links_keep_the_html_well_formed_in_the_feed():
 @pytest.mark.parametrize("fmt", ["atom", "rss"])
 def test_first_link_is_the_alternate_html_page(fmt):
     """@extractus/feed-extractor reads the first <link> (fast-xml-parser keeps document order)."""
-    root = etree.fromstring(render(fmt, META, [topic(1)]))
+    root = etree.fromstring(render(fmt, META, entries([topic(1)])))
     if fmt == "atom":
         links = root.findall(ATOM_LINK)
         assert [(link.get("rel"), link.get("href")) for link in links] == [
@@ -317,11 +317,11 @@ def test_first_link_is_the_alternate_html_page(fmt):
         links = [child for child in channel if etree.QName(child).localname == "link"]
         assert links[0].tag == "link" and links[0].text == META.html_url
         assert [(link.get("rel"), link.get("href")) for link in links[1:]] == [("self", META.self_url)]
-    assert parsed(render(fmt, META, [topic(1)])).feed.link == META.html_url
+    assert parsed(render(fmt, META, entries([topic(1)]))).feed.link == META.html_url
 
 
 def test_rss_without_self_link_keeps_the_alternate():
-    rss = etree.fromstring(render("rss", replace(META, self_url=None), [topic(1)]))
+    rss = etree.fromstring(render("rss", replace(META, self_url=None), entries([topic(1)])))
     assert rss.findtext("channel/link") == META.html_url
     assert rss.find("channel/{http://www.w3.org/2005/Atom}link") is None
 
@@ -388,7 +388,7 @@ def test_service_and_static_build_share_one_opml_writer():
 
 
 def test_json_items_carry_author_beside_authors():
-    items = json.loads(render("json", META, [topic(1), topic(2, author=None, author_url=None)]))["items"]
+    items = json.loads(render("json", META, entries([topic(1), topic(2, author=None, author_url=None)])))["items"]
     assert items[0]["authors"] == [{"name": "user1", "url": f"{FORUM}/u/user1"}]
     assert items[0]["author"] == items[0]["authors"][0]
     assert "author" not in items[1] and "authors" not in items[1]
@@ -399,9 +399,11 @@ def test_json_items_carry_author_beside_authors():
 
 SITE = Site(logo_url="https://bücher.example/logo wide.png", icon_url="https://cdn.example/ä.png",
             favicon_url="https://cdn.example/f.ico", language="pt-BR")
-PICTURED = [topic(1, image_url="https://cdn.example/uploads/café 1.png", replies=4),
-            topic(2, image_url=None, replies=None, last_posted_at=at(2)),
-            replace(topic(3, last_posted_at=at(3)), entry_id=f"{FORUM}/t/3/2", post_number=2, replies=None)]
+PICTURED = [*entries([topic(1, image_url="https://cdn.example/uploads/café 1.png", replies=4),
+                      topic(2, image_url=None, replies=None, last_posted_at=at(2))]),
+            Entry(kind="post", id=f"{FORUM}/t/3/2", link=f"{FORUM}/t/slug-3/3", title="Topic 3 title", author="user3",
+                  author_url=f"{FORUM}/u/user3", updated=at(3), summary="Excerpt of topic 3…",
+                  comments=f"{FORUM}/t/3", post_number=2)]
 
 
 def new_urls(fmt: str, body: bytes) -> list[str]:
@@ -440,7 +442,7 @@ def test_rss_image_and_refresh_hints_as_rss_2_and_the_syndication_module_define_
     assert int(channel.findtext(f"{sy}updateFrequency")) >= 1
     # comments: the topic's page, a post's topic; RFC 4685's thr:total only where the count is known
     assert [i.findtext("comments") for i in channel.iter("item")] == [
-        PICTURED[0].url, PICTURED[1].url, f"{FORUM}/t/3"]
+        PICTURED[0].link, PICTURED[1].link, f"{FORUM}/t/3"]
     atom = etree.fromstring(render("atom", replace(META, site=SITE), PICTURED))
     thr = "{http://purl.org/syndication/thread/1.0}total"
     assert [e.findtext(thr) for e in atom.iter(f"{ATOM}entry")] == ["4", None, None]

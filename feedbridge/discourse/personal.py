@@ -1,8 +1,8 @@
 """Parse what only a signed-in member reads: their notifications, their bookmarks, and who they are.
 
-Each document becomes what the renderers already know, a `Listing` of `Topic`s (one per notification or
-bookmark, with an `entry_id` of its own: two notifications on one topic are two entries), so formats,
-`author=`, `q=`, `limit=` and the `.html` view work as for every feed. The field names are core's:
+Each document becomes a `Listing` of `Topic`s, one per notification or bookmark, read and filtered as every
+list is, so formats, `author=`, `q=`, `limit=` and the `.html` view work as for every feed; each carries the
+id of its row (`Topic.personal_id`), which its entry takes. The field names are core's:
 
 - `/notifications.json` (app/controllers/notifications_controller.rb#index without `recent`, which does not
   bump the member's last seen notification; 60 a page, `offset=`), each one a `NotificationSerializer`
@@ -155,7 +155,7 @@ def _notification(raw: dict[str, Any], base: str) -> Topic | None:
         url = f"{base}/my/notifications"
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else note_id, title=title, url=url,
                  author=who, author_url=_user_url(base, who), last_posted_at=created, created_at=created,
-                 entry_id=f"{base}/my/notifications#{note_id}")
+                 personal_id=f"{base}/my/notifications#{note_id}")
 
 
 def _bookmark(raw: dict[str, Any], base: str) -> Topic | None:
@@ -178,7 +178,7 @@ def _bookmark(raw: dict[str, Any], base: str) -> Topic | None:
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else mark_id,
                  title=f"{title} ({name})" if name else title, url=url, author=author,
                  author_url=_user_url(base, author), last_posted_at=moment(raw.get("updated_at")) or created,
-                 created_at=created, excerpt=excerpt, entry_id=f"{base}/my/activity/bookmarks#{mark_id}")
+                 created_at=created, excerpt=excerpt, personal_id=f"{base}/my/activity/bookmarks#{mark_id}")
 
 
 def _text(value: object) -> str | None:

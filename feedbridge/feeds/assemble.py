@@ -14,7 +14,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
-from feedbridge.models import Listing, Site, Topic
+from feedbridge.models import Entry, Listing, Site, Topic
 from feedbridge.render.formats import render
 from feedbridge.render.meta import FeedMeta
 
@@ -50,13 +50,13 @@ def description(spec: FeedSpec, first: Listing) -> str:
             "because the forum refused their own topic list")
 
 
-def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url: str | None,
+def feed_body(spec: FeedSpec, first: Listing, entries: Sequence[Entry], self_url: str | None,
               stylesheet_url: str | None, updated: datetime, *, site: Site | None = None,
               ttl: int | None = None) -> bytes:
     """The feed in `spec.fmt`. Without a self URL the id is the list's Markdown URL with the canonical
     query as its fragment, so filtered feeds of one list still have ids of their own. A digest's id is
     `spec.digest_id`, the start of its entries' ids: one feed whatever host, format or `limit=` reads it.
-    `updated` is the feed's date when no topic has one; `site` how the forum presents itself (its icon,
+    `updated` is the feed's date when no entry has one; `site` how the forum presents itself (its icon,
     logo and language), `ttl` the seconds a copy is served before the forum is asked again."""
     query = urlencode(spec.canonical_query())
     meta = FeedMeta(
@@ -71,4 +71,4 @@ def feed_body(spec: FeedSpec, first: Listing, topics: Sequence[Topic], self_url:
         site=site,
         ttl=ttl,
     )
-    return render(spec.fmt, meta, topics)
+    return render(spec.fmt, meta, entries)

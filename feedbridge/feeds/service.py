@@ -41,7 +41,7 @@ from feedbridge.feeds.sources.lists import ListReader
 from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.feeds.sources.topic_pages import TopicPages
-from feedbridge.models import Category, Listing, Site, Topic
+from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.store import keys
 from feedbridge.store.entries import FeedEntry
 from feedbridge.upstream.fetcher import Fetcher
@@ -67,11 +67,11 @@ class FeedResult:
 @dataclass(frozen=True, slots=True)
 class View:
     """What a page shows of a feed: the first list page (its title, for post feeds the forum's name of the
-    topic or user), the topics, why they came from the last good pages, when they did, and how the forum
+    topic or user), the entries, why they came from the last good pages, when they did, and how the forum
     presents itself (its icon), where it says."""
 
     first: Listing
-    topics: list[Topic]
+    entries: list[Entry]
     stale: str | None = None
     site: Site | None = None
 
@@ -193,15 +193,15 @@ class FeedService:
         return self._either(live, from_last_good)
 
     def view(self, spec: FeedSpec) -> View:
-        """The topics of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
+        """The entries of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
         fails (`View.stale` then says why, and a page made of them is not kept), and the error only when
         there are none."""
         read = self._read()
         return self._either(lambda: self._view(read, spec), lambda reason: self._view(read.cached(), spec, reason))
 
     def _view(self, read: Read, spec: FeedSpec, stale: str | None = None) -> View:
-        first, topics = self._topics(read, spec)
-        return View(first, topics, stale, self.readers.identity.of(read, spec.forum))
+        first, entries = self._entries(read, spec)
+        return View(first, entries, stale, self.readers.identity.of(read, spec.forum))
 
     @staticmethod
     def _either(live: Callable[[], T], cached: Callable[[str], T]) -> T:
@@ -218,13 +218,14 @@ class FeedService:
             log.warning("built from stale copies: %s", exc.message)
             return made
 
-    def topics(self, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
-        """The filtered topics of a spec, read live: the same path the feeds use, also for previews."""
-        return self._topics(self._read(), spec)
+    def entries(self, spec: FeedSpec) -> tuple[Listing, list[Entry]]:
+        """The entries of a spec (its filtered topics, posts or periods), read live: the same path the feeds
+        use, also for previews."""
+        return self._entries(self._read(), spec)
 
-    def _topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
-        """The filtered topics of a spec, read as `read` says. A post feed's posts come from
-        `feedbridge.feeds.sources.post_feeds`.
+    def _entries(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Entry]]:
+        """The entries of a spec, read as `read` says: its filtered topics as entries, or its digest's
+        (`digested`). A post feed's come from `feedbridge.feeds.sources.post_feeds`.
 
         With full content (or a tag filter over Markdown lists, which carry no tags), the newest candidates
         (up to the topic budget) are read from their own pages before the keyword and tag filters run, so
@@ -237,7 +238,7 @@ class FeedService:
             if spec.digest is None:  # a digest keeps whole periods instead (feeds/select/digest.py)
                 spec = replace(spec, filter=replace(spec.filter, since=since))
         if spec.kind in POST_KINDS:
-            return readers.posts.topics(read, spec)
+            return readers.posts.entries(read, spec)
         listings = readers.lists.listings(read, spec)
         listings = completed(spec.filter, listings,
                              lambda n: readers.lists.page(read, spec.forum, spec.page_url(n, JSON), JSON),
@@ -274,12 +275,12 @@ class FeedService:
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 refresh: bool, identity: bool) -> FeedEntry:
         with metrics.building(spec.kind):
-            first, topics = self._topics(read, spec)
+            first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
-            body = feed_body(spec, first, topics, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC),
+            body = feed_body(spec, first, entries, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC),
                              site=site, ttl=self.settings.cache_ttl if refresh else None)
-        dates = [t.last_posted_at for t in topics if t.last_posted_at is not None]
+        dates = [e.updated for e in entries if e.updated is not None]
         return FeedEntry(
             body=body,
             etag=hashlib.sha256(body).hexdigest()[:32],

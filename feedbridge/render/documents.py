@@ -1,4 +1,4 @@
-"""Atom 1.0 and RSS 2.0 (through feedgen) and JSON Feed 1.1 (json) from a sequence of topics.
+"""Atom 1.0 and RSS 2.0 (through feedgen) and JSON Feed 1.1 (json) from a sequence of entries (`models.Entry`).
 
 feedgen builds the Atom and RSS documents, through its documented API (`FeedGenerator`, `FeedEntry`, its
 extension mechanism), on lxml, which escapes every text and attribute: no markup is written by hand. What
@@ -24,13 +24,13 @@ What it costs: about 26 µs an Atom entry and 29 µs an RSS item, where lxml's e
 30-entry feed, paid once per cache period beside a round trip to the forum.
 
 Where feedgen's defaults would make a document impure or wrong, each is set here: it dates the feed and
-every entry now unless told otherwise (every date is set from the topics; an undated RSS channel loses
+every entry now unless told otherwise (every date is set from the entries; an undated RSS channel loses
 the `lastBuildDate` feedgen writes anyway, `_Undated`); it prepends entries (they are appended); it takes
 RSS's channel `<link>` from the last link added (the alternate is added last there); feedgen 1.0 drops
 the `rel` of an entry's links (an entry has exactly one, its alternate); and it writes each RSS date under
 the process-wide C locale (`_RSS_DATES`).
 
-Rendering is a pure function of its input: the same topics and `FeedMeta` give the same bytes. No clock is
+Rendering is a pure function of its input: the same entries and `FeedMeta` give the same bytes. No clock is
 read, entries keep the order they are given in, and JSON keys keep a fixed order. So ETags and HTTP caches
 built on the output stay valid, and readers see no phantom updates.
 
@@ -54,8 +54,8 @@ from feedgen.feed import FeedGenerator
 from lxml.etree import SubElement
 
 from feedbridge import __version__
-from feedbridge.models import Topic
-from feedbridge.render.meta import FeedMeta, categories, cleaned, description, entry_id, newest, updated, utc
+from feedbridge.models import Entry
+from feedbridge.render.meta import FeedMeta, categories, cleaned, description, newest, updated, utc
 from feedbridge.render.turns import take_turn
 
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
@@ -122,14 +122,14 @@ class _DublinCore(_Namespace):
 
 
 class _Media(_Namespace):
-    """`media:thumbnail url=…`: the topic's picture, which Feedly, Inoreader, NetNewsWire and others show
+    """`media:thumbnail url=…`: the entry's picture, which Feedly, Inoreader, NetNewsWire and others show
     beside the entry."""
 
     prefix, uri = "media", MEDIA_NS
 
 
 class _Threading(_Namespace):
-    """RFC 4685 on Atom entries: `link rel="replies"` to the topic's page and `thr:total`, its reply count."""
+    """RFC 4685 on Atom entries: `link rel="replies"` to the page of its replies and `thr:total`, their count."""
 
     prefix, uri = "thr", THREADING_NS
 
@@ -141,7 +141,7 @@ class _Syndication(_Namespace):
 
 
 class _Undated(BaseExtension):
-    """RSS only, registered when no topic carries a date: feedgen writes a `lastBuildDate` in every
+    """RSS only, registered when no entry carries a date: feedgen writes a `lastBuildDate` in every
     channel, the time of rendering when none was set, and a made-up date is worse than none."""
 
     def extend_rss(self, rss: Any) -> Any:
@@ -163,10 +163,10 @@ class _TurnTakingEntry(FeedEntry):
         return super().rss_entry(extensions)
 
 
-def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
-    meta, topics = cleaned(meta, topics)
-    fg = _feed_generator(meta, topics)
-    feed_date = newest(topics) or meta.updated
+def render_atom(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
+    meta, entries = cleaned(meta, entries)
+    fg = _feed_generator(meta, entries)
+    feed_date = newest(entries) or meta.updated
     fg.updated(utc(feed_date))
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
@@ -182,35 +182,35 @@ def render_atom(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
             fg.icon(meta.site.icon_url)
         if meta.site.logo_url:
             fg.logo(meta.site.logo_url)
-    threads = any(topic.replies is not None for topic in topics)
+    threads = any(entry.replies is not None for entry in entries)
     if threads:
         fg.register_extension("thr", _Threading, _Threading, rss=False)
-    for topic in topics:
-        _add_atom_entry(fg, meta.forum_url, topic, feed_date, threads)
+    for entry in entries:
+        _add_atom_entry(fg, entry, feed_date, threads)
     return _with_prolog(fg.atom_str(xml_declaration=False), meta.stylesheet_url)
 
 
-def _add_atom_entry(fg: Any, forum_url: str, topic: Topic, feed_date: datetime, threads: bool) -> None:
-    entry = _add_entry(fg, topic)
-    entry.id(topic.entry_id or entry_id(forum_url, topic.id))
-    entry.updated(utc(updated(topic) or feed_date))  # required by Atom, optional (absent) elsewhere
-    if topic.author:
-        entry.author(name=topic.author, uri=topic.author_url)  # feedgen skips a None uri
-    if topic.excerpt:
-        entry.summary(topic.excerpt)  # type text: the excerpt is plain text
-    if topic.created_at:
-        entry.published(utc(topic.created_at))
-    if threads and topic.replies is not None:  # a topic's (a post's or a digest's count is not known)
+def _add_atom_entry(fg: Any, entry: Entry, feed_date: datetime, threads: bool) -> None:
+    item = _add_entry(fg, entry)
+    item.id(entry.id)
+    item.updated(utc(updated(entry) or feed_date))  # required by Atom, optional (absent) elsewhere
+    if entry.author:
+        item.author(name=entry.author, uri=entry.author_url)  # feedgen skips a None uri
+    if entry.summary:
+        item.summary(entry.summary)  # type text: the excerpt is plain text
+    if entry.published:
+        item.published(utc(entry.published))
+    if threads and entry.replies is not None and entry.comments:  # a topic's (a post's or a period's is not known)
         # RFC 4685 §3, §4: the replies are on the topic's page, and how many there are
-        entry.thr.add(ATOM_LINK, rel="replies", type="text/html", href=topic.url)
-        entry.thr.add("total", str(topic.replies))
+        item.thr.add(ATOM_LINK, rel="replies", type="text/html", href=entry.comments)
+        item.thr.add("total", str(entry.replies))
 
 
-def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
-    meta, topics = cleaned(meta, topics)
-    fg = _feed_generator(meta, topics)
+def render_rss(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
+    meta, entries = cleaned(meta, entries)
+    fg = _feed_generator(meta, entries)
     fg.register_extension("dc", _DublinCore, _DublinCore, atom=False)
-    if last_build := newest(topics):
+    if last_build := newest(entries):
         fg.lastBuildDate(utc(last_build))
     else:
         fg.register_extension("undated", _Undated, atom=False)  # feedgen skips it on the entries
@@ -226,8 +226,8 @@ def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
         fg.register_extension("sy", _Syndication, atom=False)
         fg.sy.add("updatePeriod", period)
         fg.sy.add("updateFrequency", str(frequency))
-    for topic in topics:
-        _add_rss_entry(fg, meta.forum_url, topic)
+    for entry in entries:
+        _add_rss_entry(fg, entry)
     with _RSS_DATES:
         rss = fg.rss_str(xml_declaration=False)
     return _with_prolog(rss, meta.stylesheet_url)
@@ -244,31 +244,30 @@ def render_rss(meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
 _RSS_DATES = threading.Lock()
 
 
-def _add_rss_entry(fg: Any, forum_url: str, topic: Topic) -> None:
-    entry = _add_entry(fg, topic)
+def _add_rss_entry(fg: Any, entry: Entry) -> None:
+    item = _add_entry(fg, entry)
     # guid isPermaLink="true": the id URL resolves (Discourse redirects /t/ID to the topic), so
-    # readers that link the guid still land on the topic. A digest's id names a period, no page; a post's
-    # (`/t/ID/NUMBER`) is its page.
-    entry.guid(topic.entry_id or entry_id(forum_url, topic.id),
-               permalink=topic.entry_id is None or topic.post_number is not None)
-    if topic.author:
-        entry.dc.add("creator", topic.author)
-    if topic.excerpt:
+    # readers that link the guid still land on the topic; a post's (`/t/ID/NUMBER`) is its page. A digest's
+    # id names a period, a notification's or a bookmark's a row of a member's list: no page.
+    item.guid(entry.id, permalink=entry.kind in ("topic", "post"))
+    if entry.author:
+        item.dc.add("creator", entry.author)
+    if entry.summary:
         # <description> is HTML by RSS convention: the plain-text excerpt escaped, so `a<b` stays text. The
         # first post, when there is one, goes in content:encoded beside it, or is the description without it.
-        entry.summary(html.escape(topic.excerpt, quote=False))
-    if published := topic.created_at or topic.last_posted_at:
-        entry.pubDate(utc(published))
-    if topic.entry_id is None or topic.post_number is not None:
+        item.summary(html.escape(entry.summary, quote=False))
+    if published := entry.published or entry.updated:
+        item.pubDate(utc(published))
+    if entry.comments:
         # The topic's page (Miniflux shows it as the comments button); a post's is its topic's, a digest has none.
-        entry.comments(entry_id(forum_url, topic.id) if topic.post_number is not None else topic.url)
+        item.comments(entry.comments)
 
 
-def _feed_generator(meta: FeedMeta, topics: Sequence[Topic]) -> Any:
+def _feed_generator(meta: FeedMeta, entries: Sequence[Entry]) -> Any:
     """The parts Atom and RSS share. The dates and the links' order differ, and are set by the caller."""
     fg = FeedGenerator()
     fg.register_extension("slash", _Slash, _Slash)
-    if any(topic.image_url for topic in topics):
+    if any(entry.thumbnail for entry in entries):
         fg.register_extension("media", _Media, _Media)
     fg.id(meta.feed_id)
     fg.title(meta.title)
@@ -283,24 +282,24 @@ def _self_link(fg: Any, meta: FeedMeta, media_type: str) -> None:
         fg.link(href=meta.self_url, rel="self", type=media_type.partition(";")[0])
 
 
-def _add_entry(fg: Any, topic: Topic) -> Any:
-    """The part Atom and RSS share; feedgen gives the entry the extensions registered on the feed."""
+def _add_entry(fg: Any, entry: Entry) -> Any:
+    """The part Atom and RSS share; feedgen gives the item the extensions registered on the feed."""
     take_turn()
     # feedgen prepends by default, which would reverse the caller's order
-    entry = fg.add_entry(_TurnTakingEntry(), order="append")
-    entry.title(topic.title)
-    # Exactly one link, the topic's page, which feedgen takes as the entry's alternate: feedgen 1.0 drops
+    item = fg.add_entry(_TurnTakingEntry(), order="append")
+    item.title(entry.title)
+    # Exactly one link, the entry's page, which feedgen takes as the entry's alternate: feedgen 1.0 drops
     # rel attributes on entry links, so a second one would turn into a duplicate rel=alternate.
-    entry.link(href=topic.url)
-    if topic.content_html:
-        entry.content(topic.content_html, type="html")  # Atom content, RSS content:encoded
-    if terms := categories(topic):
-        entry.category([{"term": term} for term in terms])
-    if topic.replies is not None:
-        entry.slash.add("comments", str(topic.replies))
-    if topic.image_url:
-        entry.media.add("thumbnail", url=topic.image_url)
-    return entry
+    item.link(href=entry.link)
+    if entry.content_html:
+        item.content(entry.content_html, type="html")  # Atom content, RSS content:encoded
+    if terms := categories(entry):
+        item.category([{"term": term} for term in terms])
+    if entry.replies is not None:
+        item.slash.add("comments", str(entry.replies))
+    if entry.thumbnail:
+        item.media.add("thumbnail", url=entry.thumbnail)
+    return item
 
 
 def _refresh(ttl: int) -> tuple[int, str, int]:

@@ -3,7 +3,7 @@ CLI read this table. Adding a format is its record here, its renderer (`render.d
 and the places that name the formats themselves: the `.html` view's links (`web/templates/feed.html`), the front
 page's script (`web/static/pages.js`) and the XML formats' stylesheet (`web/routes.py`). `html` is a format of
 its own for routing and links (every feed is also a web page), but it has no renderer here: the web layer renders
-it with a template, from the same topics.
+it with a template, from the same entries.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from feedbridge.models import Topic
+from feedbridge.models import Entry
 from feedbridge.render.documents import ATOM_TYPE, RSS_TYPE, render_atom, render_rss
 from feedbridge.render.json_feed import JSON_TYPE, render_json
 from feedbridge.render.meta import FeedMeta
@@ -25,7 +25,7 @@ class Format:
     name: FormatName
     media_type: str  # with its charset, as sent in Content-Type
     label: str  # what a person calls it, as the static site's index names the files
-    renderer: Callable[[FeedMeta, Sequence[Topic]], bytes] | None
+    renderer: Callable[[FeedMeta, Sequence[Entry]], bytes] | None
 
     @property
     def mime(self) -> str:
@@ -43,8 +43,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (*FEEDS, HTML)}
 FEED_FORMATS: tuple[str, ...] = tuple(f.name for f in FEEDS)
 
 
-def render(fmt: str, meta: FeedMeta, topics: Sequence[Topic]) -> bytes:
+def render(fmt: str, meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     renderer = FORMATS[fmt].renderer if fmt in FORMATS else None
     if renderer is None:
         raise ValueError(f"unknown feed format {fmt!r}; expected one of {', '.join(FEED_FORMATS)}")
-    return renderer(meta, topics)
+    return renderer(meta, entries)

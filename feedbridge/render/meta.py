@@ -1,7 +1,8 @@
-"""What every format of a feed is made of (`FeedMeta`, a topic's entry id) and the rules all three keep alike,
-so Atom, RSS (`render.documents`) and JSON Feed (`render.json_feed`) cannot drift apart on them.
+"""What every format of a feed is made of (`FeedMeta`, its `Entry`s, a topic's as `topic_entry` makes it) and
+the rules all three keep alike, so Atom, RSS (`render.documents`) and JSON Feed (`render.json_feed`) cannot
+drift apart on them.
 
-Identity: an entry's id (Atom `id`, RSS `guid`, JSON `id`) is `{forum}/t/{topic id}`, built from the
+Identity: a topic's entry id (Atom `id`, RSS `guid`, JSON `id`) is `{forum}/t/{topic id}`, built from the
 forum and the topic id only. The slug follows title edits and the dates move with every reply; the id
 never does, so an edited or revived topic stays one entry in the reader instead of a duplicate.
 
@@ -29,12 +30,13 @@ forum post must not make the whole feed unparsable, or make lxml raise.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from feedbridge.models import XML_INVALID, Site, Topic, has_xml_invalid
+from feedbridge.models import XML_INVALID, Entry, Site, Topic, has_xml_invalid
 from feedbridge.render.turns import take_turn
 from feedbridge.render.uris import iri_to_uri, is_uri
 
@@ -58,28 +60,65 @@ class FeedMeta:
 
 def entry_id(forum_url: str, topic_id: int) -> str:
     """The topic's permanent URL: Discourse redirects `/t/ID` to the current slug."""
-    return f"{forum_url.rstrip('/')}/t/{topic_id}"
+    return f"{_forum_uri(forum_url)}/t/{topic_id}"
+
+
+@functools.lru_cache(maxsize=256)
+def _forum_uri(forum_url: str) -> str:
+    """The forum's URL as every format writes it (`FeedMeta`'s, cleaned), without its trailing slash, so a
+    topic's id is the same whoever builds it; made once per forum, not once per entry."""
+    return iri_to_uri(_clean(forum_url)).rstrip("/")
+
+
+def titled(title: str, untitled: str) -> str:
+    """`title`, or `untitled` where it holds nothing once the characters XML cannot carry and the spaces are
+    gone: Atom and RSS require a title."""
+    return title if _clean(title).strip() else untitled
+
+
+def topic_entry(topic: Topic, forum_url: str) -> Entry:
+    """The topic as a feed's entry: its permanent id (`entry_id`), its page as the link and as where its
+    replies are, its excerpt as the summary, its first post (`content=full`) as the content. A member's
+    notification or bookmark (`Topic.personal_id`) takes the id of its own, and has no replies page."""
+    personal = topic.personal_id is not None
+    return Entry(
+        kind="personal" if personal else "topic",
+        id=topic.personal_id or entry_id(forum_url, topic.id),
+        link=topic.url,
+        title=titled(topic.title, f"Topic {topic.id}"),
+        author=topic.author,
+        author_url=topic.author_url,
+        published=topic.created_at,
+        updated=topic.last_posted_at,
+        summary=topic.excerpt,
+        content_html=topic.content_html,
+        category=topic.category,
+        tags=topic.tags,
+        replies=topic.replies,
+        thumbnail=topic.image_url,
+        comments=None if personal else topic.url,
+    )
 
 
 def utc(moment: datetime) -> datetime:
-    """Equal times give equal text (`Topic`s that compare equal give equal feeds, and ETags): written in
+    """Equal times give equal text (`Entry`s that compare equal give equal feeds, and ETags): written in
     UTC, as JSON Feed's are; the parsers give UTC already. A naive time is passed on as it is, for feedgen
     to refuse rather than read as the server's local time."""
     return moment.astimezone(UTC) if moment.tzinfo else moment
 
 
-def updated(topic: Topic) -> datetime | None:
-    return topic.last_posted_at or topic.created_at
+def updated(entry: Entry) -> datetime | None:
+    return entry.updated or entry.published
 
 
-def newest(topics: Sequence[Topic]) -> datetime | None:
-    """The newest date any topic carries: the feed's date, when there is one."""
-    return max(filter(None, map(updated, topics)), default=None)
+def newest(entries: Sequence[Entry]) -> datetime | None:
+    """The newest date any entry carries: the feed's date, when there is one."""
+    return max(filter(None, map(updated, entries)), default=None)
 
 
-def categories(topic: Topic) -> list[str]:
+def categories(entry: Entry) -> list[str]:
     """The category first, then the tags; a tag named like the category is not repeated."""
-    return list(dict.fromkeys((topic.category, *topic.tags) if topic.category else topic.tags))
+    return list(dict.fromkeys((entry.category, *entry.tags) if entry.category else entry.tags))
 
 
 def description(meta: FeedMeta) -> str:
@@ -99,24 +138,24 @@ def _clean_url(url: str | None) -> str | None:
     return iri_to_uri(cleaned) if cleaned else None
 
 
-def cleaned(meta: FeedMeta, topics: Sequence[Topic]) -> tuple[FeedMeta, Sequence[Topic]]:
+def cleaned(meta: FeedMeta, entries: Sequence[Entry]) -> tuple[FeedMeta, Sequence[Entry]]:
     meta = _clean_meta(meta)
-    # The common case, nothing to remove, is found with one scan of each topic's text: a scan per field cost
+    # The common case, nothing to remove, is found with one scan of each entry's text: a scan per field cost
     # a tenth of an Atom render (bench/RESULTS.md, target 2), and one of all the text (13 MB for 500 long
     # posts, 40 ms) would be the longest stretch of a render without a turn.
     valid = True
-    for topic in topics:
+    for entry in entries:
         take_turn()
-        if has_xml_invalid("".join([field for field in _texts(topic) if field])):
+        if has_xml_invalid("".join([field for field in _texts(entry) if field])):
             valid = False
             break
     # Joined with "/", which a URI may hold anywhere: a `#` or any character a URI cannot carry sends
-    # the topics through `_clean_topic`, which looks at each URL alone.
-    urls = "/".join([url for topic in topics for url in (topic.url, topic.author_url, topic.image_url) if url])
+    # the entries through `_clean_entry`, which looks at each URL alone.
+    urls = "/".join([url for entry in entries for url in _urls(entry) if url])
     if (valid and "#" not in urls and is_uri(urls)
-            and all(t.title.strip() and t.url for t in topics)):
-        return meta, topics
-    return meta, [_clean_topic(topic, meta.forum_url) for topic in topics]
+            and all(e.title.strip() and e.link for e in entries)):
+        return meta, entries
+    return meta, [_clean_entry(entry) for entry in entries]
 
 
 def _clean_meta(meta: FeedMeta) -> FeedMeta:
@@ -136,28 +175,33 @@ def _clean_meta(meta: FeedMeta) -> FeedMeta:
     )
 
 
-def _texts(topic: Topic) -> tuple[str | None, ...]:
-    """Every string of a topic that ends up in a feed."""
-    return (topic.title, topic.url, topic.author, topic.author_url, topic.excerpt, topic.content_html,
-            topic.category, topic.image_url, *topic.tags)
+def _urls(entry: Entry) -> tuple[str | None, ...]:
+    return entry.link, entry.author_url, entry.thumbnail, entry.comments
 
 
-def _clean_topic(topic: Topic, forum_url: str) -> Topic:
-    """Also fills what Atom and RSS cannot do without: a title and a link; and makes its URLs URIs."""
-    if (topic.title.strip() and topic.url and is_uri(topic.url)
-            and (topic.author_url is None or is_uri(topic.author_url))
-            and (topic.image_url is None or is_uri(topic.image_url))
-            and all(t and not XML_INVALID.search(t) or t is None for t in _texts(topic))):
-        return topic  # the common case: nothing to remove, no copy to make
+def _texts(entry: Entry) -> tuple[str | None, ...]:
+    """Every string of an entry that ends up in a feed but its id (a forum's, cleaned by `entry_id`, or one
+    made of it)."""
+    return (entry.title, *_urls(entry), entry.author, entry.summary, entry.content_html, entry.category,
+            *entry.tags)
+
+
+def _clean_entry(entry: Entry) -> Entry:
+    """Also fills what Atom and RSS cannot do without, a link (its id, a topic's permanent URL, where its own
+    is nothing but characters XML cannot carry), and makes its URLs URIs."""
+    if (entry.title.strip() and entry.link and all(url is None or is_uri(url) for url in _urls(entry))
+            and all(t and not XML_INVALID.search(t) or t is None for t in _texts(entry))):
+        return entry  # the common case: nothing to remove, no copy to make
     return dataclasses.replace(
-        topic,
-        title=_clean(topic.title).strip() or f"Topic {topic.id}",
-        url=_clean_url(topic.url) or entry_id(forum_url, topic.id),
-        author=_clean_optional(topic.author),
-        author_url=_clean_url(topic.author_url),
-        image_url=_clean_url(topic.image_url),
-        excerpt=_clean_optional(topic.excerpt),
-        content_html=_clean_optional(topic.content_html),
-        category=_clean_optional(topic.category),
-        tags=tuple(tag for tag in map(_clean, topic.tags) if tag),
+        entry,
+        title=_clean(entry.title).strip(),
+        link=_clean_url(entry.link) or entry.id,
+        author=_clean_optional(entry.author),
+        author_url=_clean_url(entry.author_url),
+        thumbnail=_clean_url(entry.thumbnail),
+        comments=None if entry.comments is None else _clean_url(entry.comments) or entry.id,
+        summary=_clean_optional(entry.summary),
+        content_html=_clean_optional(entry.content_html),
+        category=_clean_optional(entry.category),
+        tags=tuple(tag for tag in map(_clean, entry.tags) if tag),
     )

@@ -137,12 +137,12 @@ class HeadEntry:
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """A post as a post feed's entry (`feeds.sources.post_feeds`), with when it was read (for the topic TTL) and
-    its id (for content=full)."""
+    """A post as a post feed keeps it (`feeds.sources.post_feeds`): the post without its cooked HTML, what the
+    sanitizer made of that (`content_html`), and when it was read (for the topic TTL)."""
 
-    topic: Topic
+    post: Post
+    content_html: str | None
     read_at: float
-    post_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The pages people look at: the front page that builds a feed, the `.html` view of every feed, and OPML.
 
 Everything here is server-rendered and works without JavaScript (the front page is a GET form);
-`static/pages.js` only saves the reloads. A preview goes through `FeedService.topics(spec)` with a spec
+`static/pages.js` only saves the reloads. A preview goes through `FeedService.entries(spec)` with a spec
 from `parse_feed_request`, exactly as the feed itself does, so the page cannot promise entries the feed
 will not hold, and every validation message is the service's own. Jinja autoescapes everything that
 reaches a template, and links taken from upstream become hrefs only when they are http(s).
@@ -50,7 +50,7 @@ from feedbridge.feeds.assemble import feed_title
 from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.service import FeedService
-from feedbridge.models import Category, Site, Topic
+from feedbridge.models import Category, Entry, Site
 from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import OpmlFrame, Subscription, opml_frame
 from feedbridge.render.turns import take_turn
@@ -124,7 +124,7 @@ class Built:
     feed_url: str = ""
     alternates: dict[str, str] = field(default_factory=dict)  # format -> URL of the same feed
     error: str | None = None
-    topics: list[Topic] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
     total: int = 0
     preview_error: Unavailable | None = None
     stale: bool = False  # the preview was read from the last good pages: shown, never kept
@@ -331,7 +331,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         built = Built(form, spec, alternates={fmt: resolved.withheld(url) for fmt, url in links.items()})
         # the last good pages rather than an error, while there are any (shown, never kept)
         view = scope.view(spec)
-        built.topics, built.total = view.topics, len(view.topics)
+        built.entries, built.total = view.entries, len(view.entries)
         # a member's feed is not one the front page's form makes (nor may its link carry the member's token)
         edit_url = None if resolved.member is not None else url_for("pages.index", **form.args())
         html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
@@ -436,10 +436,10 @@ def preview_of(svc: FeedService, built: Built) -> None:
         # says why this one cannot
         built.preview_error = Unavailable(f"the feed answers {exc.status} as it is", exc.message)
         return
-    topics, built.stale, built.site = view.topics, view.stale is not None, view.site
-    built.total, built.topics = len(topics), topics[:PREVIEW_SIZE]
+    entries, built.stale, built.site = view.entries, view.stale is not None, view.site
+    built.total, built.entries = len(entries), entries[:PREVIEW_SIZE]
     pages = spec.pages
-    if not topics and pages < svc.settings.pages_max:
+    if not entries and pages < svc.settings.pages_max:
         built.more_pages_url = url_for("pages.index", **built.form.replace(pages=str(pages + 1)).args())
 
 

@@ -1,7 +1,7 @@
 """A digest feed (`digest=daily` or `weekly`): one entry per UTC day or ISO week that had matching topics.
 
-Pure: the entries are `Topic`s the renderers and the `.html` view already take, each a function of its
-period's topics alone. So a closed period's entry has the same bytes on every rebuild and every instance
+Pure: each entry (`models.Entry`, made here, as what it stands for) is a function of its period's topics
+alone. So a closed period's entry has the same bytes on every rebuild and every instance
 (its id comes from `FeedSpec.digest_id`, never from the request's host, format or `limit=`), and activity
 elsewhere, which only makes or changes the newest period's entry, leaves it as it was.
 
@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.models import Listing, Topic
+from feedbridge.models import Entry, Listing, Topic
+from feedbridge.render.meta import topic_entry
 
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
@@ -36,13 +37,13 @@ def period_of(digest: str, moment: datetime) -> tuple[str, date]:
 
 
 def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic],
-             since: datetime | None = None) -> list[Topic]:
-    """`topics` (the feed's, filtered) as the spec's digest entries, newest period first; unchanged
-    when the spec asks for no digest. With `since` (`max_age=`), only the periods that start from it: whole
-    periods, so that a window moving on drops a period rather than changing one."""
+             since: datetime | None = None) -> list[Entry]:
+    """`topics` (the feed's, filtered) as the feed's entries: the spec's digest's, newest period first, or one
+    per topic (`topic_entry`) when it asks for no digest. With `since` (`max_age=`), only the periods that
+    start from it: whole periods, so that a window moving on drops a period rather than changing one."""
     digest = spec.digest
     if digest is None:
-        return list(topics)
+        return [topic_entry(topic, spec.forum.base_url) for topic in topics]
     periods: dict[tuple[str, date], list[Topic]] = {}
     for topic in topics:
         if topic.last_posted_at is not None:
@@ -73,18 +74,20 @@ def _end_of_pages(listings: Sequence[Listing], by_activity: bool) -> datetime | 
     return dated[-1] if by_activity else min(dated)
 
 
-def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Topic:
+def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Entry:
+    """The period's entry: its id names the period (no page has that address), its dates are its start and its
+    newest activity, its content the list of its topics, most replied first."""
     ordered = sorted(topics, key=lambda t: (t.replies or 0, t.last_posted_at or _OLDEST), reverse=True)
     count = len(ordered)
-    return Topic(
-        id=start.toordinal(),
-        title=f"{label}: {count} topic{'' if count == 1 else 's'}",
+    return Entry(
+        kind="digest",
+        id=f"{spec.digest_id}/digest/{label}",
         # A link of its own: some readers take entries with one link for one entry.
-        url=f"{spec.html_url}#digest-{label}",
-        last_posted_at=max(t.last_posted_at or _OLDEST for t in ordered),
-        created_at=datetime(start.year, start.month, start.day, tzinfo=UTC),
+        link=f"{spec.html_url}#digest-{label}",
+        title=f"{label}: {count} topic{'' if count == 1 else 's'}",
+        published=datetime(start.year, start.month, start.day, tzinfo=UTC),
+        updated=max(t.last_posted_at or _OLDEST for t in ordered),
         content_html="<ul>" + "".join(_item(t) for t in ordered) + "</ul>",
-        entry_id=f"{spec.digest_id}/digest/{label}",
     )
 
 

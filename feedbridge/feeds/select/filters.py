@@ -5,10 +5,14 @@ a time window, a count.
 Filters run on topics already parsed and cached, so they are pure; the values they hold come from feed
 URLs, so `make_filter` validates them and says exactly which one is wrong.
 
-What a keyword query reads of a topic (`topic_haystack`: its text, first post included, normalised) costs
-far more than the search itself and is the same for every query, so it is kept, by a digest of the text,
-in a bounded LRU: every `q=` variant of a 500-post topic feed after the first costs the searches and the
-rendering, not 500 posts' worth of HTML parsing and Unicode folding. The scan gives other requests a
+Topics are selected as they were read, before they become entries; a post feed's posts, which take only
+`author=`, `exclude_author=`, `q=` and `max_age=` (the parameter table refuses the rest there), are selected
+as their entries (`FeedFilter.keeps_post`), which hold all of that.
+
+What a keyword query reads of a topic or a post (`text_haystack`: its text, first post included, normalised)
+costs far more than the search itself and is the same for every query, so it is kept, by a digest of the
+text, in a bounded LRU: every `q=` variant of a 500-post topic feed after the first costs the searches and
+the rendering, not 500 posts' worth of HTML parsing and Unicode folding. The scan gives other requests a
 turn (`render.turns`) as it goes.
 """
 
@@ -40,7 +44,7 @@ from feedbridge.feeds.request.params import (
     Param,
 )
 from feedbridge.feeds.select.query import Query, haystack, parse_query
-from feedbridge.models import Topic
+from feedbridge.models import Entry, Topic
 from feedbridge.render.turns import take_turn
 
 # The bounds of what a filter holds are the parameter table's (`feeds/request/params.py`), whose rows name the
@@ -110,17 +114,22 @@ def html_to_text(fragment: str) -> str:
 
 def topic_text(topic: Topic) -> str:
     """What a keyword query reads: title, excerpt and, in full-content mode, the first post's text."""
-    parts = [topic.title, topic.excerpt or ""]
-    if topic.content_html:
-        parts.append(html_to_text(topic.content_html))
+    return _text(topic.title, topic.excerpt, topic.content_html)
+
+
+def _text(title: str, excerpt: str | None, content_html: str | None) -> str:
+    """A topic's or a post's title, excerpt and content, as `topic_text` says."""
+    parts = [title, excerpt or ""]
+    if content_html:
+        parts.append(html_to_text(content_html))
     return "\n".join(parts)
 
 
-def _text_digest(topic: Topic) -> bytes:
-    """A digest of the text a topic's haystack is made from. Lengths go into it too, so no two different
-    texts share a key by their joints."""
+def _text_digest(title: str, excerpt: str | None, content_html: str | None) -> bytes:
+    """A digest of the text a haystack is made from. Lengths go into it too, so no two different texts share
+    a key by their joints."""
     digest = hashlib.blake2b(digest_size=16)
-    for part in (topic.title, topic.excerpt or "", topic.content_html or ""):
+    for part in (title, excerpt or "", content_html or ""):
         encoded = part.encode("utf-8", "surrogatepass")  # lone surrogates reach here from hostile posts
         digest.update(len(encoded).to_bytes(8, "little"))
         digest.update(encoded)
@@ -130,10 +139,14 @@ def _text_digest(topic: Topic) -> bytes:
 # cachetools' caches are not thread-safe (a read reorders the LRU): `cached` holds the lock around each
 # lookup and store, never around the making, and keeps no haystack larger than the whole cache.
 @cached(LRUCache(HAYSTACK_BYTES, getsizeof=sys.getsizeof), key=_text_digest, lock=threading.Lock())
+def text_haystack(title: str, excerpt: str | None, content_html: str | None) -> str:
+    """`query.haystack` of the text (`topic_text`), kept by a digest of it (see the module docstring)."""
+    return haystack(_text(title, excerpt, content_html))
+
+
 def topic_haystack(topic: Topic) -> str:
-    """`query.haystack(topic_text(topic))`, kept by a digest of the text it is made from (see the module
-    docstring)."""
-    return haystack(topic_text(topic))
+    """What a keyword query searches of a topic (`text_haystack`)."""
+    return text_haystack(topic.title, topic.excerpt, topic.content_html)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,21 +173,15 @@ class FeedFilter:
     exclude_authors: frozenset[str] = frozenset()  # username keys, as `authors`
     max_age: Duration | None = None  # as given; `since` is where it reaches back to, once a build knows when it runs
     # The oldest activity kept (a topic's last post, a post's own time): `max_age` before the build that reads the
-    # clock (`FeedService.topics`); a digest keeps the periods that start from it instead (`feeds/select/digest.py`).
+    # clock (`FeedService.entries`); a digest keeps the periods that start from it instead (`feeds/select/digest.py`).
     since: datetime | None = None
 
     def keeps(self, topic: Topic) -> bool:
-        take_turn()  # called once per topic or post of a feed: a scan of 500 long posts takes turns
+        take_turn()  # called once per topic of a feed: a scan of 500 long first posts takes turns
         if self.exclude_pinned and topic.pinned:
             return False
-        if self.authors and (topic.author is None or _username_key(topic.author) not in self.authors):
+        if not self._keeps_written(topic.author, topic.last_posted_at):
             return False
-        if self.exclude_authors and topic.author is not None and _username_key(topic.author) in self.exclude_authors:
-            return False
-        if self.since is not None:
-            moment = topic.created_at if topic.post_number is not None else topic.last_posted_at
-            if moment is None or moment < self.since:
-                return False
         if self.tags or self.tags_all or self.exclude_tags:
             tags = {tag.casefold() for tag in topic.tags}
             if ((self.tags and self.tags.isdisjoint(tags)) or not self.tags_all <= tags
@@ -189,6 +196,24 @@ class FeedFilter:
             if figure is None or (least is not None and figure < least) or (most is not None and figure > most):
                 return False
         return self.query is None or self.query.found_in(topic_haystack(topic))
+
+    def keeps_post(self, post: Entry) -> bool:
+        """`keeps` for a post feed's post, as its entry: by its author, its own time (not its last edit) and
+        its text, title included ("Re: …"). A post feed takes no other filter (the parameter table's rows say
+        which feeds take each parameter)."""
+        take_turn()  # called once per post of a feed: a scan of 500 long posts takes turns
+        return (self._keeps_written(post.author, post.published)
+                and (self.query is None
+                     or self.query.found_in(text_haystack(post.title, post.summary, post.content_html))))
+
+    def _keeps_written(self, author: str | None, moment: datetime | None) -> bool:
+        """Whether the author and the time of a topic's last post or of a post pass `authors`,
+        `exclude_authors` and `since`."""
+        if self.authors and (author is None or _username_key(author) not in self.authors):
+            return False
+        if self.exclude_authors and author is not None and _username_key(author) in self.exclude_authors:
+            return False
+        return self.since is None or (moment is not None and moment >= self.since)
 
     @property
     def narrows(self) -> bool:

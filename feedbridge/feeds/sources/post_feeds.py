@@ -1,12 +1,13 @@
 """Post feeds: one topic's posts (`/t/ID`), a forum's latest posts (`/posts`), one user's posts (`/u/USER/posts`).
 
-Each post becomes a `Topic` the renderers already know (`shown`): its own entry id
-(`https://forum/t/TOPIC/NUMBER`, stable forever, since post numbers are never reused), its permalink, the
-topic's title (or "Re: title #N" for a reply, so a reader tells replies from new topics), its author, its
-`created_at` as published and `updated_at` as updated, and its cooked HTML through the same nh3 sanitizer as
-full-content topic feeds, links made absolute against the post's URL. So formats, filters (author=, q= over
-the post's text and its topic's title, limit= after filtering), `.html` views and previews work as for
-topic feeds. Every forum serves these JSON documents, so Markdown forums are read the same way.
+Each post is kept with its cooked HTML through the same nh3 sanitizer as full-content topic feeds, links made
+absolute against the post's URL (`shown`), and the posts a feed keeps become its entries (`post_entry`): its
+own entry id (`https://forum/t/TOPIC/NUMBER`, stable forever, since post numbers are never reused), its
+permalink, the topic's title (or "Re: title #N" for a reply, so a reader tells replies from new topics), its
+author, its `created_at` as published and `updated_at` as updated. They are selected as entries
+(`FeedFilter.keeps_post`: author=, q= over the post's text and its topic's title, max_age= over its own time,
+limit= after filtering), so formats, `.html` views and previews work as for topic feeds. Every forum serves
+these JSON documents, so Markdown forums are read the same way.
 
 What each costs the forum (every request goes through `Gate.fetch`: budget, slots, Retry-After):
 
@@ -67,7 +68,8 @@ from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.select.filters import FeedFilter
 from feedbridge.feeds.sources.reads import Read
-from feedbridge.models import Listing, Post, Topic, TopicHead
+from feedbridge.models import Entry, Listing, Post, TopicHead
+from feedbridge.render.meta import entry_id, titled
 from feedbridge.render.sanitize import MAX_COOKED_CHARS, sanitize_html
 from feedbridge.store import keys
 from feedbridge.store.entries import CollectedEntry, HeadEntry, PostsEntry, Shown
@@ -93,84 +95,106 @@ _OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
 def shown(post: Post, base: str, read_at: float) -> Shown:
-    """The post as a feed entry (see the module docstring)."""
-    title = post.topic_title or f"Topic {post.topic_id}"
-    slug = quote(post.topic_slug or "topic", safe="-._~%", errors="replace")
-    url = f"{base}/t/{slug}/{post.topic_id}/{post.post_number}"
+    """The post as it is kept: its cooked HTML sanitised, once (see the module docstring)."""
     content = None
     if post.cooked is not None:
         cooked = post.cooked if len(post.cooked) <= MAX_COOKED_CHARS else post.cooked[:MAX_COOKED_CHARS] + "…"
-        content = sanitize_html(cooked, url) or None
+        content = sanitize_html(cooked, _post_url(post, base)) or None
+    return Shown(replace(post, cooked=None), content, read_at)
+
+
+def post_entry(shown: Shown, base: str) -> Entry:
+    """The post as a feed's entry (see the module docstring); where the forum named no topic title, "Topic N"."""
+    post = shown.post
+    untitled = f"Topic {post.topic_id}"
+    title = post.topic_title or untitled
     author = post.username
-    return Shown(Topic(
-        id=post.topic_id,
-        title=title if post.post_number == 1 else f"Re: {title} #{post.post_number}",
-        url=url,
+    return Entry(
+        kind="post",
+        id=f"{base}/t/{post.topic_id}/{post.post_number}",
+        link=_post_url(post, base),
+        title=titled(title, untitled) if post.post_number == 1 else f"Re: {title} #{post.post_number}",
         author=author,
         author_url=f"{base}/u/{quote(author, safe='', errors='replace')}" if author else None,
-        last_posted_at=post.updated_at or post.created_at,
-        excerpt=post.excerpt if content is None else None,
-        created_at=post.created_at,
-        content_html=content,
-        category_id=post.category_id,
-        entry_id=f"{base}/t/{post.topic_id}/{post.post_number}",
+        published=post.created_at,
+        updated=_updated(post),
+        summary=post.excerpt if shown.content_html is None else None,
+        content_html=shown.content_html,
+        comments=entry_id(base, post.topic_id),
         post_number=post.post_number,
-    ), read_at, post.post_id)
+    )
 
 
-def kept(feed_filter: FeedFilter, posts: Iterable[Shown], category: int | None = None,
-         limit: int | None = DEFAULT_LIMIT) -> list[Topic]:
-    """Unique posts, newest first by creation then post number, filtered, then cut to the limit."""
-    unique: dict[str, Shown] = {}
+def _post_url(post: Post, base: str) -> str:
+    slug = quote(post.topic_slug or "topic", safe="-._~%", errors="replace")
+    return f"{base}/t/{slug}/{post.topic_id}/{post.post_number}"
+
+
+def _updated(post: Post) -> datetime | None:
+    return post.updated_at or post.created_at
+
+
+def _key(shown: Shown) -> tuple[int, int]:
+    """A post's place, which names it for good (its entry's id is made of it)."""
+    return shown.post.topic_id, shown.post.post_number
+
+
+def kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: int | None = None,
+         limit: int | None = DEFAULT_LIMIT) -> list[Entry]:
+    """Unique posts, newest first by creation then post number, as entries, filtered, then cut to the limit."""
+    return [entry for _, entry in _kept(feed_filter, posts, base, category, limit)]
+
+
+def _kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: int | None = None,
+          limit: int | None = DEFAULT_LIMIT) -> list[tuple[Shown, Entry]]:
+    """`kept`, each entry beside the post it was made of."""
+    unique: dict[tuple[int, int], Shown] = {}
     for post in posts:
-        unique.setdefault(post.topic.entry_id or "", post)
-    ordered = sorted(unique.values(), key=lambda s: (s.topic.created_at or _OLDEST, s.topic.post_number or 0),
-                     reverse=True)
-    topics = [s.topic for s in ordered if category is None or s.topic.category_id == category]
+        unique.setdefault(_key(post), post)
+    ordered = sorted(unique.values(), key=lambda s: (s.post.created_at or _OLDEST, s.post.post_number), reverse=True)
+    pairs = [(s, post_entry(s, base)) for s in ordered if category is None or s.post.category_id == category]
     if feed_filter.narrows:
-        topics = [t for t in topics if feed_filter.keeps(t)]
-    return topics if limit is None else topics[:limit]
+        pairs = [(s, entry) for s, entry in pairs if feed_filter.keeps_post(entry)]
+    return pairs if limit is None else pairs[:limit]
 
 
 @dataclass(frozen=True, slots=True)
 class PostFeeds:
-    """The post feeds' part of `FeedService`: what `FeedService.topics` gives for a post route, in every scope,
+    """The post feeds' part of `FeedService`: what `FeedService.entries` gives for a post route, in every scope,
     each read as its `Read` says (`feeds/sources/reads.py`)."""
 
     settings: Settings
     pool: CallerPool
 
-    def topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
-        """The feed's posts; what the forum answered instead is told in the words list feeds use for it
+    def entries(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Entry]]:
+        """The feed's posts, as its entries; what the forum answered instead is told in the words list feeds use for it
         (`errors.explained`), so a private topic, a members-only forum or a bot wall reads the same here."""
         try:
-            return self._topics(read, spec)
+            return self._entries(read, spec)
         except UpstreamError as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
                             signed=read.signed) from None
 
-    def _topics(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Topic]]:
+    def _entries(self, read: Read, spec: FeedSpec) -> tuple[Listing, list[Entry]]:
         base = spec.forum.base_url
         limit = spec.filter.limit or DEFAULT_LIMIT
         if spec.kind == "topic_posts" and spec.topic_id is not None:
             head, posts = self._topic(read, spec)
             first = Listing(title=head.title, base_url=base, dialect="json", topics=())
-            return first, kept(spec.filter, posts, limit=limit)
+            return first, kept(spec.filter, posts, base, limit=limit)
         if spec.kind == "posts":
             posts = self._collected(read, spec, self._latest_pages)
             first = Listing(title="latest posts", base_url=base, dialect="json", topics=())
-            return first, kept(spec.filter, posts, spec.category_id, limit)
+            return first, kept(spec.filter, posts, base, spec.category_id, limit)
         posts = self._collected(read, spec, self._action_pages)
         poster = (spec.poster or "").casefold()  # the title spells the user as the forum does, not as typed
-        spelled = next((s.topic.author for s in posts if (s.topic.author or "").casefold() == poster), spec.poster)
+        spelled = next((s.post.username for s in posts if (s.post.username or "").casefold() == poster), spec.poster)
         first = Listing(title=f"posts by {spelled}", base_url=base, dialect="json", topics=())
         if spec.content != "full":
-            return first, kept(spec.filter, posts, limit=limit)
-        by_id = {s.topic.entry_id: s for s in posts}
-        candidates = [by_id[t.entry_id] for t in kept(replace(spec.filter, query=None), posts, limit=None)]
+            return first, kept(spec.filter, posts, base, limit=limit)
+        candidates = [s for s, _ in _kept(replace(spec.filter, query=None), posts, base, limit=None)]
         full = self._full(read, spec.forum, candidates[: self.settings.topic_budget])
-        return first, kept(spec.filter, (replace(s, topic=full.get(s.topic.entry_id or "", s.topic))
-                                         for s in candidates), limit=limit)
+        return first, kept(spec.filter, (full.get(_key(s), s) for s in candidates), base, limit=limit)
 
     # --- one topic ---------------------------------------------------------------------------------------
 
@@ -302,23 +326,23 @@ class PostFeeds:
 
         return _paged(read, spec, parse_user_actions, ACTIONS_PAGE, url(0), url)
 
-    def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[str, Topic]:
-        """The bodies of user-action posts (which carry excerpts), by entry id: per topic its head (which holds
-        the first post) and batches of the replies' ids, read and cached as a topic feed's are. A post whose
-        topic fails, or is not reached within the deadline, keeps its excerpt."""
+    def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[tuple[int, int], Shown]:
+        """The bodies of user-action posts (which carry excerpts), by their place (`_key`): per topic its head
+        (which holds the first post) and batches of the replies' ids, read and cached as a topic feed's are. A
+        post whose topic fails, or is not reached within the deadline, keeps its excerpt."""
         groups: dict[int, list[Shown]] = {}
         for post in posts:
-            groups.setdefault(post.topic.id, []).append(post)
+            groups.setdefault(post.post.topic_id, []).append(post)
 
-        def bodies(topic_id: int) -> dict[str, Topic]:
+        def bodies(topic_id: int) -> dict[tuple[int, int], Shown]:
             head = self._head(read, forum, topic_id)
-            ids = [s.post_id for s in groups[topic_id] if s.post_id is not None]
-            if any(s.post_id is None for s in groups[topic_id]):
+            ids = [s.post.post_id for s in groups[topic_id] if s.post.post_id is not None]
+            if any(s.post.post_id is None for s in groups[topic_id]):
                 ids += [i for i, p in head.read if p is not None and p.post_number == 1]
             known = self._read(read, forum, head, ids, inline=True)
-            return {s.topic.entry_id or "": s.topic for s in known.values() if s is not None}
+            return {_key(s): s for s in known.values() if s is not None}
 
-        found: dict[str, Topic] = {}
+        found: dict[tuple[int, int], Shown] = {}
         order = list(groups)
         taken = 0
         try:
@@ -381,7 +405,8 @@ def _edited(held: Shown | None, post: Post | None) -> bool:
     """Whether the head holds a newer edit of a post than the one read before."""
     if held is None or post is None or post.updated_at is None:
         return False
-    return held.topic.last_posted_at is None or post.updated_at > held.topic.last_posted_at
+    before = _updated(held.post)
+    return before is None or post.updated_at > before
 
 
 def _or_none(run: Callable[[int], T], value: int) -> T | None:
