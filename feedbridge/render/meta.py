@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -98,6 +98,12 @@ def topic_entry(topic: Topic, forum_url: str) -> Entry:
         thumbnail=topic.image_url,
         comments=None if personal else topic.url,
     )
+
+
+def topic_entries(topics: Iterable[Topic], forum_url: str) -> list[Entry]:
+    """Each of `topics` as an entry (`topic_entry`), in order: the loop here, beside the renderers' own, so
+    that the stages before hand over a feed's topics at once rather than one call per topic."""
+    return [topic_entry(topic, forum_url) for topic in topics]
 
 
 def utc(moment: datetime) -> datetime:

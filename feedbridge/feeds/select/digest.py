@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.models import Entry, Listing, Topic
-from feedbridge.render.meta import topic_entry
+from feedbridge.render.meta import topic_entries
 
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
@@ -39,11 +39,11 @@ def period_of(digest: str, moment: datetime) -> tuple[str, date]:
 def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic],
              since: datetime | None = None) -> list[Entry]:
     """`topics` (the feed's, filtered) as the feed's entries: the spec's digest's, newest period first, or one
-    per topic (`topic_entry`) when it asks for no digest. With `since` (`max_age=`), only the periods that
+    per topic (`render.meta.topic_entries`) when it asks for no digest. With `since` (`max_age=`), only the periods that
     start from it: whole periods, so that a window moving on drops a period rather than changing one."""
     digest = spec.digest
     if digest is None:
-        return [topic_entry(topic, spec.forum.base_url) for topic in topics]
+        return topic_entries(topics, spec.forum.base_url)
     periods: dict[tuple[str, date], list[Topic]] = {}
     for topic in topics:
         if topic.last_posted_at is not None:
