@@ -27,7 +27,6 @@ from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
-from feedbridge.feeds.assemble import feed_body
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, feed_kind, parse_feed_request, route_of
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
@@ -36,7 +35,7 @@ from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, source_of
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
-from feedbridge.render.formats import FEED_FORMATS
+from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import BatchFetcher
@@ -291,7 +290,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         first, entries = _upstream(lambda: service.entries(spec))
     finally:
         service.close()
-    return feed_body(spec, first, entries, self_url, None, updated)
+    return render(spec.fmt, spec.head(first, self_url, None, updated), entries)
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:

@@ -29,7 +29,6 @@ from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
 from feedbridge.feeds.admission import callers
 from feedbridge.feeds.admission.callers import Caller, CallerPool
-from feedbridge.feeds.assemble import feed_body, listed
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
@@ -42,6 +41,7 @@ from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
+from feedbridge.render.formats import render
 from feedbridge.store import keys
 from feedbridge.store.entries import FeedEntry
 from feedbridge.upstream.fetcher import Fetcher
@@ -244,7 +244,7 @@ class FeedService:
                              lambda n: readers.lists.page(read, spec.forum, spec.page_url(n, JSON), JSON),
                              pictures=spec.content == "full")
         spec = readers.directory.excluding(read, spec)
-        everything = listed(spec, listings)
+        everything = spec.topics_of(listings)
         # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.
         tags_listed = "tags" not in lacking(listings)
         if spec.content == "full" or (spec.filter.tags and not tags_listed):
@@ -278,8 +278,9 @@ class FeedService:
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
-            body = feed_body(spec, first, entries, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC),
-                             site=site, ttl=self.settings.cache_ttl if refresh else None)
+            head = spec.head(first, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC), site=site,
+                             ttl=self.settings.cache_ttl if refresh else None)
+            body = render(spec.fmt, head, entries)
         dates = [e.updated for e in entries if e.updated is not None]
         return FeedEntry(
             body=body,

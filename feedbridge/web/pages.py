@@ -46,7 +46,6 @@ from flask import (
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, Reason, RequestError, RouteNotFound, UpstreamError
-from feedbridge.feeds.assemble import feed_title
 from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.service import FeedService
@@ -334,7 +333,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         built.entries, built.total = view.entries, len(view.entries)
         # a member's feed is not one the front page's form makes (nor may its link carry the member's token)
         edit_url = None if resolved.member is not None else url_for("pages.index", **form.args())
-        html = render_template("feed.html", built=built, spec=spec, title=feed_title(spec, view.first),
+        html = render_template("feed.html", built=built, spec=spec, title=spec.feed_title(view.first),
                                edit_url=edit_url, site=view.site)
         if view.stale is not None:
             raise _NotKept(html)

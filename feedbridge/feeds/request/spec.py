@@ -1,5 +1,5 @@
-"""From a feed request (path and query string) to a `FeedSpec`: which forum list to read and how to
-filter and render it.
+"""From a feed request (path and query string) to a `FeedSpec`: which forum list to read, how to filter and
+render it, and what the feed says of itself (its title, description and id: `FeedSpec.head`).
 
 This is the service's security boundary. Every piece of an upstream URL comes from a strict pattern
 match here and is percent-quoted again when the URL is built; the forum comes from configuration, never
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote, unquote, urlencode
 
@@ -21,7 +22,9 @@ from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import DIGESTS, FeedKind, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
+from feedbridge.models import Listing, Site, Topic
 from feedbridge.render.formats import FORMATS
+from feedbridge.render.meta import FeedMeta
 
 # Every feed also exists as a web page (`.html`): browsers are dropping XSLT, so this is the durable view.
 MAX_INTERSECTION = 5
@@ -189,6 +192,58 @@ class FeedSpec:
         name = (f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|"
                 f"{self.canonical_query()}" + (f"|{self.started_by}" if self.started_by is not None else ""))
         return name
+
+    def topics_of(self, listings: Sequence[Listing]) -> list[Topic]:
+        """Every topic of the list pages read for this feed, before its filter. A user's own list has no
+        category filter of its own, so a user's topics feed's `category=` is applied here."""
+        everything = [t for listing in listings for t in listing.topics]
+        if self.category_id is not None and listings and listings[0].started_by is not None:
+            everything = [t for t in everything if t.category_id == self.category_id]
+        return everything
+
+    def feed_title(self, first: Listing) -> str:
+        """What a reader lists the feed as. A post feed's request names a topic by its number and a user as
+        typed ("posts of topic 35"); once read, the forum has named them (the topic's title from its head, the
+        user as the forum spells them, which `feeds.sources.post_feeds` puts in the listing's title), and that
+        name is the title, with the filters after it as for every feed. Where the forum named nothing, the
+        request's label."""
+        if self.kind in POST_KINDS and first.title.strip() and first.title != self.label:
+            return replace(self, label=first.title).title
+        return self.title
+
+    def description(self, first: Listing) -> str:
+        """Says where the topics came from; for a user's topics feed, whether it is complete."""
+        if self.kind in POST_KINDS:
+            return f"{self.feed_title(first)}, newest first: {self.label} on {self.forum.key}"
+        if self.started_by is None:
+            return f"{self.title}, from {first.title or self.label} on {self.forum.key}"
+        if first.started_by is not None:
+            return f"{self.title}: every topic they started, from their own topic list on {self.forum.key}"
+        return (f"{self.title}: only those among the latest topics of {self.forum.key} ({self.pages} page(s)), "
+                "because the forum refused their own topic list")
+
+    def head(self, first: Listing, self_url: str | None, stylesheet_url: str | None, updated: datetime, *,
+             site: Site | None = None, ttl: int | None = None) -> FeedMeta:
+        """What the feed says of itself, whichever way it is made (the server, the static build, `feedbridge
+        build` of a URL or of a saved list), for the renderers (`render.formats.render`). Without a self URL
+        the id is the list's Markdown URL with the canonical query as its fragment, so filtered feeds of one
+        list still have ids of their own. A digest's id is `digest_id`, the start of its entries' ids: one
+        feed whatever host, format or `limit=` reads it. `updated` is the feed's date when no entry has one;
+        `site` how the forum presents itself (its icon, logo and language), `ttl` the seconds a copy is
+        served before the forum is asked again."""
+        query = urlencode(self.canonical_query())
+        return FeedMeta(
+            title=self.feed_title(first),
+            forum_url=self.forum.base_url,
+            html_url=self.html_url,
+            feed_id=self.digest_id if self.digest else self_url or self.list_id + (f"#{query}" if query else ""),
+            self_url=self_url,
+            description=self.description(first),
+            stylesheet_url=stylesheet_url,
+            updated=updated,
+            site=site,
+            ttl=ttl,
+        )
 
 
 @dataclass(frozen=True, slots=True)
