@@ -168,7 +168,7 @@ class CachePolicy:
         self.store.set(key, entry, max(self.fresh_for, 60.0))
 
     def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
-            what: str = "", fresh_for: float | None = None, keep_for: float | None = None,
+            what: str = "", fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
             admitted: Callable[[], AbstractContextManager[object]] = nullcontext) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
         `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one.
@@ -178,9 +178,10 @@ class CachePolicy:
         `build` fetches and parses; the policy stores what it returns for `keep_for` seconds. Without
         `stale` the error is raised even when a copy is held (the feed decides about stale pages itself).
         `fresh_for` and `keep_for` default to the policy's own; only entries keyed by their content's own
-        version (a topic page, keyed by its last activity) say otherwise.
+        version (a topic page, keyed by its last activity) say otherwise, and with `any_copy` a copy is fresh
+        for as long as it is kept (what changes so rarely that any copy will do: a forum's basic info).
         """
-        fresh_for = self.fresh_for if fresh_for is None else fresh_for
+        fresh_for = self.keep_for if any_copy else self.fresh_for if fresh_for is None else fresh_for
         keep_for = self.keep_for if keep_for is None else keep_for
         held: E | None = self.store.get(key)
         if is_fresh(held, fresh_for):

@@ -211,15 +211,16 @@ class FeedSpec:
             return replace(self, label=first.title).title
         return self.title
 
-    def description(self, first: Listing) -> str:
-        """Says where the topics came from; for a user's topics feed, whether it is complete."""
+    def description(self, first: Listing, title: str) -> str:
+        """Says where the topics came from; for a user's topics feed, whether it is complete. `title` is the
+        feed's (`feed_title`)."""
         if self.kind in POST_KINDS:
-            return f"{self.feed_title(first)}, newest first: {self.label} on {self.forum.key}"
+            return f"{title}, newest first: {self.label} on {self.forum.key}"
         if self.started_by is None:
-            return f"{self.title}, from {first.title or self.label} on {self.forum.key}"
+            return f"{title}, from {first.title or self.label} on {self.forum.key}"
         if first.started_by is not None:
-            return f"{self.title}: every topic they started, from their own topic list on {self.forum.key}"
-        return (f"{self.title}: only those among the latest topics of {self.forum.key} ({self.pages} page(s)), "
+            return f"{title}: every topic they started, from their own topic list on {self.forum.key}"
+        return (f"{title}: only those among the latest topics of {self.forum.key} ({self.pages} page(s)), "
                 "because the forum refused their own topic list")
 
     def head(self, first: Listing, self_url: str | None, stylesheet_url: str | None, updated: datetime, *,
@@ -232,13 +233,14 @@ class FeedSpec:
         `site` how the forum presents itself (its icon, logo and language), `ttl` the seconds a copy is
         served before the forum is asked again."""
         query = urlencode(self.canonical_query())
+        title = self.feed_title(first)
         return FeedMeta(
-            title=self.feed_title(first),
+            title=title,
             forum_url=self.forum.base_url,
             html_url=self.html_url,
             feed_id=self.digest_id if self.digest else self_url or self.list_id + (f"#{query}" if query else ""),
             self_url=self_url,
-            description=self.description(first),
+            description=self.description(first, title),
             stylesheet_url=stylesheet_url,
             updated=updated,
             site=site,

@@ -57,9 +57,8 @@ class Identities:
 
         try:
             with optional():
-                # Any copy held will do: "fresh" for as long as a copy is kept at all.
                 entry: SiteEntry = public.entry(keys.site(forum.base_url), fetch, f"the basic info of {forum.key}",
-                                                fresh_for=self.public.policy.keep_for)
+                                                any_copy=True)
         except (UpstreamError, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None

@@ -105,13 +105,14 @@ class Read:
         return Read(self.scope, self.caller, cached_only=True)
 
     def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
-              fresh_for: float | None = None, keep_for: float | None = None) -> E:
-        """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`)."""
+              fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False) -> E:
+        """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`).
+        `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept."""
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
             return held
         got = self.scope.policy.get(key, build, caller=self.caller, stale=False, what=what, fresh_for=fresh_for,
-                                    keep_for=keep_for)
+                                    keep_for=keep_for, any_copy=any_copy)
         return got.entry
 
     def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
