@@ -78,13 +78,19 @@ def procfile_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str
 
     Its output goes to files (by default one temporary file for both streams), never to a pipe: a chatty
     server must never block on a pipe nobody reads.
+
+    It is stopped as `procfile_apps` stops its servers, with gunicorn's quick shutdown (`_tell_to_stop`), not
+    the graceful one a PaaS sends, which waited a second or more in every test (CI's serial part has about
+    twenty) for the gevent worker's connections to close. Its workers still log their exit, and one that
+    has not gone in 10 s is killed.
     """
     started = _start_web(env, port, stdout, stderr)
     try:
         started.wait_up()
         yield started.url, started.process
     finally:
-        stop(started.process, grace=10)
+        _tell_to_stop(started.process)
+        _wait_or_kill(started.process, grace=10)
         started.log.close()
 
 
@@ -294,6 +300,11 @@ def _stop_quickly(process: subprocess.Popen, deadline: float) -> None:
 def stop(process: subprocess.Popen, grace: float) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `grace` seconds."""
     process.terminate()
+    _wait_or_kill(process, grace)
+
+
+def _wait_or_kill(process: subprocess.Popen, grace: float) -> None:
+    """Wait for a process told to stop, and SIGKILL it if it has not exited within `grace` seconds."""
     try:
         process.wait(grace)
     except subprocess.TimeoutExpired:

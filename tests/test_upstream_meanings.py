@@ -152,7 +152,10 @@ def server(forums: dict[str, FakeForum]) -> Iterator[str]:
     env = {"FEEDBRIDGE_FORUMS": " ".join(forum.url for forum in forums.values()),
            "FEEDBRIDGE_CREDENTIALS": " ".join(f"{key}=user-api-key:{USER_API_KEY}" for key in keyed),
            "FEEDBRIDGE_SECRET": SECRET, "FEEDBRIDGE_NEGATIVE_TTL": str(NEGATIVE_TTL), "FEEDBRIDGE_RETRIES": "0",
-           "FEEDBRIDGE_LOG_LEVEL": "WARNING", "WEB_CONCURRENCY": "2"}
+           "FEEDBRIDGE_LOG_LEVEL": "WARNING", "WEB_CONCURRENCY": "2",
+           # Generous budgets (tests/appserver.py GENEROUS_BUDGETS): the first meaning's ten feeds, past the
+           # client's share of the 10 s window, waited for it (10 s), which is not what this module checks.
+           "FEEDBRIDGE_FORUM_BUDGET_10S": "1000", "FEEDBRIDGE_FORUM_BUDGET": "3000"}
     with procfile_web(env) as (url, _process):
         yield url
 

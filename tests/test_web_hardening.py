@@ -122,6 +122,7 @@ def gunicorn(upstream):
         yield url
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_headers_in_pieces_pipelined_and_kept_alive_requests_are_answered(gunicorn):
     split = _raw(gunicorn, b"GET /heal", b"thz HTTP/1.1\r\nHo", b"st: x\r\n", b"Connection: close\r\n\r\n")
     assert split.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in split
@@ -133,6 +134,7 @@ def test_headers_in_pieces_pipelined_and_kept_alive_requests_are_answered(gunico
         assert [client.get(f"{gunicorn}/healthz").status_code for _ in range(5)] == [200] * 5
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_oversized_headers_get_431_without_a_thread(gunicorn):
     answer = _raw(gunicorn, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (MAX_HEADER_BYTES + 10) + b"\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 431")
@@ -158,6 +160,7 @@ def _links(response: httpx.Response) -> list[str]:
     return [link.href for link in parsed.feed.links if link.rel == "self"] + [stylesheet]
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_a_script_name_from_one_request_never_reaches_the_links_of_another(one_worker):
     url, forum, _ = one_worker
     feed = f"{forum}{COMPILER}.atom"
@@ -173,6 +176,7 @@ def test_a_script_name_from_one_request_never_reaches_the_links_of_another(one_w
     assert normal.headers["x-feedbridge-cache"] == "hit"
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_a_forwarded_scheme_or_a_hostile_host_stays_with_its_own_request(one_worker):
     url, forum, _ = one_worker
     feed = f"{forum}{COMPILER}.atom?limit=3"
@@ -191,6 +195,7 @@ def test_a_forwarded_scheme_or_a_hostile_host_stays_with_its_own_request(one_wor
     assert httpx.get(feed, headers={"Host": "x" * 300}, timeout=15).status_code == 400
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_control_characters_from_a_request_cannot_forge_a_log_line(one_worker):
     _, forum, log = one_worker
     forged = "2026-01-01 00:00:00,000 WARNING feedbridge.auth admin login ok"
@@ -208,6 +213,7 @@ def test_control_characters_from_a_request_cannot_forge_a_log_line(one_worker):
     assert not any(line.startswith(forged) for line in lines)
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_tracebacks_keep_their_lines_but_none_starts_at_the_margin():
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
@@ -233,6 +239,7 @@ def app(upstream):
         yield running
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_one_error_handler_answers_pages_as_pages_and_feeds_as_text(app, upstream):
     upstream.rate_limit("/latest.md", retry_after=120)
     feed = httpx.get(app.feed_url("/latest.atom"), timeout=15)
@@ -248,6 +255,7 @@ def test_one_error_handler_answers_pages_as_pages_and_feeds_as_text(app, upstrea
     assert opml.status_code == 404 and "<html" in opml.text
 
 
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_every_response_carries_nosniff_once(app):
     feed = app.feed_url(f"{COMPILER}.atom")
     responses = [
