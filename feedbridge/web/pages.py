@@ -314,18 +314,17 @@ def _charged() -> Iterator[None]:
         g.charged = False
 
 
-def feed_page(resolved: Resolved, path: str) -> Response:
+def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and a personal one's its member's: the page is
     kept with a mark in its place and served with it put back (`feedbridge.web.withheld`), and no shared cache
-    between the bridge and the reader may keep it."""
-    svc, spec = service(), resolved.spec
-    scope = resolved.scope(svc)
+    between the bridge and the reader may keep it. `scope` is the service in the scope the URL reads in."""
+    spec = resolved.spec
 
     def render() -> str:
         args = request.args.to_dict(flat=False)
         token = args.pop(signing.TOKEN, [])  # only a signed feed's URL gets this far with one
-        form = form_from_path(path, args, svc.settings)
+        form = form_from_path(path, args, scope.settings)
         links = _alternates(spec, path, token[:1])
         built = Built(form, spec, alternates={fmt: resolved.withheld(url) for fmt, url in links.items()})
         # the last good pages rather than an error, while there are any (shown, never kept)
@@ -348,7 +347,7 @@ def feed_page(resolved: Resolved, path: str) -> Response:
         response.cache_control.private = True
     else:
         response.cache_control.public = True
-    response.cache_control.max_age = svc.settings.cache_ttl
+    response.cache_control.max_age = scope.settings.cache_ttl
     response.set_etag(entry.etag)  # from the bytes, so a reload of an unchanged page is a 304
     response.make_conditional(request)  # turns this response into a 304 in place where the validators match
     return response

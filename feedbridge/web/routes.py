@@ -94,23 +94,24 @@ def feed(path: str) -> Response:
 
 
 def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
-    """A member's feed is read as the member (`feeds.members.personal`), anyone else's in the scope its URL names."""
+    """A member's feed is read as the member (`feeds.members.personal`), anyone else's in the scope its URL names:
+    the service in that scope is made once here (a member's, a few objects of its own) and read by the rest."""
+    scope = resolved.scope(svc)
     if resolved.member is None:
-        return _feed(svc, resolved, path)
-    members = resolved.scope(svc).current  # everything read for a member's feed is read as them
+        return _feed(scope, resolved, path)
+    members = scope.current  # everything read for a member's feed is read as them
     personal.check(members.control, resolved.member)
     try:
-        return _feed(svc, resolved, path)
+        return _feed(scope, resolved, path)
     except KeyRefused as exc:
         raise personal.refusal(members.gate, members.control, resolved.member, exc,
                                caller=callers.current()) from None
 
 
-def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
+def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:
     spec = resolved.spec
     if spec.fmt == "html":
-        return pages.feed_page(resolved, path)
-    scope = resolved.scope(svc)
+        return pages.feed_page(scope, resolved, path)
     stale_why = "upstream failed"
     try:  # a hit (a conditional one, or one for a browser) is never charged: the allowance is entered past it
         result = scope.feed(spec, resolved.withheld(resolved.self_url), resolved.stylesheet_url, key=resolved.key,
@@ -121,7 +122,7 @@ def _feed(svc: FeedService, resolved: Resolved, path: str) -> Response:
             raise
         result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
     g.cache = result.cache
-    headers = feed_headers(result.entry, _media_type(spec.fmt), svc.settings.cache_ttl, result.cache,
+    headers = feed_headers(result.entry, _media_type(spec.fmt), scope.settings.cache_ttl, result.cache,
                            private=resolved.private)
     if result.cache == "stale":
         headers.append(("Age", str(int(result.age))))

@@ -359,7 +359,6 @@ class PostFeeds:
         return found
 
 
-
 def _paged(read: Read, spec: FeedSpec, parse: Callable[[str], Sequence[tuple[int, Post | None]]], size: int,
            first: str, following: Callable[[int, Sequence[tuple[int, Post | None]]], str]) -> list[Shown]:
     """Up to `spec.pages` pages of a list of posts, from `first`, each next one's URL made by `following`
