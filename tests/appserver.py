@@ -73,7 +73,7 @@ def serving(settings: Settings) -> Iterator[tuple[RunningApp, Flask]]:
 
 @contextmanager
 def procfile_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str] | None = None,
-                 stderr: IO[str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+                 stderr: IO[str] | None = None, graceful: bool = False) -> Iterator[tuple[str, subprocess.Popen]]:
     """Start the Procfile's `web:` command exactly as a PaaS would (shell, $PORT), and wait until it answers.
 
     Its output goes to files (by default one temporary file for both streams), never to a pipe: a chatty
@@ -82,15 +82,20 @@ def procfile_web(env: Mapping[str, str], port: int | None = None, stdout: IO[str
     It is stopped as `procfile_apps` stops its servers, with gunicorn's quick shutdown (`_tell_to_stop`), not
     the graceful one a PaaS sends, which waited a second or more in every test (CI's serial part has about
     twenty) for the gevent worker's connections to close. Its workers still log their exit, and one that
-    has not gone in 10 s is killed.
+    has not gone in 10 s is killed. `graceful`: stopped as a PaaS stops it (SIGTERM), for a test of what the
+    shutdown itself writes: the quick one can leave gevent's "Exception ignored ... SystemExit: 0" on stderr
+    (a worker's `sys.exit` in a greenlet while its main thread shuts down), which a PaaS never sends it into.
     """
     started = _start_web(env, port, stdout, stderr)
     try:
         started.wait_up()
         yield started.url, started.process
     finally:
-        _tell_to_stop(started.process)
-        _wait_or_kill(started.process, grace=10)
+        if graceful:
+            stop(started.process, grace=10)
+        else:
+            _tell_to_stop(started.process)
+            _wait_or_kill(started.process, grace=10)
         started.log.close()
 
 
