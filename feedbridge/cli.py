@@ -26,7 +26,7 @@ from feedbridge.config import Credential, Forum, Settings, parse_forum
 from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
-from feedbridge.errors import ConfigError, NotAListError, RequestError, UpstreamError, UpstreamRefused
+from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, UpstreamRefused
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, feed_kind, parse_feed_request, route_of
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
@@ -362,7 +362,7 @@ def _service(settings: Settings) -> Iterator[FeedService]:
 def _upstream(read: Callable[[], T]) -> T:
     try:
         return read()
-    except UpstreamError as exc:
+    except NoForumAnswer as exc:
         raise Failure(exc.message) from None
 
 

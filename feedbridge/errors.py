@@ -16,23 +16,27 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   │   └── NoBaseURL                                 a list whose URL is relative, read without a base URL
     │   ├── NotATopicError                                not a topic page
     │   └── NotPostsError                                 not the posts document asked for (discourse/posts.py)
-    ├── UpstreamError                 502   (the raiser's) the forum did not give a usable answer
-    │   ├── UpstreamNotFound          404   not_found     the forum answered 404/410
-    │   ├── UpstreamRefused           502   refused       the forum answered 401/403, or a login page for a list
-    │   │   ├── LoginRequired               login         it sent the bridge to sign in (`/login`, `/session/sso`)
-    │   │   └── NotPublic             403   not_public    ... to the bridge's anonymous request for a list
-    │   ├── CrawlerRefused            403   crawler       the forum's crawler policy refuses the bridge's User-Agent
-    │   ├── BotWall                   503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
-    │   ├── UpstreamRateLimited       503   rate_limited  the forum (or our own budget for it) says wait
-    │   │   └── BridgeBusy                  busy          our own budget or cold-request slots say wait
-    │   │       └── RoomSoon                              ... for now: a build waits for the room (admission/policy.py)
-    │   └── UpstreamTimeout           504   timeout       the forum, or another request for the same thing, was slow
+    ├── NoForumAnswer                 502   (the raiser's) the forum's answer was not had (a stale copy stands in)
+    │   ├── UpstreamError             502   (the raiser's) the forum did not give a usable answer
+    │   │   ├── UpstreamNotFound      404   not_found     the forum answered 404/410
+    │   │   ├── UpstreamRefused       502   refused       the forum answered 401/403, or a login page for a list
+    │   │   │   ├── LoginRequired           login         it sent the bridge to sign in (`/login`, `/session/sso`)
+    │   │   │   └── NotPublic         403   not_public    ... to the bridge's anonymous request for a list
+    │   │   ├── CrawlerRefused        403   crawler       the forum's crawler policy refuses the bridge's User-Agent
+    │   │   ├── BotWall               503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
+    │   │   ├── UpstreamRateLimited   503   rate_limited  the forum says wait (429), or a wait it asked for is on
+    │   │   └── UpstreamTimeout       504   timeout       the forum, or another request for the same thing, was slow
+    │   └── BridgeBusy                503   busy          the bridge did not ask: its own budget or slots say wait
+    │       └── RoomSoon                                  ... for now: a build waits for the room (admission/policy.py)
     ├── CpuSpent                      429                 a client spent its CPU allowance (web/allowance.py)
     └── NotHeld                       502                 a cached-only read found no copy (feeds/sources/reads.py)
 
-The last two are the bridge's own answers, not the forum's: a refusal of a client, and a state of the
-cache. Neither is caught where a forum's failure is (no stale copy stands in for it by that path, nothing
-remembers it as a failure of the forum); the few callers that act on them name them.
+`UpstreamError` is the forum's doing, and only it is remembered as a failure of the forum (for the negative
+TTL; a 429 is kept per forum instead). The bridge's own answers are outside it: a refusal to ask the forum
+now (`BridgeBusy`), a refusal of a client (`CpuSpent`), and a state of the cache (`NotHeld`). What a
+read falls back on when the forum's answer was not had (the stale copy) is the same whether the forum failed
+or the bridge did not ask, so both are `NoForumAnswer`, the one class those fallbacks catch; the other two are
+never caught where a forum's failure is, and the few callers that act on them name them.
 
 Outside it, what has no status because the one caller that acts on it (the static build's command, the
 Redis store, the sanitiser, the fetcher) catches it first; each keeps the built-in base it is known by:
@@ -43,8 +47,8 @@ Redis store, the sanitiser, the fetcher) catches it first; each keeps the built-
     UnsafePath         ValueError   a URL path with an encoded slash or backslash: never fetched
 
 Callers catch the narrowest class they can act on; the web layer has one handler that turns any of
-them into `status` and `message`. `retry_after` travels with upstream errors and `CpuSpent` so the reader
-is told when to come back. Upstream errors also carry what went wrong as fields, set by whoever raises them:
+them into `status` and `message`. `retry_after` travels with `NoForumAnswer` errors and `CpuSpent` so the reader
+is told when to come back. `NoForumAnswer` errors also carry what went wrong as fields, set by whoever raises them:
 `reason` (a `Reason`) and `upstream_status` (the forum's HTTP status, when it answered one), so a page
 can say it in words without reading the message, which is for people and changes with wrapping. So do
 request errors (`param`, the query parameter at fault) and config errors (`setting`, and `detail`, what is
@@ -177,7 +181,10 @@ class Reason(StrEnum):
     TIMEOUT = "timeout"
 
 
-class UpstreamError(FeedbridgeError):
+class NoForumAnswer(FeedbridgeError):
+    """The forum's answer was not had, by its doing (`UpstreamError`) or the bridge's (`BridgeBusy`): what a
+    read answers with a stale copy, when one is held."""
+
     status = 502
     default_reason = Reason.UNUSABLE
 
@@ -187,6 +194,11 @@ class UpstreamError(FeedbridgeError):
         self.retry_after = retry_after
         self.reason = reason or self.default_reason
         self.upstream_status = upstream_status
+
+
+class UpstreamError(NoForumAnswer):
+    """The forum did not give a usable answer: the failures remembered for the negative TTL (a 429 is kept per
+    forum instead, `ForumWaits` in `feeds/admission/gate.py`)."""
 
 
 class UpstreamNotFound(UpstreamError):
@@ -254,10 +266,17 @@ class UpstreamRateLimited(UpstreamError):
     default_reason = Reason.RATE_LIMITED
 
 
-class BridgeBusy(UpstreamRateLimited):
-    """The bridge itself declines to ask the forum now (its per-forum budget, a client's share of it, or its
-    slots for requests waiting on upstream are used up). Not a failure of the forum: never remembered as one."""
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    default_reason = Reason.TIMEOUT
 
+
+class BridgeBusy(NoForumAnswer):
+    """The bridge itself declines to ask the forum now (its per-forum budget, a client's share of it, or its
+    slots for requests waiting on upstream are used up). Not a failure of the forum: never remembered as one,
+    and outside `UpstreamError` so that no handler of the forum's failures can take it for one."""
+
+    status = 503
     default_reason = Reason.BUSY
 
 
@@ -269,11 +288,6 @@ class RoomSoon(BridgeBusy):
     def __init__(self, message: str, retry_after: float, until: float):
         super().__init__(message, retry_after)
         self.until = until
-
-
-class UpstreamTimeout(UpstreamError):
-    status = 504
-    default_reason = Reason.TIMEOUT
 
 
 class CpuSpent(FeedbridgeError):
@@ -298,7 +312,7 @@ class NotHeld(FeedbridgeError):
 _CLASS_OF: dict[Reason, type[UpstreamError]] = {
     cls.default_reason: cls
     for cls in (UpstreamNotFound, UpstreamRefused, LoginRequired, NotPublic, CrawlerRefused, BotWall,
-                UpstreamRateLimited, BridgeBusy, UpstreamTimeout)
+                UpstreamRateLimited, UpstreamTimeout)
 }
 
 
@@ -308,8 +322,8 @@ def upstream_error(reason: Reason, message: str, retry_after: float | None = Non
     return _CLASS_OF.get(reason, UpstreamError)(message, retry_after, reason=reason, upstream_status=upstream_status)
 
 
-def explained(exc: UpstreamError, forum: str, label: str, *, keyed: bool, signed: bool,
-              missing: str | None = None) -> UpstreamError:
+def explained(exc: NoForumAnswer, forum: str, label: str, *, keyed: bool, signed: bool,
+              missing: str | None = None) -> NoForumAnswer:
     """What the reader of feed `label` of `forum` is told about the forum's answer `exc`: one wording and
     one status per meaning, the forum's own answer kept in parentheses; any other error as it is.
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 from lxml import html
 
+from feedbridge import errors
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import (
     Reason,
@@ -83,3 +84,43 @@ def test_the_front_page_tells_the_bridges_own_budget_from_the_forum_asking_to_wa
 
     said = html.fromstring(client.get("/?list=top").data).get_element_by_id("preview-unavailable").text_content()
     assert "feedbridge is reading" in said and "asked feedbridge to slow down" not in said
+
+
+def _drawn_tree() -> dict[str, tuple[str, int | None]]:
+    """The hierarchy `errors`' docstring draws: each class's parent and the status its row states, if any."""
+    drawn: dict[str, tuple[str, int | None]] = {}
+    line_of: list[str] = []  # the class named at each depth so far
+    for line in (errors.__doc__ or "").splitlines():
+        if "── " not in line and not line.strip().startswith("FeedbridgeError "):
+            continue
+        depth = line.index("── ") // 4 if "── " in line else 0
+        name, *rest = line.split("── ")[-1].split()
+        del line_of[depth:]
+        line_of.append(name)
+        if depth:
+            drawn[name] = (line_of[depth - 1], int(rest[0]) if rest and rest[0].isdigit() else None)
+    return drawn
+
+
+def test_the_drawn_tree_is_the_class_tree() -> None:
+    """The tree in `errors`' docstring is the classes' own: every class of it under its drawn parent, with
+    the status its row says (or its parent's), and every error class drawn. So the bridge's own refusal
+    (`BridgeBusy`) sits outside the forum's failures (`UpstreamError`), as drawn, where a handler of those
+    cannot take it for one."""
+    drawn = _drawn_tree()
+    ours = {name for name, value in vars(errors).items()
+            if isinstance(value, type) and issubclass(value, errors.FeedbridgeError) and value is not errors.FeedbridgeError}
+    assert set(drawn) == ours
+    for name, (parent, status) in drawn.items():
+        cls = getattr(errors, name)
+        assert cls.__bases__[0] is getattr(errors, parent), name
+        assert cls.status == (status if status is not None else getattr(errors, parent).status), name
+    assert not issubclass(errors.BridgeBusy, UpstreamError) and issubclass(errors.BridgeBusy, errors.NoForumAnswer)
+
+
+def test_a_drawn_tree_that_is_not_the_class_tree_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(errors, "__doc__", (errors.__doc__ or "").replace(
+        "    │   └── BridgeBusy ", "    │   │   └── BridgeBusy "))
+    assert _drawn_tree()["BridgeBusy"][0] == "UpstreamError"
+    with pytest.raises(AssertionError):
+        test_the_drawn_tree_is_the_class_tree()

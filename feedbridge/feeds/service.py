@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from feedbridge import metrics
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import CpuSpent, NotHeld, UpstreamError
+from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
 from feedbridge.feeds.admission import callers
 from feedbridge.feeds.admission.callers import Caller, CallerPool
 from feedbridge.feeds.members.personal import Member
@@ -156,7 +156,7 @@ class FeedService:
         try:
             return self.current.policy.get(key, lambda _held: render(), caller=self._read().caller, what="the page",
                                            admitted=admitted).entry
-        except (UpstreamError, CpuSpent):
+        except (NoForumAnswer, CpuSpent):
             held = self.held(key)
             if held is None:
                 raise
@@ -210,10 +210,10 @@ class FeedService:
         second build (`CpuSpent`: the live build's failure was charged, and may have spent the allowance)."""
         try:
             return live()
-        except UpstreamError as exc:
+        except NoForumAnswer as exc:
             try:
                 made = cached(exc.message)
-            except (UpstreamError, NotHeld, CpuSpent):
+            except (NoForumAnswer, NotHeld, CpuSpent):
                 raise exc from None
             log.warning("built from stale copies: %s", exc.message)
             return made

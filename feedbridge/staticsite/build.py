@@ -21,7 +21,7 @@ from urllib.parse import quote, urljoin
 
 import click
 
-from feedbridge.errors import BuildConfigError, UpstreamError
+from feedbridge.errors import BuildConfigError, NoForumAnswer
 from feedbridge.feeds.admission.gate import Pace
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.wiring import build_service
@@ -114,7 +114,7 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
         written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:
-        outcome.error = exc.message if isinstance(exc, UpstreamError) else f"{type(exc).__name__}: {exc}"
+        outcome.error = exc.message if isinstance(exc, NoForumAnswer) else f"{type(exc).__name__}: {exc}"
         outcome.files = [(file, "kept" if (config.out_dir / file).exists() else "missing") for file in plan.files]
     else:
         outcome.status = "written" if any(written) else "unchanged"

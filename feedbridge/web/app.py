@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 
 from feedbridge import __version__, metrics
 from feedbridge.config import Settings
-from feedbridge.errors import ConfigError, CpuSpent, FeedbridgeError, UpstreamError
+from feedbridge.errors import ConfigError, CpuSpent, FeedbridgeError, NoForumAnswer
 from feedbridge.feeds.wiring import build_service
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
@@ -86,7 +86,7 @@ def _error(exc: Exception) -> Response:
             response = pages.error_page(exc.status, exc.message)
         else:
             response = plain_error(exc.status, exc.message)
-        if isinstance(exc, (UpstreamError, CpuSpent)) and exc.retry_after is not None:
+        if isinstance(exc, (NoForumAnswer, CpuSpent)) and exc.retry_after is not None:
             response.headers["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
         return response
     if isinstance(exc, HTTPException):

@@ -45,7 +45,7 @@ from flask import (
 )
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import CpuSpent, Reason, RequestError, RouteNotFound, UpstreamError
+from feedbridge.errors import CpuSpent, NoForumAnswer, Reason, RequestError, RouteNotFound
 from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.service import FeedService
@@ -75,7 +75,7 @@ class Unavailable:
     detail: str
 
 
-def unavailable(forum: Forum, exc: UpstreamError | CpuSpent) -> Unavailable:
+def unavailable(forum: Forum, exc: NoForumAnswer | CpuSpent) -> Unavailable:
     """Say what happened in words, from the error's reason and the status the forum answered."""
     if isinstance(exc, CpuSpent):
         return Unavailable("this browser has used its share of the bridge's time for a moment; the preview "
@@ -426,7 +426,7 @@ def preview_of(svc: FeedService, built: Built) -> None:
     spec = built.spec
     try:
         view = svc.view(spec)
-    except UpstreamError as exc:
+    except NoForumAnswer as exc:
         built.preview_error = unavailable(spec.forum, exc)
         return
     except RequestError as exc:  # what only the reading refuses (a /filter term only a signed-in reader can use,
@@ -461,7 +461,7 @@ def _form_from_request(settings: Settings, with_url: bool = True) -> tuple[FeedF
 def _categories(svc: FeedService, forum: Forum) -> tuple[tuple[Category, ...], Unavailable | None]:
     try:
         return svc.categories(forum), None
-    except UpstreamError as exc:
+    except NoForumAnswer as exc:
         log.warning("categories directory unavailable: %s", exc.message)
         return (), unavailable(forum, exc)
 

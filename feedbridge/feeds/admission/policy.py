@@ -41,6 +41,7 @@ from feedbridge import metrics
 from feedbridge.config import Settings
 from feedbridge.errors import (
     BridgeBusy,
+    NoForumAnswer,
     NotHeld,
     RoomSoon,
     UpstreamError,
@@ -189,7 +190,7 @@ class CachePolicy:
         try:
             with admitted():
                 return Got(self._build(key, build, held, fresh_for, keep_for, what, caller), "miss")
-        except UpstreamError as exc:
+        except NoForumAnswer as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
                             exc.message)
@@ -271,8 +272,10 @@ class CachePolicy:
                 entry = build(held)
             except UpstreamError as exc:
                 self.remember(key, exc)
+                raise
+            except BridgeBusy:
                 # What a read that waits for room met, though a reader in between made it another error.
-                if isinstance(exc, BridgeBusy) and tally.refused is not None:
+                if tally.refused is not None:
                     raise tally.refused from None
                 raise
             finally:

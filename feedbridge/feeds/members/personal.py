@@ -54,7 +54,7 @@ from feedbridge.discourse.personal import (
     parse_current_user,
     parse_notifications,
 )
-from feedbridge.errors import Forbidden, KeyRefused, NotAListError, RequestError, UpstreamError
+from feedbridge.errors import Forbidden, KeyRefused, NoForumAnswer, NotAListError, RequestError
 from feedbridge.feeds.admission.callers import Caller
 from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request, split_forum
@@ -266,7 +266,7 @@ def refusal(gate: Gate, control: ControlStore, member: Member, exc: KeyRefused, 
     except KeyRefused:
         control.set(keys.revoked(forum.base_url), True, REVOKED_FOR)
         return gone(forum)
-    except (UpstreamError, NotAListError):
+    except (NoForumAnswer, NotAListError):
         return exc
     return Forbidden(f"{forum.key} does not show this to {owner.username}: it is hidden from your account, or "
                      f"outside what your key may read ({exc.message})")

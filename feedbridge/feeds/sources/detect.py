@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     BotWall,
+    BridgeBusy,
     CrawlerRefused,
     UpstreamError,
     UpstreamNotFound,
@@ -133,7 +134,7 @@ class SourceDetector:
             return self._store(forum, key, previous, MARKDOWN.name, settled=True)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             return self._store(forum, key, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
-        except UpstreamRateLimited:
+        except (UpstreamRateLimited, BridgeBusy):
             if previous is None:
                 raise
             return previous
@@ -152,7 +153,7 @@ class SourceDetector:
         try:
             list_page(read, forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
             state = JSON.name
-        except (UpstreamRateLimited, BotWall, CrawlerRefused):
+        except (UpstreamRateLimited, BridgeBusy, BotWall, CrawlerRefused):
             if previous is None:
                 raise
             return previous

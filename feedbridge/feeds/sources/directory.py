@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum
-from feedbridge.errors import NotHeld, UpstreamError, upstream_error
+from feedbridge.errors import NoForumAnswer, NotHeld, UpstreamError, upstream_error
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.select.subcategories import excluding
 from feedbridge.feeds.sources.dialects import JSON
@@ -81,7 +81,7 @@ class Directory:
         if cached is None:
             try:
                 directory = self.categories(read, forum)
-            except (UpstreamError, NotHeld) as exc:
+            except (NoForumAnswer, NotHeld) as exc:
                 log.info("no category names for %s: %s", forum.key, exc.message)
         names = {category.id: category.name for category in directory}
         return [replace(t, category=names[t.category_id]) if t.category is None and t.category_id in names else t

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 
-from feedbridge.errors import NotHeld, RequestError, UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.errors import NoForumAnswer, NotHeld, RequestError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.admission.policy import optional
 from feedbridge.feeds.select.filters import FeedFilter
 from feedbridge.feeds.sources.dialects import source_of
@@ -48,7 +48,7 @@ def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
         try:
             with optional() if needed is None else nullcontext():  # the pictures alone: a build can do without
                 figures = {topic.id: topic for topic in json_page(number).topics}
-        except (UpstreamError, NotHeld) as exc:
+        except (NoForumAnswer, NotHeld) as exc:
             if needed is None:  # the pictures alone: a failure, a refused read (the build kept all the same), no copy
                 log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)
                 pages.append(listing)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
-from feedbridge.errors import NotHeld, UpstreamError, UpstreamNotFound, UpstreamRefused
+from feedbridge.errors import NoForumAnswer, NotHeld, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.admission.policy import optional
 from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.models import Site
@@ -59,7 +59,7 @@ class Identities:
             with optional():
                 entry: SiteEntry = public.entry(keys.site(forum.base_url), fetch, f"the basic info of {forum.key}",
                                                 any_copy=True)
-        except (UpstreamError, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
+        except (NoForumAnswer, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None
         return entry.site

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
+    NoForumAnswer,
     RequestError,
-    UpstreamError,
     UpstreamNotFound,
     UpstreamRefused,
     UpstreamTimeout,
@@ -53,7 +53,7 @@ class ListReader:
         """
         try:
             return self._read(read, spec)
-        except UpstreamError as exc:
+        except NoForumAnswer as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
                             signed=read.signed, missing=spec.missing) from None
 

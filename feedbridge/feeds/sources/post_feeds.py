@@ -56,10 +56,10 @@ from feedbridge.discourse.posts import (
     parse_user_actions,
 )
 from feedbridge.errors import (
+    NoForumAnswer,
     NotATopicError,
     NotHeld,
     NotPostsError,
-    UpstreamError,
     UpstreamRefused,
     UpstreamTimeout,
     explained,
@@ -171,7 +171,7 @@ class PostFeeds:
         (`errors.explained`), so a private topic, a members-only forum or a bot wall reads the same here."""
         try:
             return self._entries(read, spec)
-        except UpstreamError as exc:
+        except NoForumAnswer as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
                             signed=read.signed) from None
 
@@ -411,7 +411,7 @@ def _edited(held: Shown | None, post: Post | None) -> bool:
 def _or_none(run: Callable[[int], T], value: int) -> T | None:
     try:
         return run(value)
-    except (UpstreamError, NotHeld) as exc:
+    except (NoForumAnswer, NotHeld) as exc:
         log.info("content=full: %s", exc.message)
         return None
 

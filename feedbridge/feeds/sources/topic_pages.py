@@ -16,7 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from feedbridge.errors import NoForumAnswer, NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.sources.dialects import PAGE_FIELDS, Source
 from feedbridge.feeds.sources.post_feeds import read_head
@@ -60,7 +60,7 @@ class TopicPages:
                     results.append(done.result())
                 except NotHeld:
                     results.append(topic)
-                except (UpstreamError, NotATopicError, ValueError) as exc:
+                except (NoForumAnswer, NotATopicError, ValueError) as exc:
                     failures += 1
                     log.warning("content=full: topic %d falls back to its excerpt: %s", topic.id, exc)
                     results.append(topic)
