@@ -299,9 +299,13 @@ def test_json_summary_shape(tmp_path, upstream):
         assert set(feed) == {"name", "status", "fetch", "requests", "files", "ms", "error"}
         assert feed["status"] == "written" and feed["error"] is None and feed["ms"] >= 0
         assert all(f["status"] == "written" and (tmp_path / "public" / f["path"]).is_file() for f in feed["files"])
-    # One per upstream page, or one less: source detection reads /latest.md for whichever feed asks first,
-    # and the latest feed then finds it cached.
-    assert sum(f["fetch"] == "fetched" for f in summary["feeds"]) in (1, 2)
+    # The feeds are built in parallel threads, so which feed makes which of the three requests is the threads'
+    # timing: source detection reads /latest.md for whichever feed asks first (the latest feed then finds it
+    # cached), and the basic info is read by whichever feed reaches it first (seen: three feeds fetched one
+    # each, on a loaded machine). Each feed's label is its own count, and with four feeds and three requests
+    # at least one is built from what the others fetched.
+    assert all(f["fetch"] == ("fetched" if f["requests"] else "cached") for f in summary["feeds"])
+    assert 1 <= sum(f["fetch"] == "cached" for f in summary["feeds"]) <= 3
     assert sum(f["requests"] for f in summary["feeds"]) == 3
     assert os.path.samefile(summary["out_dir"], tmp_path / "public")
 
