@@ -1,8 +1,9 @@
-"""The request scope and the pool's one wave loop (`feeds/admission/callers.py`), counted, not timed: which jobs ran,
-what they saw of the request, what was cancelled when its deadline passed."""
+"""The pool's one wave loop (`feeds/admission/callers.py`), counted, not timed: which jobs ran, what they saw of
+their submitter's context, what was cancelled when the request's deadline passed."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Iterator
@@ -10,8 +11,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
 
-from feedbridge.feeds.admission import callers
+from feedbridge.config import Settings, parse_forum
 from feedbridge.feeds.admission.callers import Caller, CallerPool
+from feedbridge.web import context
+from feedbridge.web.app import create_app
 
 
 @pytest.fixture
@@ -21,17 +24,19 @@ def pool() -> Iterator[CallerPool]:
     made.shutdown(wait=True, cancel_futures=True)
 
 
-def test_pool_work_runs_in_the_requests_scope_and_outside_one_in_none(pool: CallerPool) -> None:
-    caller = Caller("203.0.113.9", time.monotonic() + 60)
-    assert [f.result() for _j, f in pool.waves([1, 2, 3], lambda _n: callers.current(), 2)] == [None] * 3
-    token = callers.enter(caller)
+def test_pool_work_runs_in_a_copy_of_its_submitters_context(pool: CallerPool) -> None:
+    """What the work a request fans out is charged to travels in its context (a static build's request tally,
+    the builds a read is part of, the CPU meter): a job sees its submitter's values, and its own changes stay
+    its own."""
+    mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="none")
+    token = mark.set("the submitter's")
     try:
-        seen = [f.result() for _j, f in pool.waves([1, 2, 3], lambda _n: callers.current(), 2)]
+        seen = [f.result() for _j, f in pool.waves([1, 2, 3], lambda n: (mark.get(), mark.set(str(n)))[0], 2,
+                                                    caller=None)]
     finally:
-        callers.leave(token)
-    assert seen == [caller] * 3
-    assert callers.current() is None
-    assert caller.admission.ended  # leaving ends the request: its pool work fetches nothing more
+        mark.reset(token)
+    assert seen == ["the submitter's"] * 3
+    assert mark.get() == "none"
 
 
 def test_results_come_in_order_with_each_jobs_own_error(pool: CallerPool) -> None:
@@ -41,7 +46,7 @@ def test_results_come_in_order_with_each_jobs_own_error(pool: CallerPool) -> Non
         return n * 10
 
     taken = []
-    for job, done in pool.waves([1, 2, 3, 4, 5], run, 2):
+    for job, done in pool.waves([1, 2, 3, 4, 5], run, 2, caller=None):
         taken.append((job, done.exception() is None and done.result()))
     assert taken == [(1, 10), (2, False), (3, 30), (4, 40), (5, 50)]
 
@@ -55,7 +60,7 @@ def test_a_consumer_that_stops_starts_no_further_wave(pool: CallerPool) -> None:
             ran.append(n)
         return n
 
-    for job, _done in pool.waves(list(range(10)), run, 3):
+    for job, _done in pool.waves(list(range(10)), run, 3, caller=None):
         if job == 1:
             break
     pool.shutdown(wait=True)
@@ -72,13 +77,29 @@ def test_past_the_deadline_what_has_not_started_never_starts(pool: CallerPool) -
         return n
 
     narrow = CallerPool(max_workers=1)
-    token = callers.enter(Caller("203.0.113.9", time.monotonic() + 0.2))
     try:
         with pytest.raises(FutureTimeout):
-            for _job, _done in narrow.waves([1, 2, 3], run, 3):
+            for _job, _done in narrow.waves([1, 2, 3], run, 3, caller=Caller("203.0.113.9", time.monotonic() + 0.2)):
                 pass
     finally:
-        callers.leave(token)
         release.set()
         narrow.shutdown(wait=True)
     assert ran == [1]  # 2 and 3 were queued behind it and cancelled
+
+
+def test_the_request_is_served_by_one_caller_made_at_its_edge_and_ended_at_its_teardown() -> None:
+    """`open_scope` makes the request's service, serving one `Caller` that every read of the request is handed
+    (`FeedService._read`); teardown ends it, so pool work the request left behind fetches nothing more, and
+    the next request gets a caller of its own."""
+    app = create_app(Settings(forums=(parse_forum("markdown:https://forum.example"),)))
+    served = []
+    for _ in range(2):
+        with app.test_request_context("/", environ_base={"REMOTE_ADDR": "203.0.113.9"}):
+            context.open_scope()
+            svc = context.service()
+            assert svc.caller is not None and svc.caller.client == context.client() == "203.0.113.9"
+            assert svc._read().caller is svc.caller and svc.scope(False).caller is svc.caller
+            assert not svc.caller.admission.ended
+            served.append(svc.caller)
+            context.close_scope()
+    assert served[0] is not served[1] and all(caller.admission.ended for caller in served)

@@ -27,7 +27,6 @@ from typing import Any, Literal, TypeVar
 from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
-from feedbridge.feeds.admission import callers
 from feedbridge.feeds.admission.callers import Caller, CallerPool
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
@@ -93,7 +92,8 @@ class FeedService:
     has (`public`; `private`, read with the forums' keys, when it has credentials; `member`, when it has
     personal feeds, which makes the members' scope as one member reads in it), and `current`, the scope this
     service reads in. A scope is a value (`scope`), so the service for a signed or a member's request is this
-    one reading in another."""
+    one reading in another; so is the web request it serves (`caller`, made at the edge by `serving`), which
+    every read it begins is handed (`Read`), and None outside one (the static build, the CLI)."""
 
     settings: Settings
     readers: Readers
@@ -103,6 +103,7 @@ class FeedService:
     pool: CallerPool
     fetcher: Fetcher
     current: Scope
+    caller: Caller | None = None
 
     def scope(self, signed: bool, member: Member | None = None) -> FeedService:
         """This service reading in the public scope, in the private one for a request whose token verified,
@@ -124,9 +125,10 @@ class FeedService:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.fetcher.close()
 
-    def caller(self, client: str) -> Caller:
-        """A web request's budget share, deadline and slot; `client` is its remote address."""
-        return self.current.policy.caller(client)
+    def serving(self, client: str) -> FeedService:
+        """This service for one web request from `client` (its remote address): the request's budget share,
+        deadline and slot, a `Caller` that the web layer ends at the request's teardown (`Caller.end`)."""
+        return replace(self, caller=self.current.policy.caller(client))
 
     @property
     def topic_failures(self) -> int:
@@ -268,9 +270,9 @@ class FeedService:
         return self.readers.lists.page(self._read(), forum, url, source)
 
     def _read(self) -> Read:
-        """Where the read path begins: the current scope, live, for the web request under way (the one the web
-        layer entered, `callers.current`, looked up here and nowhere below: each layer is handed it)."""
-        return Read(self.current, callers.current())
+        """Where the read path begins: the current scope, live, for the web request this service serves
+        (`caller`): each layer below is handed it."""
+        return Read(self.current, self.caller)
 
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 refresh: bool, identity: bool) -> FeedEntry:

@@ -26,7 +26,6 @@ from flask import Blueprint, Response, render_template, request, url_for
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import RequestError, RouteNotFound
-from feedbridge.feeds.admission import callers
 from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources.reads import Scope
@@ -71,7 +70,7 @@ def connect(key: str) -> Response:
     forum, members = _members(svc, key)
     if "payload" in request.args:  # the forum sent the member back here (an allowed auth_redirect)
         return _completed(svc, forum, members, request.args.getlist("payload"))
-    found = handshake.support(svc.public.gate, svc.public.control, forum, caller=callers.current())
+    found = handshake.support(svc.public.gate, svc.public.control, forum, caller=svc.caller)
     if found.version < handshake.AUTH_API_VERSION:
         raise RouteNotFound(f"{forum.key} does not give User API keys (its /user-api-key/new answers no "
                             f"Auth-Api-Version {handshake.AUTH_API_VERSION}): personal feeds need them")
@@ -102,14 +101,14 @@ def device(key: str) -> Response:
     forum, then comes back to `device_poll`. Only where the forum announced it (`Auth-Api-Device-Code`)."""
     svc = service()
     forum, _made = _members(svc, key)
-    if not handshake.support(svc.public.gate, svc.public.control, forum, caller=callers.current()).device:
+    if not handshake.support(svc.public.gate, svc.public.control, forum, caller=svc.caller).device:
         raise RouteNotFound(f"{forum.key} has no device flow: use the approval link")
     cookie = request.cookies.get(handshake.COOKIE, "")
     if not _COOKIE.fullmatch(cookie):
         raise RequestError(f"start from /{forum.key}/connect: this browser has no connect under way")
     rsa = _rsa_key(svc.settings)
     nonce = handshake.make_nonce(svc.settings, forum, rsa, cookie)
-    code = handshake.start_device(svc.public.gate, forum, rsa, nonce, _application(), caller=callers.current())
+    code = handshake.start_device(svc.public.gate, forum, rsa, nonce, _application(), caller=svc.caller)
     return _private(render_template("device.html", forum=forum, code=code, ttl=svc.settings.connect_ttl,
                                     poll_url=url_for("connect.device_poll", key=forum.key, user_code=code.user_code,
                                                      device_code=code.device_code)))
@@ -124,7 +123,7 @@ def device_poll(key: str) -> Response:
         raise RequestError("device_code must be what the connect page gave: 64 hexadecimal digits",
                            param="device_code")
     user_code = request.args.get("user_code", "")
-    payload = handshake.poll_device(svc.public.gate, forum, device_code, caller=callers.current())
+    payload = handshake.poll_device(svc.public.gate, forum, device_code, caller=svc.caller)
     if payload is None:  # not approved yet: the same page again, saying so
         activate = f"{forum.base_url}/user-api-key/activate"
         shown = user_code if handshake.USER_CODE.fullmatch(user_code) else ""
@@ -156,7 +155,7 @@ def _completed(svc: FeedService, forum: Forum, members: Callable[[personal.Membe
         raise RequestError("payload is required, once: paste the text the forum showed after you approved",
                            param="payload")
     connected = handshake.complete(svc.settings, lambda member: members(member).gate, forum, _rsa_key(svc.settings),
-                                   given[0], request.cookies.get(handshake.COOKIE), caller=callers.current())
+                                   given[0], request.cookies.get(handshake.COOKIE), caller=svc.caller)
     feeds = _feed_urls(forum, connected.token)
     page = render_template("connected.html", forum=forum, member=connected.member, feeds=feeds,
                            opml_url=url_for("connect.opml", key=forum.key, token=connected.token, _external=True))

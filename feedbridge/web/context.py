@@ -1,5 +1,6 @@
-"""The request's resources: the app's `FeedService` (one accessor), and this request's scope, a `Caller`
-(its deadline, its share of the forum's budget and its slot) opened and closed around it.
+"""The request's resources: the app's `FeedService` for this request (one accessor), serving its `Caller`
+(its deadline, its share of the forum's budget and its slot), made at the request's start and ended at its
+teardown. Flask's `g` holds it, as flaskr's `get_db` holds its connection.
 
 Who the client is, for its share of a forum's budget and of the CPU: the address that reached the first
 proxy we trust. `FEEDBRIDGE_TRUSTED_HOPS` says how many proxies stand in front (a PaaS router is one), and
@@ -29,7 +30,6 @@ from typing import TYPE_CHECKING
 from flask import current_app, g, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from feedbridge.feeds.admission import callers
 from feedbridge.feeds.service import FeedService
 
 if TYPE_CHECKING:
@@ -37,32 +37,34 @@ if TYPE_CHECKING:
 
 
 def service() -> FeedService:
-    """The service `create_app` built; every view reaches the cache and the forums through it."""
-    svc: FeedService = current_app.extensions["feedbridge"]
+    """The service `create_app` built, serving this request (`open_scope`); every view reaches the cache and
+    the forums through it. Before the request's scope is open (an error page for a request refused by an
+    earlier `before_request`), the app's own, which serves no request and reads with no deadline."""
+    svc: FeedService = g.get("service") or current_app.extensions["feedbridge"]
     return svc
 
 
 def open_scope() -> None:
-    """At the request's start: its `Caller` (who the client is, deadline, share of the forum's budget, slot),
-    the scope of everything the request runs however many service calls it makes (`feeds.admission.callers.current`).
-    The one place a request's client is made from its address: the budget's share and the CPU allowance
-    (`client`) both read it from here."""
-    svc = service()
-    g.request_scope = callers.enter(svc.caller(client_of(request.remote_addr or "-", svc.settings.ipv6_prefix)))
+    """At the request's start: the service serving it, with its `Caller` (who the client is, deadline, share
+    of the forum's budget, slot), the one value every read the request makes is handed, however many service
+    calls it makes. The one place a request's client is made from its address: the budget's share and the
+    CPU allowance (`client`) both read it from here."""
+    svc: FeedService = current_app.extensions["feedbridge"]
+    g.service = svc.serving(client_of(request.remote_addr or "-", svc.settings.ipv6_prefix))
 
 
 def client() -> str:
     """Who the current request is as a client (`client_of` its address), as `open_scope` made it."""
-    caller = callers.current()
+    caller = service().caller
     assert caller is not None, "open_scope runs before every view"
     return caller.client
 
 
 def close_scope(_exc: BaseException | None = None) -> None:
     """At the request's teardown: its slot goes back, and pool work it left behind fetches nothing more."""
-    token = g.pop("request_scope", None)
-    if token is not None:
-        callers.leave(token)
+    svc: FeedService | None = g.pop("service", None)
+    if svc is not None and svc.caller is not None:
+        svc.caller.end()
 
 
 def client_addresses(app: WSGIApplication, trusted_hops: int) -> WSGIApplication:

@@ -18,7 +18,6 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from feedbridge import __version__
 from feedbridge.errors import CpuSpent, FeedMoved, KeyRefused, RequestError
-from feedbridge.feeds.admission import callers
 from feedbridge.feeds.members import personal
 from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import parse_feed_request
@@ -105,7 +104,7 @@ def _answer(svc: FeedService, resolved: Resolved, path: str) -> Response:
         return _feed(scope, resolved, path)
     except KeyRefused as exc:
         raise personal.refusal(members.gate, members.control, resolved.member, exc,
-                               caller=callers.current()) from None
+                               caller=scope.caller) from None
 
 
 def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:

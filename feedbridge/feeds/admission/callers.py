@@ -1,7 +1,7 @@
 """Who asks and until when: the request-side half of the cache policy (what it may spend of a forum is
 `feeds.admission.budget`).
 
-- `Caller`: one web request, made once at its edge and current for all it runs (`enter`, `current`). Its
+- `Caller`: one web request, made once at its edge (`FeedService.serving`) and handed to all it runs. Its
   deadline (FEEDBRIDGE_REQUEST_DEADLINE) bounds every wait on top of a fetch (further pages, topic pages,
   another request's fetch); the service answers with what it has by then.
 - `Admission`: what the request holds, shared by all it runs, pool work included: at most one cold slot
@@ -55,10 +55,10 @@ class Admission:
 class Caller:
     """One web request: who asks (for the budget's fair share), until when, and what it holds.
 
-    It is the request's scope (`current`), set once at the edge (`enter`) and seen by the work the request
-    fans out, since the pool runs each job in a copy of its submitter's context (`CallerPool`): a page 2 or
-    a topic page read in the pool takes the request's slot if the request holds none yet, and is refused
-    with the request's own reads when none is free, so no read of the request goes upstream without a slot.
+    Made once at the edge (`FeedService.serving`) and handed down with every read (`Read.caller`), to the
+    work the request fans out too: a page 2 or a topic page read in the pool takes the request's slot if the
+    request holds none yet, and is refused with the request's own reads when none is free, so no read of the
+    request goes upstream without a slot.
     """
 
     client: str
@@ -85,9 +85,6 @@ class Caller:
             slot.release()
 
 
-_CURRENT: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("feedbridge_caller", default=None)
-"""The web request being served, in its own thread or greenlet and in the pool work it submits; None in a
-static build or the CLI, which have no deadline, share or slot."""
 _AHEAD: contextvars.ContextVar[int] = contextvars.ContextVar("feedbridge_ahead", default=1)
 """Upstream reads the current step of a build may still make: the jobs of `CallerPool.waves` from the
 current wave on (each reads one page or batch, when it is not cached), 1 for a read of its own."""
@@ -98,37 +95,21 @@ def ahead() -> int:
     return _AHEAD.get()
 
 
-def current() -> Caller | None:
-    """The request whose deadline, share and slot bound the current read, if a web request makes it."""
-    return _CURRENT.get()
-
-
-def enter(caller: Caller) -> contextvars.Token[Caller | None]:
-    """At the web request's start: `caller` is the scope of everything it runs, until `leave`."""
-    return _CURRENT.set(caller)
-
-
-def leave(token: contextvars.Token[Caller | None]) -> None:
-    """At the web request's teardown: it ends (`Caller.end`) and the thread or greenlet serves no request."""
-    caller = _CURRENT.get()
-    _CURRENT.reset(token)
-    if caller is not None:
-        caller.end()
-
-
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
-    a copy of the submitter's context (`contextvars`: the request's `Caller`, the static build's per-feed
-    request tally, the builds a read is part of, the CPU meter its work is charged to: `feeds.admission.cpu.run_in`)."""
+    a copy of the submitter's context (`contextvars`: the static build's per-feed request tally, the builds a
+    read is part of, the CPU meter its work is charged to: `feeds.admission.cpu.run_in`)."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(run_in, contextvars.copy_context(), fn, *args, **kwargs)
 
-    def waves(self, jobs: Sequence[J], run: Callable[[J], T], size: int) -> Iterator[tuple[J, Future[T]]]:
+    def waves(self, jobs: Sequence[J], run: Callable[[J], T], size: int, *,
+              caller: Caller | None) -> Iterator[tuple[J, Future[T]]]:
         """`run(job)` for every job, `size` at a time, each wave submitted once every job of the one before
         is taken: each job with its future, done, in order. A consumer that stops taking (a list that ended)
-        starts no further wave. When the request's deadline passes, what has not started is cancelled and
-        FutureTimeout raised: the consumer decides what a partial answer is worth.
+        starts no further wave. When the deadline of `caller` (the web request they are for; None: none)
+        passes, what has not started is cancelled and FutureTimeout raised: the consumer decides what a
+        partial answer is worth.
 
         The one wave loop of the service: list pages, topic pages, batches of posts and posts' topics."""
         for start in range(0, len(jobs), size):
@@ -139,7 +120,6 @@ class CallerPool(ThreadPoolExecutor):
             finally:
                 _AHEAD.reset(token)
             for job, future in zip(wave, futures, strict=True):
-                caller = current()
                 if not wait([future], timeout=None if caller is None else max(caller.left(), 0.0)).done:
                     for rest in futures:
                         rest.cancel()

@@ -115,7 +115,7 @@ class ListReader:
             return listings
         try:
             for _n, done in self.pool.waves(range(1, spec.pages), lambda n: self.page(read, spec.forum, url(n), source),
-                                            self.settings.fetch_concurrency):
+                                            self.settings.fetch_concurrency, caller=read.caller):
                 try:
                     listing = done.result()
                 except UpstreamNotFound:

@@ -278,7 +278,8 @@ class PostFeeds:
                 done = [run(b) for b in batches]
             else:
                 try:
-                    done = [got.result() for _b, got in self.pool.waves(batches, run, self.settings.fetch_concurrency)]
+                    done = [got.result() for _b, got in self.pool.waves(batches, run, self.settings.fetch_concurrency,
+                                                                           caller=read.caller)]
                 except FutureTimeout:
                     raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while "
                                           f"reading {len(batches)} batches of posts") from None
@@ -347,7 +348,7 @@ class PostFeeds:
         taken = 0
         try:
             for topic_id, done in self.pool.waves(order, lambda tid: _or_none(bodies, tid),
-                                                  self.settings.fetch_concurrency):
+                                                  self.settings.fetch_concurrency, caller=read.caller):
                 got, taken = done.result(), taken + 1
                 if got is None:
                     log.warning("content=full: the posts of topic %d keep their excerpt", topic_id)

@@ -55,7 +55,7 @@ class TopicPages:
         failures = 0
         try:
             for topic, done in self.pool.waves(topics, lambda topic: self._page(read, forum, source, topic),
-                                               self.settings.fetch_concurrency):
+                                               self.settings.fetch_concurrency, caller=read.caller):
                 try:
                     results.append(done.result())
                 except NotHeld:
