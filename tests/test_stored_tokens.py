@@ -14,7 +14,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,6 +28,8 @@ from feedbridge.feeds.members import personal
 from feedbridge.store.control import MemoryControl
 from feedbridge.store.memory import MemoryStore
 from feedbridge.store.redis_store import TieredStore
+from feedbridge.web import withheld
+from tests import fake_personal
 from tests.appserver import RunningApp, serving
 from tests.fake_personal import marker
 from tests.fake_private import PRIVATE_MARKER, STAFF_PATH
@@ -51,15 +53,22 @@ class Feed:
 
 
 @contextmanager
-def bridge(kind: str, cache_url: str | None, instances: int = 1) -> Iterator[tuple[Feed, list[tuple[RunningApp, Flask]]]]:
-    """`instances` apps over one fake forum (and one Redis when `cache_url` is given), and a `kind` feed on it."""
+def bridge(kind: str, cache_url: str | None, instances: int = 1,
+           quoting: str = "") -> Iterator[tuple[Feed, list[tuple[RunningApp, Flask]]]]:
+    """`instances` apps over one fake forum (and one Redis when `cache_url` is given), and a `kind` feed on it;
+    with `quoting`, text the forum's users wrote in every title of that feed (a topic's, a notification's)."""
     with ExitStack() as stack:
         if kind == "signed":
             forum = stack.enter_context(private_forum("json"))
+            forum.site.topics = tuple(replace(topic, title=f"{topic.title} {quoting}", excerpt=f"{topic.excerpt} {quoting}")
+                                      for topic in forum.site.topics)
             settings = forum.settings(**({"FEEDBRIDGE_CACHE_URL": cache_url} if cache_url else {}))
             path = sign(settings, f"/{forum.key}{STAFF_PATH}.atom?limit=5").replace(".atom?", ".{fmt}?")
             feed = Feed(path, token_of(path), PRIVATE_MARKER)
         else:
+            if quoting:
+                monkeypatch = stack.enter_context(pytest.MonkeyPatch.context())
+                monkeypatch.setattr(fake_personal, "marker", lambda name: f"{marker(name)} {quoting}")
             fake, site = stack.enter_context(personal_forum())
             settings = bridge_settings(fake, cache_url=cache_url)
             key = site.make_key("alice")
@@ -170,3 +179,36 @@ def test_no_redis_value_holds_the_token_and_another_instance_serves_the_clients_
     assert [key for key, value in dump if feed.token.encode() in key + value] == []
     assert [value[:200] for value in values if feed.token.encode() in value] == []
 
+
+
+def written_by_the_forum(fmt: str, response: httpx.Response) -> list[str]:
+    """Every text of an answer that came from the forum's users (entries' titles, summaries and links), none of
+    what the bridge writes of the feed itself (its own URLs)."""
+    if fmt == "html":
+        entries = lxml_html.fromstring(response.content).xpath('//li[@class="entry"]')
+        assert entries, fmt
+        return [text for entry in entries for text in entry.xpath(".//text() | .//@href | .//@src")]
+    if fmt == "json":
+        return [str(item.get(field, "")) for item in response.json()["items"]
+                for field in ("title", "summary", "content_html", "url", "id")]
+    parsed = feedparser.parse(response.content)
+    assert parsed.bozo == 0 and parsed.entries, fmt
+    return [str(entry.get(field, "")) for entry in parsed.entries for field in ("title", "summary", "link", "id")]
+
+
+@pytest.mark.parametrize("kind", ["signed", "personal"])
+def test_text_quoting_a_mark_never_receives_the_token(kind: str) -> None:
+    """A forum's users write what a feed's entries say. Were the place of the token in a kept body marked with
+    words anyone can write, a topic or a notification quoting them would get the reader's token put in its
+    place when served (an image URL in a reader's view would send it off): the words this bridge once used,
+    and the mark of another token, stay as written, and the token is only where the feed's own URL is."""
+    other = "0" * 40
+    quoting = f"~feedbridge-token~ {withheld.mark(other)}"
+    with bridge(kind, None, quoting=quoting) as (feed, [(app, _flask_app)]), httpx.Client(timeout=30) as client:
+        for fmt in FORMATS:
+            for answer in (client.get(feed.url(app, fmt)), client.get(feed.url(app, fmt))):  # built, then kept
+                assert answer.status_code == 200 and feed.marker in answer.text, fmt
+                texts = written_by_the_forum(fmt, answer)
+                assert any(quoting in text for text in texts), fmt
+                assert [text for text in texts if feed.token in text] == [], fmt
+                assert self_links(fmt, answer) == expected_links(feed, app, fmt), fmt
