@@ -546,6 +546,31 @@ def test_each_members_key_has_its_own_budget_under_cores_and_others_are_not_stop
     assert theirs.status_code == 200 and public.status_code == 200
 
 
+def test_a_clients_members_keys_spend_its_share_of_the_forums_window_and_other_clients_read_on() -> None:
+    """One forum account connects as often as it likes, and each connect is a key of its own. Each key has its
+    own budget, but its requests reach the forum from the bridge's address: they are counted in the forum's
+    windows, and spend their client's share of those, as its public requests do (a third of each). Before,
+    one client with three keys sent the forum 12 requests in 10 s (the whole 10 s window here) and every
+    other client's cold feed got 503 for the rest of it (RELIABILITY.md row 52)."""
+    with personal_forum() as (forum, site):
+        settings = bridge_settings(forum, forum_budget_10s=12, forum_budget=120, member_budget=15)
+        with procfile_apps({"app": settings}) as apps:
+            app = apps["app"]
+            tokens = [personal.seal(settings, settings.forums[0], site.make_key("alice", client_id=f"app{n}"), 41,
+                                    "alice") for n in range(3)]
+            sent = len(forum.requests)
+            with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address="127.0.0.1")) as one:
+                answers = [one.get(f"{app.url}/{app.forum_key}/me/{token}/u/someone{n}.atom")
+                           for token in tokens for n in range(5)]
+            sent = len(forum.requests) - sent
+            with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:
+                theirs = other.get(f"{app.url}/{app.forum_key}/hot.atom")
+    refused = [a for a in answers if a.status_code == 503]
+    assert 2 <= sent <= 12 // 3 + 1  # its share of the 10 s window, and the forum's basic info once
+    assert refused and all("this client has used its share" in a.text for a in refused)
+    assert theirs.status_code == 200, theirs.text
+
+
 # --- the parts, without a server ------------------------------------------------------------------------
 
 

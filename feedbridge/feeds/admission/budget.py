@@ -8,7 +8,8 @@ never the client that gets the forum to rate-limit it for everyone. The forums o
 `global: true`). One client (see `feedbridge.web.context`) may spend at most a third of each of them
 (`CLIENT_SHARE`). Signed-in requests have the key's own budget (under core's `max_user_api_reqs_per_minute` 20
 and `_per_day` 2,880 for a User API key; every admin API key of a site shares one `max_admin_api_reqs_per_minute`
-60) and are counted in the forum's windows too: core counts them against the bridge's address as well. Past any:
+60) and are counted in the forum's windows too, their client's share of them included: core counts them against
+the bridge's address as well, and however many keys one client holds, it spends at most its share. Past any:
 `BridgeBusy`, a 503 with Retry-After = when the refusing window has room again, or the stale copy; a cold build
 already under way waits for the room instead, when it comes within the request's deadline
 (`feedbridge.feeds.admission.gate`, `CachePolicy`), one request per client at a time (`Turns`).
@@ -106,28 +107,26 @@ class ForumBudget:
                      else "upstream requests")
         self.address: Callable[[Forum], str] = address or (lambda f: f.key)
 
-    def spans(self, forum: Forum) -> list[_Span]:
-        """The forum-wide windows one request to `forum` is counted in, shortest first."""
-        if self.per_window <= 0:
-            return []
-        whole = (f"{self.scope}forum", self.address(forum), *self._whose())
-        made = [_Span(self.windows, self.per_window, whole, self.kind)]
-        if self.bursts is not None:
-            made.insert(0, _Span(self.bursts, self.per_burst, whole, self.kind))
-        if self.days is not None:
-            made.append(_Span(self.days, self.per_day, whole, self.kind))
-        return made + (self.forum.spans(forum) if self.forum is not None else [])
-
     def _counted(self, forum: Forum, caller: Caller) -> list[_Span]:
         """Every window a request of `caller` to `forum` is counted in: its client's shares, shortest first,
-        then the forum's."""
+        then this budget's own windows, then all of those of the budget it is counted in as well (`forum`),
+        its client's shares of them included. So a client's signed-in or members' requests spend its share of
+        the forum's windows as its public ones do: a client holding a few members' keys (each connect makes
+        one) had each key's own budget, and together they filled the forum's 10 s window, so that every other
+        client's cold feed got 503 (RELIABILITY.md row 52)."""
+        counted = self.forum._counted(forum, caller) if self.forum is not None else []
         if self.per_window <= 0:
-            return []
+            return counted
         mine = (f"{self.scope}client", self.address(forum), caller.client, *self._whose())
+        whole = (f"{self.scope}forum", self.address(forum), *self._whose())
         shares = [_Span(self.shares, self.share, mine, self.kind, of=self.per_window)]
-        if self.burst_shares is not None:
+        wholes = [_Span(self.windows, self.per_window, whole, self.kind)]
+        if self.bursts is not None and self.burst_shares is not None:
             shares.insert(0, _Span(self.burst_shares, self.burst_share, mine, self.kind, of=self.per_burst))
-        return shares + self.spans(forum)
+            wholes.insert(0, _Span(self.bursts, self.per_burst, whole, self.kind))
+        if self.days is not None:
+            wholes.append(_Span(self.days, self.per_day, whole, self.kind))
+        return shares + wholes + counted
 
     def spend(self, forum: Forum, caller: Caller) -> None:
         """One request to `forum` for `caller`, or BridgeBusy when a window (or the caller's share) is full."""
