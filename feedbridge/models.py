@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 """What XML 1.0 cannot carry: C0 controls but tab, newline and carriage return, U+FFFE, U+FFFF and lone
-surrogates. The parsers drop them from what they read and the renderers from what they write."""
+surrogates. The parsers drop them from what they read (the JSON ones make a lone surrogate escape U+FFFD,
+`json_pages.load_json`) and the renderers from what they write."""
 # Every byte of UTF-8 except the C0 controls XML refuses: `bytes.translate` deleting these leaves exactly the
 # refused controls (their bytes appear in UTF-8 only as themselves). bench row 3, "parse real page": the
 # regex scan of a whole page took a third of the parse.

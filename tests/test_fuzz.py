@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import feedparser
 import pytest
@@ -116,6 +117,9 @@ def parse_or_refuse(text: str | bytes, base_url: str | None) -> Listing | None:
     assert isinstance(listing, Listing)
     assert all(isinstance(t.id, int) and t.id >= 0 for t in listing.topics)
     assert all(t.last_posted_at is None or t.last_posted_at.tzinfo is UTC for t in listing.topics)
+    for url in (listing.url, listing.next_page_url, listing.previous_page_url,
+                *(u for t in listing.topics for u in (t.url, t.author_url))):
+        assert url is None or urlsplit(url), url  # what urlsplit refuses made the pages' `http_url` raise
     return listing
 
 
@@ -163,6 +167,8 @@ def test_mutated_fixtures_parse_or_are_refused_and_render_cleanly(text, with_bas
 @example("# t\n**URL:** https://f.example/latest.md\n## [a](https://f.example/t/a/" + "9" * 5000 + ")\n")
 @example("# t\n**URL:** https://[x/latest.md\n## [a](https://f.example/t/a/1)\n")  # urlsplit: "Invalid IPv6 URL"
 @example("# x\n**URL:** /latest.md\n**Topics on this page:** 2\n## [a](//[]x/t/a/1)\n## [b](/t/b/2)\n")
+@example("# t\n**URL:** https://f.example/latest.md\n## [a](https://[x/t/a/1)\n## [b](https://f.example/t/b/2)\n"
+         "**Author:** [@u](https://[x/u/u)\n[Next page](https://[x/latest.md?page=1)\n")
 def test_arbitrary_text_parses_or_is_refused(text):
     check_pipeline(text)
 

@@ -6,6 +6,7 @@ site of `fixtures/site-json/` is served) and the web app on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -145,6 +146,37 @@ def test_full_content_takes_the_cooked_first_post_and_sanitizes_it(upstream_json
     assert "content_text" in items["2742"]  # no /t/2742.json: the entry keeps what the list said
     topic_pages = [r.path for r in upstream_json.requests if r.path.startswith("/t/")]
     assert topic_pages and all(p.endswith(".json") for p in topic_pages)
+
+
+def test_lone_surrogate_escapes_in_the_forums_json_never_make_a_500():
+    """A `\\ud800` escape alone (json.dumps writes each below as one) in a list's title, topic, author, tag or
+    excerpt, and in a topic's title and cooked post: the `.html` views, the front page's previews and every post
+    feed answered 500 (a string with no UTF-8 form reached nh3 and the page's bytes). Each is U+FFFD now."""
+    topic = {"id": 1, "title": "T\ud800", "slug": "t", "posts_count": 1, "created_at": "2026-01-01T00:00:00Z",
+             "last_posted_at": "2026-01-02T00:00:00Z", "visible": True, "archetype": "regular", "pinned": True,
+             "excerpt": "e\ud800", "tags": ["x\udfff"], "posters": [{"user_id": 1, "description": "Original Poster"}]}
+    listing = {"users": [{"id": 1, "username": "u\ud800"}], "topic_list": {"title": "L\udc00", "topics": [topic]}}
+    post = {"id": 11, "post_number": 1, "topic_id": 1, "username": "u\ud800", "post_type": 1,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "cooked": "<p>c\ud800</p>"}
+    head = {"id": 1, "title": "T\ud800", "slug": "t", "created_at": "2026-01-01T00:00:00Z",
+            "post_stream": {"stream": [11], "posts": [post]}}
+    with FakeForum(mode="json") as forum:
+        forum.set_body("/latest.json", json.dumps(listing))
+        for path in ("/t/1.json", "/t/t/1.json"):  # a post feed's first read, and content=full's
+            forum.set_body(path, json.dumps(head))
+        with running_app(settings_for(forum.url)) as app:
+            feeds = {"/latest.{}": "e\ufffd", "/latest.{}?content=full": "c\ufffd", "/t/1.{}": "c\ufffd"}
+            answers = {(feed, fmt): get(app.feed_url(feed.format(fmt))) for feed in feeds for fmt in FORMATS}
+            fronts = [get(f"{app.url}/", params={"forum": app.forum_key, **form})
+                      for form in ({"list": "latest"}, {"list": "topic", "topic": "1"})]
+    assert [(at, r.status_code) for at, r in [*answers.items(), *enumerate(fronts)] if r.status_code != 200] == []
+    for (feed, fmt), response in answers.items():
+        shown = json.dumps(response.json(), ensure_ascii=False) if fmt == "json" else response.text
+        text = "e\ufffd" if fmt == "html" and "content" in feed else feeds[feed]  # the page shows excerpts
+        assert "T\ufffd" in shown and text in shown and "u\ufffd" in shown, (feed, fmt, shown)
+        if fmt in ("atom", "rss"):
+            parsed(response)
+    assert all("T\ufffd" in front.text for front in fronts)
 
 
 # --- source detection ---------------------------------------------------------------------------------

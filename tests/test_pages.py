@@ -14,6 +14,7 @@ from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.categories import parse_categories
 from feedbridge.web.app import create_app
 from feedbridge.web.feedform import FeedForm, form_from_path, recognise
+from feedbridge.web.pages import http_url
 from tests.appserver import running_app, settings_for
 from tests.upstream import DEFAULT_ROOT
 
@@ -129,6 +130,10 @@ def test_categories_directory_parsed_by_shape():
     lenient = parse_categories("### [A \\[b\\]](/c/a-b/3.md \"t\")\ntext\n## [x](https://h/t/x/1)\n# junk")
     assert [(c.name, c.value, c.description) for c in lenient] == [("A [b]", "a-b/3", "text")]
     assert parse_categories("not a directory at all") == ()
+    # a heading whose URL urlsplit refuses (a broken IPv6 host) is no category; it raised, and the front page,
+    # its category list and the OPML answered 500
+    broken = parse_categories("## [Evil](https://[x/c/evil/77)\n\nevil\n\n## [A](/c/a/3)\n\ntext\n")
+    assert [(c.name, c.value, c.description) for c in broken] == [("A", "a/3", "text")]
 
 
 def test_front_page_shows_forums_categories_and_a_preview(client, key):
@@ -208,6 +213,19 @@ def test_html_view_discovers_its_feeds(client, key):
     hrefs = page.xpath("//head/link[@rel='alternate']/@href")
     assert hrefs == [f"http://localhost/{key}/tag/gpu.{fmt}?author=x&author=y" for fmt in ("atom", "rss", "json")]
     assert "list=tag" in page.xpath("//a[contains(., 'front page')]/@href")[0]
+
+
+def test_an_html_view_spelled_two_ways_is_one_page_made_of_its_canonical_query(upstream_json):
+    """The view is kept under the feed's canonical query; its link back to the front page's form was made from
+    the first requester's spelling, which every later reader of the same feed was then served."""
+    with running_app(settings_for(upstream_json.url)) as app:
+        first = httpx.get(app.feed_url("/latest.html?q=%22GPU%22&author=BOB&min_likes=0005"), timeout=30)
+        second = httpx.get(app.feed_url("/latest.html?min_likes=5&author=bob&q=gpu"), timeout=30)
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+    edit = html.fromstring(first.content).xpath("//a[starts-with(text(), 'Change this feed')]/@href")[0]
+    assert dict(httpx.URL(edit).params) == {"forum": app.forum_key, "format": "html", "q": "gpu", "author": "bob",
+                                            "min_likes": "5"}
 
 
 @pytest.mark.parametrize("fmt", ["atom", "rss"])
@@ -293,6 +311,37 @@ def test_browsers_get_feeds_as_xml_so_the_stylesheet_applies(client, key):
     assert client.get(f"/{key}/latest.atom", headers={"Accept": reader}).mimetype == "application/atom+xml"
     plain = client.get(f"/{key}/latest.rss", headers={"Accept": "*/*"})
     assert plain.mimetype == "application/rss+xml" and "Accept" in plain.headers["Vary"]
+
+
+def test_http_url_refuses_what_urlsplit_refuses():
+    assert http_url("https://f.example/t/1") == "https://f.example/t/1" and http_url(" HTTP://f/ ") == " HTTP://f/ "
+    for url in ("https://[x/t/t/1", "http://[::1/u/a", "javascript:alert(1)", "", None):
+        assert http_url(url) is None, url
+
+
+def test_links_urlsplit_refuses_are_no_links_in_any_page(upstream):
+    """A broken IPv6 host (`https://[x/…`) in a list's topic and author links and in a categories heading, over a
+    socket: the `.html` view and the front page's preview raised in `http_url` (500), and the directory's parser
+    in urlsplit, which made the front page, its category list and the OPML 500 for everyone. The topic is
+    skipped, the author shown without a link, the category left out; every page answers."""
+    text = (DEFAULT_ROOT / "latest.md").read_text(encoding="utf-8")
+    text = text.replace("(https://dev-discuss.pytorch.org/t/script-alert-1-script/3460)", "(https://[x/t/s/3460)")
+    upstream.set_body("/latest.md", text.replace("(https://dev-discuss.pytorch.org/u/Chillee)", "(https://[x/u/c)"))
+    directory = (DEFAULT_ROOT / "categories.md").read_text(encoding="utf-8")
+    upstream.set_body("/categories.md", directory.replace("\n## [", "\n## [Evil](https://[x/c/evil/77)\n\n## [", 1))
+    with running_app(settings_for(upstream.url)) as app:
+        pages = {path: httpx.get(app.url + path, timeout=30) for path in (
+            *(f"/{app.forum_key}/latest.{fmt}" for fmt in ("html", "atom", "rss", "json")),
+            "/", f"/?forum={app.forum_key}&list=latest", f"/?forum={app.forum_key}&list=category",
+            f"/preview?forum={app.forum_key}&list=latest", f"/{app.forum_key}/opml")}
+    assert {path: r.status_code for path, r in pages.items() if r.status_code != 200} == {}
+    assert all("[x" not in r.text and "evil" not in r.text.lower() for r in pages.values())
+    view = html.fromstring(pages[f"/{app.forum_key}/latest.html"].content)
+    assert view.xpath("//h3[@class='entry-title']") and SCRIPT not in view.xpath("//h3[@class='entry-title']//text()")
+    assert "Chillee" in view.xpath("//p[@class='entry-meta']/text()[contains(., 'Chillee')]")[0]
+    front = html.fromstring(pages["/"].content)
+    assert "hardware/gpu/12" in front.xpath("//select[@id='category']/option/@value")
+    assert len(front.xpath("//ol[@class='entries']/li")) > 5
 
 
 def test_html_view_answers_conditional_requests_and_survives_an_outage(upstream):

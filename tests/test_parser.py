@@ -6,6 +6,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import feedparser
 import pytest
@@ -177,6 +178,22 @@ def test_non_web_urls_never_become_links():
     assert bob.author_url is None
 
 
+def test_urls_urlsplit_refuses_never_become_links():
+    """A broken IPv6 host (`https://[x/…`), which urlsplit refuses: the pages' `http_url` raised on such a link
+    (the `.html` view and the front page's preview answered 500). A topic so linked is skipped as a javascript:
+    one is, a profile or page link so written is none, by the fast path and the line loop alike; a relative
+    `//[x/…`, which urljoin refuses, refused the whole list."""
+    text = C4.replace("(https://forum.example.org/t/release-notes-1-9/640)", "(https://[x/t/release-notes-1-9/640)").replace(
+        "(https://forum.example.org/u/bob)", "(https://[x/u/bob)").replace(
+        "(https://forum.example.org/c/widgets/9.md?page=1)", "(//[x/c/widgets/9.md?page=1)")
+    listing, general, _ = parse_both_ways(text, None)
+    assert listing == general
+    assert 640 not in [t.id for t in listing.topics] and listing.skipped == 1 and listing.next_page_url is None
+    assert next(t for t in listing.topics if t.author == "bob").author_url is None
+    for topic in listing.topics:
+        assert all(urlsplit(url) for url in (topic.url, topic.author_url) if url)
+
+
 ALL_LISTS = sorted(p for p in FIXTURES.rglob("*.md") if p.read_text(encoding="utf-8").startswith("# ") and "**URL:**" in p.read_text(encoding="utf-8")[:4096])
 
 
@@ -238,9 +255,11 @@ def test_fast_path_takes_the_current_layout_pristine_and_flattened():
      "a fourth row"),
     ("**Author:** [@a](javascript:alert(1))\\\n**Replies:** 5\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n",
      "a script profile link"),
+    ("**Author:** [@a](https://[f.org/u/a)\\\n**Replies:** 5\\\n**Last updated:** [x](u \"2024-01-01T00:00:00Z\")\n",
+     "a profile link urlsplit refuses"),
 ])
 @pytest.mark.parametrize("url", ["https://f.org/t/a/7", "https://f.org/t/a/7?page=2", "https://f.org/t/a/7//",
-                                 "https://f.org/t/a/7?u=/8", "/t/a/7"])
+                                 "https://f.org/t/a/7?u=/8", "/t/a/7", "https://[f.org/t/a/7"])
 def test_fast_path_agrees_on_blocks_near_its_shape(block, why, url):
     text = f"# T\n\n**URL:** https://f.org/latest.md\n\n---\n\n## [A \\[b\\] title]({url})\n\n{block}\nexcerpt\n\n---\n"
     fast, general, _ = parse_both_ways(text, None)

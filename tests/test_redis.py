@@ -26,8 +26,9 @@ from feedbridge.errors import ConfigError, DecodeError, UpstreamTimeout
 from feedbridge.models import Category, Listing, Topic
 from feedbridge.store import codec, redis_store
 from feedbridge.store.entries import DirectoryEntry, FailureEntry, FeedEntry, PageEntry, SourceEntry, TopicEntry
+from feedbridge.store.memory import MemoryStore
 from feedbridge.store.redis_flight import RedisFlight
-from feedbridge.store.redis_store import PREFIX, RedisLink, RedisStore, redis_key
+from feedbridge.store.redis_store import PREFIX, RedisLink, RedisStore, TieredStore, redis_key
 from feedbridge.web.app import create_app
 from tests import upstream as fake
 from tests.appserver import procfile_web
@@ -244,6 +245,20 @@ def test_oversized_values_stay_local(redis_server: RedisServer) -> None:
     assert store.get("feed:" + "a" * 32) is None
     assert store.get("feed:" + "b" * 32).body == b"x" * 10
     assert 0 < redis_server.client().pttl(redis_key("feed:" + "b" * 32)) <= 60_000
+
+
+def test_values_the_codec_cannot_write_stay_local(redis_server: RedisServer) -> None:
+    """A string with no UTF-8 form (a lone surrogate, which the parsers keep out of every model) makes msgspec
+    raise UnicodeEncodeError, a ValueError: the value is not shared and stays in process, as one the codec has
+    no kind for does, and the request that made it still answers."""
+    listing = Listing("a\ud800b", "https://forum.example.org", "c4", (Topic(1, "t\udfff", "https://forum.example.org/t/1"),))
+    entry = PageEntry(listing, None, None, time.time(), 100)
+    with pytest.raises(ValueError):
+        codec.encode(entry)
+    store = TieredStore(MemoryStore(1 << 20), RedisStore(RedisLink(redis_server.url)), fresh_for=60, recheck=5)
+    store.set("page:" + "a" * 32, entry, 60)  # raised UnicodeEncodeError before
+    assert store.get("page:" + "a" * 32) is entry
+    assert redis_server.client().exists(redis_key("page:" + "a" * 32)) == 0
 
 
 def test_rate_limit_is_shared(upstream: fake.FakeForum, redis_server: RedisServer) -> None:

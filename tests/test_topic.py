@@ -242,6 +242,19 @@ def test_a_paged_link_to_another_topic_at_the_end_of_a_post_is_content() -> None
     assert page.first_post_markdown.endswith("[see page 2](https://dev-discuss.pytorch.org/t/other/77.md?page=2)")
 
 
+def test_a_post_link_urlsplit_refuses_is_no_post_link() -> None:
+    """A reply's date link to a broken IPv6 host (`https://[x/…`): urlsplit raised, and the topic lost its
+    content; now that link is no post's (the reply's lines are the first post's, as under a metadata div
+    without a post link), and the topic keeps its header and first post."""
+    text = read(POLYHEDRAL)
+    broken = text.replace("(https://dev-discuss.pytorch.org/t/rfc-polyhedral-optimization-pass-for-pytorch-inductor/3341/2 ",
+                          "(https://[x/t/rfc-polyhedral-optimization-pass-for-pytorch-inductor/3341/2 ")
+    assert broken != text
+    page, original = parse_topic(broken), parse_topic(text)
+    assert (page.id, page.url, page.created_at) == (original.id, original.url, original.created_at)
+    assert page.first_post_markdown.startswith(original.first_post_markdown)
+
+
 def test_a_metadata_div_without_a_post_link_is_body_text() -> None:
     text = read(ARENA).replace("_Edit: fixed", '<div class="post-metadata">\n\nnot metadata\n\n</div>\n\n_Edit: fixed')
     first = parse_topic(text).first_post_markdown

@@ -51,7 +51,7 @@ def parse_categories(text: str) -> tuple[Category, ...]:
         if heading or stripped.startswith("#") or stripped == "---":
             finish()
             current, description = None, []
-            path = urlsplit(heading["url"]).path if heading else ""
+            path = _path(heading["url"]) if heading else ""
             if heading and (match := _CATEGORY_PATH.search(path)):
                 name = one_line(unescape(heading["name"])) or match["slugs"]
                 current = Category(name, match["slugs"], int(match["id"]))
@@ -71,6 +71,16 @@ def parse_categories(text: str) -> tuple[Category, ...]:
         if child in found:
             children.setdefault(parent, []).append(child)
     return tuple(replace(c, subcategory_ids=tuple(children.get(c.id, ()))) for c in found.values())
+
+
+def _path(url: str) -> str:
+    """The path of a heading's link; "" (no category, the heading is skipped) where urlsplit refuses the URL (a
+    broken IPv6 literal, `https://[x/c/evil/77`), as `_links` leaves such a link out: one hostile heading costs
+    its own category, never the directory, which the front page, its category lists and the OPML all read."""
+    try:
+        return urlsplit(url).path
+    except ValueError:
+        return ""
 
 
 def _links(line: str) -> list[tuple[str, str]]:

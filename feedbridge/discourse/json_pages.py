@@ -59,7 +59,8 @@ def load_json(text: str | bytes, max_chars: int, error: type[ValueError], expect
     than the interpreter's recursion limit raises RecursionError, which is refused here like any other
     broken text rather than escaping as a crash. msgspec reads the text; what it refuses and Python's
     `json` reads (`Infinity`, `NaN`, a lone surrogate escape: one odd topic's field, which must cost that
-    topic at most, never the page) is read again by `json.loads`.
+    topic at most, never the page) is read again by `json.loads`, and every string of what it read has its
+    lone surrogates replaced (`_without_surrogates`).
     """
     head = leading_text(text, max_chars, error, expected)
     lowered = head[:256].lower()
@@ -72,14 +73,38 @@ def load_json(text: str | bytes, max_chars: int, error: type[ValueError], expect
             # bench row 3, "parse a 30-topic JSON list page": msgspec decodes in about a third of json.loads' time.
             data = msgspec.json.decode(head)
         except msgspec.DecodeError:
-            data = json.loads(head)
-    except RecursionError:
+            data = _without_surrogates(json.loads(head))
+    except RecursionError:  # json.loads', or `_without_surrogates`' over what it read
         raise error(f"{expected}, got JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, and int() refusing a number of over 4300 digits
         raise error(f"{expected}, got text that is not valid JSON ({str(exc)[:100]})") from None
     if not isinstance(data, dict):
         raise error(f"{expected}, got a JSON {type(data).__name__}")
     return data
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` as `json.loads` gave it, with each lone surrogate in its strings (keys too) made U+FFFD.
+
+    `json.loads` keeps a lone surrogate escape (`"a\\ud800b"`; a valid pair it joins into one character),
+    and such a string has no UTF-8 form: every model field that held one made whatever encodes it raise
+    (the `.html` view's bytes, nh3 sanitizing a post, the Redis codec), a 500 far from this parser. Replaced
+    here, where the text is read, no model ever holds one, and the reader sees where the forum's text was
+    broken. The walk recurses once per level of nesting, as `json.loads` does to read it, so the interpreter's
+    recursion limit bounds it as it bounds the parse: a document too deep for it raises RecursionError, which
+    `load_json` refuses as nested too deeply. It runs only on the rare documents msgspec refused, in time
+    linear in what they hold.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def _describe(data: dict[str, Any], expected: str) -> str:
@@ -236,8 +261,7 @@ def _slug(slug: object) -> str:
 
 
 def _segment(text: str, safe: str) -> str:
-    # JSON can carry lone surrogates ("\ud800"), which have no UTF-8 form: each becomes %3F ("?"), not a crash.
-    return quote(text, safe=safe, errors="replace")
+    return quote(text, safe=safe)
 
 
 def _replies(posts_count: object, reply_count: object) -> int | None:

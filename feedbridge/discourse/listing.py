@@ -27,8 +27,10 @@ from feedbridge.discourse.fields import (
     absolute,
     derive_base,
     sniff,
+    splits,
     unescape,
     utc,
+    web_url,
 )
 from feedbridge.errors import NoBaseURL, NotAListError
 from feedbridge.models import Listing, Topic
@@ -234,8 +236,8 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     if cut < 0 or not heading.endswith(")") or not raw_url or _URL_BREAK.search(raw_url):
         return None
     raw_title = heading[4:cut]
-    url = absolute(raw_url, base)
-    if not url.startswith(("http://", "https://")):
+    url = web_url(raw_url, base)
+    if url is None:
         return None  # a javascript: or data: "topic" must never become a feed reader's link
     path = url.partition("?")[0].partition("#")[0].rstrip("/")
     if not _is_topic_path(path):
@@ -264,10 +266,10 @@ def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
     title, url, topic_id, name, profile, replies, iso, excerpt, ended = match.groups()
     moment = utc(iso)
     excerpt = excerpt.strip() if excerpt else ""
-    if moment is None or ended is None or not _is_topic_path(url.rstrip("/")) or (
+    if moment is None or ended is None or not _is_topic_path(url.rstrip("/")) or not splits(url) or (
         excerpt and (excerpt[:2] == "**" or "page=" in excerpt or _is_layout(excerpt))
     ):
-        return None  # a bad time, the last block's page links, or what may be a fourth row
+        return None  # a bad time or URL, the last block's page links, or what may be a fourth row
     start, end = match.end("url"), match.end("iso")  # the metadata rows: short enough in all, each is too
     if end - start > MAX_ROW and any(len(row) > MAX_ROW for row in match.string[start:end].split("\n")):
         return None  # a row the general path reads capped (`_author`, the dated link): it decides
@@ -276,7 +278,7 @@ def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
         title=unescape(title),
         url=url,
         author=unescape(name),
-        author_url=_profile_url(profile, base),
+        author_url=web_url(profile, base),  # None unless a web URL: no javascript: for readers
         replies=int(replies),
         last_posted_at=moment,
         excerpt=_c4_excerpt(excerpt) if excerpt else None,
@@ -349,17 +351,11 @@ def _row_fields(
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
     link = USER_LINK.match(value) if len(value) <= MAX_ROW else None
     if link:
-        return unescape(link["name"]), _profile_url(link["url"], base)
+        return unescape(link["name"]), web_url(link["url"], base)
     if not value.startswith("@") or len(value) < 2:
         return None, None
     name = value[1:] if plugin else unescape(value[1:])
     return name, f"{base}/u/{name}"
-
-
-def _profile_url(raw: str, base: str) -> str | None:
-    """A linked author's profile, absolute; None unless it is a web URL (no javascript: for readers)."""
-    profile = absolute(raw, base)
-    return profile if profile.startswith(("http://", "https://")) else None
 
 
 def _excerpt(lines: list[str], plugin: bool) -> str | None:
@@ -391,11 +387,10 @@ def _pagination(trailer: list[str], page: int, base: str) -> tuple[str | None, s
         for _ in range(MAX_PAGE_LINKS):
             if (match := _PAGE_LINK.search(line)) is None:
                 break
-            target = int(match["n"])
-            url = absolute(match["url"], base)
-            if target > page:
+            target, url = int(match["n"]), web_url(match["url"], base)
+            if url is not None and target > page:
                 next_url = url
-            elif target < page:
+            elif url is not None and target < page:
                 previous_url = url
             line = line[: match.start()].rstrip()
     return next_url, previous_url

@@ -190,4 +190,4 @@ def _name(value: object) -> bool:
 
 
 def _user_url(base: str, name: str | None) -> str | None:
-    return f"{base}/u/{quote(name, safe='', errors='replace')}" if name and len(name) <= MAX_NAME_CHARS else None
+    return f"{base}/u/{quote(name, safe='')}" if name and len(name) <= MAX_NAME_CHARS else None

@@ -30,6 +30,7 @@ from feedbridge.discourse.fields import (
     first_link,
     links,
     sniff,
+    splits,
     unescape,
     utc,
 )
@@ -308,16 +309,18 @@ def _strip_hard_break(value: str) -> str:
 
 
 def _topic_path(url: str) -> re.Match[str] | None:
-    """The `/t/[slug/]ID[/POST][.md]` end of a URL's path: its `topic` part, `id` and `post` number."""
-    return _TOPIC_PATH.search(urlsplit(url).path)
+    """The `/t/[slug/]ID[/POST][.md]` end of a URL's path: its `topic` part, `id` and `post` number. None for a URL
+    urlsplit refuses (`fields.splits`): a post's date link to `https://[x/t/s/7/2` is no link, where it raised and
+    cost the topic its content."""
+    return _TOPIC_PATH.search(urlsplit(url).path) if splits(url) else None
 
 
 def _topic_url(url: str) -> tuple[str, int] | None:
     """The topic's HTML address (no `.md`, post number, query or fragment) and its id."""
-    parts = urlsplit(url)
     match = _topic_path(url)
     if match is None:
         return None
+    parts = urlsplit(url)
     path = parts.path[: match.start()] + match["topic"]
     return urlunsplit((parts.scheme, parts.netloc, path, "", "")), int(match["id"])
 

@@ -10,7 +10,8 @@ with its own safe set). What it leaves undone for this use is done around it, be
 valid URI whatever a forum (or a hostile upstream) put in its links:
 - a `%` not followed by two hex digits is taken as already quoted and stays, and a second `#` stays in the
   fragment; both make an invalid URI, so they become `%25` and `%23` first;
-- a lone surrogate (from a JSON `\\ud800`) has no UTF-8 form and makes it raise: it becomes `%3F`;
+- a lone surrogate (which the parsers keep out of what they read) has no UTF-8 form and makes it raise: it
+  becomes `%3F`;
 - an ASCII host is copied as it is, so a space or `<` in one stays: the result is percent-encoded outside
   the URI characters;
 - a port that is no number, a broken `[`, or a host label IDNA refuses makes it raise: such a URL is then

@@ -74,7 +74,8 @@ _ENCODER = msgspec.msgpack.Encoder()
 
 
 def encode(value: Any) -> bytes:
-    """Raises TypeError for a value this codec does not know (the caller then keeps it local only)."""
+    """Raises TypeError for a value this codec does not know, and msgspec's ValueError for one it cannot write
+    (a string with a lone surrogate has no UTF-8 form): the caller then keeps it local only."""
     kind = _KIND_OF.get(type(value))
     if kind is None:
         raise TypeError(f"no cache encoding for {type(value).__name__}")

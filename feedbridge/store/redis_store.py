@@ -148,11 +148,17 @@ class RedisStore:
         return None if found is None else found[0]
 
     def set(self, key: str, value: Any, ttl: float) -> None:
+        """Share `value` for `ttl` seconds; a value the codec cannot write is not shared, and stays where the
+        tier in front of Redis keeps it (`TieredStore.set` keeps it in process first), as a value over the size
+        limit does. That is a value of a kind it has no encoding for (TypeError), and one msgspec refuses to
+        write (ValueError: a string with no UTF-8 form, a lone surrogate, raises UnicodeEncodeError): the
+        parsers keep those out of every model, and were one to slip through, the request that made it must
+        still answer, since a write that cannot happen is no reason to fail it (`set` never raises)."""
         if ttl <= 0:
             return
         try:
             data = codec.encode(value)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             log.debug("not sharing %s: %s", key, exc)
             return
         if len(data) > self.max_value_bytes:

@@ -141,8 +141,16 @@ class Built:
 
 @bp.app_template_filter("http_url")
 def http_url(url: str | None) -> str | None:
-    """The URL when it is http(s), else None: a `javascript:` link from upstream never becomes an href."""
-    return url if url and urlsplit(url.strip()).scheme.lower() in ("http", "https") else None
+    """The URL when it is http(s), else None: a `javascript:` link from upstream never becomes an href, and
+    neither does one urlsplit refuses (a broken IPv6 literal, `https://[x/t/1`), which raised in the template
+    and made the page a 500. The parsers emit no such URL (`discourse.fields.web_url`); this holds for any."""
+    if not url:
+        return None
+    try:
+        scheme = urlsplit(url.strip()).scheme
+    except ValueError:
+        return None
+    return url if scheme.lower() in ("http", "https") else None
 
 
 @bp.app_template_global("turn")
@@ -318,14 +326,20 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and a personal one's its member's: the page is
     kept with a mark in its place and served with it put back (`feedbridge.web.withheld`), and no shared cache
-    between the bridge and the reader may keep it. `scope` is the service in the scope the URL reads in."""
+    between the bridge and the reader may keep it. `scope` is the service in the scope the URL reads in.
+
+    The page is kept under the spec's canonical query, so all it shows is made from that query, never from
+    how this request spelled it: its link back to the front page's form was made from the raw query, and the
+    first reader's `?q=%22GPU%22&author=BOB` was served to everyone asking for `?q=gpu&author=bob`."""
     spec = resolved.spec
 
     def render() -> str:
-        args = request.args.to_dict(flat=False)
-        token = args.pop(signing.TOKEN, [])  # only a signed feed's URL gets this far with one
-        form = form_from_path(path, args, scope.settings)
-        links = _alternates(spec, path, token[:1])
+        token = request.args.getlist(signing.TOKEN)[:1]  # only a signed feed's URL gets this far with one
+        canonical: dict[str, list[str]] = {}
+        for name, value in spec.canonical_query():
+            canonical.setdefault(name, []).append(value)
+        form = form_from_path(path, canonical, scope.settings)
+        links = _alternates(spec, path, token)
         built = Built(form, spec, alternates={fmt: resolved.withheld(url) for fmt, url in links.items()})
         # the last good pages rather than an error, while there are any (shown, never kept)
         view = scope.view(spec)
