@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 import select
 import socket
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import IO
-from urllib.parse import quote_plus, urlsplit
+from urllib.parse import parse_qs, quote_plus, urlsplit
 
 import feedparser
 import httpx
@@ -40,6 +41,7 @@ from tests.appserver import (
     procfile_env,
     procfile_web,
     running_app,
+    serving,
     settings_for,
 )
 from tests.core_limits import CoreLimits
@@ -285,14 +287,18 @@ def test_the_device_flow_gives_a_code_to_type_and_completes_once_the_member_appr
     started = bob.bridge.post(f"/{bob.key}/connect/device")
     code = re.search(r'id="user-code">([A-Z0-9-]+)<', started.text)[1]  # type: ignore[index]
     poll = html.unescape(re.search(r'<form method="post" action="([^"]+)"', started.text)[1])  # type: ignore[index]
+    cookie = bob.bridge.cookies[handshake.COOKIE]
     pending = bob.bridge.post(poll)
     assert pending.status_code == 200 and "has not seen your approval" in pending.text and code in pending.text
     site.approve(code, "bob")
     done = bob.bridge.post(poll)
     assert done.status_code == 200 and "Connected as bob" in done.text
     assert marker("bob") in httpx.get(feed_urls(done)["messages"], timeout=30).text
-    again = bob.bridge.post(poll)  # core consumes an authorized grant: the code is spent
+    # core consumes an authorized grant: the code is spent, even for a browser that kept its connect cookie
+    bob.bridge.cookies.set(handshake.COOKIE, cookie, path=f"/{bob.key}/connect")
+    again = bob.bridge.post(poll)
     assert again.status_code == 400 and "expired, or was used" in problem(again)
+    bob.bridge.cookies.delete(handshake.COOKIE)
     assert bob.bridge.post(f"/{bob.key}/connect/device").status_code == 400  # that browser's connect is done
     bob.connect_page()
     denied = bob.bridge.post(f"/{bob.key}/connect/device")
@@ -300,6 +306,69 @@ def test_the_device_flow_gives_a_code_to_type_and_completes_once_the_member_appr
     answer = bob.bridge.post(html.unescape(re.search(r'<form method="post" action="([^"]+)"',  # type: ignore[index]
                                                      denied.text)[1]))
     assert answer.status_code == 403 and "denied" in problem(answer)
+
+
+def test_a_device_code_is_polled_only_from_the_browser_that_asked_for_it(world: World) -> None:
+    """A device code's poll URL is tied to the browser that asked for the code (its connect cookie). Before,
+    anyone holding a code could have a victim's browser post its poll URL from any site (no cookie needed):
+    this bridge's page showed the victim the code to type on the forum, and the asker completed the connect
+    in their own browser with the victim's key. Refused now before the forum is asked or the code shown."""
+    forum, site = world.newest
+    carol = world.member("carol")
+    carol.connect_page()
+    started = carol.bridge.post(f"/{carol.key}/connect/device")
+    code = re.search(r'id="user-code">([A-Z0-9-]+)<', started.text)[1]  # type: ignore[index]
+    poll = html.unescape(re.search(r'<form method="post" action="([^"]+)"', started.text)[1])  # type: ignore[index]
+    polled = sum("/user-api-key/device/poll" in r.path for r in forum.requests)
+    with httpx.Client(base_url=world.app.url, timeout=30) as victim:
+        cold = victim.post(poll)  # a cross-site form: no cookie of this bridge
+        victim.get(f"/{carol.key}/connect")  # a connect of its own under way: a cookie, not the asker's
+        other = victim.post(poll)
+        forged = victim.post(poll.replace("bound=", "bound=x"))
+    assert cold.status_code == 400 and "no connect under way" in problem(cold) and code not in cold.text
+    assert other.status_code == 400 and "not given to this browser" in problem(other) and code not in other.text
+    assert forged.status_code == 400 and code not in forged.text
+    assert sum("/user-api-key/device/poll" in r.path for r in forum.requests) == polled
+    site.approve(code, "carol")
+    assert "Connected as carol" in carol.bridge.post(poll).text
+
+
+def test_the_forum_shows_members_an_application_name_no_request_chose(world: World) -> None:
+    """`application_name` is what a member sees on the forum's approval page and in their Apps. It was made of
+    the request's Host header, so a code asked for under `Host: official-app.example` showed the forum's
+    members an application of the asker's naming; it names only what the operator configured now."""
+    dave = world.member("dave")
+    page = dave.bridge.get(f"/{dave.key}/connect", headers={"Host": "official-app.example"})
+    approve = html.unescape(re.search(r'id="approve" href="([^"]+)"', page.text)[1])  # type: ignore[index]
+    [name] = parse_qs(urlsplit(approve).query)["application_name"]
+    assert page.status_code == 200 and name == "feedbridge"
+
+
+def test_a_connect_payload_is_decrypted_only_for_a_browser_with_a_connect_and_within_its_cpu_allowance() -> None:
+    """Each payload posted to /connect is an RSA decryption (two, with the older padding): before, none needed a
+    cookie or was charged, and one client posting random payloads held the worker (61 ms each with an 8,192-bit
+    key), never refused. Now a request without a connect cookie is refused before any, and the decryptions are
+    charged to the client's CPU allowance (a hundredth of a second here): 429 once it is spent, while another
+    client still connects."""
+    with personal_forum() as (forum, site):
+        settings = bridge_settings(forum, cpu_allowance=0.01)
+        with serving(settings) as (app, _flask_app):
+            key = settings.forums[0].key
+            garbage = {"payload": base64.b64encode(os.urandom(256)).decode()}
+            with httpx.Client(base_url=app.url, timeout=30) as one:
+                without = one.post(f"/{key}/connect", data=garbage)
+                one.cookies.set(handshake.COOKIE, "a" * 22, path=f"/{key}/connect")
+                answers = []
+                for _ in range(500):  # each at least a tenth of a millisecond of RSA: 50 ms in all, at the least
+                    answers.append(one.post(f"/{key}/connect", data=garbage))
+                    if answers[-1].status_code == 429:
+                        break
+            with httpx.Client(base_url=app.url, timeout=30,
+                              transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:
+                theirs = other.get(f"/{key}/connect")
+    assert without.status_code == 400 and "no connect under way" in problem(without)  # before any decryption
+    assert {a.status_code for a in answers[:-1]} == {400} and answers[-1].status_code == 429
+    assert theirs.status_code == 200 and 'id="approve"' in theirs.text
 
 
 def test_a_2023_forum_gives_every_member_their_own_client_id_where_one_for_all_would_collide(world: World) -> None:
@@ -364,13 +433,16 @@ def test_a_payload_replayed_or_carried_to_another_browser_completes_nothing(worl
     carol = world.member("carol")
     payload = carol.payload()
     thief = world.member("carol")  # another browser, the same payload (a log of the redirect, say)
+    stolen = thief.complete(payload)  # a browser with no connect of its own: refused before any decryption
+    assert stolen.status_code == 400 and "another browser" in problem(stolen)
+    thief.connect_page()  # with a connect of its own, the payload's nonce is not its browser's
     stolen = thief.complete(payload)
     assert stolen.status_code == 403 and "another browser" in problem(stolen)
     first = carol.complete(payload)
     assert first.status_code == 200 and "set-cookie" in first.headers and "Max-Age=0" in first.headers["set-cookie"]
     before = len(site.keyed)
     replayed = carol.complete(payload)
-    assert replayed.status_code == 403 and "already completed" in problem(replayed)
+    assert replayed.status_code == 400 and "already completed" in problem(replayed)
     assert len(site.keyed) == before
 
 

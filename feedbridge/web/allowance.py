@@ -30,13 +30,13 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from flask import current_app
+from flask import current_app, g
 
 from feedbridge import metrics
 from feedbridge.errors import CpuSpent
 from feedbridge.feeds.admission.cpu import counting
 from feedbridge.store.control import WINDOW, Windows
-from feedbridge.web.context import service
+from feedbridge.web.context import client, service
 
 UNIT = 0.01
 """Seconds of CPU per unit counted in the window (a request costs at least one)."""
@@ -91,3 +91,20 @@ def allowance() -> CpuAllowance:
 
 
 _EXTENSION = "feedbridge.allowance"
+
+
+@contextmanager
+def charged() -> Iterator[None]:
+    """The client's CPU allowance around a page's work (`CpuAllowance.spending`): `CpuSpent` (`429`) when the
+    client has no room, else the work, charged. Once per request: work inside a charged page (the front
+    page's preview, a kept page) is already counted by it. The pages that compute without a cache in front
+    (the front page, the OPML, a feed's `.html` view, a connect's RSA decryption) all go through it."""
+    if g.get("charged"):
+        yield
+        return
+    g.charged = True
+    try:
+        with allowance().spending(client()):
+            yield
+    finally:
+        g.charged = False

@@ -7,11 +7,15 @@
     GET  /HOST/connect?payload=     the same, where the forum sends the member back (an allowed auth_redirect)
     POST /HOST/connect/device       the device flow: a code to type on the forum (core's create_device_request)
     POST /HOST/connect/device/poll  whether the member approved it yet; when they did, as POST /HOST/connect
+                                    (only from the browser that asked for the code: its cookie, `bound=`)
     GET  /HOST/me/TOKEN/opml        the member's feeds as OPML, made from the token alone
 
 Every answer that holds a member's token is `no-store` (and, as every page, `no-referrer`). Nothing is kept:
 the connect's state is the nonce in the forum's URL and a cookie in the member's browser, deleted by the page
-that completes it. The form's body is the one the server reads (`web/worker.py` lets `FORM_BYTES` through
+that completes it. Every step after the first needs that cookie: a request without one is refused before any
+work (an RSA decryption, a request to the forum), and the decryption is charged to the client's CPU
+allowance (`allowance.charged`), as every page that computes without a cache in front is. The form's body is
+the one the server reads (`web/worker.py` lets `FORM_BYTES` through
 for this path, read whole within its deadline).
 """
 
@@ -20,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cache
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from flask import Blueprint, Response, render_template, request, url_for
 
@@ -30,6 +34,7 @@ from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources.reads import Scope
 from feedbridge.render.opml import Subscription, opml_document
+from feedbridge.web.allowance import charged
 from feedbridge.web.context import service
 from feedbridge.web.routes import valid_host
 from feedbridge.web.worker import FORM_BYTES
@@ -80,7 +85,8 @@ def connect(key: str) -> Response:
     rsa = _rsa_key(svc.settings)
     nonce = handshake.make_nonce(svc.settings, forum, rsa, cookie)
     page = render_template("connect.html", forum=forum, device=found.device, feeds=FEEDS,
-                           approve_url=handshake.authorize_url(svc.settings, forum, rsa, nonce, _application()),
+                           approve_url=handshake.authorize_url(svc.settings, forum, rsa, nonce,
+                                                               _application(svc.settings, forum)),
                            redirect=svc.settings.auth_redirect_for(forum), ttl=svc.settings.connect_ttl)
     response = _private(page)
     response.set_cookie(handshake.COOKIE, cookie, max_age=svc.settings.connect_ttl, path=_cookie_path(forum),
@@ -103,31 +109,35 @@ def device(key: str) -> Response:
     forum, _made = _members(svc, key)
     if not handshake.support(svc.public.gate, svc.public.control, forum, caller=svc.caller).device:
         raise RouteNotFound(f"{forum.key} has no device flow: use the approval link")
-    cookie = request.cookies.get(handshake.COOKIE, "")
-    if not _COOKIE.fullmatch(cookie):
-        raise RequestError(f"start from /{forum.key}/connect: this browser has no connect under way")
+    cookie = _browsers(forum)
     rsa = _rsa_key(svc.settings)
     nonce = handshake.make_nonce(svc.settings, forum, rsa, cookie)
-    code = handshake.start_device(svc.public.gate, forum, rsa, nonce, _application(), caller=svc.caller)
+    code = handshake.start_device(svc.public.gate, forum, rsa, nonce, _application(svc.settings, forum),
+                                  caller=svc.caller)
+    assert svc.settings.secret  # personal feeds need one (config.py)
+    bound = handshake.device_binding(svc.settings.secret, forum, cookie, code.device_code, code.user_code)
     return _private(render_template("device.html", forum=forum, code=code, ttl=svc.settings.connect_ttl,
                                     poll_url=url_for("connect.device_poll", key=forum.key, user_code=code.user_code,
-                                                     device_code=code.device_code)))
+                                                     device_code=code.device_code, bound=bound)))
 
 
 @bp.post("/<path:key>/connect/device/poll")
 def device_poll(key: str) -> Response:
     svc = service()
     forum, members = _members(svc, key)
+    cookie = _browsers(forum)
     device_code = request.args.get("device_code", "")
     if not handshake.DEVICE_CODE.fullmatch(device_code):
         raise RequestError("device_code must be what the connect page gave: 64 hexadecimal digits",
                            param="device_code")
     user_code = request.args.get("user_code", "")
+    if not handshake.device_bound(svc.settings, forum, cookie, device_code, user_code, request.args.get("bound", "")):
+        raise RequestError(f"this code was not given to this browser: start again from /{forum.key}/connect",
+                           param="bound")
     payload = handshake.poll_device(svc.public.gate, forum, device_code, caller=svc.caller)
     if payload is None:  # not approved yet: the same page again, saying so
         activate = f"{forum.base_url}/user-api-key/activate"
-        shown = user_code if handshake.USER_CODE.fullmatch(user_code) else ""
-        code = handshake.DeviceCode(device_code, shown, activate, activate)
+        code = handshake.DeviceCode(device_code, user_code, activate, activate)
         return _private(render_template("device.html", forum=forum, code=code, pending=True,
                                         ttl=svc.settings.connect_ttl, poll_url=request.full_path))
     return _completed(svc, forum, members, [payload])
@@ -154,8 +164,10 @@ def _completed(svc: FeedService, forum: Forum, members: Callable[[personal.Membe
     if len(given) != 1 or not given[0].strip():
         raise RequestError("payload is required, once: paste the text the forum showed after you approved",
                            param="payload")
-    connected = handshake.complete(svc.settings, lambda member: members(member).gate, forum, _rsa_key(svc.settings),
-                                   given[0], request.cookies.get(handshake.COOKIE), caller=svc.caller)
+    cookie = _browsers(forum)
+    with charged():
+        connected = handshake.complete(svc.settings, lambda member: members(member).gate, forum,
+                                       _rsa_key(svc.settings), given[0], cookie, caller=svc.caller)
     feeds = _feed_urls(forum, connected.token)
     page = render_template("connected.html", forum=forum, member=connected.member, feeds=feeds,
                            opml_url=url_for("connect.opml", key=forum.key, token=connected.token, _external=True))
@@ -185,9 +197,23 @@ def _form() -> dict[str, list[str]]:
         raise RequestError("the form is not a URL-encoded form of at most 4 fields") from None
 
 
-def _application() -> str:
-    """`application_name`: what the member sees on their forum's approval page and in their preferences."""
-    return f"feedbridge ({request.host})" if valid_host(request.host) else "feedbridge"
+def _application(settings: Settings, forum: Forum) -> str:
+    """`application_name`: what the member sees on their forum's approval page and in their preferences.
+    The bridge's address where the operator configured it (the forum's allowed `auth_redirect`), never the
+    request's `Host`: a client names that, and a device code asked for under a made-up one showed the forum's
+    members an application of the asker's naming."""
+    redirect = settings.auth_redirect_for(forum)
+    return f"feedbridge ({urlsplit(redirect).netloc})" if redirect else "feedbridge"
+
+
+def _browsers(forum: Forum) -> str:
+    """This browser's connect cookie (`connect` set it), or 400 when it has none: no connect is under way here."""
+    cookie = request.cookies.get(handshake.COOKIE, "")
+    if not _COOKIE.fullmatch(cookie):
+        raise RequestError(f"this browser has no connect under way: a connect completes once, in the browser that "
+                           f"started it (a payload from another browser, or one already completed, does nothing); "
+                           f"start from /{forum.key}/connect")
+    return cookie
 
 
 def _cookie_path(forum: Forum) -> str:

@@ -26,8 +26,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -37,7 +36,6 @@ from flask import (
     Blueprint,
     Response,
     current_app,
-    g,
     jsonify,
     render_template,
     request,
@@ -54,8 +52,8 @@ from feedbridge.render.formats import FEED_FORMATS, FORMATS
 from feedbridge.render.opml import OpmlFrame, Subscription, opml_frame
 from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
-from feedbridge.web.allowance import allowance
-from feedbridge.web.context import client, service
+from feedbridge.web.allowance import charged
+from feedbridge.web.context import service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved
 
@@ -168,7 +166,7 @@ def when(moment: datetime | None) -> str:
 @bp.get("/")
 def index() -> Response:
     svc = service()
-    with _charged():
+    with charged():
         form, message = _form_from_request(svc.settings)
         forum = svc.settings.forum_for_key(form.forum) or svc.settings.forums[0]
         form = form.replace(forum=forum.key)
@@ -208,7 +206,7 @@ def opml(key: str) -> Response:
     forum = svc.settings.forum_for_key(key)
     if forum is None:
         raise RouteNotFound(f"unknown forum {key[:80]!r}")
-    with _charged():
+    with charged():
         body = _directory_parts().opml.of(forum, svc.categories(forum)).document(request.host_url.rstrip("/"))
     response = Response(body, content_type=OPML_TYPE)
     filename = "".join(c if c.isalnum() or c in ".-" else "-" for c in forum.key) + ".opml"
@@ -306,22 +304,6 @@ def _directory_parts() -> _DirectoryParts:
 _DIRECTORY_PARTS = "feedbridge.directory_parts"
 
 
-@contextmanager
-def _charged() -> Iterator[None]:
-    """The client's CPU allowance around a page's work (`allowance.spending`): `CpuSpent` (`429`) when the
-    client has no room, else the work, charged. Once per request: work inside a charged page (the front
-    page's preview, `_kept`) is already counted by it."""
-    if g.get("charged"):
-        yield
-        return
-    g.charged = True
-    try:
-        with allowance().spending(client()):
-            yield
-    finally:
-        g.charged = False
-
-
 def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
     """The `.html` variant of a feed: the same spec and service path, rendered as a page. A signed one's
     links to its feeds keep the token (it signs every format), and a personal one's its member's: the page is
@@ -403,8 +385,8 @@ class _NotKept(Exception):
 
 def _kept(svc: FeedService, key: str, render: Callable[[], str]) -> FeedEntry:
     """The page under `key`, kept by the service as a feed is (`FeedService.kept`), rendered within the client's
-    CPU allowance (`_charged`: once per request). `_NotKept` (a page that must not be kept) passes through."""
-    return svc.kept(key, lambda: _entry(render().encode()), _charged)
+    CPU allowance (`allowance.charged`: once per request). `_NotKept` (a page that must not be kept) passes through."""
+    return svc.kept(key, lambda: _entry(render().encode()), charged)
 
 
 def _entry(body: bytes) -> FeedEntry:

@@ -302,6 +302,24 @@ DEVICE_CODE = re.compile(r"[0-9a-f]{64}")
 """What core's device flow polls with."""
 
 
+def device_binding(secret: str, forum: Forum, cookie: str, device_code: str, user_code: str) -> str:
+    """What ties a device code to the browser that asked for it: the poll URL carries it, and a poll is
+    answered only for the browser holding the cookie it was made for (`device_bound`). Without it, anyone
+    holding a device code could have a victim's browser post the poll (no cookie needed, from any site),
+    be shown the code to approve on a page of this bridge, and complete the connect in their own browser
+    with the victim's key."""
+    message = b"\0".join((b"device", forum.key.encode(), _bind(cookie), device_code.encode(), user_code.encode()))
+    digest = hmac.new(_nonce_key(secret), message, hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def device_bound(settings: Settings, forum: Forum, cookie: str, device_code: str, user_code: str, given: str) -> bool:
+    """Whether `given` is the binding this bridge made (with its secret, or the one before) of these codes to
+    the browser holding `cookie`."""
+    return any(hmac.compare_digest(device_binding(secret, forum, cookie, device_code, user_code), given)
+               for secret in (settings.secret, settings.secret_previous) if secret)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceCode:
     """What `/user-api-key/device.json` gave (core: `#create_device_request`): the code the bridge polls with,
