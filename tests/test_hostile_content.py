@@ -38,9 +38,9 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources.dialects import JSON
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Topic
-from feedbridge.render import nesting
+from feedbridge.render import nesting, sanitize
 from feedbridge.render.nesting import MAX_DEPTH, check_nesting
-from feedbridge.render.sanitize import MAX_COOKED_CHARS, sanitize_html
+from feedbridge.render.sanitize import MAX_COOKED_CHARS, MAX_MARKDOWN_CHARS, markdown_to_safe_html, sanitize_html
 from feedbridge.store.entries import TopicEntry, listing_bytes, topic_bytes
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
@@ -202,6 +202,67 @@ def test_markup_the_scan_does_not_model_is_refused(refused: str) -> None:
 def test_the_cooked_size_cap_bounds_a_shallow_post() -> None:
     assert MAX_COOKED_CHARS <= 256 * 1024
     assert check_nesting("<b></b>" * (MAX_COOKED_CHARS // 7)) == 1
+
+
+# --- Markdown that costs the renderer most per character ------------------------------------------------
+
+def real_posts(size: int) -> str:
+    """The fixtures' real first posts, one after another until `size` characters."""
+    posts = [parse_topic(path.read_text(encoding="utf-8")).first_post_markdown
+             for path in sorted((DEFAULT_ROOT / "t").rglob("*.md"))]
+    text = "\n\n".join(post for post in posts if post) + "\n\n"
+    return (text * (size // len(text) + 1))[:size]
+
+
+def markdown_calls(markdown: str, on_turn: Callable[[int], None] | None = None) -> int:
+    """The Python function calls markdown-it makes rendering `markdown` (a count of its work that no load
+    changes); `on_turn` is told the count at each turn the render offers."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and "markdown_it" in frame.f_code.co_filename:
+            calls += 1
+
+    def turn() -> None:
+        if on_turn is not None:
+            on_turn(calls)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sanitize, "take_turn", turn)
+        sys.setprofile(profile)
+        try:
+            markdown_to_safe_html(markdown, BASE + "/t/x/1")
+        finally:
+            sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.timeout(300)  # before the fix, profiled, each took 10 to 30 s
+@pytest.mark.parametrize("unit", ["![", "'[", "[\n"])
+def test_markdown_at_the_cap_costs_the_renderer_a_few_times_real_posts(unit: str) -> None:
+    """Delimiters that open nothing cost markdown-it up to 27 times what real posts do per character:
+    256 KiB of `![` took it 3.9 s (256 KiB of real posts 0.14 s), a 32,000-character post of it 0.47 s.
+    With the meter: 2.7 million calls for `![`, 7 times real posts (before: 38 million, 104 times)."""
+    real = markdown_calls(real_posts(MAX_MARKDOWN_CHARS))
+    hostile = markdown_calls(unit * (MAX_MARKDOWN_CHARS // len(unit)))
+    assert hostile <= 10 * real, (hostile, real)
+
+
+def test_a_markdown_render_offers_a_turn_every_few_thousand_calls() -> None:
+    """A 32,000-character post (Discourse's default limit) of `![` held the worker 0.47 s in one call."""
+    turns: list[int] = []
+    total = markdown_calls("![" * 16_000, turns.append)
+    gaps = [after - before for before, after in zip([0, *turns], [*turns, total], strict=True)]
+    assert len(turns) > 100 and max(gaps) <= 10_000, (len(turns), max(gaps))
+
+
+def test_markdown_beyond_its_work_is_its_text_and_dense_real_markdown_is_not() -> None:
+    hostile = markdown_to_safe_html("Lead <b>in</b>.\n\n" + "![" * (MAX_MARKDOWN_CHARS // 2 - 10), BASE)
+    assert hostile.startswith("<p>Lead &lt;b&gt;in&lt;/b&gt;.</p>\n<p>![![") and "<img" not in hostile
+    table = "| a | b | c |\n|---|---|---|\n" + "| 1 | *2* | [3](/x) |\n" * 1_500  # 32,000 characters
+    rendered = markdown_to_safe_html(table, BASE)
+    assert rendered.count("<tr>") == 1_501 and rendered.count("<em>2</em>") == 1_500
 
 
 # --- caps on what one page holds --------------------------------------------------------------------------

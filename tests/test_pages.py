@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import quote
 
 import feedparser
@@ -12,11 +14,16 @@ from lxml import etree, html
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.categories import parse_categories
+from feedbridge.models import Entry
+from feedbridge.render.documents import render_rss
+from feedbridge.render.meta import FeedMeta
 from feedbridge.web.app import create_app
 from feedbridge.web.feedform import FeedForm, form_from_path, recognise
 from feedbridge.web.pages import http_url
 from tests.appserver import running_app, settings_for
 from tests.upstream import DEFAULT_ROOT
+
+STATIC = Path(__file__).resolve().parent.parent / "feedbridge" / "web" / "static"
 
 FORUM = "https://dev-discuss.pytorch.org"
 SETTINGS = Settings(forums=(parse_forum(FORUM), parse_forum("http://127.0.0.1:8080/sub")))
@@ -354,3 +361,16 @@ def test_html_view_answers_conditional_requests_and_survives_an_outage(upstream)
         during = httpx.get(url, timeout=10)
         assert during.status_code == 200
         assert "About the compiler category" in during.text
+
+
+@pytest.mark.parametrize("summary", ["<" * 10_000, "a & b < c > d \" e " * 2_000, "&lt; is not <" * 1_000,
+                                     "x" * 9_000 + "&" * 1_000])
+def test_xsl_unescapes_excerpts_of_ten_thousand_escaped_characters(summary):
+    """Its unescaping called itself once per `&`: libxslt gave up on an excerpt of 1,000 `<` (XSLTApplyError)."""
+    entry = Entry(kind="topic", id="https://f.example/t/1", link="https://f.example/t/x/1", title="t",
+                  summary=summary, updated=datetime(2025, 1, 1, tzinfo=UTC))
+    meta = FeedMeta(title="f", forum_url="https://f.example", html_url="https://f.example/latest",
+                    feed_id="https://f.example/latest")
+    transform = etree.XSLT(etree.parse(STATIC / "feed.xsl"))
+    page = html.fromstring(str(transform(etree.fromstring(render_rss(meta, [entry])))))
+    assert page.xpath("//p[@class='entry-excerpt']")[0].text_content().strip() == summary.strip()

@@ -3,6 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedbridge.errors import QueryError, RequestError
+from feedbridge.feeds.select import query
 from feedbridge.feeds.select.query import (
     MAX_QUERY_LENGTH,
     MAX_TERMS,
@@ -245,3 +246,29 @@ def test_pathological_megabyte_input_completes():
     accented = "aé " * 350_000
     assert parse_query("ae -zzz").matches(accented)
     assert not parse_query("zzz").matches("東京大学 " * 250_000)
+
+
+# --- the haystack of a long text ------------------------------------------------------------------
+
+
+def test_a_haystack_of_text_nfkd_expands_is_bounded_and_made_between_turns(monkeypatch):
+    """U+FDFA is 18 characters in NFKD: 256 KiB of it made a haystack of 4.7 million characters in one call
+    of 0.5 s, no turn given to other requests."""
+    turns = []
+    monkeypatch.setattr(query, "take_turn", lambda: turns.append(1), raising=False)
+    text = "\ufdfa" * 262_144
+    made = query.haystack(text)
+    assert len(made) <= 5 * len(text)
+    assert len(turns) >= 100
+    assert made.startswith(" " + " ".join(words("\ufdfa" * 3)[:-1]) + " ")  # its last word runs on
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab Z9_+#.-\n") + [
+    "\u0301", "\u0345", "\u0327", "é", "ß", "ﬁ", "\ufdfa", "Σ", "İ", "한", "\u0f73", "\u0344", "ǅ", "①", "\u3000"]),
+    max_size=40), st.integers(min_value=1, max_value=7))
+def test_a_haystack_made_in_pieces_is_the_haystack_of_the_whole_text(text, piece):
+    """Pieces cut words, marks from their letters and `+` from `c`: the haystack is still the whole text's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(query, "HAYSTACK_PIECE", piece)
+        assert query.haystack(text) == " " + " ".join(words(text))

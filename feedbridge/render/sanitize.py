@@ -33,20 +33,41 @@ A post costs nh3 about 1 ms per 20,000 characters, and the same posts are cleane
 collection that holds them is rebuilt (`/posts` at each `pages=`, a user's posts, a topic's head), so what
 `sanitize_html` made is kept by a digest of its input and base in a bounded LRU (`SANITIZED_BYTES`); and
 each call gives other requests a turn (`render.turns`), so cleaning 500 posts never holds the process.
+
+markdown-it is linear in its input, but what it spends per character depends on the text: the fixtures' real
+posts cost it about 0.5 µs a character, tables and lists 3 to 4 µs, and text dense in delimiters that open
+nothing up to 15 µs (`![` repeated: 3.9 s for 256 KiB, where 256 KiB of real posts take 0.14 s; a
+32,000-character post of it, which any user can write, 0.47 s), all in one call that gave no other request
+a turn. So every block and inline rule the renderer runs is metered (`_metered`): a rule call is one unit of
+work and each token it makes `TOKEN_WORK` more. The time per unit stays within 0.2 to 1.6 µs for every
+shape measured, where the time per character spans 0.01 to 15 µs. The meter gives other requests a turn
+every `WORK_PER_TURN` units, and a post that needs more than `MAX_MARKDOWN_WORK` is shown as escaped plain
+text, a paragraph per block of lines. Weighed against the alternatives: a lower length cap bounds nothing
+that matters (32,000 characters of `![` are 0.47 s); refusing text by its density of delimiters guesses
+which characters cost (a lone `[` costs 30 times a lone `*`, and lines of two letters, which hold no
+delimiter, 10 times prose); rendering in chunks at block boundaries changes the output where a reference
+definition or a loose list spans chunks, and one long paragraph is one chunk. The meter only counts what the
+renderer does, so every post within the budget renders as before, byte for byte (all 7,809 Markdown texts
+of the fixtures, the tests and the docs did); the meter adds about a third to markdown-it's
+time (256 KiB of real posts: 92 ms, 122 ms metered).
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
 import logging
 import re
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import nh3
 from cachetools import LRUCache, cached
 from markdown_it import MarkdownIt
+from markdown_it.ruler import Ruler
 
 from feedbridge.errors import HostileMarkup
 from feedbridge.render.nesting import check_nesting
@@ -57,6 +78,16 @@ log = logging.getLogger(__name__)
 MAX_MARKDOWN_CHARS = 256 * 1024
 """A post longer than this (Discourse's default limit is 32,000 characters) is cut at a line end and
 marked with `…`, so one hostile or broken post cannot make a feed slow to build."""
+MAX_MARKDOWN_WORK = 384 * 1024
+"""The work (see the module docstring) one post's Markdown may cost the renderer. 256 KiB of the fixtures'
+real posts need 148,000 units; 32,000 characters (Discourse's default limit) of a table 147,000, of a list
+of one-word items 279,000, of the densest shapes measured up to 760,000. The most expensive text spends it
+in 0.3 to 0.6 s (256 KiB of `![` took 3.9 s), taking turns as it goes."""
+TOKEN_WORK = 4
+"""Units a token costs beyond the rule call that made it: making, joining and writing a token costs about
+as much as four rule calls, so a text of short lines (a token per line break) is counted as it costs."""
+WORK_PER_TURN = 256
+"""Units between two looks at the clock (`take_turn`): 256 units take 50 to 400 µs, well within a `TURN`."""
 MAX_COOKED_CHARS = 256 * 1024
 """The same bound for cooked HTML: Discourse's 32,000-character posts cook to well under it, and nh3 cleans
 this much of the most expensive HTML the nesting cap lets through in about 0.1 s (a feed has up to the
@@ -93,24 +124,85 @@ _SRC = re.compile(r'\ssrc="')
 _markdown = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 # markdown-it's documented hook for URL policy, which is nh3's alone here (see the module docstring).
 _markdown.validateLink = lambda url: True  # type: ignore[method-assign]
+
+_WORK = "feedbridge.work"
+"""The key of a render's `env` (markdown-it's dict shared by the rules of one render) holding its work so far."""
+
+_Rule = TypeVar("_Rule", bound=Callable[..., Any])
+
+
+class _Overworked(Exception):
+    """A post's Markdown needed more than `MAX_MARKDOWN_WORK`."""
+
+
+def _metered(rule: _Rule) -> _Rule:
+    """`rule`, counting its call and the tokens it made into its render's work (`_WORK`), taking a turn
+    every `WORK_PER_TURN` units and stopping the render past `MAX_MARKDOWN_WORK`. Block and inline rules
+    take the parser state first, whatever else they take; every state holds the render's `env`."""
+
+    def metered(state: Any, *args: Any) -> Any:
+        tokens = state.tokens
+        made = len(tokens)
+        found = rule(state, *args)
+        env = state.env
+        before = env[_WORK]
+        # A rule that found nothing made nothing: the common case reads no length again.
+        after = env[_WORK] = before + 1 + (TOKEN_WORK * (len(tokens) - made) if found else 0)
+        if (before ^ after) >= WORK_PER_TURN:
+            if after > MAX_MARKDOWN_WORK:
+                raise _Overworked
+            take_turn()
+        return found
+
+    return cast(_Rule, metered)
+
+
+def _meter(ruler: Ruler[Any]) -> None:
+    """Put `_metered` around each of `ruler`'s rules, keeping the chains it is in (`alt`). `Ruler.at` is the
+    documented way to replace a rule; its chains are read from `__rules__`, the list `at` itself edits, since
+    `get_all_rules` gives names alone (the same attribute in markdown-it-py 3 and 4, as in markdown-it)."""
+    for rule in ruler.__rules__:
+        ruler.at(rule.name, _metered(rule.fn), {"alt": rule.alt})
+
+
+# The core rules run once per render (normalize, block, inline, text_join): the rules they run are metered.
+for _ruler in (_markdown.block.ruler, _markdown.inline.ruler, _markdown.inline.ruler2):
+    _meter(_ruler)
+
+
+def _render(markdown: str) -> str:
+    """markdown-it's HTML of `markdown`, metered; `_Overworked` past `MAX_MARKDOWN_WORK`."""
+    rendered: str = _markdown.render(markdown, {_WORK: 0})
+    return rendered
+
+
 # markdown-it's link normalising (mdurl) fills a lookup table per set of safe characters on its first use,
 # and puts the table in its module-level dict before filling it, without a lock: a thread rendering a post
 # while another fills the table reads it half-made (IndexError, met in CI on Python 3.13 when a
 # `content=full` feed's topic pages were parsed in the pool). One render of every kind of link at import,
 # before any thread renders, makes every table the renderer uses; later renders only read them.
-_markdown.render("[a](/b%20c) ![d](e) <https://f.example/g> <h@i.example>")
+_render("[a](/b%20c) ![d](e) <https://f.example/g> <h@i.example>")
+
+_BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
 def markdown_to_safe_html(markdown: str, base_url: str) -> str:
     """Render `markdown` and sanitize it; relative links and images are resolved against `base_url`.
 
     `base_url` is the address the post lives at (the topic URL, or the forum root); it must be http(s),
-    because every relative URL inherits its scheme.
+    because every relative URL inherits its scheme. A post that needs more than `MAX_MARKDOWN_WORK` is
+    shown as its text, escaped, a paragraph per block of lines (see the module docstring).
     """
     if len(markdown) > MAX_MARKDOWN_CHARS:
         cut = markdown.rfind("\n", 0, MAX_MARKDOWN_CHARS)
         markdown = markdown[: cut if cut > 0 else MAX_MARKDOWN_CHARS] + "\n\n…"
-    return sanitize_html(_markdown.render(markdown), base_url)
+    try:
+        rendered = _render(markdown)
+    except _Overworked:
+        log.warning("the post at %s needs more work than Markdown may cost: shown as plain text", base_url)
+        rendered = "".join(f"<p>{html.escape(block.strip(), quote=False)}</p>\n"
+                           for block in _BLANK_LINES.split(markdown) if block.strip())
+    return sanitize_html(rendered, base_url)
 
 
 def sanitize_html(html: str, base_url: str) -> str:

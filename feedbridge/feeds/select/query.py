@@ -46,6 +46,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from feedbridge.errors import QueryError
+from feedbridge.render.turns import take_turn
 
 MAX_QUERY_LENGTH = 500
 MAX_TERMS = 32
@@ -83,10 +84,55 @@ def words(text: str) -> list[str]:
     return _WORD.findall(normalize(text))
 
 
+HAYSTACK_PIECE = 512
+"""Characters of text normalised between two turns (`take_turn`): NFKD expands some characters 18-fold
+(U+FDFA), and 512 of those take about 3 ms to normalise and split (256 KiB of them took 0.5 s in one go);
+256 KiB of prose costs the pieces about 2 ms more than one call."""
+MAX_HAYSTACK_CHARS = 1 << 20
+"""A haystack stops growing at the piece that passes this: a post's text is at most 256 KiB (the cooked
+and Markdown caps of `render.sanitize`), which no real text expands fourfold, while 256 KiB of U+FDFA
+would make 4.7 million characters, most of the haystack cache."""
+
+# What continues a word the previous piece ended in: more of its letters and digits and then `+#`, or,
+# once it has a `+` or `#`, only more of those (as `_WORD` would have read on).
+_MORE_WORD = re.compile(r"[^\W_]*[+#]*")
+_MORE_SUFFIX = re.compile(r"[+#]*")
+
+
 def haystack(text: str) -> str:
-    """The normalised words of `text` as `Query.found_in` searches them."""
+    """The normalised words of `text` as `Query.found_in` searches them, at most about `MAX_HAYSTACK_CHARS`.
+
+    Made a piece at a time, with a turn before each, and the same as `words` of the whole text: `normalize`
+    of a text is the joint of its pieces' (NFKD reorders only combining marks, all of which it then drops,
+    and casefolding is per character), and a word the end of a piece cuts is carried on into the next.
+    """
+    found: list[str] = []
+    cut: list[str] = []  # the parts of the word the last piece ended in
+    size = 0
+    for start in range(0, len(text), HAYSTACK_PIECE):
+        take_turn()
+        piece = normalize(text[start:start + HAYSTACK_PIECE])
+        if cut:
+            more = (_MORE_SUFFIX if cut[-1][-1] in "+#" else _MORE_WORD).match(piece).end()  # type: ignore[union-attr]
+            if more:
+                cut.append(piece[:more])
+            if more == len(piece):
+                continue
+            found.append("".join(cut))
+            cut, piece = [], piece[more:]
+        piece_words = _WORD.findall(piece)
+        # The last word touches the piece's end exactly when the piece ends with it (after it, a letter
+        # or digit would start a word of its own and a `+` or `#` would belong to it).
+        if piece_words and piece.endswith(piece_words[-1]):
+            cut = [piece_words.pop()]
+        found.extend(piece_words)
+        size += len(piece)
+        if size > MAX_HAYSTACK_CHARS:
+            break
+    if cut:
+        found.append("".join(cut))
     # A leading space lets " term" find a word start with a plain substring search.
-    return " " + " ".join(words(text))
+    return " " + " ".join(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,10 +110,32 @@
     </xsl:choose>
   </xsl:template>
 
-  <!-- &lt; &gt; &amp; back to characters, output as text (so escaped again by XSLT). -->
+  <!-- &lt; &gt; &amp; back to characters, output as text (so escaped again by XSLT). A text longer than 64
+       characters is cut in two just before an `&` and each part unescaped on its own: no reference holds an
+       `&`, so the parts read as the whole does, and the depth of the calls grows with the logarithm of the
+       text's length, where one call per `&` made libxslt give up past about 900 of them ("too many nested
+       calls", an excerpt of 1,000 `<`). The first part runs from the start to the first `&` at or after the
+       middle; with none after the middle, it runs to five characters past it (a reference cut by the middle,
+       `&quot;` at most, ends there) and the rest is plain text. -->
   <xsl:template name="unescape">
     <xsl:param name="text"/>
+    <xsl:variable name="half" select="floor(string-length($text) div 2)"/>
+    <xsl:variable name="after" select="substring($text, $half + 1)"/>
     <xsl:choose>
+      <xsl:when test="string-length($text) &gt; 64 and contains($after, '&amp;')">
+        <xsl:call-template name="unescape">
+          <xsl:with-param name="text" select="concat(substring($text, 1, $half), substring-before($after, '&amp;'))"/>
+        </xsl:call-template>
+        <xsl:call-template name="unescape">
+          <xsl:with-param name="text" select="concat('&amp;', substring-after($after, '&amp;'))"/>
+        </xsl:call-template>
+      </xsl:when>
+      <xsl:when test="string-length($text) &gt; 64 and contains($text, '&amp;')">
+        <xsl:call-template name="unescape">
+          <xsl:with-param name="text" select="substring($text, 1, $half + 5)"/>
+        </xsl:call-template>
+        <xsl:value-of select="substring($text, $half + 6)"/>
+      </xsl:when>
       <xsl:when test="contains($text, '&amp;')">
         <xsl:value-of select="substring-before($text, '&amp;')"/>
         <xsl:variable name="rest" select="substring-after($text, '&amp;')"/>
