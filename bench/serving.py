@@ -195,10 +195,10 @@ def cold_section(ctx: Context) -> list[Row]:
     ours_cpu, base_cpu, peer_cpu = (cpu[n] / requests * 1e3 for n in urls)
     ours_rps, peer_rps = throughput["feedbridge"].rps, throughput["rss-bridge"].rps
     ctx.notes.append(f"2: cold = {requests} sequential requests per side in {rounds} rounds of {per_round} (order "
-                     "rotated), client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 (no feed or page is ever "
-                     "fresh; copies are kept for the stale TTL, at its default, so the forum's basic info is read once, "
-                     "as in production), so every request fetches the page, reads every topic block of it and builds "
-                     "every entry: feedbridge remembers no parsed block or built entry. "
+                     "rotated), client-side latency, median; feedbridge with FEEDBRIDGE_CACHE_TTL=0 (no feed or page "
+                     "is ever fresh; copies are kept for the stale TTL, at its default, so the forum's basic info is "
+                     "read once, as in production), so every request fetches the page, reads every topic block of it "
+                     "and builds every entry: feedbridge remembers no parsed block or built entry. "
                      "RSS-Bridge "
                      "(Debian 2022-01-20, XPath bridge, Atom) "
                      "with `_cache_timeout=0`; the fake forum serves both pages from memory, never answers 304 and "
