@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import parse_qsl, urlsplit
 
 import feedparser
@@ -173,14 +173,57 @@ def test_healthz(app):
 def test_conditional_get(app):
     url = app.feed_url(f"{COMPILER}.atom")
     first = get(url)
-    assert first.headers["cache-control"] == "public, max-age=300"
-    assert first.headers["last-modified"] == "Mon, 21 Sep 2026 16:26:22 GMT"
+    assert first.headers["cache-control"] == "public, max-age=300" and "age" not in first.headers
+    # when these bytes were built (`FeedService._changed`), never the future, as an entry's date may be
+    assert parsedate_to_datetime(first.headers["last-modified"]) <= datetime.now(UTC)
     etag = first.headers["etag"]
     assert get(url, headers={"If-None-Match": etag}).status_code == 304
     assert get(url, headers={"If-Modified-Since": first.headers["last-modified"]}).status_code == 304
     assert get(url, headers={"If-None-Match": '"other"'}).status_code == 200
     earlier = format_datetime(datetime(2026, 1, 1, tzinfo=UTC), usegmt=True)
     assert get(url, headers={"If-Modified-Since": earlier}).status_code == 200
+
+
+def test_a_reader_validating_by_date_alone_gets_a_feed_whose_older_topic_changed(upstream):
+    """RFC 9110 §8.8.2: `Last-Modified` is when the representation last changed. It was the newest entry's
+    date, which an edit of an older topic's title does not move: a reader sending `If-Modified-Since` alone got
+    `304` for a feed that had changed. Now changed bytes are dated past the copy they replace, and a rebuild
+    into the same bytes keeps its date (so its `304` still comes)."""
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        first = get(url)
+        listed = httpx.get(upstream.url + LIST, timeout=10).text
+        oldest = next(e.title for e in reversed(feedparser.parse(first.content).entries) if e.title in listed)
+        upstream.set_body(LIST, listed.replace(oldest, f"{oldest} (edited)", 1))
+        changed = get(url, headers={"If-Modified-Since": first.headers["last-modified"]})
+        again = get(url, headers={"If-Modified-Since": changed.headers["last-modified"]})
+    assert changed.status_code == 200 and f"{oldest} (edited)" in changed.text
+    assert parsedate_to_datetime(changed.headers["last-modified"]) > parsedate_to_datetime(first.headers["last-modified"])
+    assert again.status_code == 304
+
+
+def test_a_feed_whose_filters_keep_nothing_is_the_same_bytes_while_its_list_is(upstream):
+    """An Atom feed must have a date: one with no entry was dated at its build, so a keyword feed that matched
+    nothing was a new ETag, and a whole download, at every poll. Its date is now its list's newest."""
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        whole = feedparser.parse(get(app.feed_url(f"{COMPILER}.atom")).content)
+        url = app.feed_url(f"{COMPILER}.atom?q=zzzznothingmatches")
+        first = get(url)
+        time.sleep(1.1)  # past the second the first build was in
+        second = get(url, headers={"If-None-Match": first.headers["etag"]})
+    empty = feedparser.parse(first.content)
+    assert empty.bozo == 0 and empty.entries == [] and empty.feed.updated == whole.feed.updated
+    assert second.status_code == 304
+
+
+def test_a_kept_copy_says_how_old_it_is(app):
+    """RFC 9111 §5.1: a hit says its `Age`, so a cache in front keeps it for what is left of `max-age`."""
+    url = app.feed_url(f"{COMPILER}.json?limit=3")
+    built = get(url)
+    time.sleep(1.1)
+    hit = get(url)
+    assert "age" not in built.headers and hit.headers["x-feedbridge-cache"] == "hit"
+    assert 1 <= int(hit.headers["age"]) <= 300
 
 
 def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstream):

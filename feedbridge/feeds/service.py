@@ -182,8 +182,9 @@ class FeedService:
         read, extras = self._read(), (refresh, identity)
 
         def live() -> FeedResult:
-            got = self.current.policy.get(key, lambda _held: self._render(read, spec, self_url, stylesheet_url,
-                                                                          *extras), caller=read.caller, what="the feed",
+            got = self.current.policy.get(key, lambda held: self._render(read, spec, self_url, stylesheet_url,
+                                                                         *extras, held=held), caller=read.caller,
+                                          what="the feed",
                                           admitted=admitted)
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
@@ -275,18 +276,36 @@ class FeedService:
         return Read(self.current, self.caller)
 
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
-                refresh: bool, identity: bool) -> FeedEntry:
+                refresh: bool, identity: bool, held: FeedEntry | None = None) -> FeedEntry:
+        """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held)."""
         with metrics.building(spec.kind):
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
-            head = spec.head(first, self_url, stylesheet_url, datetime.fromtimestamp(int(built), UTC), site=site,
-                             ttl=self.settings.cache_ttl if refresh else None)
+            head = spec.head(first, self_url, stylesheet_url, _listed(first) or datetime.fromtimestamp(int(built), UTC),
+                             site=site, ttl=self.settings.cache_ttl if refresh else None)
             body = render(spec.fmt, head, entries)
-        dates = [e.updated for e in entries if e.updated is not None]
-        return FeedEntry(
-            body=body,
-            etag=hashlib.sha256(body).hexdigest()[:32],
-            last_modified=max(dates).timestamp() if dates else None,
-            stored_at=built,
-        )
+        etag = hashlib.sha256(body).hexdigest()[:32]
+        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built)
+
+
+def _listed(first: Listing) -> datetime | None:
+    """The newest date of the list a feed was made from, before its filters: the feed's own date when none
+    of its entries has one (Atom's `updated`, which is required), so that a feed whose filters keep nothing
+    is the same bytes, and the same ETag, for as long as its list is the same. It was the time of the build,
+    and a keyword feed that matched nothing was a new download at every poll."""
+    return max(filter(None, (t.last_posted_at or t.created_at for t in first.topics)), default=None)
+
+
+def _changed(etag: str, held: FeedEntry | None, built: float) -> float:
+    """`Last-Modified`: when these bytes were first built (RFC 9110 §8.8.2: when the representation last
+    changed). The copy held keeps its date while its bytes are the same; changed bytes are dated at their
+    build, a second past the held copy's date at least, so a reader that validates with `If-Modified-Since`
+    alone gets them. It was the newest entry's date, which an edit of an older topic, a topic gained by a
+    filter or a topic deleted does not move forward (or moves back), and such readers got `304` for a feed
+    that had changed; a topic dated in the future dated the feed there too."""
+    if held is not None and held.last_modified is not None:
+        if held.etag == etag:
+            return held.last_modified
+        return float(max(int(built), int(held.last_modified) + 1))
+    return float(int(built))

@@ -9,6 +9,7 @@ has no `Response` to put them in.
 
 from __future__ import annotations
 
+import time
 from email.utils import formatdate
 
 from flask import Response
@@ -21,7 +22,9 @@ NOSNIFF = ("X-Content-Type-Options", "nosniff")
 
 def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
                  private: bool = False) -> list[tuple[str, str]]:
-    """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep."""
+    """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep. A copy
+    kept (a hit, a stale copy) says how old it is (`Age`, RFC 9111 §5.1), so a cache in front keeps it for what
+    is left of `max_age` rather than the whole of it again."""
     headers = [
         ("Content-Type", media_type),
         ("Vary", "Accept"),
@@ -29,6 +32,8 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
         ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]
+    if cache != "miss":
+        headers.append(("Age", str(int(max(time.time() - entry.stored_at, 0.0)))))
     if entry.last_modified is not None:
         headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
     return headers

@@ -124,7 +124,6 @@ def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:
     headers = feed_headers(result.entry, _media_type(spec.fmt), scope.settings.cache_ttl, result.cache,
                            private=resolved.private)
     if result.cache == "stale":
-        headers.append(("Age", str(int(result.age))))
         headers.append(("X-Feedbridge-Stale", _header_safe(
             f"{stale_why} ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
         )))
