@@ -506,10 +506,16 @@ def test_hits_on_the_hot_path_match_the_first_response(app, caplog):
         assert hit.headers[name] == miss.headers[name], name
     assert any("cache=hit" in r.getMessage() and "limit=5" in r.getMessage() for r in caplog.records)
     # A browser still gets the readable media type, and a conditional request Werkzeug's 304.
-    browser = get(url, headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    browser_accept = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    browser = get(url, headers=browser_accept)
     assert browser.headers["content-type"] == "application/xml; charset=utf-8"
     assert browser.content == miss.content
     assert get(url, headers={"If-None-Match": hit.headers["etag"]}).status_code == 304
+    # The browser's answer is another representation (`Vary: Accept`), with an ETag of its own (RFC 9110
+    # §8.8.3): with the reader's, a cache in front could answer a browser's 304 with the reader's copy.
+    assert browser.headers["etag"] != hit.headers["etag"]
+    assert get(url, headers={**browser_accept, "If-None-Match": browser.headers["etag"]}).status_code == 304
+    assert get(url, headers={**browser_accept, "If-None-Match": hit.headers["etag"]}).status_code == 200
 
 
 def test_every_response_says_nosniff(app):

@@ -21,14 +21,16 @@ NOSNIFF = ("X-Content-Type-Options", "nosniff")
 
 
 def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
-                 private: bool = False) -> list[tuple[str, str]]:
+                 private: bool = False, variant: str = "") -> list[tuple[str, str]]:
     """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep. A copy
     kept (a hit, a stale copy) says how old it is (`Age`, RFC 9111 §5.1), so a cache in front keeps it for what
-    is left of `max_age` rather than the whole of it again."""
+    is left of `max_age` rather than the whole of it again. `variant` tells apart, in the ETag, answers of one
+    feed that differ by `Accept` (RFC 9110 §8.8.3: a strong ETag names one representation), so that no cache
+    answers one with the other on a `304`."""
     headers = [
         ("Content-Type", media_type),
         ("Vary", "Accept"),
-        ("ETag", f'"{entry.etag}"'),
+        ("ETag", f'"{entry.etag}{variant}"'),
         ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]

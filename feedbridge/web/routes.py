@@ -121,8 +121,10 @@ def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:
             raise
         result, stale_why = FeedResult(held, "stale", spent.message), "not rebuilt"
     g.cache = result.cache
-    headers = feed_headers(result.entry, _media_type(spec.fmt), scope.settings.cache_ttl, result.cache,
-                           private=resolved.private)
+    media_type = _media_type(spec.fmt)
+    variant = "" if media_type == FORMATS[spec.fmt].media_type else "-xml"
+    headers = feed_headers(result.entry, media_type, scope.settings.cache_ttl, result.cache,
+                           private=resolved.private, variant=variant)
     if result.cache == "stale":
         headers.append(("X-Feedbridge-Stale", _header_safe(
             f"{stale_why} ({result.stale_reason}); serving the copy from {int(result.age)}s ago"
@@ -183,7 +185,9 @@ def _resolved(svc: FeedService, path: str, signed_as: str | None = None) -> Reso
 
 def _media_type(fmt: str) -> str:
     """A browser that asks for a page gets Atom/RSS as `application/xml`: Chromium shows `+xml` feed types
-    as plain text and applies the XSL stylesheet only to XML it renders. Readers get the feed type."""
+    as plain text and applies the XSL stylesheet only to XML it renders. Readers get the feed type. The
+    browser's answer has an ETag of its own (`feed_headers`' `variant`), and the hit path, which serves only
+    the feed type, leaves browsers to this view."""
     if fmt not in ("atom", "rss") or "text/html" not in request.headers.get("Accept", ""):
         return FORMATS[fmt].media_type
     accept = request.accept_mimetypes
