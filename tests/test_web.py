@@ -226,6 +226,18 @@ def test_a_kept_copy_says_how_old_it_is(app):
     assert 1 <= int(hit.headers["age"]) <= 300
 
 
+def test_a_feed_built_from_cached_pages_while_the_forum_fails_says_their_age(upstream):
+    """RFC 9111 §5.1: `Age` is the time since the content came from the origin. A feed not held when the forum
+    failed is built from the cached pages of its list; it said `Age: 0` as if just read."""
+    with running_app(settings_for(upstream.url, cache_ttl=1)) as app:
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # its list page is cached
+        time.sleep(2.1)
+        upstream.fail(LIST, 500)
+        built = get(app.feed_url(f"{COMPILER}.atom?q=inductor"))  # a feed of that list not built before
+    assert built.status_code == 200 and built.headers["x-feedbridge-cache"] == "stale"
+    assert int(built.headers["age"]) >= 2 and f"from {built.headers['age']}s ago" in built.headers["x-feedbridge-stale"]
+
+
 def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstream):
     url = app.feed_url(f"{COMPILER}.rss")
     first = get(url)

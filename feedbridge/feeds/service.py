@@ -189,9 +189,13 @@ class FeedService:
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         def from_last_good(reason: str) -> FeedResult:
+            cached = read.cached()
             with admitted():
-                return FeedResult(self._render(read.cached(), spec, self_url, stylesheet_url, *extras), "stale",
-                                  reason)
+                entry = self._render(cached, spec, self_url, stylesheet_url, *extras)
+            # as old as the oldest page it was made of: its `Age` says so, as a stale copy's does
+            oldest = cached.oldest
+            return FeedResult(entry if oldest is None else replace(entry, stored_at=min(oldest, entry.stored_at)),
+                              "stale", reason)
 
         return self._either(live, from_last_good)
 

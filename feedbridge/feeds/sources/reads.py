@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from feedbridge.config import Forum
@@ -86,15 +86,23 @@ class Scope:
 class Read:
     """One request's way of reading (see the module docstring): in `scope`, for `caller` (the web request whose
     deadline, slot and budget share bound its reads: None outside one), live or `cached_only`. Made once where
-    the read path begins (`FeedService`), and handed down, so no layer below looks the request up itself."""
+    the read path begins (`FeedService`), and handed down, so no layer below looks the request up itself.
+    A read from cached copies notes when each copy it read was stored (`stored`), so that what is built of
+    them says how old it is (`oldest`)."""
 
     scope: Scope
     caller: Caller | None
     cached_only: bool = False
+    stored: list[float] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def signed(self) -> bool:
         return self.scope.signed
+
+    @property
+    def oldest(self) -> float | None:
+        """When the oldest copy this read read was stored (a read from cached copies), if it read any."""
+        return min(self.stored, default=None)
 
     @property
     def moves_on(self) -> tuple[type[FeedbridgeError], ...]:
@@ -110,6 +118,8 @@ class Read:
         `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept."""
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
+            if (stored_at := getattr(held, "stored_at", None)) is not None:
+                self.stored.append(stored_at)
             return held
         got = self.scope.policy.get(key, build, caller=self.caller, stale=False, what=what, fresh_for=fresh_for,
                                     keep_for=keep_for, any_copy=any_copy)
