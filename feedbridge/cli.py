@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -129,6 +130,7 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
     for that URL as a `source =` file does in a static build, and a parameter that needs what the file
     does not carry is refused by name (exit 2). The feed options are the feed URL's parameters.
     """
+    _refuse_options_of_the_other_mode(click.get_current_context(), config is not None)
     if config is not None:
         from feedbridge.staticsite.build import run_config
 
@@ -146,8 +148,29 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))
     if output is None:
         sys.stdout.buffer.write(body)
-    else:
+        return
+    try:
         write_atomic(output, body)
+    except (OSError, ValueError) as exc:  # a folder that is a file or cannot be made, a name with a NUL
+        raise Failure(f"cannot write {output}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+CONFIG_ONLY = ("out_dir", "quiet", "as_json")
+"""`build`'s options that only `--config` takes; every other one but `--config` itself is one feed's."""
+
+
+def _refuse_options_of_the_other_mode(ctx: click.Context, with_config: bool) -> None:
+    """An option that does nothing in the mode chosen is a usage error naming it (exit 2), not ignored:
+    `--config` builds what its file names, so one feed's SOURCE and options would silently not apply."""
+    for param in ctx.command.params:
+        if param.name in (None, "config") or ctx.get_parameter_source(param.name) in (
+                None, click.core.ParameterSource.DEFAULT):
+            continue
+        if with_config != (param.name in CONFIG_ONLY):
+            named = param.human_readable_name if isinstance(param, click.Argument) else \
+                next(opt for opt in param.opts if opt.startswith("--"))
+            raise click.UsageError(f"{named} is for one feed, not with --config" if with_config else
+                                   f"{named} is for --config only")
 
 
 @main.command()
@@ -168,7 +191,7 @@ def serve(host: str, port: int | None, workers: int | None, demo: bool) -> None:
     try:
         settings = Settings.from_env(env)  # fail fast, with the variable's name, before gunicorn forks workers
     except ConfigError as exc:
-        raise Failure(str(exc)) from None
+        raise Refused(str(exc)) from None
     listener = _listen(host, settings.port if port is None else port)
     if workers:
         env["WEB_CONCURRENCY"] = str(workers)
@@ -230,10 +253,7 @@ def _say_demo(bridge: str) -> None:
 def _read_saved(source: str, base_url: str | None) -> tuple[Listing, str]:
     """A list saved as a file or piped in (JSON when it starts with `{`, else Markdown), and its text:
     a feed of it is made by the service, which reads the list from the text as from the forum."""
-    try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except OSError as exc:
-        raise Failure(f"cannot read {source}: {exc.strerror}") from None
+    data = _read_bounded(source, Settings().max_body_bytes)
     is_json = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
     if is_json and base_url is None:
         raise click.UsageError("a JSON list names no forum: give its root with --base-url")
@@ -245,6 +265,27 @@ def _read_saved(source: str, base_url: str | None) -> tuple[Listing, str]:
     except NotAListError as exc:
         raise Failure(f"{source}: {exc}") from None
     return listing, data.decode("utf-8")  # both readers refuse what is not UTF-8
+
+
+def _read_bounded(source: str, limit: int) -> bytes:
+    """The bytes of a regular file or stdin, at most `limit` (FEEDBRIDGE_MAX_BODY_BYTES' default, the most a
+    list read from the forum may be): `/dev/zero` or a FIFO read whole would take every byte of memory or
+    wait forever. A FIFO is opened without waiting for a writer, so it is refused at once."""
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as file:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise Failure(f"cannot read {source}: not a regular file")
+                data = file.read(limit + 1)
+    except OSError as exc:
+        raise Failure(f"cannot read {source}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise Failure(f"cannot read {source}: a saved list is at most {limit} bytes (FEEDBRIDGE_MAX_BODY_BYTES' "
+                      "default, as the forum's are)")
+    return data
 
 
 class _SavedList(BatchFetcher):
@@ -309,7 +350,15 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
     try:
         return parse_feed_request(settings, path, {**listed, **_parameters(feed, options)})
     except RequestError as exc:
-        raise click.BadParameter(exc.message) from None
+        raise click.BadParameter(exc.message, param_hint=_option_of(exc.param, options)) from None
+
+
+def _option_of(name: str | None, options: Mapping[str, object]) -> str | None:
+    """The option given for the feed parameter `name` (`--author` for `author=`), to name it in an error;
+    None for one the list's own URL carries."""
+    option = next((p.option_name for p in params.PARAMETERS if p.cli and p.name == name and _dest(p) in options),
+                  None)
+    return None if option is None else f"--{option}"
 
 
 def _parameters(feed: params.FeedKind, options: Mapping[str, object]) -> dict[str, list[str]]:
@@ -344,8 +393,8 @@ def _settings(forum: Forum) -> Settings:
     """The environment's settings (timeouts, limits, defaults), with `forum` as the one forum."""
     try:
         return replace(Settings.from_env(), forums=(forum,))
-    except ConfigError as exc:
-        raise Failure(str(exc)) from None
+    except ConfigError as exc:  # the user's to fix, as a bad option is (exit 2, as `sign` and `serve` say it)
+        raise Refused(str(exc)) from None
 
 
 @contextlib.contextmanager

@@ -41,21 +41,63 @@ class Forum:
         object.__setattr__(self, "key", parts.netloc + parts.path.rstrip("/"))
 
 
+SHOWN_CHARS = 40
+
+
+def cut(value: str) -> str:
+    """`value` cut to about SHOWN_CHARS characters for an error message: a value thousands of characters
+    long (a pasted file, a 5,000-digit number) is named by its start."""
+    return value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "…"
+
+
+def shown(value: str) -> str:
+    """`value` quoted and cut short (`cut`), for an error message."""
+    return repr(cut(value))
+
+
+def shown_url(url: str) -> str:
+    """`url` for an error message with what may hold a secret left out (`_redacted`), cut short (`shown`)."""
+    return shown(_redacted(url))
+
+
+def _redacted(url: str) -> str:
+    """`url` without its user and password (`…@`), query and fragment (`?…`, `#…`); what does not parse
+    as a URL is shown only when it is plain (letters, digits, `.`, `-`, `_`, `/`), else as `…`."""
+    prefix, colon, rest = url.partition(":")
+    if colon and "://" in rest and not rest.startswith("//"):  # a source prefix: json:https://…
+        return f"{prefix}:{_redacted(rest)}"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracket left open
+        return f"{prefix}://…" if "://" in url and prefix.isalpha() else "…"
+    if not parts.netloc:
+        return url if re.fullmatch(r"[\w./-]*", url) else "…"
+    return (f"{parts.scheme}://{'…@' if '@' in parts.netloc else ''}{parts.netloc.rpartition('@')[2]}{parts.path}"
+            f"{'?…' if parts.query or '?' in url else ''}{'#…' if parts.fragment or '#' in url else ''}")
+
+
 def parse_forum(url: str) -> Forum:
-    """A base URL, optionally prefixed with its source: `https://a.example`, `json:https://b.example`."""
+    """A base URL, optionally prefixed with its source: `https://a.example`, `json:https://b.example`. An
+    error shows the URL without its user, password, query or fragment (`shown_url`)."""
     text = url.strip()
     source = "auto"
     prefix, colon, rest = text.partition(":")
     if colon and prefix in SOURCE_CHOICES:
         source, text = prefix, rest.strip()
     elif colon and rest.strip().startswith(("http://", "https://")):
-        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{url!r}: the source prefix must be one of "
+        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(url.strip())}: the source prefix must be one of "
                                 f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{url!r} is not an http(s) base URL")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{url!r} must be a plain base URL (no query, fragment or user)")
+    try:
+        parts = urlsplit(text)
+        hostname = parts.hostname
+    except ValueError:
+        hostname = None
+    if not hostname or parts.scheme not in ("http", "https"):
+        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(text)} is not an http(s) base URL")
+    if parts.query or parts.fragment or parts.username or parts.password or "@" in parts.netloc or \
+            text.endswith(("?", "#")):
+        raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(text)} must be a plain base URL "
+                                "(no query, fragment or user)")
     return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}", source)
 
 
@@ -103,13 +145,22 @@ def parse_credential(entry: str, host: str, what: str = "FEEDBRIDGE_CREDENTIALS"
     return Credential(host, username, key)
 
 
+_FORUM_KEY = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])"
+                        r"(?::[0-9]{1,5})?(?:/[a-z0-9._~%!$&'()*+,;=:@/-]*)?", re.IGNORECASE)
+"""What a forum's key (`Forum.key`, host[:port][/subfolder]) can look like: a credential entry's HOST is
+shown in an error only when it does, since an entry written the wrong way round (`user-api-key:KEY=host`)
+has its key where the HOST should be."""
+
+
 def _credentials(raw: str) -> tuple[Credential, ...]:
     made: dict[str, Credential] = {}
     for number, entry in enumerate(raw.split(), 1):
         host, equals, value = entry.partition("=")
-        if not equals or not host or len(host) > 300:
-            raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: entry {number} is not HOST=user-api-key:KEY or "
-                              "HOST=api-key:USERNAME:KEY", "FEEDBRIDGE_CREDENTIALS")
+        if not equals or not host or len(host) > 300 or not _FORUM_KEY.fullmatch(host) or \
+                host.startswith(("user-api-key:", "api-key:")):
+            raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: entry {number} must start with HOST= (a forum's key, as in "
+                              "feed paths), as HOST=user-api-key:KEY or HOST=api-key:USERNAME:KEY",
+                              "FEEDBRIDGE_CREDENTIALS")
         if host in made:
             raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: {host} has two entries", "FEEDBRIDGE_CREDENTIALS")
         made[host] = parse_credential(value, host)
@@ -130,16 +181,19 @@ class AuthRedirect:
 def _auth_redirects(raw: str) -> tuple[AuthRedirect, ...]:
     """`HOST=URL` entries, one per forum (`AuthRedirect`)."""
     made: dict[str, str] = {}
-    for entry in raw.split():
+    for number, entry in enumerate(raw.split(), 1):
         host, equals, url = entry.partition("=")
-        parts = urlsplit(url)
-        if not equals or not host or host in made:
+        if not equals or not host or host in made or not _FORUM_KEY.fullmatch(host):
             raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS",
-                                    f"entries are HOST=URL, one per forum, not {entry[:80]!r}")
+                                    f"entries are HOST=URL, one per forum, which entry {number} is not")
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment or \
-                not parts.path.endswith(f"/{host}/connect"):
+                "@" in parts.netloc or url.endswith(("?", "#")) or not parts.path.endswith(f"/{host}/connect"):
             raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS", f"the URL for {host} must be this bridge's "
-                                    f"http(s) address of /{host}/connect, with no query, not {url[:120]!r}")
+                                    f"http(s) address of /{host}/connect, with no query or user, not {shown_url(url)}")
         made[host] = url
     return tuple(AuthRedirect(host, url) for host, url in made.items())
 
@@ -150,18 +204,24 @@ N = TypeVar("N", int, float)
 
 @dataclass(frozen=True, slots=True)
 class Env:
-    """Where a setting is read from: its variables (the first one set and not empty wins), how its text
-    becomes a value (a ValueError says why it cannot), and for a number the bounds it must lie within."""
+    """Where a setting is read from: its variables (the first one set and not blank wins: a variable set
+    to nothing, as a deployment template leaves one, is unset), how its text becomes a value (a ValueError
+    says why it cannot), and for a number the bounds it must lie within. A `secret` value is never shown in
+    an error; a `required` one set but blank is an error, not its default."""
 
     names: tuple[str, ...]
     read: Callable[[str], Any]
     low: float | None = None
     high: float | None = None
+    secret: bool = False
+    required: str | None = None
 
     def value(self, environ: Mapping[str, str]) -> Any | None:
         """The setting's value from `environ`, or None when none of its variables is set."""
-        raw = next((text for name in self.names if (text := environ.get(name))), None)
+        raw = next((text for name in self.names if (text := environ.get(name)) and text.strip()), None)
         if raw is None:
+            if self.required and any(environ.get(name) is not None for name in self.names):
+                raise ConfigError(f"{self.names[0]} is set but empty: {self.required}", self.names[0])
             return None
         try:
             value = self.read(raw)
@@ -169,11 +229,16 @@ class Env:
             raise
         except ValueError as exc:
             what = "an integer" if self.read is int else "a number" if self.read is float else str(exc)
-            raise ConfigError(f"{self.names[0]} must be {what}, not {raw!r}", self.names[0]) from None
-        if self.low is not None and self.high is not None and not self.low <= value <= self.high:
-            raise ConfigError(f"{self.names[0]} must be between {self.low} and {self.high}, not {value}",
-                              self.names[0])
+            raise ConfigError(f"{self.names[0]} must be {what}" + ("" if self.secret else f", not {shown(raw)}"),
+                              self.names[0]) from None
+        self.check(value)
         return value
+
+    def check(self, value: Any) -> None:
+        """A number within its bounds; a ConfigError naming the variable otherwise."""
+        if self.low is not None and self.high is not None and not self.low <= value <= self.high:
+            raise ConfigError(f"{self.names[0]} must be between {self.low} and {self.high}, not "
+                              f"{cut(str(value))}", self.names[0])
 
 
 def number(default: N, name: str, low: N, high: N) -> N:
@@ -184,11 +249,11 @@ def number(default: N, name: str, low: N, high: N) -> N:
 def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False) -> T:
     """A field read from the first of `names` that is set, through `read`; a `secret` one is left out of
     the settings' repr."""
-    return field(default=default, repr=not secret, metadata={"env": Env(names, read)})
+    return field(default=default, repr=not secret, metadata={"env": Env(names, read, secret=secret)})
 
 
 def _forums(raw: str) -> tuple[Forum, ...]:
-    return tuple(parse_forum(url) for url in raw.split()) or DEFAULT_FORUMS
+    return tuple(parse_forum(url) for url in raw.split())
 
 
 def _contact_url(raw: str) -> str:
@@ -220,11 +285,11 @@ def _filter_terms(raw: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         terms = tuple(dict.fromkeys(term for term in listed.split(",") if term))
         if not equals or not host or not terms or len(terms) > MAX_FILTER_TERMS or host in made:
             raise ValueError(f"HOST=key,key:value,... once per forum (at most {MAX_FILTER_TERMS} terms), not "
-                             f"{entry[:80]!r}")
+                             f"{shown(entry)}")
         if not all(len(term) <= 60 and all(c.isascii() and (c.isalnum() or c in "_-:") for c in term)
                    for term in terms):
             raise ValueError(f"a term is a key (assigned) or key:value (status:solved) of letters, digits, _ and -, "
-                             f"not in {entry[:80]!r}")
+                             f"not in {shown(entry)}")
         made[host] = terms
     return tuple(made.items())
 
@@ -251,19 +316,27 @@ def _networks(raw: str) -> tuple[Network, ...]:
     items = [item for item in re.split(r"[,\s]+", raw) if item]
     if len(items) > MAX_NETWORKS:
         raise ValueError(f"at most {MAX_NETWORKS} addresses or networks")
-    try:
-        return tuple(ipaddress.ip_network(item) for item in items)
-    except ValueError as exc:
-        raise ValueError(f"addresses or CIDR networks separated by commas ({exc})") from None
+    networks = []
+    for item in items:
+        try:
+            networks.append(ipaddress.ip_network(item))
+        except ValueError as exc:
+            why = "its host bits are set" if "host bits set" in str(exc) else "no address or network"
+            raise ValueError(f"addresses or CIDR networks separated by commas ({shown(item)}: {why})") from None
+    return tuple(networks)
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    forums: tuple[Forum, ...] = text(DEFAULT_FORUMS, "FEEDBRIDGE_FORUMS", read=_forums)
+    # Set but blank is an error: a template's empty value would read a forum nobody asked for.
+    forums: tuple[Forum, ...] = field(default=DEFAULT_FORUMS, metadata={"env": Env(
+        ("FEEDBRIDGE_FORUMS",), _forums,
+        required="give the forums' base URLs, or leave it unset for https://dev-discuss.pytorch.org")})
     cache_ttl: int = number(300, "FEEDBRIDGE_CACHE_TTL", 0, 7 * 24 * 3600)
     stale_ttl: int = number(24 * 3600, "FEEDBRIDGE_STALE_TTL", 0, 30 * 24 * 3600)
     cache_max_bytes: int = number(64 * 1024 * 1024, "FEEDBRIDGE_CACHE_MAX_BYTES", 256 * 1024, 1 << 34)
-    cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=str)
+    # A Redis URL may hold its password (redis://:PASSWORD@host): kept out of the repr as the secrets are.
+    cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=str, secret=True)
     # At most pages_max: checked in __post_init__.
     pages_default: int = number(1, "FEEDBRIDGE_PAGES_DEFAULT", 1, 20)
     pages_max: int = number(5, "FEEDBRIDGE_PAGES_MAX", 1, 20)
@@ -358,11 +431,8 @@ class Settings:
         environment, by the static build's config, or in code (a bound checked only on reading the
         environment let a static build wait 600 s where the bound is 300)."""
         for f in fields(self):
-            env = f.metadata.get("env")
-            value = getattr(self, f.name)
-            if env is not None and env.low is not None and env.high is not None and not env.low <= value <= env.high:
-                raise ConfigError(f"{env.names[0]} must be between {env.low} and {env.high}, not {value}",
-                                  env.names[0])
+            if (env := f.metadata.get("env")) is not None:
+                env.check(getattr(self, f.name))
         if self.pages_default > self.pages_max:
             raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({self.pages_default}) must be at most "
                               f"FEEDBRIDGE_PAGES_MAX ({self.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
@@ -370,10 +440,12 @@ class Settings:
         strangers = [key for key in keys if self.forum_for_key(key) is None]
         if strangers or len(keys) != len(set(keys)):
             raise ConfigError(f"FEEDBRIDGE_MULTISITE: every forum in it once, and each one of FEEDBRIDGE_FORUMS "
-                              f"({', '.join(f.key for f in self.forums)}), not {', '.join(strangers) or 'repeats'}",
+                              f"({cut(', '.join(f.key for f in self.forums))}), not "
+                              f"{cut(', '.join(strangers)) if strangers else 'repeats'}",
                               "FEEDBRIDGE_MULTISITE")
         if strangers := [host for host, _ in self.filter_terms if self.forum_for_key(host) is None]:
-            raise ConfigError(f"FEEDBRIDGE_FILTER_TERMS: {', '.join(strangers)} is not a forum of FEEDBRIDGE_FORUMS",
+            raise ConfigError(f"FEEDBRIDGE_FILTER_TERMS: {cut(', '.join(strangers))} is not a forum of "
+                              "FEEDBRIDGE_FORUMS",
                               "FEEDBRIDGE_FILTER_TERMS")
         if self.request_deadline >= self.worker_timeout:
             # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.

@@ -142,8 +142,79 @@ def test_missing_file_exits_1():
 def test_serve_fails_fast_on_bad_config():
     env = {**os.environ, "FEEDBRIDGE_FORUMS": "ftp://nope"}
     result = subprocess.run([sys.executable, "-m", "feedbridge", "serve"], env=env, capture_output=True, timeout=30)
-    assert result.returncode != 0
-    assert b"FEEDBRIDGE_FORUMS" in result.stderr
+    assert result.returncode == 2  # a usage error, as for every command that reads the settings
+    assert b"FEEDBRIDGE_FORUMS" in result.stderr and b"Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("build", "https://forum.example/latest.md"),
+    ("parse", "https://forum.example/latest.md"),
+    ("sign", "/dev-discuss.pytorch.org/latest.atom"),
+])
+def test_a_bad_setting_is_a_usage_error_for_every_command_that_reads_them(args, monkeypatch):
+    """A malformed variable is the user's to fix, as a bad option is: exit 2 naming it (`serve`: above)."""
+    monkeypatch.setenv("FEEDBRIDGE_READ_TIMEOUT", "abc")
+    result = run(*args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.decode().strip().splitlines() == ["Error: FEEDBRIDGE_READ_TIMEOUT must be a number, not 'abc'"]
+
+
+@pytest.mark.parametrize("where", ["afile/x.atom", "/proc/x.atom"])
+def test_an_unwritable_output_fails_naming_it(tmp_path, where):
+    (tmp_path / "afile").touch()
+    out = tmp_path / where
+    result = spawn("build", str(SEED), "-o", str(out))
+    assert result.returncode == 1
+    assert result.stderr.decode().startswith(f"Error: cannot write {out}: ")
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == b""
+
+
+@pytest.mark.parametrize("args,named", [
+    (("--query", "x"), "--query"),
+    (("-o", "f.atom"), "--output"),
+    (("--format", "rss"), "--format"),
+    (("--self-url", "https://x.example/f.atom"), "--self-url"),
+    (("--base-url", "https://x.example"), "--base-url"),
+    ((str(SEED),), "SOURCE"),
+])
+def test_build_config_refuses_what_only_one_feed_takes(tmp_path, args, named):
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "all"\nsource = {json.dumps(str(SEED))}\n')
+    result = run("build", "--config", str(config), "--out-dir", str(tmp_path / "out"), *args)
+    assert result.returncode == 2
+    assert named in result.stderr.decode() and "--config" in result.stderr.decode()
+    assert not (tmp_path / "out").exists() and not Path("f.atom").exists()
+
+
+@pytest.mark.parametrize("args,named", [
+    (("--out-dir", "d"), "--out-dir"), (("--quiet",), "--quiet"), (("--json",), "--json")])
+def test_build_of_one_feed_refuses_what_only_config_takes(args, named):
+    result = run("build", str(SEED), *args)
+    assert result.returncode == 2 and result.stdout == b""
+    assert named in result.stderr.decode() and "--config" in result.stderr.decode()
+
+
+def test_a_rejected_feed_value_names_its_option():
+    result = run("build", str(SEED), "--author", "a b")
+    assert result.returncode == 2
+    assert "--author" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "big", "dir"])
+def test_a_saved_list_is_a_regular_file_of_bounded_size(tmp_path, source):
+    """`build /dev/zero` read until memory ran out: a saved list is a regular file no larger than a list
+    the service would read (FEEDBRIDGE_MAX_BODY_BYTES' default)."""
+    big = tmp_path / "big"
+    big.write_bytes(SEED.read_bytes() + b"\n" * 6 * 1024 * 1024)
+    (tmp_path / "dir").mkdir()
+    path = source if source.startswith("/") else str(tmp_path / source)
+    for command in ("build", "parse"):
+        result = spawn(command, path)
+        assert result.returncode == 1
+        assert result.stderr.decode().startswith(f"Error: cannot read {path}: ")
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == b""
+    piped = run("build", "-", stdin=big.read_bytes())
+    assert piped.returncode == 1 and b"cannot read -: " in piped.stderr
 
 
 def test_serve_runs_the_production_server(upstream):

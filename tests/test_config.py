@@ -100,3 +100,88 @@ def test_an_ipv6_client_is_its_prefix_and_a_mapped_ipv4_address_its_ipv4_one():
     assert client_of("2001:db8:0:ff00::1", 56) == client_of("2001:db8:0:ff11::1", 56)
     assert client_of("::ffff:192.0.2.7", 64) == client_of("192.0.2.7", 64) == "192.0.2.7"
     assert client_of("-", 64) == client_of("not an address", 64) == client_of("x" * 8000, 64) == "-"
+
+
+@pytest.mark.parametrize("env,words", [
+    ({"FEEDBRIDGE_FORUMS": "https://bot:hunter2@forum.example"}, "'https://…@forum.example' must be a plain base URL"),
+    ({"FEEDBRIDGE_FORUMS": "https://forum.example/?api_key=hunter2"}, "'https://forum.example/?…' must be a plain"),
+    ({"FEEDBRIDGE_FORUMS": "https://forum.example/#hunter2"}, "'https://forum.example/#…' must be a plain"),
+    ({"FEEDBRIDGE_FORUMS": "ftp://bot:hunter2@forum.example"}, "'ftp://…@forum.example' is not an http"),
+    ({"FEEDBRIDGE_FORUMS": "sql:https://bot:hunter2@forum.example"}, "'sql:https://…@forum.example': the source"),
+    ({"FEEDBRIDGE_FORUMS": "https://[hunter2"}, "FEEDBRIDGE_FORUMS: 'https://…' is not an http"),
+    ({"FEEDBRIDGE_FORUMS": "https://forum.example", "FEEDBRIDGE_SECRET": "0123456789abcdef0",
+      "FEEDBRIDGE_CREDENTIALS": "user-api-key:hunter2key=forum.example"}, "entry 1 must start with HOST="),
+    ({"FEEDBRIDGE_FORUMS": "https://forum.example", "FEEDBRIDGE_SECRET": "0123456789abcdef0",
+      "FEEDBRIDGE_CREDENTIALS": "forum.example=user-api-key:x api-key:u:hunter2=forum.example"}, "entry 2 must"),
+    ({"FEEDBRIDGE_FORUMS": "https://forum.example", "FEEDBRIDGE_SECRET": "0123456789abcdef0",
+      "FEEDBRIDGE_CREDENTIALS": "forum.example=hunter2"}, "the entry for forum.example must start with user-api"),
+    ({"FEEDBRIDGE_AUTH_REDIRECTS": "dev-discuss.pytorch.org=https://u:hunter2@b.example/x"}, "'https://…@b.example/x'"),
+    ({"FEEDBRIDGE_AUTH_REDIRECTS": "dev-discuss.pytorch.org=https://u:hunter2@b.example/dev-discuss.pytorch.org/connect"},
+     "with no query or user, not 'https://…@b.example/"),
+    ({"REDIS_URL": "redis://:hunter2@cache:6379/0", "FEEDBRIDGE_CACHE_TTL": "x"}, "FEEDBRIDGE_CACHE_TTL must be"),
+    ({"FEEDBRIDGE_SECRET": "hunter2"}, "FEEDBRIDGE_SECRET must be at least 16"),
+])
+def test_errors_never_echo_a_secret(env, words):
+    """A user's password, a query's key, a credential written the wrong way round: the message says what is
+    wrong with the value and where, with the secret parts left out."""
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env(env)
+    assert words in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_a_static_configs_forum_is_shown_without_its_user(tmp_path):
+    config = tmp_path / "feeds.toml"
+    config.write_text('site_url = "https://feeds.example.org/"\n[[feeds]]\nforum = "https://bot:hunter2@forum.example/?k=hunter2"\n'
+                      'name = "latest"\npath = "latest"\n', encoding="utf-8")
+    with pytest.raises(Exception, match="plain base URL") as raised:
+        load_build_config(config)
+    assert "hunter2" not in str(raised.value)
+
+
+SECRETS = {
+    "FEEDBRIDGE_CACHE_URL": "redis://:hunter2@cache:6379/0",
+    "FEEDBRIDGE_SECRET": "hunter2-0123456789abcdef",
+    "FEEDBRIDGE_SECRET_PREVIOUS": "hunter2-fedcba9876543210",
+    "FEEDBRIDGE_CREDENTIALS": "dev-discuss.pytorch.org=api-key:system:hunter2key",
+    "FEEDBRIDGE_CONNECT_KEY": "-----BEGIN PRIVATE KEY-----\\nhunter2\\n-----END PRIVATE KEY-----",
+}
+
+
+@pytest.mark.parametrize("redis", ["FEEDBRIDGE_CACHE_URL", "REDIS_URL"])
+def test_the_settings_repr_holds_no_secret(redis):
+    """Every setting that can hold a secret (a password in the Redis URL, the signing secrets, the keys)
+    is left out of the repr a log line or a traceback shows; forums and redirects cannot hold one."""
+    env = {**SECRETS, redis: SECRETS["FEEDBRIDGE_CACHE_URL"]}
+    if redis == "REDIS_URL":
+        del env["FEEDBRIDGE_CACHE_URL"]
+    settings = Settings.from_env(env)
+    assert settings.cache_url and settings.secret and settings.connect_key and settings.credentials
+    assert "hunter2" not in repr(settings)
+    shown = {f.name for f in fields(Settings) if f.repr}
+    assert not shown & {"cache_url", "secret", "secret_previous", "connect_key"}
+
+
+def test_blank_forums_are_an_error_and_other_blank_values_their_default():
+    """A deployment template's empty FEEDBRIDGE_FORUMS would read a forum nobody asked for; any other
+    variable set to nothing (or blanks) is unset, as twelve-factor templates write it."""
+    for blank in ("", "   "):
+        with pytest.raises(ConfigError, match="FEEDBRIDGE_FORUMS is set but empty") as raised:
+            Settings.from_env({"FEEDBRIDGE_FORUMS": blank})
+        assert raised.value.setting == "FEEDBRIDGE_FORUMS"
+        settings = Settings.from_env({"FEEDBRIDGE_CACHE_TTL": blank, "FEEDBRIDGE_CACHE_URL": blank, "REDIS_URL": "redis://r"})
+        assert (settings.cache_ttl, settings.cache_url) == (300, "redis://r")
+
+
+@pytest.mark.parametrize("name,value", [
+    ("FEEDBRIDGE_CACHE_TTL", "9" * 5000),
+    ("FEEDBRIDGE_CACHE_TTL", "9" * 4000),
+    ("FEEDBRIDGE_READ_TIMEOUT", "x" * 5000),
+    ("FEEDBRIDGE_FORUMS", "https://" + "a" * 5000 + ".example/?q"),
+    ("FEEDBRIDGE_METRICS_ALLOW", "1" * 5000),
+    ("FEEDBRIDGE_MULTISITE", "dev-discuss.pytorch.org," + "a" * 5000),
+])
+def test_an_over_long_value_is_shown_cut_short(name, value):
+    with pytest.raises(ConfigError, match=name) as raised:
+        Settings.from_env({name: value})
+    assert len(str(raised.value)) < 400
