@@ -10,7 +10,6 @@ import errno
 import json
 import os
 import socket
-import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -38,6 +37,7 @@ from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic
+from feedbridge.staticsite.saved import SavedFileError, read_saved
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import BatchFetcher
 from feedbridge.upstream.fetcher import Fetched, Fetcher
@@ -268,23 +268,18 @@ def _read_saved(source: str, base_url: str | None) -> tuple[Listing, str]:
 
 
 def _read_bounded(source: str, limit: int) -> bytes:
-    """The bytes of a regular file or stdin, at most `limit` (FEEDBRIDGE_MAX_BODY_BYTES' default, the most a
-    list read from the forum may be): `/dev/zero` or a FIFO read whole would take every byte of memory or
-    wait forever. A FIFO is opened without waiting for a writer, so it is refused at once."""
-    try:
-        if source == "-":
-            data = sys.stdin.buffer.read(limit + 1)
-        else:
-            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
-            with os.fdopen(fd, "rb") as file:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise Failure(f"cannot read {source}: not a regular file")
-                data = file.read(limit + 1)
-    except OSError as exc:
-        raise Failure(f"cannot read {source}: {exc.strerror or exc}") from None
+    """The bytes of a saved list, a regular file (`staticsite.saved.read_saved`) or stdin, at most `limit`
+    (FEEDBRIDGE_MAX_BODY_BYTES' default, the most a list read from the forum may be): `/dev/zero` or a FIFO
+    read whole would take every byte of memory or wait forever."""
+    if source != "-":
+        try:
+            return read_saved(source, limit)
+        except SavedFileError as exc:
+            raise Failure(exc.message) from None
+    data = sys.stdin.buffer.read(limit + 1)
     if len(data) > limit:
-        raise Failure(f"cannot read {source}: a saved list is at most {limit} bytes (FEEDBRIDGE_MAX_BODY_BYTES' "
-                      "default, as the forum's are)")
+        raise Failure(f"cannot read -: larger than {limit} bytes, the most a forum's page may be "
+                      "(FEEDBRIDGE_MAX_BODY_BYTES)")
     return data
 
 

@@ -136,7 +136,7 @@ def test_usage_errors_exit_2(args):
 def test_missing_file_exits_1():
     result = spawn("parse", "no/such/file.md")
     assert result.returncode == 1
-    assert b"cannot read no/such/file.md" in result.stderr
+    assert b"cannot read 'no/such/file.md'" in result.stderr
 
 
 def test_serve_fails_fast_on_bad_config():
@@ -211,7 +211,7 @@ def test_a_saved_list_is_a_regular_file_of_bounded_size(tmp_path, source):
     for command in ("build", "parse"):
         result = spawn(command, path)
         assert result.returncode == 1
-        assert result.stderr.decode().startswith(f"Error: cannot read {path}: ")
+        assert result.stderr.decode().startswith(f"Error: cannot read {path!r}: ")  # quoted: a name may hold anything
         assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == b""
     piped = run("build", "-", stdin=big.read_bytes())
     assert piped.returncode == 1 and b"cannot read -: " in piped.stderr

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from lxml import etree, html
 
+from feedbridge.staticsite.atomic import is_file_inside
 from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from tests.appserver import running_app, settings_for
@@ -253,8 +254,46 @@ def test_output_names_escaping_the_folder_are_refused(tmp_path, upstream, name):
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\nlimit = "ten"\n', 5, "limit"),
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\nsource = "missing.md"\n', 4, "cannot read"),
     ('[[feeds]]\nname = "a"\npath = "latest"\n', None, "site_url is required"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\n[[feeds]]\nname = "b"\n'
+     'file = "a"\npath = "hot"\n', 7, "both write a.atom"),
+    # every path key refuses a NUL, and out_dir is checked before anything is fetched
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\nsource = "x\\u0000y"\n', 4, "NUL"),
+    ('site_url = "https://x.example/"\nout_dir = "o\\u0000x"\n[[feeds]]\nname = "a"\npath = "latest"\n', 2, "NUL"),
+    ('site_url = "https://x.example/"\nout_dir = "o\\u0007x"\n[[feeds]]\nname = "a"\npath = "latest"\n', 2,
+     "control character"),
+    ('site_url = "https://x.example/"\nout_dir = "feeds.toml"\n[[feeds]]\nname = "a"\npath = "latest"\n', 2,
+     "not a folder"),
+    ('site_url = "https://x.example/"\nout_dir = "feeds.toml/sub"\n[[feeds]]\nname = "a"\npath = "latest"\n', 2,
+     "not a folder"),
+    # bounded names and paths (a 300-character name was a traceback from the failure handler)
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "' + "a" * 300 + '"\npath = "latest"\n', 3,
+     "longer than 200"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\nfile = "' + "b" * 197 + '"\npath = "latest"\n', 4,
+     "too long"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\nfile = "' + "/".join(["b" * 150] * 7)
+     + '"\npath = "latest"\n', 4, "too long"),
+    # one output a folder of another, or of the site's own files
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\n[[feeds]]\nname = "b"\n'
+     'file = "a.atom/x"\npath = "hot"\n', 7, "writes a.atom as a file"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "b"\nfile = "a.atom/x"\npath = "hot"\n[[feeds]]\n'
+     'name = "a"\npath = "latest"\n', 7, "needs as a folder"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "b"\nfile = "index.html/x"\npath = "hot"\n', 4,
+     "the site writes index.html"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "b"\nfile = "feeds.opml/x"\npath = "hot"\n', 4,
+     "the site writes feeds.opml"),
+    # feed names: one each, one line of printable characters
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\n[[feeds]]\nname = "a"\n'
-     'path = "hot"\n', 6, "both write a.atom"),
+     'file = "b"\npath = "hot"\n', 6, "two feeds are named 'a'"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a\\nfeedbridge: all good"\nfile = "c"\npath = "hot"\n', 3,
+     "control or invisible"),
+    ('site_url = "https://x.example/"\n[[feeds]]\nname = "a\\u202eb"\nfile = "c"\npath = "hot"\n', 3,
+     "control or invisible"),
+    # an error in a default points at the default's own line, in any of its forms
+    ('site_url = "https://x.example/"\n\n[defaults]\nlimit = 0\n\n[[feeds]]\nname = "a"\npath = "latest"\n', 4,
+     "limit"),
+    ('site_url = "https://x.example/"\ndefaults.limit = 0\n\n[[feeds]]\nname = "a"\npath = "latest"\n', 2, "limit"),
+    ('site_url = "https://x.example/"\ndefaults = { limit = 0 }\n\n[[feeds]]\nname = "a"\npath = "latest"\n', 2,
+     "limit"),
 ])
 def test_config_errors_name_file_and_line_and_fetch_nothing(tmp_path, upstream, text, line, words):
     config = tmp_path / "feeds.toml"
@@ -401,3 +440,110 @@ def test_the_examples_of_every_signal_key_in_the_docs_are_valid_config(tmp_path)
         assert (chosen.min_replies, chosen.max_replies, chosen.min_likes, chosen.min_views) == (10, 50, 5, 1000)
         assert (chosen.tags_all, chosen.exclude_tags, chosen.exclude_categories) == ({"gpu", "cuda"}, {"meta"}, {11})
         assert spec.digest == "weekly"
+
+
+def test_a_linked_folder_inside_out_dir_is_refused_and_a_linked_file_is_replaced(tmp_path, upstream):
+    """`out/keywords -> ../victim` wrote victim/inductor.atom (rc 0): nothing is written outside out_dir."""
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.mkdir()
+    (victim / "inductor.atom").write_bytes(b"SECRET")
+    (victim / "compiler.atom").write_bytes(b"LINKED")
+    (out / "keywords").symlink_to("../victim")
+    (out / "compiler.atom").symlink_to("../victim/compiler.atom")
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\nout_dir = "out"\n[defaults]\nformats = ["atom"]\n'
+                      f'[[feeds]]\nname = "inductor"\nsource = "{FIXTURE}"\nfile = "keywords/inductor"\n'
+                      f'[[feeds]]\nname = "compiler"\nsource = "{FIXTURE}"\n')
+    code, out_text, err = run(config, "--json")
+    assert code == 1
+    assert (victim / "inductor.atom").read_bytes() == b"SECRET" and (victim / "compiler.atom").read_bytes() == b"LINKED"
+    feeds = {f["name"]: f for f in json.loads(out_text)["feeds"]}
+    assert feeds["inductor"]["status"] == "failed"
+    assert "keywords/inductor.atom" in feeds["inductor"]["error"] and "link" in feeds["inductor"]["error"]
+    assert feeds["inductor"]["files"] == [{"path": "keywords/inductor.atom", "status": "missing"}]
+    assert feeds["compiler"]["status"] == "written"  # the other feed still written
+    assert not (out / "compiler.atom").is_symlink() and b"<feed" in (out / "compiler.atom").read_bytes()
+    assert "keywords/inductor.atom" in err
+    assert "inductor" not in (out / "index.html").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir()) == ["compiler.atom", "feeds.opml", "index.html", "keywords"]
+    assert upstream.count() == 0
+
+
+def test_an_output_path_the_system_cannot_take_is_reported_not_raised(tmp_path):
+    """The failure handler's kept/missing check raised `File name too long` itself, killing the run."""
+    assert is_file_inside(tmp_path, "a" * 300 + ".atom") is False
+    assert is_file_inside(tmp_path / "nowhere", "a/b.atom") is False
+
+
+def test_out_dir_given_on_the_command_line_is_checked_before_fetching(tmp_path, upstream):
+    (tmp_path / "afile").write_bytes(b"")
+    code, out, err = run(write_config(tmp_path, upstream.url), "--out-dir", str(tmp_path / "afile" / "feeds"))
+    assert code == 2 and out == ""
+    assert err.startswith(f"{tmp_path / 'feeds.toml'}: --out-dir ") and "not a folder" in err
+    assert upstream.count() == 0
+
+
+def test_an_out_dir_that_cannot_be_written_is_refused_before_fetching(tmp_path, upstream, monkeypatch):
+    """The probe's refusal, whoever runs the tests (root writes into a folder of mode 0555)."""
+    seen = []
+
+    def refused(dir: str) -> None:  # noqa: A002  (tempfile's own name)
+        seen.append(dir)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("feedbridge.staticsite.plan.tempfile.TemporaryFile", refused)
+    (tmp_path / "locked").mkdir()
+    code, _out, err = run(write_config(tmp_path, upstream.url, top='out_dir = "locked/public"'))
+    assert code == 2 and err.startswith(f"{tmp_path / 'feeds.toml'}:2: ")
+    assert "cannot write in" in err and "Permission denied" in err
+    assert seen == [tmp_path / "locked"]  # the nearest folder that exists
+    assert upstream.count() == 0
+
+
+def test_a_source_must_be_a_regular_file_within_the_body_bound(tmp_path, upstream, monkeypatch):
+    """`source = "/dev/zero"` was read whole until the process was killed out of memory."""
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "/dev/zero"\n')
+    code, _out, err = run(config)
+    assert code == 2 and err.startswith(f"{config}:4: ") and "not a regular file" in err
+    big = tmp_path / "big.md"
+    big.write_bytes(FIXTURE.read_bytes() + b" " * 2048)
+    monkeypatch.setenv("FEEDBRIDGE_MAX_BODY_BYTES", str(FIXTURE.stat().st_size + 1024))
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "{FIXTURE}"\n'
+                      f'[[feeds]]\nname = "y"\nsource = "big.md"\n')
+    code, _out, err = run(config)
+    assert code == 2 and err.startswith(f"{config}:7: ") and "larger than" in err
+    assert upstream.count() == 0
+
+
+def test_a_build_removes_the_temporary_files_an_interrupted_one_left(tmp_path, upstream):
+    public = tmp_path / "public"
+    (public / "kw").mkdir(parents=True)
+    leftovers = [public / ".compiler.atom.a1b2c3d4.tmp", public / "kw" / ".inductor.rss.zz_9yy8x.tmp"]
+    for leftover in leftovers:
+        leftover.write_bytes(b"half a feed")
+    others = [public / ".well-known", public / ".compiler.atom.short.tmp", public / "notes.tmp"]
+    for other in others:
+        other.write_bytes(b"mine")
+    code, _out, err = run(write_config(tmp_path, upstream.url))
+    assert code == 0, err
+    assert not any(leftover.exists() for leftover in leftovers)
+    assert all(other.read_bytes() == b"mine" for other in others)  # only write_atomic's own names
+    assert "removed kw/.inductor.rss.zz_9yy8x.tmp" in err
+
+
+def test_the_environment_reaches_a_static_build(tmp_path, upstream, monkeypatch):
+    """FEEDBRIDGE_CONTACT_URL goes into the User-Agent of the build's requests; a malformed FEEDBRIDGE_*
+    value is exit 2 naming it, before anything is fetched (both were ignored)."""
+    monkeypatch.setenv("FEEDBRIDGE_READ_TIMEOUT", "soon")
+    config = write_config(tmp_path, upstream.url)
+    code, _out, err = run(config)
+    assert code == 2 and err.startswith(f"{config}: ") and "FEEDBRIDGE_READ_TIMEOUT" in err
+    assert upstream.count() == 0
+    monkeypatch.delenv("FEEDBRIDGE_READ_TIMEOUT")
+    monkeypatch.setenv("FEEDBRIDGE_CONTACT_URL", "https://feeds.example.net/about")
+    code, _out, err = run(config)
+    assert code == 0, err
+    agents = {r.headers.get("user-agent") for r in upstream.requests}
+    assert len(agents) == 1 and "(+https://feeds.example.net/about)" in agents.pop()

@@ -1,34 +1,171 @@
-"""Write files so that a reader (a static host, a feed reader) never sees a half-written feed."""
+"""Write files so that a reader (a static host, a feed reader) never sees a half-written feed, and a static
+build never writes outside its output folder.
+
+Inside the output folder every step is taken relative to a folder already opened without following links
+(`O_DIRECTORY | O_NOFOLLOW`, then `dir_fd=`): the folders are opened one by one, the temporary file is
+created in the last one and renamed onto the target there. A link met on the way is refused, so
+`out/keywords -> ../victim` cannot turn `keywords/inductor.atom` into a write outside the folder. This is
+race-free where a check of each component with `lstat` before writing is not: a folder swapped for a link
+after the check would still be followed by the write, whereas here the write goes into the folder that was
+opened, whatever its name points at afterwards. The output folder itself is opened as named (following a
+link): it is the config's or the command line's choice, such as a link to the web server's root.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import re
+import secrets
+import stat
+from collections.abc import Iterable
 from pathlib import Path
+
+_TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"  # tempfile.mkstemp's, so older leftovers match too
+TEMP_FILE = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
+"""The name of a temporary file of `write_atomic`: `.NAME.XXXXXXXX.tmp`, beside the file NAME it becomes."""
+_NO_FOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnsafeOutput(OSError):
+    """A path inside the output folder goes through a link or a file where a folder should be: not written."""
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> bool:
     """Replace `path` with `data` by rename; leave it untouched (bytes and mtime) when nothing changed.
 
     Returns whether the file was written. Keeping unchanged files untouched keeps the ETags and
-    Last-Modified of static hosts stable, so readers polling them get 304s.
+    Last-Modified of static hosts stable, so readers polling them get 304s. The path is the caller's
+    own (`feedbridge build -o FILE`): its folders are created and followed as named.
     """
     target = Path(path)
-    try:
-        if target.stat().st_size == len(data) and target.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    return write_inside(target.parent, target.name, data)
+
+
+def write_inside(root: Path, relative: str, data: bytes) -> bool:
+    """`write_atomic` of `root/relative`, refusing (`UnsafeOutput`) any folder of `relative` that is a link.
+
+    A link as the file itself is replaced by the new file, never written through: the rename replaces the
+    name, not what it points at.
+    """
+    *folders, name = relative.split("/")
+    root.mkdir(parents=True, exist_ok=True)
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for depth, part in enumerate(folders):
+            inner = _open_folder(folder, part, "/".join(folders[:depth + 1]), relative)
+            os.close(folder)
+            folder = inner
+        if _unchanged(folder, name, data):
+            return False
+        _replace(folder, name, data)
+        return True
+    finally:
+        os.close(folder)
+
+
+def is_file_inside(root: Path, relative: str) -> bool:
+    """Whether `root/relative` is a file reached without a link among its folders (what `write_inside` would
+    replace); never raises, so a feed's failure report (kept or missing) cannot fail itself."""
+    *folders, name = relative.split("/")
+    try:
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return False
+    try:
+        for part in folders:
+            inner = os.open(part, _NO_FOLLOW_DIR, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        return stat.S_ISREG(os.stat(name, dir_fd=folder).st_mode)
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(folder)
+
+
+def remove_leftovers(root: Path, relatives: Iterable[str]) -> list[str]:
+    """Remove the temporary files an interrupted `write_atomic` left (a crash, a kill) in `root` and the
+    folders of `relatives`, which a static host would otherwise publish; only regular files named as
+    `write_atomic` names them, and never through a link. Returns the paths removed, relative to `root`.
+
+    Two builds into one folder at once are not supported (the docs' cron line takes a lock): this would
+    remove the other's file in the making.
+    """
+    removed: list[str] = []
+    for prefix in sorted({"", *(r.rpartition("/")[0] for r in relatives)}):
+        try:
+            folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return removed  # no output folder yet: nothing left over
+        try:
+            for part in prefix.split("/") if prefix else ():
+                inner = os.open(part, _NO_FOLLOW_DIR, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            for entry in os.listdir(folder):
+                if TEMP_FILE.fullmatch(entry) and stat.S_ISREG(os.stat(entry, dir_fd=folder,
+                                                                        follow_symlinks=False).st_mode):
+                    os.unlink(entry, dir_fd=folder)
+                    removed.append(f"{prefix}/{entry}" if prefix else entry)
+        except OSError:
+            pass  # a folder not made yet, or one the build will refuse to write into: nothing to clean there
+        finally:
+            os.close(folder)
+    return removed
+
+
+def _open_folder(parent: int, part: str, shown: str, relative: str) -> int:
+    for _attempt in range(2):
+        try:
+            return os.open(part, _NO_FOLLOW_DIR, dir_fd=parent)
+        except FileNotFoundError:
+            try:
+                os.mkdir(part, 0o755, dir_fd=parent)
+            except FileExistsError:
+                pass  # made meanwhile: open what is there, with the same checks
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                what = "a link" if stat.S_ISLNK(os.stat(part, dir_fd=parent, follow_symlinks=False).st_mode) \
+                    else "not a folder"
+                raise UnsafeOutput(f"refusing to write {relative}: {shown} in the output folder is {what}") from None
+            raise
+    raise UnsafeOutput(f"refusing to write {relative}: {shown} in the output folder keeps changing")
+
+
+def _unchanged(folder: int, name: str, data: bytes) -> bool:
+    """Whether `name` is a regular file (not a link) holding exactly `data`."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
+    except OSError:
+        return False  # missing, a link (replaced, not followed), or unreadable: written anew
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        return stat.S_ISREG(info.st_mode) and info.st_size == len(data) and handle.read(len(data) + 1) == data
+
+
+def _replace(folder: int, name: str, data: bytes) -> None:
+    for _attempt in range(100):
+        temp = f".{name}.{''.join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))}.tmp"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                         0o600, dir_fd=folder)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary file name", name)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, target)
+            os.fchmod(handle.fileno(), 0o644)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        try:
+            os.unlink(temp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
         raise
-    return True

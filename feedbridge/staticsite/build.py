@@ -25,7 +25,7 @@ from feedbridge.errors import BuildConfigError, NoForumAnswer
 from feedbridge.feeds.admission.gate import Pace
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.wiring import build_service
-from feedbridge.staticsite.atomic import write_atomic
+from feedbridge.staticsite.atomic import is_file_inside, remove_leftovers, write_inside
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.plan import (
     BuildConfig,
@@ -77,6 +77,9 @@ def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, a
 
 def build(config: BuildConfig, progress: Progress) -> BuildReport:
     started = time.perf_counter()
+    # A build killed mid-write left its temporary files; a static host would publish them for good.
+    for leftover in remove_leftovers(config.out_dir, [file for plan in config.feeds for file in plan.files]):
+        progress.note(f"removed {leftover}, left by an interrupted build")
     fetcher = BatchFetcher(config.settings, local_pages=config.local_pages)
     pace = Pace(config.concurrency, config.delay, config.max_wait,
                 on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds), unpaced=config.local_pages)
@@ -111,11 +114,11 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
-        written = [write_atomic(config.out_dir / file, body) for file, body in zip(plan.files, bodies, strict=False)]
+        written = [write_inside(config.out_dir, file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:
         outcome.error = exc.message if isinstance(exc, NoForumAnswer) else f"{type(exc).__name__}: {exc}"
-        outcome.files = [(file, "kept" if (config.out_dir / file).exists() else "missing") for file in plan.files]
+        outcome.files = [(file, "kept" if is_file_inside(config.out_dir, file) else "missing") for file in plan.files]
     else:
         outcome.status = "written" if any(written) else "unchanged"
         outcome.files = [(file, "written" if w else "unchanged") for file, w in zip(plan.files, written, strict=False)]
@@ -129,7 +132,7 @@ def _write_site(config: BuildConfig, progress: Progress) -> tuple[list[tuple[str
     listed = []
     for plan in config.feeds:
         files = tuple((spec.fmt, file) for spec, file in zip(plan.specs, plan.files, strict=False)
-                      if (config.out_dir / file).is_file())
+                      if is_file_inside(config.out_dir, file))
         if files:
             listed.append(Listed(plan.name, plan.title, plan.html_url, files))
     results: list[tuple[str, str]] = []
@@ -137,7 +140,7 @@ def _write_site(config: BuildConfig, progress: Progress) -> tuple[list[tuple[str
     for name, body in (("index.html", index_html(config.title, listed)),
                        ("feeds.opml", feeds_opml(config.title, config.site_url, listed))):
         try:
-            results.append((name, "written" if write_atomic(config.out_dir / name, body) else "unchanged"))
+            results.append((name, "written" if write_inside(config.out_dir, name, body) else "unchanged"))
         except OSError as exc:
             results.append((name, "failed"))
             error = f"cannot write {name}: {exc.strerror or exc}"

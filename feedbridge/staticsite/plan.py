@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +28,7 @@ from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.render.formats import FEED_FORMATS
+from feedbridge.staticsite.saved import SavedFileError, read_saved
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them: the table's
@@ -41,6 +44,14 @@ _FETCH = {"concurrency": (1, 8, 2), "delay": (0, 60, 0.5), "max_wait": (0, 3600,
 # files, no absolute paths, nothing a static host treats specially.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 _FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
+# What the build writes besides the feeds (staticsite/build.py `_write_site`): no feed may take their names.
+SITE_FILES = ("index.html", "feeds.opml")
+# Bytes of one part of an output path (with its extension) and of the whole path inside the output folder:
+# under the 255 of common file systems and well under PATH_MAX with the folder in front.
+MAX_PART, MAX_PATH = 200, 1000
+MAX_NAME = 200  # characters of a feed's name, which progress lines and the JSON summary show
+# Keys naming a file or folder: a NUL cannot be in a path at all.
+_PATH_KEYS = ("out_dir", "source", "file", "path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +108,11 @@ def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
 
 
 class _Lines:
-    """Where `[table]`/`[[array]]` headers and `key =` lines are, to point errors at them."""
+    """Where `[table]`/`[[array]]` headers and `key =` lines are, to point errors at them: a top-level
+    `table.key =` counts as the table's key, and `table = {` as the table's header."""
 
     _HEADER = re.compile(r"\s*\[(\[?)\s*([A-Za-z0-9_-]+)\s*\]")
-    _KEY = re.compile(r"\s*\"?([A-Za-z0-9_-]+)\"?\s*=")
+    _KEY = re.compile(r"\s*\"?([A-Za-z0-9_-]+)\"?\s*(?:\.\s*\"?([A-Za-z0-9_-]+)\"?\s*)?=\s*(\{)?")
 
     def __init__(self, text: str):
         self.tables: dict[tuple[str, int], int] = {}
@@ -112,6 +124,10 @@ class _Lines:
                 index = counts[table] = counts.get(table, -1) + 1 if header[1] else 0
                 self.tables.setdefault((table, index), number)
             elif key := self._KEY.match(line):
+                if not table and key[2]:
+                    self.keys.setdefault((key[1], 0, key[2]), number)
+                elif not table and key[3]:
+                    self.tables.setdefault((key[1], 0), number)
                 self.keys.setdefault((table, index, key[1]), number)
 
     def of(self, table: str, index: int = 0, key: str | None = None) -> int | None:
@@ -123,11 +139,52 @@ class _Checker:
     def __init__(self, path: Path, lines: _Lines):
         self.path = path
         self.lines = lines
+        self.environment = Settings()
+        self.defaults: dict[str, Any] = {}
+        self.raw_feeds: list[dict[str, Any]] = []
+
+    def settings(self, forums: tuple[Forum, ...], **fixed: Any) -> Settings:
+        """The environment's settings (FEEDBRIDGE_CONTACT_URL, timeouts, bounds: whatever the web service takes
+        from it) for the config's forums: the forums and their keys are the config's, never FEEDBRIDGE_FORUMS'
+        and FEEDBRIDGE_CREDENTIALS', and what the environment says of other forums is left out."""
+        keys = {forum.key for forum in forums}
+        env = self.environment
+        multisite = tuple(kept for group in env.multisite if (kept := tuple(k for k in group if k in keys)))
+        filter_terms = tuple(terms for terms in env.filter_terms if terms[0] in keys)
+        return replace(env, **{"forums": forums, "credentials": (), "multisite": multisite,
+                               "filter_terms": filter_terms, **fixed})
+
+    def out_dir(self, out_dir: Path, what: str) -> None:
+        """The output folder can be written, checked before anything is fetched: no control character in its
+        name, a folder where it exists, else a folder as its nearest existing parent, and a file can be made
+        there (a probe that leaves no name behind)."""
+        key = "out_dir" if what == "out_dir" else None
+        text = str(out_dir)
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            raise self.fail(f"{what} {text!r} has a control character", key=key)
+        existing = out_dir
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        if not existing.is_dir():
+            which = "is" if existing == out_dir else f"would be made in {str(existing)!r}, which is"
+            raise self.fail(f"{what} {text!r} {which} not a folder", key=key)
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as exc:
+            raise self.fail(f"{what} {text!r}: cannot write in {str(existing)!r}: {exc.strerror or exc}",
+                            key=key) from None
 
     def fail(self, message: str, table: str = "", index: int = 0, key: str | None = None) -> BuildConfigError:
+        if table == "feeds" and key in self.defaults and key not in self.raw_feeds[index]:
+            table, index = "defaults", 0  # the feed's value is the default's: point at that
         return BuildConfigError(message, self.lines.of(table, index, key))
 
     def config(self, data: dict[str, Any], out_dir: Path | None) -> BuildConfig:
+        try:
+            self.environment = Settings.from_env()
+        except ConfigError as exc:
+            raise BuildConfigError(f"the environment: {exc}") from None
         self.unknown(data, _TOP_KEYS, "")
         site_url = self.string(data, "site_url", "")
         if site_url is None or not re.match(r"https?://[^/?#\s]+", site_url):
@@ -142,9 +199,14 @@ class _Checker:
         raw_feeds = data.get("feeds")
         if not isinstance(raw_feeds, list) or not raw_feeds or not all(isinstance(f, dict) for f in raw_feeds):
             raise self.fail("no feeds: add at least one [[feeds]] table", key="feeds")
+        self.defaults, self.raw_feeds = defaults, raw_feeds
+        what = "--out-dir" if out_dir is not None else "out_dir"
+        if out_dir is None:
+            out_dir = self.path.parent / (self.string(data, "out_dir", "") or "public")
+        self.out_dir(out_dir, what)
         feeds, local_pages, credentials = self.feeds(raw_feeds, defaults, self.path.parent)
-        settings = Settings(
-            forums=tuple(dict.fromkeys(plan.specs[0].forum for plan in feeds)),
+        settings = self.settings(
+            tuple(dict.fromkeys(plan.specs[0].forum for plan in feeds)),
             credentials=tuple(credentials.values()),
             # One store per run: a page cached at all was fetched in this run, so it stays fresh for the
             # whole run and every feed that lists it shares the one fetch.
@@ -152,12 +214,11 @@ class _Checker:
             # Waiters on a shared page wait for its fetcher, which may sit out a Retry-After first.
             singleflight_wait=600.0,
         )
-        out = self.string(data, "out_dir", "") or "public"
         return BuildConfig(
             path=self.path,
             title=self.string(data, "title", "") or "Feeds",
             site_url=site_url.rstrip("/") + "/",
-            out_dir=out_dir if out_dir is not None else self.path.parent / out,
+            out_dir=out_dir,
             feeds=tuple(feeds),
             settings=settings,
             concurrency=int(fetch.get("concurrency", _FETCH["concurrency"][2])),
@@ -172,13 +233,15 @@ class _Checker:
         plans: list[FeedPlan] = []
         local_pages: dict[str, str] = {}
         credentials: dict[str, Credential] = {}
-        by_file: dict[str, str] = {}
+        by_file: dict[str, str] = {name: "the site" for name in SITE_FILES}
+        folders: dict[str, str] = {}  # folder of an output -> the feed writing into it
         for index, raw in enumerate(raw_feeds):
             self.unknown(raw, _FEED_KEYS, "feeds", index)
             item = {**defaults, **raw}
             name = self.string(item, "name", "feeds", index)
             if not name:
                 raise self.fail("every feed needs a name", "feeds", index)
+            self.name(name, [plan.name for plan in plans], index)
             forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
             source = self.string(item, "source", "feeds", index)
             if source is not None:
@@ -198,13 +261,34 @@ class _Checker:
                 credential = self.credential(raw, forum, index, credentials.get(forum.key))
                 credentials[forum.key] = credential
                 plan = replace(plan, signed=True)
+            key = "file" if "file" in item else "name"
             for file in plan.files:
                 if file in by_file:
-                    raise self.fail(f"feeds {by_file[file]!r} and {name!r} both write {file}", "feeds", index,
-                                    "file" if "file" in item else "name")
+                    raise self.fail(f"feeds {by_file[file]!r} and {name!r} both write {file}", "feeds", index, key)
+                if file in folders:
+                    raise self.fail(f"feed {name!r} writes {file}, which feed {folders[file]!r} needs as a folder",
+                                    "feeds", index, key)
+                parts = file.split("/")
+                for folder in ("/".join(parts[:end]) for end in range(1, len(parts))):
+                    if folder in by_file:
+                        owner = "the site" if folder in SITE_FILES else f"feed {by_file[folder]!r}"
+                        raise self.fail(f"feed {name!r} writes into {folder}/ as a folder, but {owner} writes "
+                                        f"{folder} as a file", "feeds", index, key)
+                    folders.setdefault(folder, name)
                 by_file[file] = name
             plans.append(plan)
         return plans, local_pages, credentials
+
+    def name(self, name: str, taken: list[str], index: int) -> None:
+        """A feed's name is shown on a line of its own (progress, cron mail, the JSON summary): one line, of
+        printable characters, not too long to read, and one feed's alone."""
+        if any(unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp") for c in name):
+            raise self.fail(f"feed name {name!r} has a control or invisible character", "feeds", index, "name")
+        if len(name) > MAX_NAME:
+            raise self.fail(f"feed name {name[:40]!r}… is longer than {MAX_NAME} characters", "feeds", index, "name")
+        if name in taken:
+            raise self.fail(f"two feeds are named {name!r}; each feed needs a name of its own", "feeds", index,
+                            "name")
 
     def credential(self, raw: dict[str, Any], forum: Forum, index: int, known: Credential | None) -> Credential:
         """The key named by `credential = "VARIABLE"`, read from the environment (never from the file);
@@ -233,6 +317,11 @@ class _Checker:
             raise self.fail(f"output name {stem!r} is not a plain relative name inside the output folder "
                             "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.')",
                             "feeds", index, "file" if "file" in item else "name")
+        longest = max((part for fmt in FEED_FORMATS for part in f"{stem}.{fmt}".split("/")), key=len)
+        if len(longest) > MAX_PART or len(stem) + 5 > MAX_PATH:
+            raise self.fail(f"output name {stem[:40]!r}… is too long: at most {MAX_PART} characters a part, with "
+                            f"its extension, and {MAX_PATH} in all", "feeds", index,
+                            "file" if "file" in item else "name")
         formats = item.get("formats", list(FEED_FORMATS))
         if (not isinstance(formats, list) or not formats or len(set(formats)) != len(formats)
                 or not set(formats) <= set(FEED_FORMATS)):
@@ -242,7 +331,7 @@ class _Checker:
         specs = []
         for fmt in formats:
             try:
-                specs.append(parse_feed_request(Settings(forums=(forum,)), f"{forum.key}/{path}.{fmt}", args))
+                specs.append(parse_feed_request(self.settings((forum,)), f"{forum.key}/{path}.{fmt}", args))
             except RequestError as exc:
                 raise self.fail(f"feed {name!r}: {exc.message}", "feeds", index,
                                 exc.param if exc.param in args else "path") from None
@@ -258,10 +347,11 @@ class _Checker:
         if item.get("pages", 1) != 1:
             raise self.fail("a source file is one page: pages must be 1", "feeds", index, "pages")
         try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise self.fail(f"cannot read source {str(file)!r}: {getattr(exc, 'strerror', None) or exc}",
-                            "feeds", index, "source") from None
+            text = read_saved(file, self.environment.max_body_bytes).decode("utf-8")
+        except SavedFileError as exc:
+            raise self.fail(f"source: {exc.message}", "feeds", index, "source") from None
+        except UnicodeDecodeError as exc:
+            raise self.fail(f"cannot read source {str(file)!r}: {exc}", "feeds", index, "source") from None
         explicit = "path" in item
         try:
             listing = parse_listing(text, base_url=forum.base_url if explicit else None)
@@ -271,7 +361,7 @@ class _Checker:
         if explicit:
             return text, replace(forum, source="markdown"), self.string(item, "path", "feeds", index) or "", {}
         forum = self.forum(listing.base_url, "feeds", index, "source")
-        found = feed_for_url(Settings(forums=(forum,)), listing.url or forum.base_url)
+        found = feed_for_url(self.settings((forum,)), listing.url or forum.base_url)
         if isinstance(found, NoFeed):
             raise self.fail(f"source {str(file)!r}: {found.message} (give its path)", "feeds", index, "source")
         listed = {key: int(value) if params.NAMED[key].numeric else value
@@ -306,6 +396,8 @@ class _Checker:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise self.fail(f"{key} must be a string, not {type(value).__name__}", table, index, key)
+        if value is not None and key in _PATH_KEYS and "\x00" in value:
+            raise self.fail(f"{key} {value!r} has a NUL character, which no file name can have", table, index, key)
         return value
 
     def number(self, data: dict[str, Any], key: str, low: float, high: float) -> None:
