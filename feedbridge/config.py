@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from feedbridge.errors import ConfigError
+from feedbridge.errors import ConfigError, cut, shown, shown_url
 
 SOURCE_CHOICES = ("auto", "markdown", "json")
 """How a forum's lists are read: `auto` detects it (Markdown where the forum serves it, else JSON);
@@ -39,41 +39,6 @@ class Forum:
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
         object.__setattr__(self, "key", parts.netloc + parts.path.rstrip("/"))
-
-
-SHOWN_CHARS = 40
-
-
-def cut(value: str) -> str:
-    """`value` cut to about SHOWN_CHARS characters for an error message: a value thousands of characters
-    long (a pasted file, a 5,000-digit number) is named by its start."""
-    return value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "…"
-
-
-def shown(value: str) -> str:
-    """`value` quoted and cut short (`cut`), for an error message."""
-    return repr(cut(value))
-
-
-def shown_url(url: str) -> str:
-    """`url` for an error message with what may hold a secret left out (`_redacted`), cut short (`shown`)."""
-    return shown(_redacted(url))
-
-
-def _redacted(url: str) -> str:
-    """`url` without its user and password (`…@`), query and fragment (`?…`, `#…`); what does not parse
-    as a URL is shown only when it is plain (letters, digits, `.`, `-`, `_`, `/`), else as `…`."""
-    prefix, colon, rest = url.partition(":")
-    if colon and "://" in rest and not rest.startswith("//"):  # a source prefix: json:https://…
-        return f"{prefix}:{_redacted(rest)}"
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # a bracket left open
-        return f"{prefix}://…" if "://" in url and prefix.isalpha() else "…"
-    if not parts.netloc:
-        return url if re.fullmatch(r"[\w./-]*", url) else "…"
-    return (f"{parts.scheme}://{'…@' if '@' in parts.netloc else ''}{parts.netloc.rpartition('@')[2]}{parts.path}"
-            f"{'?…' if parts.query or '?' in url else ''}{'#…' if parts.fragment or '#' in url else ''}")
 
 
 def parse_forum(url: str) -> Forum:
@@ -183,7 +148,7 @@ def _auth_redirects(raw: str) -> tuple[AuthRedirect, ...]:
     made: dict[str, str] = {}
     for number, entry in enumerate(raw.split(), 1):
         host, equals, url = entry.partition("=")
-        if not equals or not host or host in made or not _FORUM_KEY.fullmatch(host):
+        if not equals or not host or host in made or len(host) > 300 or not _FORUM_KEY.fullmatch(host):
             raise ConfigError.about("FEEDBRIDGE_AUTH_REDIRECTS",
                                     f"entries are HOST=URL, one per forum, which entry {number} is not")
         try:

@@ -63,7 +63,9 @@ every route: list feeds, post feeds, user feeds and their `.html` views.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 
 class FeedbridgeError(Exception):
@@ -369,6 +371,43 @@ def explained(exc: NoForumAnswer, forum: str, label: str, *, keyed: bool, signed
         return UpstreamRateLimited(f"{where}: the forum asked the bridge to slow down ({answer})", retry,
                                    upstream_status=status)
     return exc
+
+
+# --- how an error names a value it was given ------------------------------------------------------------
+
+SHOWN_CHARS = 40
+
+
+def cut(value: str) -> str:
+    """`value` cut to about SHOWN_CHARS characters for an error message: a value thousands of characters
+    long (a pasted file, a 5,000-digit number) is named by its start."""
+    return value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "…"
+
+
+def shown(value: str) -> str:
+    """`value` quoted and cut short (`cut`), for an error message."""
+    return repr(cut(value))
+
+
+def shown_url(url: str) -> str:
+    """`url` for an error message with what may hold a secret left out (`_redacted`), cut short (`shown`)."""
+    return shown(_redacted(url))
+
+
+def _redacted(url: str) -> str:
+    """`url` without its user and password (`…@`), query and fragment (`?…`, `#…`); what does not parse
+    as a URL is shown only when it is plain (letters, digits, `.`, `-`, `_`, `/`), else as `…`."""
+    prefix, colon, rest = url.partition(":")
+    if colon and "://" in rest and not rest.startswith("//"):  # a source prefix: json:https://…
+        return f"{prefix}:{_redacted(rest)}"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracket left open
+        return f"{prefix}://…" if "://" in url and prefix.isalpha() else "…"
+    if not parts.netloc:
+        return url if re.fullmatch(r"[\w./-]*", url) else "…"
+    return (f"{parts.scheme}://{'…@' if '@' in parts.netloc else ''}{parts.netloc.rpartition('@')[2]}{parts.path}"
+            f"{'?…' if parts.query or '?' in url else ''}{'#…' if parts.fragment or '#' in url else ''}")
 
 
 class BuildConfigError(Exception):

@@ -93,3 +93,13 @@ def test_the_checker_sees_a_wrong_import(tmp_path: Path) -> None:
     probe.parent.mkdir(parents=True)
     probe.write_text("def f():\n    from feedbridge.render.meta import FeedMeta\n    from ..feeds import spec\n")
     assert [t for _, t in imported_units(probe, tmp_path / "feedbridge")] == ["render", "feeds"]
+
+
+MAX_MODULE_LINES = 500
+"""Issue 44's bound: a module a new maintainer can read whole. Past it, a module holds two jobs."""
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {str(path.relative_to(ROOT)): n for path in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
