@@ -26,7 +26,7 @@ from feedbridge.config import Credential, Forum, Settings, parse_forum
 from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
-from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, UpstreamRefused
+from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, SavedFileError, UpstreamRefused
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, feed_kind, parse_feed_request, route_of
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
@@ -37,7 +37,7 @@ from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic
-from feedbridge.staticsite.saved import SavedFileError, read_saved
+from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import BatchFetcher
 from feedbridge.upstream.fetcher import Fetched, Fetcher

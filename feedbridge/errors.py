@@ -42,6 +42,8 @@ Outside it, what has no status because the one caller that acts on it (the stati
 Redis store, the sanitiser, the fetcher) catches it first; each keeps the built-in base it is known by:
 
     BuildConfigError   Exception    a static build's config file is wrong, at `line` (staticsite/plan.py)
+    SavedFileError     Exception    a saved list is no regular file, or too large (staticsite/saved.py)
+    UnsafeOutput       OSError      an output's folder is a link: not written (staticsite/atomic.py)
     DecodeError        ValueError   stored bytes are not a value this version wrote (store/codec.py)
     HostileMarkup      ValueError   HTML nested too deep, or built past what the pre-scan follows
     UnsafePath         ValueError   a URL path with an encoded slash or backslash: never fetched
@@ -408,6 +410,18 @@ def _redacted(url: str) -> str:
         return url if re.fullmatch(r"[\w./-]*", url) else "…"
     return (f"{parts.scheme}://{'…@' if '@' in parts.netloc else ''}{parts.netloc.rpartition('@')[2]}{parts.path}"
             f"{'?…' if parts.query or '?' in url else ''}{'#…' if parts.fragment or '#' in url else ''}")
+
+
+class SavedFileError(Exception):
+    """The file cannot be a saved list: `message` says why, naming the file."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class UnsafeOutput(OSError):
+    """A path inside the output folder goes through a link or a file where a folder should be: not written."""
 
 
 class BuildConfigError(Exception):

@@ -21,14 +21,12 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from feedbridge.errors import UnsafeOutput
+
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"  # tempfile.mkstemp's, so older leftovers match too
 TEMP_FILE = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
 """The name of a temporary file of `write_atomic`: `.NAME.XXXXXXXX.tmp`, beside the file NAME it becomes."""
 _NO_FOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
-class UnsafeOutput(OSError):
-    """A path inside the output folder goes through a link or a file where a folder should be: not written."""
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> bool:

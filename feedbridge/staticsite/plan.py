@@ -21,14 +21,14 @@ from typing import Any
 
 from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
-from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError
+from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError, SavedFileError
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.render.formats import FEED_FORMATS
-from feedbridge.staticsite.saved import SavedFileError, read_saved
+from feedbridge.staticsite.saved import read_saved
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
 # Keys of a feed that become feed-URL parameters, exactly as the web service names them: the table's

@@ -11,13 +11,7 @@ from __future__ import annotations
 import os
 import stat
 
-
-class SavedFileError(Exception):
-    """The file cannot be a saved list: `message` says why, naming the file."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
+from feedbridge.errors import SavedFileError
 
 
 def read_saved(path: str | os.PathLike[str], limit: int) -> bytes:
