@@ -18,7 +18,8 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from feedbridge.errors import UnsafeOutput
@@ -26,7 +27,30 @@ from feedbridge.errors import UnsafeOutput
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"  # tempfile.mkstemp's, so older leftovers match too
 TEMP_FILE = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
 """The name of a temporary file of `write_atomic`: `.NAME.XXXXXXXX.tmp`, beside the file NAME it becomes."""
-_NO_FOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
+_NO_FOLLOW_DIR = _DIR | os.O_NOFOLLOW
+
+
+def _no_follow(parent: int, part: str, _shown: str) -> int:
+    """`part` opened inside `parent`, a link in its place refused by the system (ELOOP)."""
+    return os.open(part, _NO_FOLLOW_DIR, dir_fd=parent)
+
+
+@contextmanager
+def _opened(root: Path, folders: Sequence[str], step: Callable[[int, str, str], int] = _no_follow) -> Iterator[int]:
+    """The folder `root/folders...`, each of `folders` opened by `step(parent, part, path so far)` inside the
+    one before (by default without following a link), and closed when the `with` ends; an error of a step
+    closes what was open."""
+    folder = os.open(root, _DIR)
+    try:
+        for depth, part in enumerate(folders):
+            inner = step(folder, part, "/".join(folders[:depth + 1]))
+            os.close(folder)
+            folder = inner
+        yield folder
+    finally:
+        os.close(folder)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> bool:
@@ -49,18 +73,11 @@ def write_inside(root: Path, relative: str, data: bytes) -> bool:
     """
     *folders, name = relative.split("/")
     root.mkdir(parents=True, exist_ok=True)
-    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        for depth, part in enumerate(folders):
-            inner = _open_folder(folder, part, "/".join(folders[:depth + 1]), relative)
-            os.close(folder)
-            folder = inner
+    with _opened(root, folders, lambda parent, part, shown: _open_folder(parent, part, shown, relative)) as folder:
         if _unchanged(folder, name, data):
             return False
         _replace(folder, name, data)
         return True
-    finally:
-        os.close(folder)
 
 
 def is_file_inside(root: Path, relative: str) -> bool:
@@ -68,19 +85,10 @@ def is_file_inside(root: Path, relative: str) -> bool:
     replace); never raises, so a feed's failure report (kept or missing) cannot fail itself."""
     *folders, name = relative.split("/")
     try:
-        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        with _opened(root, folders) as folder:
+            return stat.S_ISREG(os.stat(name, dir_fd=folder).st_mode)
     except (OSError, ValueError):
         return False
-    try:
-        for part in folders:
-            inner = os.open(part, _NO_FOLLOW_DIR, dir_fd=folder)
-            os.close(folder)
-            folder = inner
-        return stat.S_ISREG(os.stat(name, dir_fd=folder).st_mode)
-    except (OSError, ValueError):
-        return False
-    finally:
-        os.close(folder)
 
 
 def remove_leftovers(root: Path, relatives: Iterable[str]) -> list[str]:
@@ -94,27 +102,20 @@ def remove_leftovers(root: Path, relatives: Iterable[str]) -> list[str]:
     removed: list[str] = []
     for prefix in sorted({"", *(r.rpartition("/")[0] for r in relatives)}):
         try:
-            folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            with _opened(root, prefix.split("/") if prefix else ()) as folder:
+                for entry in os.listdir(folder):
+                    if TEMP_FILE.fullmatch(entry) and stat.S_ISREG(os.stat(entry, dir_fd=folder,
+                                                                            follow_symlinks=False).st_mode):
+                        os.unlink(entry, dir_fd=folder)
+                        removed.append(f"{prefix}/{entry}" if prefix else entry)
         except OSError:
-            return removed  # no output folder yet: nothing left over
-        try:
-            for part in prefix.split("/") if prefix else ():
-                inner = os.open(part, _NO_FOLLOW_DIR, dir_fd=folder)
-                os.close(folder)
-                folder = inner
-            for entry in os.listdir(folder):
-                if TEMP_FILE.fullmatch(entry) and stat.S_ISREG(os.stat(entry, dir_fd=folder,
-                                                                        follow_symlinks=False).st_mode):
-                    os.unlink(entry, dir_fd=folder)
-                    removed.append(f"{prefix}/{entry}" if prefix else entry)
-        except OSError:
-            pass  # a folder not made yet, or one the build will refuse to write into: nothing to clean there
-        finally:
-            os.close(folder)
+            pass  # no output folder yet, a folder not made yet, or one the build will refuse to write into
     return removed
 
 
 def _open_folder(parent: int, part: str, shown: str, relative: str) -> int:
+    """`part` of `relative` opened inside `parent` without following a link, made when missing; a link or a
+    file in its place is `UnsafeOutput`."""
     for _attempt in range(2):
         try:
             return os.open(part, _NO_FOLLOW_DIR, dir_fd=parent)
@@ -135,7 +136,7 @@ def _open_folder(parent: int, part: str, shown: str, relative: str) -> int:
 def _unchanged(folder: int, name: str, data: bytes) -> bool:
     """Whether `name` is a regular file (not a link) holding exactly `data`."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=folder)
     except OSError:
         return False  # missing, a link (replaced, not followed), or unreadable: written anew
     with os.fdopen(fd, "rb") as handle:
@@ -147,8 +148,7 @@ def _replace(folder: int, name: str, data: bytes) -> None:
     for _attempt in range(100):
         temp = f".{name}.{''.join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))}.tmp"
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                         0o600, dir_fd=folder)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder)
             break
         except FileExistsError:
             continue
