@@ -58,10 +58,6 @@ class FeedResult:
     cache: CacheStatus
     stale_reason: str | None = None
 
-    @property
-    def age(self) -> float:
-        return max(time.time() - self.entry.stored_at, 0.0)
-
 
 @dataclass(frozen=True, slots=True)
 class View:

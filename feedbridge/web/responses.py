@@ -21,12 +21,13 @@ NOSNIFF = ("X-Content-Type-Options", "nosniff")
 
 
 def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
-                 private: bool = False, variant: str = "") -> list[tuple[str, str]]:
+                 private: bool = False, variant: str = "", stale: str | None = None) -> list[tuple[str, str]]:
     """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep. A copy
     kept (a hit, a stale copy) says how old it is (`Age`, RFC 9111 §5.1), so a cache in front keeps it for what
     is left of `max_age` rather than the whole of it again. `variant` tells apart, in the ETag, answers of one
     feed that differ by `Accept` (RFC 9110 §8.8.3: a strong ETag names one representation), so that no cache
-    answers one with the other on a `304`."""
+    answers one with the other on a `304`. `stale`: why a stale copy is served, said with its age in
+    `X-Feedbridge-Stale` (one age for both headers)."""
     headers = [
         ("Content-Type", media_type),
         ("Vary", "Accept"),
@@ -35,10 +36,17 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
         ("X-Feedbridge-Cache", cache),
     ]
     if cache != "miss":
-        headers.append(("Age", str(int(max(time.time() - entry.stored_at, 0.0)))))
+        age = int(max(time.time() - entry.stored_at, 0.0))
+        headers.append(("Age", str(age)))
+        if stale is not None:
+            headers.append(("X-Feedbridge-Stale", _header_safe(f"{stale}; serving the copy from {age}s ago")))
     if entry.last_modified is not None:
         headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
     return headers
+
+
+def _header_safe(text: str) -> str:
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text)[:300]
 
 
 def plain_error(status: int, message: str) -> Response:
