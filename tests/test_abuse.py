@@ -178,6 +178,25 @@ def test_stalled_topic_pages_answer_within_the_deadline_and_are_not_asked_again(
     assert 1 <= topic_requests <= 2 * settings.fetch_concurrency
 
 
+def test_a_request_whose_list_spent_its_deadline_marks_no_topic_page_slow_for_everyone(upstream):
+    """Only the topic pages' own slowness marks them slow for every reader. A request whose list took most of
+    its deadline (a slow list, or a wait for the budget's room) reaches pages that answer in 0.3 s with half a
+    second left, which says nothing of them; the next reader (another format, so another build) has its topic
+    pages read, not left to their excerpts for the negative TTL (RELIABILITY.md row 60)."""
+    upstream.stall(read_at(COMPILER), 7.5, times=1)
+    upstream.stall("/t/", 0.3, prefix=True)
+    settings = settings_for(upstream.url, cache_ttl=0, request_deadline=8.0, read_timeout=10.0)
+    with procfile_app(settings) as app:
+        first = get(app.feed_url(f"{COMPILER}.atom?content=full"))
+        time.sleep(0.5)  # the first request's topic fetches left under way end (and are kept)
+        asked = upstream.count("/t/", prefix=True)
+        second = get(app.feed_url(f"{COMPILER}.rss?content=full"))
+    assert first.status_code == 200 and second.status_code == 200
+    assert 0 < asked < 30  # the first request's deadline passed while it read its topic pages
+    assert upstream.count("/t/", prefix=True) >= 30  # the second read the rest
+    assert "greedily" in second.text  # only in a first post, not in any excerpt
+
+
 def test_the_deadline_must_be_below_the_worker_timeout():
     from feedbridge.errors import ConfigError
 

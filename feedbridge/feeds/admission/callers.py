@@ -30,8 +30,8 @@ T = TypeVar("T")
 J = TypeVar("J")
 
 WAIT_MARGIN = 2.0
-"""Seconds of its deadline a request keeps after waiting for a window: for the build it waited for. A wave
-whose fetch ends past the deadline marks the forum's topic pages slow for everyone (`TopicPages`)."""
+"""Seconds of its deadline a request keeps after waiting for a window: for the build it waited for (its topic
+pages that do not answer in them keep their excerpts, and mark nothing slow for others: `TopicPages`)."""
 WAITERS = 2
 """Requests of one process that may wait for a window at once, one per client (`Turns`). A waiting request
 holds no slot, flight or pool thread (it gave its build up, and makes it again when it wakes), but each

@@ -28,6 +28,9 @@ from feedbridge.upstream.fetcher import is_within
 
 log = logging.getLogger(__name__)
 
+SLOW_SHARE = 0.5
+"""Of the request's deadline, what the topic pages must have had, unanswered, to count as slow for everyone."""
+
 
 @dataclass
 class TopicPages:
@@ -44,8 +47,11 @@ class TopicPages:
         Within the request's deadline: when it passes, the topics not read by then keep what is cached of
         them, the fetches under way finish in the background (and are cached, or remembered as failed),
         those not started never start (cancelled by the wave, or refused by `_page` when a busy pool starts
-        them late), and the forum's topic pages count as slow for the negative TTL, so the next rebuild uses
-        what is cached without asking again.
+        them late). When the pages had at least `SLOW_SHARE` of the deadline and did not answer in it, the
+        forum's topic pages count as slow for the negative TTL, for every reader, so the next rebuild uses what
+        is cached without asking again. A request that reaches its topic pages with less left (its list took
+        its time) says nothing of them, and marks nothing: else a client whose own reads spent its deadline
+        would take the first posts out of everyone's feeds.
         """
         source = read.source(forum)
         slow_key = keys.topic_slow(forum.base_url)
@@ -53,6 +59,7 @@ class TopicPages:
             return [self._held(read, forum, source, topic) for topic in topics]
         results: list[Topic] = []
         failures = 0
+        began = time.monotonic()
         try:
             for topic, done in self.pool.waves(topics, lambda topic: self._page(read, forum, source, topic),
                                                self.settings.fetch_concurrency, caller=read.caller):
@@ -67,7 +74,8 @@ class TopicPages:
         except FutureTimeout:
             log.warning("content=full: the %gs deadline passed; %d topics keep their excerpt",
                         self.settings.request_deadline, len(topics) - len(results))
-            if self.settings.negative_ttl > 0:
+            slow = time.monotonic() - began >= SLOW_SHARE * self.settings.request_deadline
+            if slow and self.settings.negative_ttl > 0:
                 read.scope.control.set(slow_key, time.time(), self.settings.negative_ttl)
             results += [self._held(read, forum, source, topic) for topic in topics[len(results):]]
         if failures:
