@@ -3,8 +3,8 @@
 A feed is named like a web-service feed path (`c/compiler/5`, `u/smth`, `latest` + `q`), and every feed is
 turned into `FeedSpec`s by `spec.parse_feed_request`, so the static and web modes share one set of
 routes, validation and SSRF rules. Everything is checked before anything is fetched; a mistake is
-reported as `FILE:LINE: message`, with the line of the offending table or key found in the text,
-because tomllib only gives positions for syntax errors.
+reported as `FILE:LINE: message`, with the line of the offending table or key found in the text
+(`staticsite.lines`), because tomllib only gives positions for syntax errors.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from feedbridge.config import Credential, Forum, Settings, parse_credential, parse_forum
 from feedbridge.discourse.listing import parse_listing
@@ -28,6 +29,7 @@ from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.render.formats import FEED_FORMATS
+from feedbridge.staticsite.lines import Lines
 from feedbridge.staticsite.saved import read_saved
 
 DEFAULT_FORUM = "https://dev-discuss.pytorch.org"
@@ -52,6 +54,10 @@ MAX_PART, MAX_PATH = 200, 1000
 MAX_NAME = 200  # characters of a feed's name, which progress lines and the JSON summary show
 # Keys naming a file or folder: a NUL cannot be in a path at all.
 _PATH_KEYS = ("out_dir", "source", "file", "path")
+# Bytes of the config file: thousands of feeds, and a bound on what is read and scanned for lines.
+MAX_CONFIG_BYTES = 1 << 20
+# Where two output names that differ only in case are one file or folder, and a built folder may be copied.
+_FOLDING = "differ only in case, and are one name on macOS and Windows"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +96,15 @@ class BuildConfig:
 def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
     """Read and check the whole file; raises BuildConfigError (with a line when one can be found)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BuildConfigError(f"cannot read the config: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_saved(path, MAX_CONFIG_BYTES, "the config", "the most a config file may be").decode("utf-8")
+    except SavedFileError as exc:
+        raise BuildConfigError(exc.message) from None
+    except UnicodeDecodeError as exc:
+        raise BuildConfigError(f"cannot read the config: {exc}") from None
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # tomllib reads nested arrays and inline tables by recursion
+        raise BuildConfigError("cannot read the config: arrays or inline tables nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None)  # Python 3.14 has it; before, only the message does
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
@@ -104,39 +114,16 @@ def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
             line = max(len(text.splitlines()), 1)
         message = re.sub(r"\s*\(at line \d+, column (\d+)\)", r" (column \1)", str(exc))
         raise BuildConfigError(message.replace(" (at end of document)", " at the end of the file"), line) from None
-    return _Checker(path, _Lines(text)).config(data, out_dir)
+    return _Checker(path, Lines(text)).config(data, out_dir)
 
 
-class _Lines:
-    """Where `[table]`/`[[array]]` headers and `key =` lines are, to point errors at them: a top-level
-    `table.key =` counts as the table's key, and `table = {` as the table's header."""
-
-    _HEADER = re.compile(r"\s*\[(\[?)\s*([A-Za-z0-9_-]+)\s*\]")
-    _KEY = re.compile(r"\s*\"?([A-Za-z0-9_-]+)\"?\s*(?:\.\s*\"?([A-Za-z0-9_-]+)\"?\s*)?=\s*(\{)?")
-
-    def __init__(self, text: str):
-        self.tables: dict[tuple[str, int], int] = {}
-        self.keys: dict[tuple[str, int, str], int] = {}
-        table, index, counts = "", 0, dict[str, int]()
-        for number, line in enumerate(text.splitlines(), start=1):
-            if header := self._HEADER.match(line):
-                table = header[2]
-                index = counts[table] = counts.get(table, -1) + 1 if header[1] else 0
-                self.tables.setdefault((table, index), number)
-            elif key := self._KEY.match(line):
-                if not table and key[2]:
-                    self.keys.setdefault((key[1], 0, key[2]), number)
-                elif not table and key[3]:
-                    self.tables.setdefault((key[1], 0), number)
-                self.keys.setdefault((table, index, key[1]), number)
-
-    def of(self, table: str, index: int = 0, key: str | None = None) -> int | None:
-        found = self.keys.get((table, index, key)) if key else None
-        return found or self.tables.get((table, index))
+def _unprintable(text: str) -> bool:
+    """A control, format or private-use character, or a line or paragraph separator: not for one line."""
+    return any(unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp") for c in text)
 
 
 class _Checker:
-    def __init__(self, path: Path, lines: _Lines):
+    def __init__(self, path: Path, lines: Lines):
         self.path = path
         self.lines = lines
         self.environment = Settings()
@@ -175,6 +162,25 @@ class _Checker:
             raise self.fail(f"{what} {text!r}: cannot write in {str(existing)!r}: {exc.strerror or exc}",
                             key=key) from None
 
+    def site_url(self, data: dict[str, Any]) -> str:
+        """The URL the output folder is published at, which every feed's own link is made from: a plain
+        http(s) URL, so that a link made from it is the file's address (`urljoin` drops a query or fragment,
+        and a space or control character makes no URL)."""
+        value = self.string(data, "site_url", "")
+        if value is None or not re.match(r"https?://[^/?#\s]+", value):
+            raise self.fail("site_url is required: the http(s) URL the output folder is published at "
+                            "(feeds link to themselves with it)", key="site_url")
+        try:
+            parts = urlsplit(value)
+            plain = bool(parts.hostname) and not (parts.query or parts.fragment or "@" in parts.netloc)
+        except ValueError:
+            plain = False
+        if not plain or value.endswith(("?", "#")) or any(
+                c.isspace() or unicodedata.category(c)[0] == "C" for c in value):
+            raise self.fail(f"site_url {value[:80]!r} must be a plain http(s) URL: no space, control character, "
+                            "query, fragment or user", key="site_url")
+        return value
+
     def fail(self, message: str, table: str = "", index: int = 0, key: str | None = None) -> BuildConfigError:
         if table == "feeds" and key in self.defaults and key not in self.raw_feeds[index]:
             table, index = "defaults", 0  # the feed's value is the default's: point at that
@@ -186,10 +192,10 @@ class _Checker:
         except ConfigError as exc:
             raise BuildConfigError(f"the environment: {exc}") from None
         self.unknown(data, _TOP_KEYS, "")
-        site_url = self.string(data, "site_url", "")
-        if site_url is None or not re.match(r"https?://[^/?#\s]+", site_url):
-            raise self.fail("site_url is required: the http(s) URL the output folder is published at "
-                            "(feeds link to themselves with it)", key="site_url")
+        site_url = self.site_url(data)
+        title = self.string(data, "title", "")
+        if title and _unprintable(title):
+            raise self.fail(f"title {title[:40]!r} has a control or invisible character", key="title")
         fetch = self.table(data, "fetch")
         self.unknown(fetch, tuple(_FETCH), "fetch")
         for key, (low, high, _default) in _FETCH.items():
@@ -197,12 +203,22 @@ class _Checker:
         defaults = self.table(data, "defaults")
         self.unknown(defaults, DEFAULTABLE, "defaults")
         raw_feeds = data.get("feeds")
-        if not isinstance(raw_feeds, list) or not raw_feeds or not all(isinstance(f, dict) for f in raw_feeds):
+        if isinstance(raw_feeds, dict):  # `[feeds]` or `[feeds.NAME]`: one table, not one per feed
+            raise self.fail("feeds must be one [[feeds]] table per feed (or feeds = [{...}, ...]), not a [feeds] "
+                            "table", key="feeds")
+        if not isinstance(raw_feeds, list) or not raw_feeds:
             raise self.fail("no feeds: add at least one [[feeds]] table", key="feeds")
+        for raw in raw_feeds:
+            if not isinstance(raw, dict):
+                raise self.fail(f"every feed is a table ([[feeds]] or {{...}}), not {type(raw).__name__}",
+                                key="feeds")
         self.defaults, self.raw_feeds = defaults, raw_feeds
         what = "--out-dir" if out_dir is not None else "out_dir"
         if out_dir is None:
-            out_dir = self.path.parent / (self.string(data, "out_dir", "") or "public")
+            folder = self.string(data, "out_dir", "")
+            if folder == "":
+                raise self.fail("out_dir is empty: name a folder, or leave it out for 'public'", key="out_dir")
+            out_dir = self.path.parent / (folder or "public")
         self.out_dir(out_dir, what)
         feeds, local_pages, credentials = self.feeds(raw_feeds, defaults, self.path.parent)
         settings = self.settings(
@@ -216,7 +232,7 @@ class _Checker:
         )
         return BuildConfig(
             path=self.path,
-            title=self.string(data, "title", "") or "Feeds",
+            title=title or "Feeds",
             site_url=site_url.rstrip("/") + "/",
             out_dir=out_dir,
             feeds=tuple(feeds),
@@ -233,14 +249,15 @@ class _Checker:
         plans: list[FeedPlan] = []
         local_pages: dict[str, str] = {}
         credentials: dict[str, Credential] = {}
-        by_file: dict[str, str] = {name: "the site" for name in SITE_FILES}
-        folders: dict[str, str] = {}  # folder of an output -> the feed writing into it
+        # Case-folded output file -> (the file as named, who writes it); folder -> (as named, a feed writing into it)
+        by_file: dict[str, tuple[str, str]] = {name.casefold(): (name, "the site") for name in SITE_FILES}
+        folders: dict[str, tuple[str, str]] = {}
         for index, raw in enumerate(raw_feeds):
             self.unknown(raw, _FEED_KEYS, "feeds", index)
             item = {**defaults, **raw}
             name = self.string(item, "name", "feeds", index)
             if not name:
-                raise self.fail("every feed needs a name", "feeds", index)
+                raise self.fail("every feed needs a name", "feeds", index, "name")
             self.name(name, [plan.name for plan in plans], index)
             forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
             source = self.string(item, "source", "feeds", index)
@@ -261,28 +278,44 @@ class _Checker:
                 credential = self.credential(raw, forum, index, credentials.get(forum.key))
                 credentials[forum.key] = credential
                 plan = replace(plan, signed=True)
-            key = "file" if "file" in item else "name"
-            for file in plan.files:
-                if file in by_file:
-                    raise self.fail(f"feeds {by_file[file]!r} and {name!r} both write {file}", "feeds", index, key)
-                if file in folders:
-                    raise self.fail(f"feed {name!r} writes {file}, which feed {folders[file]!r} needs as a folder",
-                                    "feeds", index, key)
-                parts = file.split("/")
-                for folder in ("/".join(parts[:end]) for end in range(1, len(parts))):
-                    if folder in by_file:
-                        owner = "the site" if folder in SITE_FILES else f"feed {by_file[folder]!r}"
-                        raise self.fail(f"feed {name!r} writes into {folder}/ as a folder, but {owner} writes "
-                                        f"{folder} as a file", "feeds", index, key)
-                    folders.setdefault(folder, name)
-                by_file[file] = name
+            self.outputs(plan, index, "file" if "file" in item else "name", by_file, folders)
             plans.append(plan)
         return plans, local_pages, credentials
+
+    def outputs(self, plan: FeedPlan, index: int, key: str, by_file: dict[str, tuple[str, str]],
+                folders: dict[str, tuple[str, str]]) -> None:
+        """No two feeds write one file, nor one a file where another needs a folder (or the site writes
+        index.html and feeds.opml), with names compared case-folded: a built folder may be copied to or
+        served from a file system that does not tell `Compiler.atom` from `compiler.atom`. The error names
+        both feeds and the line of each."""
+        name = plan.name
+        who = f"feed {name!r} (line {line})" if (line := self.lines.of("feeds", index, key)) else f"feed {name!r}"
+        for file in plan.files:
+            if (known := by_file.get(file.casefold())) and known[0] == file:
+                raise self.fail(f"{known[1]} and feed {name!r} both write {file}", "feeds", index, key)
+            if known:
+                raise self.fail(f"{known[1]} writes {known[0]} and feed {name!r} writes {file}: they {_FOLDING}",
+                                "feeds", index, key)
+            if known := folders.get(file.casefold()):
+                folding = "" if known[0] == file else f" ({known[0]}/ and {file} {_FOLDING})"
+                raise self.fail(f"feed {name!r} writes {file}, which {known[1]} needs as a folder{folding}",
+                                "feeds", index, key)
+            parts = file.split("/")
+            for folder in ("/".join(parts[:end]) for end in range(1, len(parts))):
+                if known := by_file.get(folder.casefold()):
+                    folding = "" if known[0] == folder else f" ({folder}/ and {known[0]} {_FOLDING})"
+                    raise self.fail(f"feed {name!r} writes into {folder}/ as a folder, but {known[1]} writes "
+                                    f"{known[0]} as a file{folding}", "feeds", index, key)
+                known = folders.setdefault(folder.casefold(), (folder, who))
+                if known[0] != folder:
+                    raise self.fail(f"{known[1]} writes into {known[0]}/ and feed {name!r} into {folder}/: they "
+                                    f"{_FOLDING}", "feeds", index, key)
+            by_file[file.casefold()] = (file, who)
 
     def name(self, name: str, taken: list[str], index: int) -> None:
         """A feed's name is shown on a line of its own (progress, cron mail, the JSON summary): one line, of
         printable characters, not too long to read, and one feed's alone."""
-        if any(unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp") for c in name):
+        if _unprintable(name):
             raise self.fail(f"feed name {name!r} has a control or invisible character", "feeds", index, "name")
         if len(name) > MAX_NAME:
             raise self.fail(f"feed name {name[:40]!r}… is longer than {MAX_NAME} characters", "feeds", index, "name")
@@ -312,7 +345,11 @@ class _Checker:
         return credential
 
     def plan(self, index: int, item: dict[str, Any], name: str, forum: Forum, path: str) -> FeedPlan:
-        stem = self.string(item, "file", "feeds", index) or name
+        stem = self.string(item, "file", "feeds", index)
+        if stem == "":
+            raise self.fail("file is empty: give an output name, or leave file out to use the feed's name", "feeds",
+                            index, "file")
+        stem = stem or name
         if not _SAFE_NAME.fullmatch(stem) or ".." in stem.split("/"):
             raise self.fail(f"output name {stem!r} is not a plain relative name inside the output folder "
                             "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.')",
@@ -323,7 +360,8 @@ class _Checker:
                             f"its extension, and {MAX_PATH} in all", "feeds", index,
                             "file" if "file" in item else "name")
         formats = item.get("formats", list(FEED_FORMATS))
-        if (not isinstance(formats, list) or not formats or len(set(formats)) != len(formats)
+        if (not isinstance(formats, list) or not formats or not all(isinstance(f, str) for f in formats)
+                or len(set(formats)) != len(formats)
                 or not set(formats) <= set(FEED_FORMATS)):
             raise self.fail(f"formats must be a list of some of {', '.join(FEED_FORMATS)}", "feeds", index,
                             "formats" if "formats" in item else None)

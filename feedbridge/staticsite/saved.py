@@ -1,4 +1,5 @@
-"""Reading a saved topic list from a file, bounded: a static build's `source =` and `feedbridge build FILE`.
+"""Reading a saved topic list from a file, bounded: a static build's `source =` and `feedbridge build FILE`
+(and the build's config file itself, under its own bound).
 
 A saved list stands in for a page the forum would have sent, so it gets no more room than that page:
 `Settings.max_body_bytes`. A file is read to one byte past the bound and refused beyond it, and only a
@@ -13,10 +14,13 @@ import stat
 
 from feedbridge.errors import SavedFileError
 
+_PAGE_BOUND = "the most a forum's page may be (FEEDBRIDGE_MAX_BODY_BYTES)"
 
-def read_saved(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The bytes of the regular file at `path`, at most `limit` of them; `SavedFileError` otherwise."""
-    shown = repr(os.fspath(path))
+
+def read_saved(path: str | os.PathLike[str], limit: int, shown: str | None = None, bound: str = _PAGE_BOUND) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit` of them; `SavedFileError` otherwise. Its message
+    names the file as `shown` (the path, quoted, if not given) and says what `limit` is as `bound`."""
+    shown = shown or repr(os.fspath(path))
     if "\x00" in os.fspath(path):
         raise SavedFileError(f"cannot read {shown}: a file name has no NUL character")
     try:
@@ -28,6 +32,5 @@ def read_saved(path: str | os.PathLike[str], limit: int) -> bytes:
     except OSError as exc:
         raise SavedFileError(f"cannot read {shown}: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise SavedFileError(f"cannot read {shown}: larger than {limit} bytes, the most a forum's page may be "
-                             "(FEEDBRIDGE_MAX_BODY_BYTES)")
+        raise SavedFileError(f"cannot read {shown}: larger than {limit} bytes, {bound}")
     return data
