@@ -357,7 +357,7 @@ class Settings:
     # /64 (RFC 6177), and rotating addresses within it must not buy new shares. 128: each address alone.
     ipv6_prefix: int = number(64, "FEEDBRIDGE_IPV6_PREFIX", 16, 128)
     # Who runs this instance, for the forums' admins: a page's URL, sent in every request's User-Agent
-    # (`feedbridge/0.1.0 (+URL)`, feedbridge.upstream.fetcher.user_agent).
+    # (`feedbridge/VERSION (+URL)`, feedbridge.upstream.fetcher.user_agent).
     contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
     # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
     # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so

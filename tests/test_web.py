@@ -238,6 +238,17 @@ def test_a_feed_built_from_cached_pages_while_the_forum_fails_says_their_age(ups
     assert int(built.headers["age"]) >= 2 and f"from {built.headers['age']}s ago" in built.headers["x-feedbridge-stale"]
 
 
+def test_a_stale_reason_naming_a_feed_reads_in_its_header_as_in_its_body(upstream):
+    """A header is ASCII: the "·" a feed's title joins its parts with reads as "-" there, not as "?"."""
+    with running_app(settings_for(upstream.url, cache_ttl=1)) as app:
+        assert get(app.feed_url("/latest.atom")).status_code == 200
+        time.sleep(1.1)
+        upstream.rate_limit("/latest.md", 120)
+        built = get(app.feed_url("/latest.atom?q=x"))
+    said = built.headers["x-feedbridge-stale"]
+    assert built.status_code == 200 and " - latest" in said and "?" not in said, said
+
+
 def test_cached_feed_is_served_without_upstream_and_bytes_are_stable(app, upstream):
     url = app.feed_url(f"{COMPILER}.rss")
     first = get(url)

@@ -46,7 +46,8 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
 
 
 def _header_safe(text: str) -> str:
-    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text)[:300]
+    """ASCII for a header: a feed's title joins its parts with "·", which reads as "-" there, not "?"."""
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text.replace("\u00b7", "-"))[:300]
 
 
 def plain_error(status: int, message: str) -> Response:

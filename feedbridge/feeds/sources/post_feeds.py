@@ -12,11 +12,11 @@ these JSON documents, so Markdown forums are read the same way.
 What each costs the forum (every request goes through `Gate.fetch`: budget, slots, Retry-After):
 
 - A topic: its head, `/t/ID.json` (the first 20 posts and every post id), cached for the cache TTL and then
-  revalidated with its ETag; then only the newest ids not read before, `BATCH` to a
-  `/t/ID/posts.json?post_ids[]=…` request. Posts read are kept per topic (`PostsEntry`, by post id, for the
-  topic TTL), so a quiet topic costs the head's revalidation and nothing else, and a busy one the head and
-  a batch of its new posts. The newest 20 of a 446-post topic cost two requests; a topic of 100,000 posts
-  costs what one of 100 does (only the end of its stream is read).
+  read again (revalidated where the forum sends an ETag; core sends none); then only the newest ids not read
+  before, `BATCH` to a `/t/ID/posts.json?post_ids[]=…` request. Posts read are kept per topic (`PostsEntry`,
+  by post id, for the topic TTL), so a quiet topic costs the head's revalidation and nothing else, and a busy
+  one the head and a batch of its new posts. The newest 20 of a 446-post topic cost two requests; a topic of
+  100,000 posts costs what one of 100 does (only the end of its stream is read).
 - `limit=` counts posts: small actions ("closed", "pinned"), whispers, deleted, hidden and withdrawn posts
   take a slot of the stream but no entry, so the end is read back in rounds (`_newest`: `limit + SLACK`
   slots, then at least a batch more each round) until `limit` posts are found, the stream ends, or
@@ -383,8 +383,9 @@ def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *
     """A topic's `/t/ID.json`, the one reader of it: for the topic's post feed and for `content=full` over JSON
     lists (`feeds/sources/topic_pages.py`), under one key, so a topic read for one is not fetched again for the other.
     `url` is where it is asked for: a list's link to the topic with `.json` (`content=full`), else
-    `/t/ID.json`, the same document, revalidated with its ETag either way. `fresh_for` and `keep_for` are the
-    cache policy's unless the caller says (`content=full` keeps a head read after the topic's last activity)."""
+    `/t/ID.json`, the same document (revalidated either way where the forum sends an ETag). `fresh_for` and
+    `keep_for` are the cache policy's unless the caller says (`content=full` keeps a head read after the
+    topic's last activity)."""
     url = url or f"{forum.base_url}/t/{topic_id}.json"
 
     def fetch(held: HeadEntry | None) -> HeadEntry:
