@@ -302,6 +302,8 @@ class Settings:
     cache_max_bytes: int = number(64 * 1024 * 1024, "FEEDBRIDGE_CACHE_MAX_BYTES", 256 * 1024, 1 << 34)
     # A Redis URL may hold its password (redis://:PASSWORD@host): kept out of the repr as the secrets are.
     cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=str, secret=True)
+    # Connections each process opens to Redis at most: times the workers and instances, under the plan's limit.
+    redis_connections: int = number(4, "FEEDBRIDGE_REDIS_CONNECTIONS", 1, 1000)
     # At most pages_max: checked in __post_init__.
     pages_default: int = number(1, "FEEDBRIDGE_PAGES_DEFAULT", 1, 20)
     pages_max: int = number(5, "FEEDBRIDGE_PAGES_MAX", 1, 20)

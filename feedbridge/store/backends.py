@@ -16,7 +16,7 @@ from feedbridge.store.control import ControlStore, MemoryControl, RedisControl, 
 from feedbridge.store.memory import MemoryStore, SingleFlight
 from feedbridge.store.protocols import Flight, Store
 from feedbridge.store.redis_flight import RedisFlight
-from feedbridge.store.redis_store import RedisLink, RedisStore, TieredStore
+from feedbridge.store.redis_store import CONNECTIONS, RedisLink, RedisStore, TieredStore
 
 # How long a worker trusts its in-process copy before asking Redis whether another worker has a newer one.
 LOCAL_RECHECK = 5.0
@@ -45,11 +45,12 @@ def memory_backends(max_bytes: int) -> Backends:
     return Backends(cache, MemoryControl(), Windows(), SingleFlight(), cache)
 
 
-def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float, fetch_deadline: float) -> Backends:
-    """Raises ValueError for a cache URL that is not a Redis URL."""
+def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float, fetch_deadline: float,
+                  connections: int = CONNECTIONS) -> Backends:
+    """Raises ValueError for a cache URL that is not a Redis URL. `connections`: to Redis, at most."""
     if not cache_url:
         return memory_backends(max_bytes)
-    link = RedisLink(cache_url)
+    link = RedisLink(cache_url, connections=connections)
     cache = MemoryStore(max_bytes)
     store = TieredStore(cache, RedisStore(link), fresh_for=fresh_for, recheck=min(fresh_for, LOCAL_RECHECK))
     return Backends(store, RedisControl(link), redis_windows(link),

@@ -100,8 +100,11 @@ class RedisControl:
         self.local = local or MemoryControl()
 
     def get(self, key: str) -> Any | None:
+        """Redis's value, else this process's own: what it decided and Redis lost or was too full to write
+        (nothing deletes control state, so a value Redis lacks was never taken back; each copy ends with its
+        TTL). A process forgot a forum's `Retry-After` it had written through once Redis answered again."""
         found = self.shared.lookup(key)
-        return self.local.get(key) if found is None else found[0]
+        return self.local.get(key) if found is None or found[0] is None else found[0]
 
     def set(self, key: str, value: Any, ttl: float) -> None:
         self.local.set(key, value, ttl)

@@ -6,6 +6,16 @@ interval, not one per request), so a dead or hung Redis costs at most one short 
 while the in-process cache and the forum keep answering. The breaker closes by itself on the first
 call that succeeds again.
 
+Two things are no failure of Redis, and open no breaker:
+- A Redis that is full (`maxmemory` with `noeviction`, as docs/redis.md advises) refuses writes and still
+  answers reads: what is not written is kept in process (`TieredStore`, `RedisControl` write through), and
+  the rest of Redis stays in use. Opening the breaker had turned off every read, lock and budget window of
+  every instance for as long as the flood that filled it lived.
+- A call that finds every one of the process's connections busy does without Redis, that once. A process
+  opens at most `connections` (FEEDBRIDGE_REDIS_CONNECTIONS): one client's 200 concurrent requests had one
+  worker hold 87 connections, past a small plan's client limit (20), which then refused every other worker
+  and instance, and the worker itself, until it restarted (RELIABILITY.md row 61).
+
 Keys: `feedbridge:<schema>:<kind>:<32 hex>`. The schema (see `codec.SCHEMA`) changes with the value
 format, and everything after the kind is a hash unless it already is one, so no request text reaches
 Redis as a key.
@@ -42,6 +52,8 @@ BREAKER_COOLDOWN = 5.0
 LOG_INTERVAL = 60.0
 _HASHED = re.compile(r"[0-9a-f]{32}")
 _KIND = re.compile(r"[a-z]{1,20}")
+CONNECTIONS = 4
+"""Connections one process opens to Redis at most, by default (FEEDBRIDGE_REDIS_CONNECTIONS)."""
 ANSWERS_EVERY = 1.0
 """Seconds `/healthz` is told the last PING's answer before Redis is asked again (`RedisLink.answers`)."""
 
@@ -57,14 +69,18 @@ def redis_key(key: str) -> str:
 
 
 class RedisLink:
-    """One redis-py client (a thread-safe connection pool) and the circuit breaker around it."""
+    """One redis-py client over a pool of at most `connections`, and the circuit breaker around it."""
 
-    def __init__(self, url: str, cooldown: float | None = None):
-        self.client = redis.Redis.from_url(
-            url, socket_timeout=READ_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT,
-            retry=Retry(NoBackoff(), 0), health_check_interval=30,
+    def __init__(self, url: str, cooldown: float | None = None, connections: int = CONNECTIONS):
+        # redis-py's blocking pool holds the bound; the semaphore in front says when it is reached, which
+        # the pool says only with the ConnectionError a dead Redis raises too.
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=connections, timeout=CONNECT_TIMEOUT, socket_timeout=READ_TIMEOUT,
+            socket_connect_timeout=CONNECT_TIMEOUT, retry=Retry(NoBackoff(), 0), health_check_interval=30,
         )
+        self.client = redis.Redis(connection_pool=pool)
         self.cooldown = BREAKER_COOLDOWN if cooldown is None else cooldown
+        self._slots = threading.BoundedSemaphore(connections)
         self._lock = threading.Lock()
         self._open_until = 0.0
         self._last_logged = float("-inf")
@@ -72,14 +88,20 @@ class RedisLink:
         self._answered, self._answered_until = False, 0.0
 
     def run(self, op: Callable[[redis.Redis], T]) -> T | None:
-        """`op(client)`, or None when Redis failed now or recently (the caller's signal to do without it)."""
-        if time.monotonic() < self._open_until:
+        """`op(client)`, or None when Redis failed now or recently, is full for a write, or has no connection
+        free within `CONNECT_TIMEOUT` (the caller's signal to do without it)."""
+        if time.monotonic() < self._open_until or not self._slots.acquire(timeout=CONNECT_TIMEOUT):
             return None
         try:
             result = op(self.client)
+        except redis.OutOfMemoryError as exc:
+            self._say(f"Redis is full ({exc}); what it refuses is kept in this process only")
+            return None
         except (redis.RedisError, OSError) as exc:
             self._failed(exc)
             return None
+        finally:
+            self._slots.release()
         if self._down:
             with self._lock:
                 if self._down:
@@ -103,14 +125,21 @@ class RedisLink:
         return answered
 
     def _failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self._open_until = time.monotonic() + self.cooldown
+        if self._say(f"Redis failed ({type(exc).__name__}: {exc}); using the in-process cache only, retrying "
+                     f"every {self.cooldown:g}s"):
+            self._down = True  # "reachable again" follows a line that said it was not, once
+
+    def _say(self, message: str) -> bool:
+        """Log `message`, unless a line about Redis was logged within `LOG_INTERVAL`; whether it was."""
         now = time.monotonic()
         with self._lock:
-            self._open_until = now + self.cooldown
-            self._down = True
-            if now - self._last_logged >= LOG_INTERVAL:
-                self._last_logged = now
-                log.warning("Redis failed (%s: %s); using the in-process cache only, retrying every %gs",
-                            type(exc).__name__, exc, self.cooldown)
+            if now - self._last_logged < LOG_INTERVAL:
+                return False
+            self._last_logged = now
+        log.warning("%s", message)
+        return True
 
 
 class RedisStore:
@@ -191,6 +220,13 @@ class _Local:
         return getattr(self.value, "stored_at", None)
 
 
+RENDERED = frozenset({"feed", "view"})
+"""Kinds of key (`feedbridge.store.keys`) that hold what the service renders from what it read, not what it read:
+shared through Redis only while fresh. Anyone can ask for a new one (another `q=`, another `Host`), so one
+client could fill Redis with a day's stale copies in seconds; another instance needs none of them, since it
+renders the same from the pages Redis keeps (each read from the forum, and budgeted), stale ones included."""
+
+
 class TieredStore:
     """MemoryStore in front of RedisStore.
 
@@ -223,9 +259,11 @@ class TieredStore:
         return value
 
     def set(self, key: str, value: Any, ttl: float) -> None:
+        """Kept here for `ttl`; shared for `ttl` too, but what is rendered (`RENDERED`) only while it is fresh."""
         now = time.monotonic()
         self.local.set(key, _Local(value, now, now + ttl), ttl)
-        self.shared.set(key, value, ttl)
+        rendered = key.partition(":")[0] in RENDERED
+        self.shared.set(key, value, min(ttl, self.fresh_for) if rendered else ttl)
 
     def delete(self, key: str) -> None:
         self.local.delete(key)

@@ -44,7 +44,8 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app = Flask(__name__)
     try:
         backends = make_backends(settings.cache_url, max_bytes=settings.cache_max_bytes,
-                                 fresh_for=settings.cache_ttl, fetch_deadline=settings.total_timeout)
+                                 fresh_for=settings.cache_ttl, fetch_deadline=settings.total_timeout,
+                                 connections=settings.redis_connections)
     except ValueError as exc:
         raise ConfigError(f"FEEDBRIDGE_CACHE_URL / REDIS_URL: {exc}", "FEEDBRIDGE_CACHE_URL") from None
     app.extensions["feedbridge"] = service = build_service(settings, backends.store, Fetcher(settings, transport),

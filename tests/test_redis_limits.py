@@ -1,0 +1,120 @@
+"""What one client's traffic may take of a Redis every instance shares: its connections, and its memory
+(`feedbridge/store/redis_store.py`; RELIABILITY.md rows 61 and 62).
+
+A small plan allows few clients (Heroku's mini: 20) and little memory (25 MB), and docs/redis.md advises
+`noeviction`, so a full Redis refuses writes. Each test runs a real `redis-server` with such limits set,
+and the Procfile's gunicorn (its gevent worker), as production runs it, where the server is under test.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import httpx
+import pytest
+import redis
+
+from feedbridge.config import Settings, parse_forum
+from tests.appserver import procfile_env, procfile_web, running_app, settings_for
+from tests.redis_server import RedisServer
+from tests.upstream import FakeForum
+
+
+@pytest.fixture
+def small_redis():
+    with RedisServer() as server:
+        yield server
+
+
+def _fill(client: redis.Redis) -> None:
+    """Redis past its `maxmemory`, full of another's keys: every write is refused (`noeviction`)."""
+    client.mset({f"junk:{i}": b"x" * 16384 for i in range(64)})
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", str(client.info("memory")["used_memory"] // 2))
+    with pytest.raises(redis.OutOfMemoryError):
+        client.set("junk:one-more", b"x")
+
+
+def test_one_clients_concurrent_requests_hold_a_bounded_number_of_redis_connections(small_redis, upstream):
+    """200 concurrent variants of one feed from one client held one worker's connections to Redis unbounded
+    (87 measured): at a plan's limit of 20 the worker took them all, every other process was refused, and
+    the worker's own next call took the refused connection first, so it never recovered. Now a process
+    opens FEEDBRIDGE_REDIS_CONNECTIONS at most, and another process still connects."""
+    watcher = small_redis.client()
+    watcher.config_set("maxclients", "20")
+    settings = replace(Settings(forums=(parse_forum(upstream.url),)), cache_url=small_redis.url, redis_connections=3,
+                       forum_budget=0, cpu_allowance=0)
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], int(watcher.info("clients")["connected_clients"]))
+            time.sleep(0.01)
+
+    with procfile_web(procfile_env(settings, workers=1)) as (base, _):
+        key = parse_forum(upstream.url).key
+        assert httpx.get(f"{base}/{key}/latest.atom", timeout=30).status_code == 200
+        threading.Thread(target=watch, daemon=True).start()
+        with ThreadPoolExecutor(100) as pool:
+            answers = list(pool.map(lambda i: httpx.get(f"{base}/{key}/latest.atom?q=w{i}", timeout=60).status_code,
+                                    range(200)))
+        stop.set()
+        other = small_redis.client()
+        assert other.ping()  # another worker or instance still gets a connection
+        other.close()
+        assert httpx.get(f"{base}/healthz", timeout=30).json()["redis"] == "answers"
+    assert answers == [200] * 200
+    assert peak[0] <= 3 + 1, peak[0]  # the worker's three, and this test's watcher
+
+
+def test_a_full_redis_turns_off_no_read_and_a_refused_write_is_kept_in_process(small_redis):
+    """A full Redis (another's keys, or a flood) refuses writes. It opened the breaker, so every read, lock
+    and budget window of every instance went without Redis for as long as it stayed full; and once it
+    closed, a process forgot the forum's Retry-After it had been refused writing, and asked again. Now a
+    refused write is kept in process only: Redis stays in use, and the process remembers what it decided."""
+    with FakeForum() as forum:
+        settings = settings_for(forum.url, cache_url=small_redis.url)
+        with running_app(settings) as app:
+            assert httpx.get(app.feed_url("/c/compiler/5.atom"), timeout=30).status_code == 200  # shared
+            _fill(small_redis.client())
+            forum.rate_limit("/", 600, prefix=True)
+            refused = httpx.get(app.feed_url("/hot.atom"), timeout=30)
+            asked = forum.count("/", prefix=True)
+            health = httpx.get(f"{app.url}/healthz", timeout=30).json()
+            time.sleep(5.5)  # past the breaker's cooldown, had a write opened it
+            again = httpx.get(app.feed_url("/hot.rss"), timeout=30)
+            asked_again = forum.count("/", prefix=True)
+    assert refused.status_code in (429, 503) and again.status_code in (429, 503), (refused.text, again.text)
+    assert asked_again == asked  # the forum's Retry-After, refused by Redis, kept by this process
+    assert health["redis"] == "answers"  # Redis answers: a refused write opened no breaker
+
+
+def test_a_rendered_feed_is_shared_while_fresh_and_its_pages_for_the_stale_ttl(small_redis, upstream):
+    """Any client can have a new feed rendered (another `q=`, another Host): one filled a 8 MB Redis in 2.6 s
+    with copies kept a day. What is rendered is now shared for the cache TTL; the pages it is made of, each a
+    budgeted request to the forum, for the stale TTL."""
+    settings = settings_for(upstream.url, cache_url=small_redis.url, cache_ttl=60, stale_ttl=86400)
+    with running_app(settings) as app:
+        assert httpx.get(app.feed_url("/c/compiler/5.atom?q=a"), timeout=30).status_code == 200
+        client = small_redis.client()
+        lives = [(name.decode().split(":")[2], client.pttl(name) / 1000) for name in client.scan_iter("feedbridge:*")]
+    assert {"feed", "page"} <= {kind for kind, _ in lives}, lives
+    assert all(0 < left <= 60 for kind, left in lives if kind == "feed"), lives
+    assert max(left for kind, left in lives if kind == "page") > 86000, lives
+
+
+def test_control_state_redis_refused_to_write_is_what_the_process_decided(small_redis):
+    """A forum's Retry-After that a full Redis refused to write was forgotten by the process that wrote it as
+    soon as Redis answered reads again (Redis's "no such key" won over its own copy): it asked the forum
+    again. Control state is never deleted, so the process's own copy stands where Redis has none."""
+    from feedbridge.store.control import RedisControl
+    from feedbridge.store.redis_store import RedisLink
+
+    _fill(small_redis.client())
+    control = RedisControl(RedisLink(small_redis.url, cooldown=0))
+    control.set("ratelimit:forum", 1234.5, 600)
+    assert small_redis.client().get("ratelimit:forum") is None and control.get("ratelimit:forum") == 1234.5
