@@ -29,14 +29,20 @@ from werkzeug.urls import iri_to_uri as _werkzeug_iri_to_uri
 
 # What a URI may hold anywhere.
 _URI_SAFE = string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@%/?#"
-_URI_CHARS = frozenset(_URI_SAFE)
+_URI_BYTES = _URI_SAFE.encode()
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def is_uri(text: str) -> bool:
-    """True when `iri_to_uri` would return `text` unchanged: the cheap test for the common case."""
-    return _URI_CHARS.issuperset(text) and _LONE_PERCENT.search(text) is None and text.count("#") <= 1
+    """True when `iri_to_uri` would return `text` unchanged: the cheap test for the common case.
+
+    Every character in `_URI_SAFE`: ASCII, and nothing left of its bytes once those are deleted, a scan in C,
+    where a set's `issuperset` hashed each character, 45 µs of a 30-entry render for the feed's joined URLs. Kept,
+    with the other checks of `meta.cleaned`, for bench row 4, "render json, µs/entry at 1000 vs 30 entries"
+    (and "render atom, ...", measured in process CPU time)."""
+    return (text.isascii() and not text.encode("ascii").translate(None, _URI_BYTES)
+            and ("%" not in text or _LONE_PERCENT.search(text) is None) and text.count("#") <= 1)
 
 
 def iri_to_uri(iri: str) -> str:
