@@ -349,7 +349,7 @@ def explained(exc: NoForumAnswer, forum: str, label: str, *, keyed: bool, signed
         if missing is not None:
             return UpstreamNotFound(f"{where}: {missing} ({answer})", retry, upstream_status=status)
         if signed:
-            return UpstreamNotFound(f"{where}: missing, or hidden from this bridge's key too ({answer})", retry,
+            return UpstreamNotFound(f"{where}: missing, or hidden from the key it was read with too ({answer})", retry,
                                     upstream_status=status)
         if keyed:
             return UpstreamNotFound(f"{where}: missing, or private ({answer}); if it is private, a signed feed URL "
@@ -363,7 +363,8 @@ def explained(exc: NoForumAnswer, forum: str, label: str, *, keyed: bool, signed
                               upstream_status=status)
     if (type(exc) is UpstreamRefused and status in (401, 403)) or isinstance(exc, LoginRequired):
         if signed:
-            return UpstreamRefused(f"{where}: refused to this bridge's key ({answer})", retry, upstream_status=status)
+            return UpstreamRefused(f"{where}: refused to the key it was read with ({answer})", retry,
+                                   upstream_status=status)
         how = "a signed feed URL reads it (`feedbridge sign`)" if keyed else "this bridge has no key for that forum"
         return NotPublic(f"{where}: shown only to signed-in members ({answer}); {how}", upstream_status=status)
     if isinstance(exc, BotWall):

@@ -232,7 +232,7 @@ def test_a_forum_refusing_the_bridges_key_is_a_failure_of_the_bridge_not_members
         with running_app(settings) as app:
             response = httpx.get(app.url + sign(settings, f"/{app.forum_key}{STAFF_PATH}.atom"), timeout=30)
     assert response.status_code == 502
-    assert said(response).startswith(f"{p.key} · staff: refused to this bridge's key ("), response.text
+    assert said(response).startswith(f"{p.key} · staff: refused to the key it was read with ("), response.text
     assert "signed feed URL" not in response.text and USER_API_KEY not in response.text
 
 
