@@ -437,3 +437,15 @@ def test_lock_owner_killed_mid_fetch(redis_server: RedisServer) -> None:
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_a_value_of_another_kind_than_its_key_holds_is_a_miss(redis_server: RedisServer) -> None:  # noqa: F811
+    """Each value checks its own fields, but a well-formed number written under a page's, a feed's, a private
+    page's or a forum's source key answered 500 on every instance that read it (AttributeError: 'float' object
+    has no attribute 'due_at'). A key's kind says what it holds (`codec.HELD_UNDER`); anything else is a miss."""
+    store = RedisStore(RedisLink(redis_server.url))
+    for key in ("page:" + "a" * 32, "feed:" + "b" * 32, "private-page:" + "c" * 32, "source:" + "d" * 32):
+        store.set(key, 1.5, 60)
+        assert redis_server.client().exists(redis_key(key)) and store.get(key) is None, key
+    store.set("ratelimit:" + "e" * 32, 1.5, 60)  # what a forum's Retry-After is
+    assert store.get("ratelimit:" + "e" * 32) == 1.5

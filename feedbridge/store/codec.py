@@ -66,6 +66,22 @@ def _fingerprint() -> str:
 
 SCHEMA = f"v{VERSION}.{_fingerprint()}"
 
+HELD_UNDER: dict[str, type] = {
+    "feed": FeedEntry, "view": FeedEntry, "page": PageEntry, "topic": TopicEntry, "categories": DirectoryEntry,
+    "site": SiteEntry, "posthead": HeadEntry, "postsof": PostsEntry, "postlist": CollectedEntry,
+    "failed": FailureEntry, "source": SourceEntry, "ratelimit": float, "handshake": float, "revoked": float,
+    "topicslow": float,
+}
+"""What a key of each kind (`feedbridge.store.keys`; a scope's `private-page` is a `page`) holds: a value of
+another kind read under it is a miss. Each checks its fields against its own types, but a well-formed value of
+one kind under another's key (a number where a page should be) answered 500 on every instance reading it."""
+
+
+def holds(key: str, value: Any) -> bool:
+    """Whether `value` is what `key`'s kind holds (any value, for a kind not in `HELD_UNDER`)."""
+    kind = key.partition(":")[0].rpartition("-")[2]
+    return isinstance(value, HELD_UNDER.get(kind, object))
+
 _KIND_OF: dict[type, bytes] = {model: kind.encode() for kind, model in KINDS.items()} | {int: b"number"}
 _DECODERS: dict[bytes, msgspec.msgpack.Decoder[Any]] = {
     kind.encode(): msgspec.msgpack.Decoder(model) for kind, model in KINDS.items()

@@ -167,10 +167,14 @@ class RedisStore:
         if data is None:
             return None, 0.0
         try:
-            return codec.decode(data), max(pttl, 0) / 1000
+            value = codec.decode(data)
         except DecodeError as exc:
             log.warning("ignoring an unreadable cache entry %s: %s", name, exc)
             return None, 0.0
+        if not codec.holds(key, value):
+            log.warning("ignoring a cache entry of another kind than its key's: %s", name)
+            return None, 0.0
+        return value, max(pttl, 0) / 1000
 
     def get(self, key: str) -> Any | None:
         found = self.lookup(key)

@@ -35,6 +35,7 @@ import binascii
 import hashlib
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -264,7 +265,7 @@ def refusal(gate: Gate, control: ControlStore, member: Member, exc: KeyRefused, 
         fetched = gate.fetch(forum, f"{forum.base_url}/session/current.json", caller=caller)
         owner = parse_current_user(fetched.text)
     except KeyRefused:
-        control.set(keys.revoked(forum.base_url), True, REVOKED_FOR)
+        control.set(keys.revoked(forum.base_url), time.time(), REVOKED_FOR)  # a number: Redis shares it
         return gone(forum)
     except (NoForumAnswer, NotAListError):
         return exc
