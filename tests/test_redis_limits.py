@@ -8,6 +8,8 @@ and the Procfile's gunicorn (its gevent worker), as production runs it, where th
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -118,3 +120,70 @@ def test_control_state_redis_refused_to_write_is_what_the_process_decided(small_
     control = RedisControl(RedisLink(small_redis.url, cooldown=0))
     control.set("ratelimit:forum", 1234.5, 600)
     assert small_redis.client().get("ratelimit:forum") is None and control.get("ratelimit:forum") == 1234.5
+
+
+class SlowProxy:
+    """A TCP proxy to Redis that holds every answer `delay` seconds (below the client's read timeout), and
+    counts the chunks clients send through it (a command, or a pipeline of them, each)."""
+
+    def __init__(self, target_port: int, delay: float):
+        self.delay, self.sent = delay, 0
+        self._loop = asyncio.new_event_loop()
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.port = listener.getsockname()[1]
+
+        async def pipe(reader, writer, delay: float, counted: bool) -> None:
+            try:
+                while data := await reader.read(65536):
+                    self.sent += counted
+                    if delay:
+                        await asyncio.sleep(delay)
+                    writer.write(data)
+                    await writer.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+        async def handle(client_reader, client_writer) -> None:
+            server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target_port)
+            asyncio.ensure_future(pipe(client_reader, server_writer, 0, True))
+            asyncio.ensure_future(pipe(server_reader, client_writer, self.delay, False))
+
+        async def serve() -> None:
+            server = await asyncio.start_server(handle, sock=listener)
+            async with server:
+                await server.serve_forever()
+
+        self._loop.create_task(serve())
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+
+    def close(self) -> None:
+        def stop() -> None:
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.call_soon(self._loop.stop)  # after the cancelled tasks have ended
+
+        self._loop.call_soon_threadsafe(stop)
+
+
+def test_a_slow_redis_is_left_as_a_failing_one_is(small_redis, upstream, tmp_path):
+    """A Redis answering every call in 0.2 s (under the 0.5 s read timeout) had each of a cold feed's 66 calls
+    wait it out: 11 s for one feed, past the request's deadline, and not a line in the log. Calls that take
+    0.1 s on average now open the breaker as a timeout does: a few calls, one line, and the feed is built
+    without Redis (RELIABILITY.md row 64)."""
+    proxy = SlowProxy(small_redis.port, 0.2)
+    settings = replace(Settings(forums=(parse_forum(upstream.url),)), request_deadline=8.0,
+                       cache_url=f"redis://127.0.0.1:{proxy.port}/0")
+    log = tmp_path / "web.log"
+    try:
+        with log.open("w") as out, procfile_web(procfile_env(settings, workers=1), stdout=out) as (base, _):
+            sent = proxy.sent  # gunicorn's start and the readiness probe's /healthz
+            answer = httpx.get(f"{base}/{parse_forum(upstream.url).key}/latest.atom", timeout=60)
+            sent = proxy.sent - sent
+    finally:
+        proxy.close()
+    said = [line for line in log.read_text().splitlines() if "Redis failed" in line]
+    assert answer.status_code == 200
+    assert sent <= 12, sent  # 59 before: every call waited out its answer
+    assert len(said) == 1 and "on average" in said[0], said
