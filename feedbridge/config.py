@@ -182,8 +182,10 @@ class Env:
     required: str | None = None
 
     def value(self, environ: Mapping[str, str]) -> Any | None:
-        """The setting's value from `environ`, or None when none of its variables is set."""
-        raw = next((text for name in self.names if (text := environ.get(name)) and text.strip()), None)
+        """The setting's value from `environ`, or None when none of its variables is set. An error names the
+        variable the value was read from: REDIS_URL, where a Redis add-on set it, not FEEDBRIDGE_CACHE_URL."""
+        name, raw = next(((name, text) for name in self.names if (text := environ.get(name)) and text.strip()),
+                         (self.names[0], None))
         if raw is None:
             if self.required and any(environ.get(name) is not None for name in self.names):
                 raise ConfigError(f"{self.names[0]} is set but empty: {self.required}", self.names[0])
@@ -194,8 +196,7 @@ class Env:
             raise
         except ValueError as exc:
             what = "an integer" if self.read is int else "a number" if self.read is float else str(exc)
-            raise ConfigError(f"{self.names[0]} must be {what}" + ("" if self.secret else f", not {shown(raw)}"),
-                              self.names[0]) from None
+            raise ConfigError(f"{name} must be {what}" + ("" if self.secret else f", not {shown(raw)}"), name) from None
         self.check(value)
         return value
 
@@ -206,9 +207,9 @@ class Env:
                               f"{cut(str(value))}", self.names[0])
 
 
-def number(default: N, name: str, low: N, high: N) -> N:
+def number(default: N, name: str, low: N, high: N, required: str | None = None) -> N:
     """A field read from the variable `name` as an int or a float (as `default` is), within [low, high]."""
-    return field(default=default, metadata={"env": Env((name,), type(default), low, high)})
+    return field(default=default, metadata={"env": Env((name,), type(default), low, high, required=required)})
 
 
 def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False) -> T:
@@ -219,6 +220,23 @@ def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False
 
 def _forums(raw: str) -> tuple[Forum, ...]:
     return tuple(parse_forum(url) for url in raw.split())
+
+
+def _redis_url(raw: str) -> str:
+    """A URL of the shape redis-py reads, with a host and a port that is one (a unix:// URL, a path), so a bad one
+    is this line, not each worker's traceback. Not read by redis-py here: imported in gunicorn's master, before
+    the gevent worker patches `ssl`, it has every worker warn. Shown without its password (`shown_url`)."""
+    kind = raw.partition("://")[0].lower() if "://" in raw else ""
+    try:
+        parts = urlsplit(raw)  # .port: a ValueError when it is no number or past 65535
+        where = parts.path if kind == "unix" else parts.hostname if parts.port != 0 else None
+    except ValueError:
+        where = None
+    if kind not in ("redis", "rediss", "unix") or not where:
+        given = shown_url(raw) if "://" in raw else "a value without :// (not shown: it may be a password)"
+        raise ValueError(f"a redis://, rediss:// or unix:// URL with a host (redis://:PASSWORD@HOST:PORT/DB), "
+                         f"not {given}")
+    return raw
 
 
 def _contact_url(raw: str) -> str:
@@ -301,7 +319,7 @@ class Settings:
     stale_ttl: int = number(24 * 3600, "FEEDBRIDGE_STALE_TTL", 0, 30 * 24 * 3600)
     cache_max_bytes: int = number(64 * 1024 * 1024, "FEEDBRIDGE_CACHE_MAX_BYTES", 256 * 1024, 1 << 34)
     # A Redis URL may hold its password (redis://:PASSWORD@host): kept out of the repr as the secrets are.
-    cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=str, secret=True)
+    cache_url: str | None = text(None, "FEEDBRIDGE_CACHE_URL", "REDIS_URL", read=_redis_url, secret=True)
     # Connections each process opens to Redis at most: times the workers and instances, under the plan's limit.
     redis_connections: int = number(4, "FEEDBRIDGE_REDIS_CONNECTIONS", 1, 1000)
     # At most pages_max: checked in __post_init__.
@@ -344,9 +362,11 @@ class Settings:
     worker_timeout: int = number(40, "FEEDBRIDGE_WORKER_TIMEOUT", 2, 3600)
     # Each waits on the forum with its pages and topics in memory; past it, 503 + Retry-After or the stale copy.
     cold_slots: int = number(6, "FEEDBRIDGE_COLD_SLOTS", 1, 256)
-    # The server (feedbridge.web.gunicorn_conf): its port and worker processes, as a PaaS sets them.
-    port: int = number(8000, "PORT", 0, 65535)
-    web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64)
+    # The server (feedbridge.web.gunicorn_conf): its port and worker processes, as a PaaS sets them. No PaaS
+    # assigns port 0 (a random one nobody routes to). gunicorn reads WEB_CONCURRENCY as an integer, blank or not.
+    port: int = number(8000, "PORT", 1, 65535)
+    web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64, required="give the worker processes (1 to 64), or "
+                                  "leave it unset for 2")
     # The processes of this instance that split every budget between them (feedbridge.store.control.Windows):
     # gunicorn_conf hands each worker the count; a process on its own (tests, the static build) is 1.
     workers: int = number(1, "FEEDBRIDGE_WORKERS", 1, 64)

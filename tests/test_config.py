@@ -27,6 +27,8 @@ def test_values_and_redis_url_fallback():
     assert settings.forum_for_key("example.com/forum").base_url == "https://example.com/forum"
     assert (settings.cache_ttl, settings.read_timeout, settings.cache_url) == (5, 2.5, "redis://r:6379/0")
     assert Settings.from_env({"FEEDBRIDGE_CACHE_URL": "redis://a", "REDIS_URL": "redis://b"}).cache_url == "redis://a"
+    for url in ("rediss://:pw@cache.example:6380/1", "unix:///run/redis.sock?db=2", "redis://cache", "REDIS://[::1]"):
+        assert Settings.from_env({"REDIS_URL": url}).cache_url == url  # URLs redis-py's from_url reads
 
 
 @pytest.mark.parametrize("env,words", [
@@ -44,6 +46,11 @@ def test_values_and_redis_url_fallback():
     ({"FEEDBRIDGE_MULTISITE": "dev-discuss.pytorch.org,other.example"}, "FEEDBRIDGE_MULTISITE: every forum in it once"),
     ({"FEEDBRIDGE_FILTER_TERMS": "dev-discuss.pytorch.org=status:solved;x"}, "FEEDBRIDGE_FILTER_TERMS must be a term"),
     ({"FEEDBRIDGE_FILTER_TERMS": "other.example=assigned"}, "other.example is not a forum of FEEDBRIDGE_FORUMS"),
+    ({"PORT": "0"}, "PORT must be between 1 and 65535, not 0"),
+    ({"WEB_CONCURRENCY": " "}, "WEB_CONCURRENCY is set but empty: give the worker processes (1 to 64)"),
+    ({"WEB_CONCURRENCY": "2.5"}, "WEB_CONCURRENCY must be an integer, not '2.5'"),
+    ({"REDIS_URL": "http://x"}, "REDIS_URL must be a redis://, rediss:// or unix:// URL"),
+    ({"FEEDBRIDGE_CACHE_URL": "redis:x", "REDIS_URL": "redis://x"}, "FEEDBRIDGE_CACHE_URL must be a redis://"),
 ])
 def test_errors_name_the_variable(env, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -120,6 +127,13 @@ def test_an_ipv6_client_is_its_prefix_and_a_mapped_ipv4_address_its_ipv4_one():
      "with no query or user, not 'https://…@b.example/"),
     ({"REDIS_URL": "redis://:hunter2@cache:6379/0", "FEEDBRIDGE_CACHE_TTL": "x"}, "FEEDBRIDGE_CACHE_TTL must be"),
     ({"FEEDBRIDGE_SECRET": "hunter2"}, "FEEDBRIDGE_SECRET must be at least 16"),
+    ({"REDIS_URL": "redis://:hunter2@[bad"}, "REDIS_URL must be a redis://, rediss:// or unix:// URL"),
+    ({"REDIS_URL": "http://u:hunter2@cache/0"}, "URL with a host (redis://:PASSWORD@HOST:PORT/DB), not 'http://…@cache/0'"),
+    ({"REDIS_URL": "redis://:hunter2@cache:port/0"}, "not 'redis://…@cache:port/0'"),
+    ({"REDIS_URL": "unix://:hunter2@?db=1"}, "not 'unix://…@?…'"),
+    ({"FEEDBRIDGE_CACHE_URL": "hunter2"}, "a value without :// (not shown: it may be a password)"),
+    ({"REDIS_URL": "redis://:hunter2@/0"}, "with a host (redis://:PASSWORD@HOST:PORT/DB), not 'redis://…@/0'"),
+    ({"REDIS_URL": "redis://:hunter2@cache:99999"}, "not 'redis://…@cache:99999'"),
 ])
 def test_errors_never_echo_a_secret(env, words):
     """A user's password, a query's key, a credential written the wrong way round: the message says what is
@@ -163,14 +177,17 @@ def test_the_settings_repr_holds_no_secret(redis):
 
 
 def test_blank_forums_are_an_error_and_other_blank_values_their_default():
-    """A deployment template's empty FEEDBRIDGE_FORUMS would read a forum nobody asked for; any other
-    variable set to nothing (or blanks) is unset, as twelve-factor templates write it."""
+    """A deployment template's empty FEEDBRIDGE_FORUMS would read a forum nobody asked for, and gunicorn reads
+    an empty WEB_CONCURRENCY as a bad integer; any other variable set to nothing (or blanks) is unset, as
+    twelve-factor templates write it."""
     for blank in ("", "   "):
         with pytest.raises(ConfigError, match="FEEDBRIDGE_FORUMS is set but empty") as raised:
             Settings.from_env({"FEEDBRIDGE_FORUMS": blank})
         assert raised.value.setting == "FEEDBRIDGE_FORUMS"
         settings = Settings.from_env({"FEEDBRIDGE_CACHE_TTL": blank, "FEEDBRIDGE_CACHE_URL": blank, "REDIS_URL": "redis://r"})
         assert (settings.cache_ttl, settings.cache_url) == (300, "redis://r")
+        with pytest.raises(ConfigError, match="WEB_CONCURRENCY is set but empty"):  # gunicorn reads it too
+            Settings.from_env({"WEB_CONCURRENCY": blank})
 
 
 @pytest.mark.parametrize("name,value", [

@@ -6,11 +6,15 @@ virtualenv and serving the demo, is `.ci/release`'s check."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import subprocess
+import sys
 import threading
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,10 +22,20 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.procs import free_port
 from feedbridge import __version__
 from feedbridge.config import Settings, parse_forum
 from feedbridge.store.redis_store import ANSWERS_EVERY
-from tests.appserver import PROJECT_ROOT, ProcfileApp, procfile_app, procfile_apps, running_app, settings_for
+from tests.appserver import (
+    PROJECT_ROOT,
+    ProcfileApp,
+    procfile_app,
+    procfile_apps,
+    procfile_env,
+    running_app,
+    settings_for,
+    stop,
+)
 from tests.redis_server import redis_module, redis_server  # noqa: F401  (pytest fixtures)
 from tests.test_cli import run
 from tests.test_json_logs import lines
@@ -211,3 +225,45 @@ def test_the_version_is_written_once_printed_and_in_the_changelog():
     assert "version" not in project and project["dynamic"] == ["version"]
     changelog = (PROJECT_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert f"\n## {__version__} - " in changelog and "\n## Unreleased\n" in changelog
+
+
+def procfile_exit(bad: Mapping[str, str]) -> tuple[int | None, str]:
+    """The Procfile's command run as a PaaS runs it (a shell, $PORT set) with default settings but `bad` (and a
+    forum nothing listens on): its exit status (None when it still served after 30 s) and all it printed."""
+    command = (PROJECT_ROOT / "Procfile").read_text(encoding="utf-8").split("web:", 1)[1].strip()
+    settings = Settings(forums=(parse_forum("http://127.0.0.1:9"),))
+    env = {**os.environ, **procfile_env(settings), "PORT": str(free_port()), **bad}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    process = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], env=env, cwd=PROJECT_ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        output, _ = process.communicate(timeout=30)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        stop(process, grace=10)
+        return None, process.communicate()[0]
+
+
+@pytest.mark.parametrize("bad", [
+    {"PORT": "0"},
+    {"REDIS_URL": "http://x"}, {"REDIS_URL": "redis://:hunter2@[bad"}, {"FEEDBRIDGE_CACHE_URL": "hunter2"},
+    {"FEEDBRIDGE_CACHE_URL": "redis://:hunter2@cache:port/0"},
+], ids=lambda bad: "=".join(*bad.items()))
+def test_a_bad_server_setting_is_one_line_naming_it(bad):
+    """As a PaaS may set them: the server exits at once with one `Error:` line naming the variable, never each
+    worker's traceback and the master's (a Redis URL the workers' store could not read), a random port nobody
+    routes to (PORT=0), or the Redis password."""
+    code, output = procfile_exit(bad)
+    (name, _), = bad.items()
+    assert code not in (0, None), output
+    assert output.strip().splitlines() == [output.strip()] and output.strip().startswith(f"Error: {name} must be")
+    assert "Traceback" not in output and "hunter2" not in output
+
+
+def test_the_master_checks_a_redis_url_without_importing_redis():
+    """gunicorn's master reads the settings (the Redis URL among them) before it forks the gevent workers:
+    had it imported redis-py, every worker would warn that `ssl` was imported before gevent patched it."""
+    check = "import sys, feedbridge.web.gunicorn_conf; sys.exit('redis' in sys.modules)"
+    env = {**os.environ, **procfile_env(Settings(forums=(parse_forum("http://127.0.0.1:9"),))),
+           "REDIS_URL": "redis://127.0.0.1:9/0"}
+    assert subprocess.run([sys.executable, "-c", check], env=env, cwd=PROJECT_ROOT, timeout=60).returncode == 0

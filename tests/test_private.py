@@ -29,7 +29,7 @@ from lxml import html as lxml_html
 
 from feedbridge.config import Settings
 from feedbridge.errors import ConfigError
-from tests.appserver import PROJECT_ROOT, procfile_web, running_app, stop
+from tests.appserver import PROJECT_ROOT, free_port, procfile_web, running_app, stop
 from tests.fake_private import (
     ADMIN_API_KEY,
     ADMIN_USERNAME,
@@ -507,8 +507,8 @@ def test_the_service_refuses_to_start_with_credentials_and_no_secret_saying_why(
     serve = subprocess.run([sys.executable, "-m", "feedbridge", "serve", "--port", "0"], env=env,
                            capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT)
     command = (PROJECT_ROOT / "Procfile").read_text(encoding="utf-8").split("web:", 1)[1].strip()
-    gunicorn = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], env={**env, "PORT": "0"}, cwd=PROJECT_ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    gunicorn = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], env={**env, "PORT": str(free_port())},
+                                cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = gunicorn.communicate(timeout=60)
     finally:

@@ -33,7 +33,9 @@ from gunicorn.glogging import Logger
 from feedbridge.config import Settings
 from feedbridge.web.logs import EscapeControls, JsonFormatter
 
-_settings = Settings.from_env()  # bad values stop the server here, with the variable's name
+# Bad values stop the server here, with the variable's name; all but a WEB_CONCURRENCY that is no integer,
+# which gunicorn reads itself as it is imported, before this file, and reports in a traceback of its own.
+_settings = Settings.from_env()
 _metrics_dir = tempfile.mkdtemp(prefix="feedbridge-metrics-") if _settings.metrics else None
 if _metrics_dir is not None:  # the name is feedbridge.metrics.MULTIPROC_DIR, which would import the library
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
