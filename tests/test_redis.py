@@ -449,3 +449,20 @@ def test_a_value_of_another_kind_than_its_key_holds_is_a_miss(redis_server: Redi
         assert redis_server.client().exists(redis_key(key)) and store.get(key) is None, key
     store.set("ratelimit:" + "e" * 32, 1.5, 60)  # what a forum's Retry-After is
     assert store.get("ratelimit:" + "e" * 32) == 1.5
+
+
+def test_a_failure_another_instance_met_while_this_one_waited_for_its_fetch_is_remembered(
+        upstream: fake.FakeForum, redis_server: RedisServer) -> None:  # noqa: F811
+    """Two instances ask for one page at once: one fetches, the other waits on the Redis lock. The forum
+    fails the fetch. The waiter then took the lock and asked the forum again, having checked for a remembered
+    failure only before it waited; now the leader checks, so the forum is asked once."""
+    first, second = make_app(upstream.url, redis_server), make_app(upstream.url, redis_server)
+    assert get(first, "/latest.atom", upstream.url).status_code == 200  # the source is decided, for both
+    page = fake.read_at("/c/compiler/5")
+    upstream.set_fault(page, fake.Fault("status", status=500, delay=1.5))
+    with ThreadPoolExecutor(2) as pool:
+        asked = pool.submit(get, first, "/c/compiler/5.atom", upstream.url)
+        time.sleep(0.5)  # the first instance holds the page's lock, waiting on the forum
+        waited = pool.submit(get, second, "/c/compiler/5.rss", upstream.url)
+        answers = (asked.result().status_code, waited.result().status_code)
+    assert answers == (502, 502) and upstream.count(page) == 1, (answers, upstream.count(page))

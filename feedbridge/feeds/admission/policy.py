@@ -247,9 +247,6 @@ class CachePolicy:
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
                what: str, caller: Caller | None) -> E:
-        remembered = self.remembered(key)
-        if remembered is not None:
-            raise remembered
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
@@ -265,6 +262,11 @@ class CachePolicy:
             again: E | None = self.fresh(key, fresh_for)
             if again is not None:
                 return again
+            # A failure remembered, checked by the leader: one that another instance's leader met while this
+            # request waited for its lock is the answer too, not a request more to the forum.
+            remembered = self.remembered(key)
+            if remembered is not None:
+                raise remembered
             ran = True
             tally = _Tally(cold=held is None)
             outer = _BUILDS.set((*_BUILDS.get(), tally))
