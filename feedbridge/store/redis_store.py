@@ -6,10 +6,11 @@ interval, not one per request), so a dead or hung Redis costs at most one short 
 while the in-process cache and the forum keep answering. The breaker closes by itself on the first
 call that succeeds again.
 
-A Redis that answers, but slowly, is failing too: once its calls take `SLOW` on average (a healthy one
-answers in a millisecond), the breaker opens as for a timeout. Below the read timeout every call waited it
-out, and a cold feed's 66 calls at 0.2 s each made it 11 s, past the request's deadline, without a word in
-the log (RELIABILITY.md row 64).
+A Redis that answers, but slowly, is failing too: once `SLOW_CALLS` calls in a row take `SLOW` each (a
+healthy one answers in a millisecond), the breaker opens as for a timeout. In a row, not on average: a
+worker busy with many requests resumes a call late now and then, which says nothing of Redis. Below the
+read timeout every call waited it out, and a cold feed's 66 calls at 0.2 s each made it 11 s, past the
+request's deadline, without a word in the log (RELIABILITY.md row 64).
 
 Two things are no failure of Redis, and open no breaker:
 - A Redis that is full (`maxmemory` with `noeviction`, as docs/redis.md advises) refuses writes and still
@@ -58,7 +59,8 @@ LOG_INTERVAL = 60.0
 _HASHED = re.compile(r"[0-9a-f]{32}")
 _KIND = re.compile(r"[a-z]{1,20}")
 SLOW = 0.1
-"""Seconds a call to Redis may take on average (weighing the last few calls most) before it counts as failing."""
+"""Seconds a call to Redis may take; `SLOW_CALLS` in a row that take longer, and it counts as failing."""
+SLOW_CALLS = 5
 CONNECTIONS = 4
 """Connections one process opens to Redis at most, by default (FEEDBRIDGE_REDIS_CONNECTIONS)."""
 ANSWERS_EVERY = 1.0
@@ -93,7 +95,7 @@ class RedisLink:
         self._last_logged = float("-inf")
         self._down = False
         self._answered, self._answered_until = False, 0.0
-        self._took = 0.0  # seconds a call took, on average, the last few weighing most
+        self._slow = 0  # calls in a row that took over `SLOW`
 
     def run(self, op: Callable[[redis.Redis], T]) -> T | None:
         """`op(client)`, or None when Redis failed now or recently, is full for a write, or has no connection
@@ -111,10 +113,11 @@ class RedisLink:
             return None
         finally:
             self._slots.release()
-        self._took = took = 0.8 * self._took + 0.2 * (time.monotonic() - began)
-        if took > SLOW:
-            self._took = 0.0
-            self._failed(TimeoutError(f"it answers in {took:.2f}s on average, over {SLOW:g}s"))
+        took = time.monotonic() - began
+        self._slow = self._slow + 1 if took > SLOW else 0
+        if self._slow >= SLOW_CALLS:
+            self._slow = 0
+            self._failed(TimeoutError(f"{SLOW_CALLS} calls in a row took over {SLOW:g}s, the last {took:.2f}s"))
         elif self._down:
             with self._lock:
                 if self._down:
