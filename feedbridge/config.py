@@ -219,7 +219,13 @@ def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False
 
 
 def _forums(raw: str) -> tuple[Forum, ...]:
-    return tuple(parse_forum(url) for url in raw.split())
+    """Two URLs of one key (`https://h` and `http://h`) would be one forum's feeds, key and budget: refused."""
+    forums: dict[str, Forum] = {}
+    for forum in map(parse_forum, raw.split()):
+        if (first := forums.setdefault(forum.key, forum)) is not forum:
+            raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{first.base_url} and {forum.base_url} are one forum to the "
+                                    f"bridge ({forum.key}): give one")
+    return tuple(forums.values())
 
 
 def _redis_url(raw: str) -> str:

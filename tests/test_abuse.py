@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import feedparser
 import httpx
@@ -251,6 +252,26 @@ def test_a_feed_keeps_its_cold_slot_after_reading_the_directory():
             assert first.result().status_code == 200
     assert second.status_code == 503 and "retry" in second.text
     assert upstream.count("/c/compiler/5", prefix=True) == 0
+
+
+def test_a_slow_forum_holds_half_the_cold_slots_and_another_forums_cold_feeds_are_read():
+    """Forum one answers in 8 s; its readers' six cold feeds held every one of the process's four cold slots,
+    and forum two's cold feeds got 503 for as long as forum one was slow. With forums more than one, each
+    holds half the slots at most (RELIABILITY.md row 67)."""
+    with FakeForum() as one, FakeForum() as two:
+        settings = replace(settings_for(one.url, cold_slots=4),
+                           forums=(parse_forum(one.url), parse_forum(two.url)))
+        with procfile_app(settings) as app:
+            one.stall("/", 8, prefix=True)
+            waiting = [f"/c/slow-{i}/{1000 + i}.atom" for i in range(6)]
+            with ThreadPoolExecutor(6) as pool:
+                slow = [pool.submit(get, app.feed_url(path)) for path in waiting]
+                time.sleep(1.5)  # forum one's readers have taken what slots they may
+                other = get(f"{app.url}/{parse_forum(two.url).key}/c/compiler/5.atom")
+                refused = [future.result() for future in slow]
+    assert other.status_code == 200 and two.count(read_at(COMPILER)) == 1
+    assert sum(answer.status_code == 503 for answer in refused) == 4  # two held forum one's half
+    assert "(its half)" in next(answer.text for answer in refused if answer.status_code == 503)
 
 
 # --- slow forum: hits keep their threads --------------------------------------------------------------

@@ -202,3 +202,11 @@ def test_an_over_long_value_is_shown_cut_short(name, value):
     with pytest.raises(ConfigError, match=name) as raised:
         Settings.from_env({name: value})
     assert len(str(raised.value)) < 400
+
+
+@pytest.mark.parametrize("forums", ["https://h.example http://h.example", "https://h.example/b https://h.example/b/"])
+def test_two_urls_of_one_forum_are_refused_naming_both(forums):
+    """A forum's feeds, key and budget are named by its host and path alone: `https://h` and `http://h` were
+    both accepted, and only the first was ever read (the key went to whichever came first, cleartext too)."""
+    with pytest.raises(ConfigError, match=r"FEEDBRIDGE_FORUMS: https://h\.example\S* and https?://h\.example\S* are one"):
+        Settings.from_env({"FEEDBRIDGE_FORUMS": forums})

@@ -62,3 +62,33 @@ def test_unmarked_forums_of_one_host_each_spend_a_budget_and_the_host_refuses_th
     """What the setting is for: each forum's own 10 s budget of 10, twice what the host allows the address."""
     refused, _answers, sent = run(marked=False)
     assert len(sent) > 12 and refused.get("ip_10_secs_limit", 0) > 0
+
+
+def test_a_forum_at_the_root_of_a_host_never_reaches_into_another_configured_forums_subfolder():
+    """Forum A at a host's root, forum B at its `/b`, each with its own key. A redirect of A's list into
+    `/b/…` was followed, B's list served and kept as A's feed, and A's key sent to B's Discourse, which may be
+    another party's: a URL under B's subfolder is B's alone (RELIABILITY.md row 66)."""
+    from dataclasses import replace
+
+    import httpx
+
+    from feedbridge.config import Settings
+    from feedbridge.feeds.request.signing import sign_url
+    from tests.appserver import GENEROUS_BUDGETS, running_app
+
+    with FakeForum() as forum:
+        key = forum.url.removeprefix("http://")
+        forum.set_body("/b/latest.md", httpx.get(f"{forum.url}/latest.md").text.replace("[", "[FORUM-B ", 5))
+        forum.redirect("/latest.md", "/b/latest.md")
+        settings = replace(Settings.from_env({
+            "FEEDBRIDGE_FORUMS": f"markdown:{forum.url} markdown:{forum.url}/b", "FEEDBRIDGE_SECRET": "s" * 32,
+            "FEEDBRIDGE_CREDENTIALS": f"{key}=user-api-key:AAAAKEYofFORUMa {key}/b=user-api-key:BBBBKEYofFORUMb",
+        }), **GENEROUS_BUDGETS)
+        with running_app(settings) as app:
+            forum.reset()
+            public = httpx.get(f"{app.url}/{key}/latest.atom", timeout=30)
+            signed = httpx.get(app.url + sign_url(settings, f"/{key}/latest.atom"), timeout=30)
+            own = httpx.get(f"{app.url}/{key}/b/latest.atom", timeout=30)  # B's feed is B's, as before
+    assert public.status_code == signed.status_code == 502 and "another configured forum" in public.text
+    assert "FORUM-B" not in public.text + signed.text and own.status_code == 200 and "FORUM-B" in own.text
+    assert not [r for r in forum.requests if r.target.startswith("/b/") and r.headers.get("user-api-key") == "AAAAKEYofFORUMa"]

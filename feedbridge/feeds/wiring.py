@@ -28,12 +28,11 @@ scope for every request: once for everyone, without a key, in the forum's public
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from feedbridge.config import Credential, Settings
 from feedbridge.feeds.admission.budget import ForumBudget
-from feedbridge.feeds.admission.callers import CallerPool, Turns
+from feedbridge.feeds.admission.callers import CallerPool, ColdSlots, Turns
 from feedbridge.feeds.admission.gate import ForumWaits, Gate, Pace
 from feedbridge.feeds.admission.policy import CachePolicy
 from feedbridge.feeds.members import handshake, personal
@@ -66,7 +65,7 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     flight = flight or SingleFlight()
     windows = windows or Windows()
     pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
-    slots, turns = threading.BoundedSemaphore(settings.cold_slots), Turns()
+    slots, turns = ColdSlots(settings.cold_slots, len(settings.forums)), Turns()
     budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
                          processes=settings.workers, address=settings.address_of)
 

@@ -18,10 +18,11 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 import h11
 import httpx
@@ -117,18 +118,26 @@ def resolve(url: str, reference: str) -> str:
     return normalise_url(urljoin(url, urlunsplit(parts._replace(path=path))))
 
 
-def is_within(forum: Forum, url: str) -> bool:
-    """Same scheme, host and port as the forum, and under its subfolder, once the path is normalised."""
+def is_within(forum: Forum, url: str, among: Sequence[Forum] = ()) -> bool:
+    """Same scheme, host and port as the forum, and under its subfolder, once the path is normalised; and
+    not under the subfolder of another of the forums `among` (the configured ones) within it: a forum at the
+    host's root and another at its `/b` are two forums, and what is under `/b` is the second's alone (its
+    own admins, its own key), which a redirect or a link of the first must not reach with the first's key."""
     if "\\" in url:
         return False
     try:
         parts = urlsplit(normalise_url(url))
     except ValueError:
         return False
+    if parts.username or parts.password or not _under(forum, parts):
+        return False
+    depth = len(urlsplit(forum.base_url).path.rstrip("/"))
+    return not any(len(urlsplit(other.base_url).path.rstrip("/")) > depth and _under(other, parts) for other in among)
+
+
+def _under(forum: Forum, parts: SplitResult) -> bool:
     base = urlsplit(forum.base_url)
     if (parts.scheme, parts.netloc.lower()) != (base.scheme, base.netloc.lower()):
-        return False
-    if parts.username or parts.password:
         return False
     prefix = base.path.rstrip("/")
     return not prefix or parts.path == prefix or parts.path.startswith(prefix + "/")
@@ -253,8 +262,9 @@ class Fetcher:
         Validators are checked again here, as they are sent: a copy stored by an older version (or a
         shared Redis) must not be able to break every revalidation of its page.
         """
-        if not is_within(forum, url):
-            raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
+        if not is_within(forum, url, self.settings.forums):
+            raise UpstreamError(f"refusing to fetch {url}: not under {forum.base_url}, or under another configured "
+                                "forum's", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
         headers = dict(self.headers)
@@ -295,9 +305,9 @@ class Fetcher:
                                     reason=Reason.REDIRECT) from None
             if sign_in := sign_in_path(forum, target):
                 raise LoginRequired(f"upstream sent {url} to sign in at {sign_in} (login required)")
-            if not is_within(forum, target):
-                raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url}",
-                                    reason=Reason.REDIRECT)
+            if not is_within(forum, target, self.settings.forums):
+                raise UpstreamError(f"upstream redirected {url} to {target}, outside {forum.base_url} or into "
+                                    "another configured forum", reason=Reason.REDIRECT)
             url = target
         raise UpstreamError(f"upstream redirected more than {self.settings.max_redirects} times from {url}",
                             reason=Reason.REDIRECT)
@@ -312,8 +322,9 @@ class Fetcher:
         `/user-api-key/new` and its device-flow `POST`s, `feedbridge.feeds.members.handshake`): `body` is sent as
         JSON, nothing is followed (a redirect is the answer), the answer's body is read within the same
         bounds as a page's, and its status is the caller's to read, but for 429, which is the forum's wait."""
-        if not is_within(forum, url):
-            raise UpstreamError(f"refusing to send to {url}: not under {forum.base_url}", reason=Reason.OFF_FORUM)
+        if not is_within(forum, url, self.settings.forums):
+            raise UpstreamError(f"refusing to send to {url}: not under {forum.base_url}, or under another "
+                                "configured forum's", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
         headers = self.headers | {"Accept": "application/json"}

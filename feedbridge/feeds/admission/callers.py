@@ -45,7 +45,7 @@ class Admission:
     most, taken by whichever of its reads first goes upstream (`CachePolicy.take_slot`) and given back when
     the request ends (`leave`, at the web layer's teardown), after which nothing is fetched for it."""
 
-    slot: threading.BoundedSemaphore | None = None
+    slot: tuple[threading.BoundedSemaphore, ...] | None = None  # what `ColdSlots.take` took
     ended: bool = False
     spent: bool = False  # charged for an upstream request: its build has begun (`Gate.fetch`)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -81,8 +81,37 @@ class Caller:
         with self.admission.lock:
             slot, self.admission.slot = self.admission.slot, None
             self.admission.ended = self.admission.ended or ended
-        if slot is not None:
-            slot.release()
+        for taken in slot or ():
+            taken.release()
+
+
+class ColdSlots:
+    """The process's cold slots (FEEDBRIDGE_COLD_SLOTS), and with more than one forum configured each forum's
+    part of them, half: a forum that answers slowly, or not at all, holds at most half the requests waiting on
+    forums, and the other forums' cold feeds are still read. It held them all, and every other forum's
+    uncached feed got 503 for as long as it was slow (RELIABILITY.md row 67)."""
+
+    def __init__(self, total: int, forums: int = 1):
+        self.total = total
+        self.per_forum = total if forums <= 1 else max(total // 2, 1)
+        self._all = threading.BoundedSemaphore(total)
+        self._forums: dict[str, threading.BoundedSemaphore] = {}  # configured forums only: `Gate` reads no other
+        self._lock = threading.Lock()
+
+    def take(self, forum: str | None) -> tuple[threading.BoundedSemaphore, ...] | str:
+        """The slots a request waiting on `forum` holds (its part too: None, a read of no one forum, takes none),
+        or why there is none free."""
+        part = None
+        if forum is not None and self.per_forum < self.total:
+            with self._lock:
+                part = self._forums.setdefault(forum, threading.BoundedSemaphore(self.per_forum))
+            if not part.acquire(blocking=False):
+                return f"{self.per_forum} requests are already waiting on {forum} in this process (its half)"
+        if not self._all.acquire(blocking=False):
+            if part is not None:
+                part.release()
+            return f"{self.total} requests are already waiting on the forums in this process"
+        return (self._all,) if part is None else (self._all, part)
 
 
 _AHEAD: contextvars.ContextVar[int] = contextvars.ContextVar("feedbridge_ahead", default=1)

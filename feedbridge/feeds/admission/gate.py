@@ -123,7 +123,7 @@ class Gate:
             metrics.refused("retry_after")
             raise
         if caller is not None:
-            self.policy.take_slot(caller)
+            self.policy.take_slot(caller, forum=forum.key)
             try:
                 self.budget.spend(forum, caller)
             except BridgeBusy as exc:

@@ -29,7 +29,6 @@ The bounds, and why each exists (a public service reading other people's servers
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -49,7 +48,7 @@ from feedbridge.errors import (
     UpstreamTimeout,
     upstream_error,
 )
-from feedbridge.feeds.admission.callers import Caller, Turns
+from feedbridge.feeds.admission.callers import Caller, ColdSlots, Turns
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry, is_fresh
@@ -126,14 +125,14 @@ class CachePolicy:
     """The one path from a cache key to an entry (see the module docstring)."""
 
     def __init__(self, settings: Settings, store: Store, flight: Flight, control: ControlStore,
-                 slots: threading.BoundedSemaphore | None = None, turns: Turns | None = None):
+                 slots: ColdSlots | None = None, turns: Turns | None = None):
         """`slots` and `turns`: another policy's cold slots and turns to wait, to share them (one process,
         one bound)."""
         self.settings = settings
         self.store = store
         self.flight = flight
         self.control = control
-        self.slots = slots or threading.BoundedSemaphore(settings.cold_slots)
+        self.slots = slots or ColdSlots(settings.cold_slots, len(settings.forums))
         self.turns = turns or Turns()
 
     def caller(self, client: str) -> Caller:
@@ -205,7 +204,7 @@ class CachePolicy:
             raise NotHeld(f"no copy of {what} to fall back on")
         return entry
 
-    def take_slot(self, caller: Caller | None, why: str = "") -> None:
+    def take_slot(self, caller: Caller | None, why: str = "", forum: str | None = None) -> None:
         """Before a request sends anything upstream (`Gate.fetch`), or waits on another's fetch with a
         copy to fall back on: the request's slot (taken once, by whichever of its reads comes first, pool
         work included), or BridgeBusy (with `why` as its message).
@@ -213,7 +212,8 @@ class CachePolicy:
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
         being fetched by another request needs none. Work that outlives its request (pool work the request
         stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back. Reads outside
-        a web request (a static build, the CLI; `caller` None) take none."""
+        a web request (a static build, the CLI; `caller` None) take none. `forum`: the one it waits on, whose
+        part of the slots it takes too (`ColdSlots`)."""
         if caller is None:
             return
         admission = caller.admission
@@ -222,12 +222,11 @@ class CachePolicy:
                 return
             if admission.ended:
                 raise UpstreamTimeout("the request this read was for has ended; nothing is fetched for it")
-            if not self.slots.acquire(blocking=False):
+            taken = self.slots.take(forum)
+            if isinstance(taken, str):
                 metrics.refused("slot")
-                raise refused(BridgeBusy(why or f"{self.settings.cold_slots} requests are already waiting on the "
-                                         f"forum in this process; retry in {BUSY_RETRY:.0f}s",
-                                         retry_after=BUSY_RETRY))
-            admission.slot = self.slots
+                raise refused(BridgeBusy(why or f"{taken}; retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY))
+            admission.slot = taken
 
     def remembered(self, key: str) -> UpstreamError | None:
         """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""

@@ -96,7 +96,7 @@ class TopicPages:
         caller = read.caller
         if caller is not None and caller.left() <= 0:
             raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
-        if not is_within(forum, topic.url):
+        if not is_within(forum, topic.url, self.settings.forums):
             raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
         if source.from_head is not None:
             policy = read.scope.policy
