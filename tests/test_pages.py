@@ -374,3 +374,32 @@ def test_xsl_unescapes_excerpts_of_ten_thousand_escaped_characters(summary):
     transform = etree.XSLT(etree.parse(STATIC / "feed.xsl"))
     page = html.fromstring(str(transform(etree.fromstring(render_rss(meta, [entry])))))
     assert page.xpath("//p[@class='entry-excerpt']")[0].text_content().strip() == summary.strip()
+
+
+def test_previews_and_the_paste_box_are_charged_as_the_front_page_is(upstream):
+    """A kept preview still parses its form (three times a feed hit's CPU), and a client refused the front page
+    had 500 of them a minute, the paste box's too, never refused. Both are charged now: past the client's
+    allowance the preview is the reason, in the result's place, and the paste box says it, with a 429."""
+    with running_app(settings_for(upstream.url, cpu_allowance=0.05)) as app, httpx.Client(timeout=30) as client:
+        form = f"forum={parse_forum(upstream.url).key}&list=latest&q=" + "+".join(f"w{i}" for i in range(30))
+        previews = [client.get(f"{app.url}/preview?{form}") for _ in range(40)]
+        pasted = client.get(f"{app.url}/recognise?url={quote(upstream.url + '/c/compiler/5')}&{form}")
+    refused = [answer for answer in previews if answer.status_code == 429]
+    assert previews[0].status_code == 200 and refused and 1 <= int(refused[0].headers["retry-after"]) <= 60
+    assert 'id="result-body"' in refused[0].text and "CPU" in refused[0].text
+    assert pasted.status_code == 429 and pasted.json() == {"form": None, "message": pasted.json()["message"]}
+    assert "CPU" in pasted.json()["message"]
+
+
+@pytest.mark.parametrize("name", ["..", ".", "-x", ".hidden"])
+def test_a_user_name_core_would_not_make_names_no_feed(upstream, name):
+    """Core's usernames begin with a letter, a digit or `_` (UsernameValidator). `/u/..` was taken for a user,
+    and its feed linked to `/u/../activity/topics`, which a browser reads as the forum's `/activity/topics`."""
+    key = parse_forum(upstream.url).key
+    found = recognise(Settings(forums=(parse_forum(upstream.url),)), f"{upstream.url}/u/{name}", FeedForm(forum=key))
+    assert found.form is None
+    if name.strip("."):  # a client makes `/u/../x` `/x` itself
+        with running_app(settings_for(upstream.url)) as app:
+            feeds = [httpx.get(f"{app.url}/{key}/u/{name}{tail}", timeout=30) for tail in (".atom", "/posts.atom")]
+        assert [feed.status_code for feed in feeds] == [404, 404]
+    assert not upstream.count(f"/topics/created-by/{name}", prefix=True)

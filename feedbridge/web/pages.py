@@ -183,19 +183,33 @@ def index() -> Response:
 
 @bp.get("/preview")
 def preview() -> Response:
-    """The result section of the front page alone, for the script to swap in without a reload."""
+    """The result section of the front page alone, for the script to swap in without a reload. Charged, as
+    the front page is: a kept preview still parses its form first, three times a feed hit's CPU, and a client
+    refused the front page had 500 of them a minute; a client without room gets the reason in its place."""
     svc = service()
-    form, _ = _form_from_request(svc.settings)
-    return _html(result_html(svc, build(svc, form)), no_store=True)
+    try:
+        with charged():
+            form, _ = _form_from_request(svc.settings)
+            return _html(result_html(svc, build(svc, form)), no_store=True)
+    except CpuSpent as exc:
+        refused = _html(render_template("_refused.html", message=exc.message), no_store=True)
+        refused.status_code, refused.headers["Retry-After"] = 429, str(round(exc.retry_after or 1))
+        return refused
 
 
 @bp.get("/recognise")
 def recognise_url() -> Response:
-    """The paste box, for the script: form values as JSON, or why the URL names no feed."""
+    """The paste box, for the script: form values as JSON, or why the URL names no feed (or is not read now:
+    charged as the front page is)."""
     svc = service()
-    base, _ = _form_from_request(svc.settings, with_url=False)
-    found = recognise(svc.settings, request.args.get("url", ""), base)
-    response = jsonify(form=found.form.as_dict() if found.form else None, message=found.message)
+    try:
+        with charged():
+            base, _ = _form_from_request(svc.settings, with_url=False)
+            found = recognise(svc.settings, request.args.get("url", ""), base)
+            response = jsonify(form=found.form.as_dict() if found.form else None, message=found.message)
+    except CpuSpent as exc:
+        response = jsonify(form=None, message=exc.message)
+        response.status_code, response.headers["Retry-After"] = 429, str(round(exc.retry_after or 1))
     response.headers["Cache-Control"] = "no-store"
     return response
 

@@ -55,11 +55,13 @@ ROUTES: dict[RouteKind, str] = {
     "category": f"c/{CATEGORY_VALUE}(?P<top>/l/top)?",
     # One tag, or an intersection `a+b` (each part a SLUG, checked after the match: no nested quantifier).
     "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
-    "user_topics": r"u/(?P<user>[\w.-]{1,60}?)",  # lazy: a username may contain dots, the format follows one
+    # Lazy: a username may contain dots, and the format follows one. It begins with a letter, digit or `_`
+    # (core's UsernameValidator): `/u/..` is no user, but a dot segment a link to it would climb out of.
+    "user_topics": r"u/(?P<user>\w[\w.-]{0,59}?)",
     "filter": r"filter",  # core: config/routes.rb `get "filter" => "list#filter"`; the query is `q=`
     "topic_posts": rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})",
     "posts": r"posts",
-    "user_posts": r"u/(?P<user>[\w.-]{1,60})/posts",
+    "user_posts": r"u/(?P<user>\w[\w.-]{0,59})/posts",
 }
 _PATHS = tuple((kind, re.compile(pattern)) for kind, pattern in ROUTES.items())
 # A user name can end in what looks like a format, so the user's topics route takes only the real ones.

@@ -24,7 +24,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.feeds.request.params import TOP_PERIODS
 from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, keyword_param, kind_of, split_forum
 
-_USER = r"(?P<user>[\w.-]{1,60})"
+_USER = r"(?P<user>\w[\w.-]{0,59})"  # core's UsernameValidator: a letter, digit or `_` first
 _TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})(?:/\d{{1,9}})?")
 # A category with one of its views: `/l/top/PERIOD` first, so that `/l/\w` cannot take `top` alone.
 _CATEGORY = re.compile(rf"c/{CATEGORY_VALUE}(?P<view>/l/top/\w{{1,20}}|/l/\w{{1,20}}|/none|/all)?")
