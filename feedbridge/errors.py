@@ -268,6 +268,8 @@ class BotWall(UpstreamError):
 class UpstreamRateLimited(UpstreamError):
     status = 503
     default_reason = Reason.RATE_LIMITED
+    by_address = False
+    """Core refused the bridge's address, not one site of it (its per-IP limiters count a whole host)."""
 
 
 class UpstreamTimeout(UpstreamError):

@@ -92,3 +92,30 @@ def test_a_forum_at_the_root_of_a_host_never_reaches_into_another_configured_for
     assert public.status_code == signed.status_code == 502 and "another configured forum" in public.text
     assert "FORUM-B" not in public.text + signed.text and own.status_code == 200 and "FORUM-B" in own.text
     assert not [r for r in forum.requests if r.target.startswith("/b/") and r.headers.get("user-api-key") == "AAAAKEYofFORUMa"]
+
+
+def test_a_wait_core_asks_of_the_bridges_address_holds_for_every_site_of_the_host():
+    """Core's per-IP limiters count a whole multisite host: its 429 with `ip_10_secs_limit` to one site is a
+    wait for all of them. Each other site was asked once more during it, a request certain to be refused,
+    which core's aggressive limiters count against the bridge too (RELIABILITY.md row 71)."""
+    from dataclasses import replace
+
+    import httpx
+
+    from feedbridge.config import Settings
+    from tests.appserver import running_app
+
+    host = CoreLimits(per_ip_10s=4, per_ip_minute=1000)  # an admin's limit below the bridge's budget
+    with FakeForum(core_limits=host) as one, FakeForum(core_limits=host) as two:
+        first, second = (forum.url.removeprefix("http://") for forum in (one, two))
+        settings = replace(Settings.from_env({"FEEDBRIDGE_FORUMS": f"markdown:{one.url} markdown:{two.url}",
+                                              "FEEDBRIDGE_MULTISITE": f"{first},{second}"}),
+                           forum_budget_10s=1000, forum_budget=3000)
+        with running_app(settings) as app:
+            for feed in ("latest", "top", "hot", "c/compiler/5", "c/hardware/gpu/12", "tag/gpu/7"):
+                httpx.get(f"{app.url}/{first}/{feed}.atom", timeout=30)
+            assert host.refused["ip_10_secs_limit"] == 1  # the host asked the bridge's address to wait
+            asked = len(two.requests)
+            others = [httpx.get(f"{app.url}/{second}/{feed}.atom", timeout=30) for feed in ("latest", "top")]
+    assert [answer.status_code for answer in others] == [503, 503] and "asked us to wait" in others[0].text
+    assert len(two.requests) == asked and host.refused["ip_10_secs_limit"] == 1

@@ -66,6 +66,7 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
     windows = windows or Windows()
     pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
     slots, turns = ColdSlots(settings.cold_slots, len(settings.forums)), Turns()
+    hosts = {key: group[0] for group in settings.multisite for key in group}
     budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
                          processes=settings.workers, address=settings.address_of)
 
@@ -73,8 +74,8 @@ def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Fl
               signed: bool, member: Credential | None = None) -> Scope:
         """One scope over its own backends and budget; what every scope shares is taken from here."""
         policy = CachePolicy(settings, store, flight, control, slots=slots, turns=turns)
-        gate = Gate(fetcher, ForumWaits(control, settings.retry_after_max), policy, budget, signed=signed,
-                    member=member, pace=pace)
+        waits = ForumWaits(control, settings.retry_after_max, hosts)
+        gate = Gate(fetcher, waits, policy, budget, signed=signed, member=member, pace=pace)
         return Scope(name, policy, gate, SourceDetector(settings, control, flight), store, control, signed)
 
     public = scope(PUBLIC, store, control, flight, budget, signed=False)

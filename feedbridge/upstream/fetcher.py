@@ -406,8 +406,11 @@ class Fetcher:
         if status == 429:
             maximum = self.settings.retry_after_max
             wait = retry_after_seconds(response.headers.get("Retry-After"), maximum)
-            raise UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
-                                      retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
+            limited = UpstreamRateLimited(f"upstream rate-limited us (429) for {url}",
+                                          retry_after=min(60.0, maximum) if wait is None else wait, upstream_status=429)
+            # lib/middleware/request_tracker.rb: the per-IP limiters' codes, `ip_10_secs_limit`, `ip_60_secs_limit`
+            limited.by_address = response.headers.get("Discourse-Rate-Limit-Error-Code", "").startswith("ip_")
+            raise limited
         peeked = peek(response, url, deadline) if status in (403, 503) and not is_json(response) else ""
         if status != 200 and (sign := challenge(response, status, peeked)):
             raise BotWall(f"upstream answered {status} with a bot challenge ({sign}) for {url}",

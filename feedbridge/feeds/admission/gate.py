@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -45,25 +45,35 @@ class ForumWaits:
     FEEDBRIDGE_RETRY_AFTER_MAX when it is stored and again when it is read: a Redis shared with another version
     could hold a longer one, and a forum must not be able to silence the bridge for a year."""
 
-    def __init__(self, control: ControlStore, longest: float):
+    def __init__(self, control: ControlStore, longest: float, hosts: Mapping[str, str] | None = None):
+        """`hosts`: each forum of a multisite host (FEEDBRIDGE_MULTISITE) by key, and the host's name: a wait
+        core asked of the bridge's address (`by_address`) holds for every site of the host, which were each
+        asked a request certain to be refused before."""
         self.control = control
         self.longest = longest
+        self.hosts = hosts or {}
 
     @staticmethod
     def key(forum: Forum) -> str:
         return keys.ratelimit(forum.base_url)
 
+    def _keys(self, forum: Forum) -> tuple[str, ...]:
+        host = self.hosts.get(forum.key)
+        return (self.key(forum),) if host is None else (self.key(forum), keys.ratelimit(f"multisite {host}"))
+
     def check(self, forum: Forum) -> None:
-        """UpstreamRateLimited, with what is left of the wait, while `forum` has asked us to wait."""
-        until = self.control.get(self.key(forum))
+        """UpstreamRateLimited, with what is left of the wait, while `forum` (or its address) asked us to wait."""
         now = time.time()
-        if until is not None and now < until <= now + self.longest:
-            wait = until - now
-            raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
+        for key in self._keys(forum):
+            until = self.control.get(key)
+            if until is not None and now < until <= now + self.longest:
+                wait = until - now
+                raise UpstreamRateLimited(f"{forum.key} asked us to wait; retry in {wait:.0f}s", retry_after=wait)
 
     def remember(self, forum: Forum, exc: UpstreamRateLimited) -> None:
         wait = min(DEFAULT_WAIT if exc.retry_after is None else exc.retry_after, self.longest)
-        self.control.set(self.key(forum), time.time() + wait, wait)
+        for key in self._keys(forum)[: 2 if exc.by_address else 1]:
+            self.control.set(key, time.time() + wait, wait)
 
 
 @dataclass(frozen=True, slots=True)
