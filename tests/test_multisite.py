@@ -119,3 +119,15 @@ def test_a_wait_core_asks_of_the_bridges_address_holds_for_every_site_of_the_hos
             others = [httpx.get(f"{app.url}/{second}/{feed}.atom", timeout=30) for feed in ("latest", "top")]
     assert [answer.status_code for answer in others] == [503, 503] and "asked us to wait" in others[0].text
     assert len(two.requests) == asked and host.refused["ip_10_secs_limit"] == 1
+
+
+@pytest.mark.parametrize("path", ["/b/latest.md", "/%62/latest.md", "/%2E%2e/b/latest.md", "/x/..//b/latest.md"])
+def test_no_spelling_of_another_forums_subfolder_is_the_root_forums(path):
+    """`/%62/` is `/b/` to a server (RFC 3986 §6.2.2.2; nginx decodes before it matches a location): the
+    check read the encoded path, and a redirect there reached the subfolder's forum with the root's key."""
+    from feedbridge.config import Forum
+    from feedbridge.upstream.fetcher import is_within
+
+    root, sub = Forum("https://h.example"), Forum("https://h.example/b")
+    assert not is_within(root, "https://h.example" + path, (root, sub))
+    assert is_within(sub, "https://h.example" + path, (root, sub))

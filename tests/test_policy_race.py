@@ -68,3 +68,36 @@ def test_a_key_that_is_not_fresh_is_built_by_its_leader() -> None:
     store.interleave = lambda: policy.get(KEY, build, caller=None)
     got = policy.get(KEY, build, caller=None)
     assert builds == ["build 1", "build 2"] and got.entry.text == "build 2"  # no copy is fresh with a TTL of 0
+
+
+def test_requests_waiting_on_a_forums_fetch_with_a_copy_held_take_that_forums_part_of_the_slots() -> None:
+    """With two forums and four cold slots, a forum holds two. Requests waiting on another's fetch of forum
+    A's page (a copy held) took a process slot without A's part, so four of them took every slot and forum B's
+    cold feeds got 503 (the review of RELIABILITY.md row 67's change). The third now gets the copy at once."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from feedbridge.config import parse_forum
+    from feedbridge.feeds.admission.callers import Caller
+
+    settings = Settings(forums=(parse_forum("https://a.example"), parse_forum("https://b.example")), cold_slots=4)
+    store, flight = MemoryStore(1 << 20), SingleFlight()
+    store.set(KEY, Entry(time.time() - 3600, "old"), 86400)  # held, stale
+    policy = CachePolicy(settings, store, flight, MemoryControl())
+    release = threading.Event()
+    callers = [Caller(f"client {n}", time.monotonic() + 30) for n in range(3)]
+    with ThreadPoolExecutor(4) as pool:
+        pool.submit(flight.do, KEY, lambda: release.wait(10), 10)  # another request's fetch, under way
+        time.sleep(0.2)
+        waiting = [pool.submit(policy.get, KEY, lambda _held: Entry(time.time(), "new"), caller=caller,
+                               forum="a.example") for caller in callers]
+        time.sleep(0.5)
+        done = [future.done() for future in waiting]
+        release.set()
+        third = waiting[2].result()
+    try:
+        assert done == [False, False, True], done  # two wait on the fetch with A's part; the third may not
+        assert third.cache == "stale" and third.entry.text == "old" and "fetched already" in (third.stale_reason or "")
+    finally:
+        for caller in callers:
+            caller.end()

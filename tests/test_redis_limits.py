@@ -188,3 +188,18 @@ def test_a_slow_redis_is_left_as_a_failing_one_is(small_redis, upstream, tmp_pat
     assert answer.status_code == 200
     assert sent <= 12, sent  # 59 before: every call waited out its answer
     assert len(said) == 1 and "in a row" in said[0], said
+
+
+def test_a_scopes_rendered_feeds_and_views_are_shared_only_while_fresh_too(small_redis):
+    """A private feed's key is `private-feed:…` and a member's view's `member-view:…`: the check for what is
+    rendered read the scope as the kind, and shared them for the stale TTL (the review of this change)."""
+    from feedbridge.store.memory import MemoryStore
+    from feedbridge.store.redis_store import RedisLink, RedisStore, TieredStore, redis_key
+
+    store = TieredStore(MemoryStore(1 << 20), RedisStore(RedisLink(small_redis.url)), fresh_for=60, recheck=5)
+    lives = {}
+    for key in ("feed:" + "a" * 32, "private-feed:" + "b" * 32, "member-view:m1/" + "c" * 32, "private-page:" + "d" * 32):
+        store.set(key, 1.5, 86400)
+        lives[key.partition(":")[0]] = small_redis.client().pttl(redis_key(key)) / 1000
+    assert all(0 < lives[kind] <= 60 for kind in ("feed", "private-feed", "member-view")), lives
+    assert lives["private-page"] > 86000, lives

@@ -144,8 +144,8 @@ class FeedService:
         page's): everything it depends on, as `feed_key` says for a feed, and never a feed's key."""
         return keys.view(spec.cache_key(), page, self_url, script_root)
 
-    def kept(self, key: str, render: Callable[[], FeedEntry],
-             admitted: Callable[[], AbstractContextManager[object]]) -> FeedEntry:
+    def kept(self, key: str, render: Callable[[], FeedEntry], admitted: Callable[[], AbstractContextManager[object]],
+             forum: str) -> FeedEntry:
         """A page made of feeds (an `.html` view, a preview), kept as a feed is: a fresh copy; else rendered
         within `admitted` (the web layer's CPU allowance, entered only when no fresh copy is held) through the
         cache policy, never kept when a read of it was refused; else, when it cannot be rendered (the
@@ -153,7 +153,7 @@ class FeedService:
         What `render` raises of its own (a page that must not be kept) passes through."""
         try:
             return self.current.policy.get(key, lambda _held: render(), caller=self._read().caller, what="the page",
-                                           admitted=admitted).entry
+                                           admitted=admitted, forum=forum).entry
         except (NoForumAnswer, CpuSpent):
             held = self.held(key)
             if held is None:
@@ -180,8 +180,7 @@ class FeedService:
         def live() -> FeedResult:
             got = self.current.policy.get(key, lambda held: self._render(read, spec, self_url, stylesheet_url,
                                                                          *extras, held=held), caller=read.caller,
-                                          what="the feed",
-                                          admitted=admitted)
+                                          what="the feed", admitted=admitted, forum=spec.forum.key)
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         def from_last_good(reason: str) -> FeedResult:

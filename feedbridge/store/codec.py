@@ -77,10 +77,14 @@ another kind read under it is a miss. Each checks its fields against its own typ
 one kind under another's key (a number where a page should be) answered 500 on every instance reading it."""
 
 
+def kind_of(key: str) -> str:
+    """A key's kind (`feedbridge.store.keys`), without its scope: `private-page:…` is a `page`."""
+    return key.partition(":")[0].rpartition("-")[2]
+
+
 def holds(key: str, value: Any) -> bool:
     """Whether `value` is what `key`'s kind holds (any value, for a kind not in `HELD_UNDER`)."""
-    kind = key.partition(":")[0].rpartition("-")[2]
-    return isinstance(value, HELD_UNDER.get(kind, object))
+    return isinstance(value, HELD_UNDER.get(kind_of(key), object))
 
 _KIND_OF: dict[type, bytes] = {model: kind.encode() for kind, model in KINDS.items()} | {int: b"number"}
 _DECODERS: dict[bytes, msgspec.msgpack.Decoder[Any]] = {

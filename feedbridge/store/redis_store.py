@@ -114,11 +114,13 @@ class RedisLink:
         finally:
             self._slots.release()
         took = time.monotonic() - began
-        self._slow = self._slow + 1 if took > SLOW else 0
-        if self._slow >= SLOW_CALLS:
-            self._slow = 0
+        with self._lock:
+            self._slow = slow = self._slow + 1 if took > SLOW else 0
+            if slow >= SLOW_CALLS:
+                self._slow = 0
+        if slow >= SLOW_CALLS:
             self._failed(TimeoutError(f"{SLOW_CALLS} calls in a row took over {SLOW:g}s, the last {took:.2f}s"))
-        elif self._down:
+        elif self._down and not slow:  # a slow call is no sign that Redis is back
             with self._lock:
                 if self._down:
                     self._down = False
@@ -282,7 +284,7 @@ class TieredStore:
         """Kept here for `ttl`; shared for `ttl` too, but what is rendered (`RENDERED`) only while it is fresh."""
         now = time.monotonic()
         self.local.set(key, _Local(value, now, now + ttl), ttl)
-        rendered = key.partition(":")[0] in RENDERED
+        rendered = codec.kind_of(key) in RENDERED  # a scope's (`private-feed`) too
         self.shared.set(key, value, min(ttl, self.fresh_for) if rendered else ttl)
 
     def delete(self, key: str) -> None:

@@ -83,24 +83,31 @@ class Exchanged:
 
 
 _ENCODED_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)
-_ENCODED_DOT = re.compile(r"%2e", re.IGNORECASE)
+# RFC 3986 §2.3's unreserved characters (letters, digits, `-._~`) percent-encoded: the same URI decoded
+# (§6.2.2.2), as servers read it. `/%62/` is `/b/`: another forum's subfolder, which a check on the encoded
+# path let a redirect reach.
+_ENCODED_UNRESERVED = re.compile(r"%(?:3[0-9]|4[1-9a-f]|5[0-9a]|6[1-9a-f]|7[0-9a]|2d|2e|5f|7e)", re.IGNORECASE)
+
+
+def _decoded(path: str) -> str:
+    return _ENCODED_UNRESERVED.sub(lambda found: chr(int(found[0][1:], 16)), path)
 _SLASHES = re.compile(r"/{2,}")
 
 
 def normalise_url(url: str) -> str:
     """The URL as a server will resolve it, so that what is checked is what is fetched.
 
-    Done by hand first, as `rfc3986` does neither: percent-encoded dots are decoded (RFC 3986 §6.2.2.2
-    allows it, and servers treat `%2e%2e` as `..`), and runs of slashes are merged (nginx does, and
-    `/sub//../x` would otherwise leave the subfolder on the server although it stays inside it by the
-    RFC). `rfc3986` then normalises the path: dot segments removed (§5.2.4), escapes in upper case. An
+    Done by hand first, as `rfc3986` does neither: percent-encoded unreserved characters are decoded (RFC
+    3986 §6.2.2.2 allows it, and servers treat `%2e%2e` as `..` and `%62` as `b`), and runs of slashes are
+    merged (nginx does, and `/sub//../x` would otherwise leave the subfolder on the server although it stays
+    inside it by the RFC). `rfc3986` then normalises the path: dot segments removed (§5.2.4), escapes in upper case. An
     encoded `/` or `\\` is refused: whether it separates segments depends on the server. The fragment
     is dropped (it is never sent). Raises `UnsafePath`, or `ValueError` for what `urlsplit` cannot read.
     """
     parts = urlsplit(url)
     if _ENCODED_SEPARATOR.search(parts.path):
         raise UnsafePath(f"{url} has an encoded slash or backslash in its path")
-    path = _SLASHES.sub("/", _ENCODED_DOT.sub(".", parts.path))
+    path = _SLASHES.sub("/", _decoded(parts.path))
     # Built from its parts rather than parsed, so that no path (`a:b`) can be read as a scheme. Where the
     # RFC's answer is `/` (`/../`, `/a/../../`), rfc3986 2.0 gives an empty path.
     normal: str | None = rfc3986.URIReference(None, None, path, None, None).normalize().path
@@ -114,7 +121,7 @@ def resolve(url: str, reference: str) -> str:
     path is brought into the same form first, so that `/sub//../x` is judged as the server will read it.
     """
     parts = urlsplit(reference)
-    path = _SLASHES.sub("/", _ENCODED_DOT.sub(".", parts.path))
+    path = _SLASHES.sub("/", _decoded(parts.path))
     return normalise_url(urljoin(url, urlunsplit(parts._replace(path=path))))
 
 

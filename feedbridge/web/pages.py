@@ -349,7 +349,8 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
         return html
 
     try:
-        entry = _kept(scope, scope.page_key(spec, "page", resolved.self_url, request.script_root), render)
+        entry = _kept(scope, scope.page_key(spec, "page", resolved.self_url, request.script_root), render,
+                      spec.forum.key)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
     response = Response(resolved.served(entry.body), content_type="text/html; charset=utf-8")
@@ -380,7 +381,8 @@ def result_html(svc: FeedService, built: Built) -> str:
 
     form = urlencode(sorted(built.form.args().items()))
     try:
-        entry = _kept(svc, svc.page_key(spec, "preview", f"{request.host_url}?{form}", request.script_root), render)
+        entry = _kept(svc, svc.page_key(spec, "preview", f"{request.host_url}?{form}", request.script_root), render,
+                      spec.forum.key)
     except _NotKept as answer:
         return answer.html
     except CpuSpent as exc:
@@ -397,10 +399,11 @@ class _NotKept(Exception):
         self.html = html
 
 
-def _kept(svc: FeedService, key: str, render: Callable[[], str]) -> FeedEntry:
-    """The page under `key`, kept by the service as a feed is (`FeedService.kept`), rendered within the client's
-    CPU allowance (`allowance.charged`: once per request). `_NotKept` (a page that must not be kept) passes through."""
-    return svc.kept(key, lambda: _entry(render().encode()), charged)
+def _kept(svc: FeedService, key: str, render: Callable[[], str], forum: str) -> FeedEntry:
+    """The page under `key` (of `forum`), kept by the service as a feed is (`FeedService.kept`), rendered within
+    the client's CPU allowance (`allowance.charged`: once per request). `_NotKept` (a page that must not be kept)
+    passes through."""
+    return svc.kept(key, lambda: _entry(render().encode()), charged, forum)
 
 
 def _entry(body: bytes) -> FeedEntry:

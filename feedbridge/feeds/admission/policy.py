@@ -169,7 +169,7 @@ class CachePolicy:
 
     def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
             what: str = "", fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
-            admitted: Callable[[], AbstractContextManager[object]] = nullcontext) -> Got[E]:
+            admitted: Callable[[], AbstractContextManager[object]] = nullcontext, forum: str | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
         `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one.
         `admitted` is entered only past the one freshness check, around the build: what the caller charges for
@@ -180,6 +180,7 @@ class CachePolicy:
         `fresh_for` and `keep_for` default to the policy's own; only entries keyed by their content's own
         version (a topic page, keyed by its last activity) say otherwise, and with `any_copy` a copy is fresh
         for as long as it is kept (what changes so rarely that any copy will do: a forum's basic info).
+        `forum`: whose it is (its key), for its part of the cold slots a wait on another's fetch takes.
         """
         fresh_for = self.keep_for if any_copy else self.fresh_for if fresh_for is None else fresh_for
         keep_for = self.keep_for if keep_for is None else keep_for
@@ -188,7 +189,7 @@ class CachePolicy:
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
             with admitted():
-                return Got(self._build(key, build, held, fresh_for, keep_for, what, caller), "miss")
+                return Got(self._build(key, build, held, fresh_for, keep_for, what, caller, forum), "miss")
         except NoForumAnswer as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
@@ -245,13 +246,12 @@ class CachePolicy:
         self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
-               what: str, caller: Caller | None) -> E:
+               what: str, caller: Caller | None, forum: str | None) -> E:
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
             self.take_slot(caller, f"{what or key} is being fetched already and this process's "
-                           f"{self.settings.cold_slots} slots for waiting on the forum are taken; "
-                           f"retry in {BUSY_RETRY:.0f}s")
+                           f"slots for waiting on the forum are taken; retry in {BUSY_RETRY:.0f}s", forum)
         ran = False
 
         def once() -> E:

@@ -55,7 +55,7 @@ class Directory:
 
         try:
             entry: DirectoryEntry = read.entry(keys.categories(forum.base_url, parent), fetch,
-                                               f"the categories of {forum.key}")
+                                               f"the categories of {forum.key}", forum)
         except UpstreamError as exc:
             raise upstream_error(exc.reason, f"could not read the categories of {forum.key}: {exc.message}",
                                  exc.retry_after, exc.upstream_status) from None

@@ -58,7 +58,7 @@ class Identities:
         try:
             with optional():
                 entry: SiteEntry = public.entry(keys.site(forum.base_url), fetch, f"the basic info of {forum.key}",
-                                                any_copy=True)
+                                                forum, any_copy=True)
         except (NoForumAnswer, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None

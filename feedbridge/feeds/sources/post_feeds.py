@@ -311,7 +311,7 @@ class PostFeeds:
     def _collected(self, read: Read, spec: FeedSpec, pages: Callable[[Read, FeedSpec], list[Shown]]) -> list[Shown]:
         key = keys.post_list(spec.forum.base_url, spec.kind, spec.poster, spec.pages)
         entry: CollectedEntry = read.entry(key, lambda _held: CollectedEntry(tuple(pages(read, spec)), time.time()),
-                                           f"the {spec.label} of {spec.forum.key}")
+                                           f"the {spec.label} of {spec.forum.key}", spec.forum)
         return list(entry.posts)
 
     def _latest_pages(self, read: Read, spec: FeedSpec) -> list[Shown]:
@@ -397,7 +397,7 @@ def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *
             raise UpstreamRefused(f"upstream sent topic {head.id} for {url}, not topic {topic_id}")
         return HeadEntry(head, fetched.etag, fetched.last_modified, time.time())
 
-    entry: HeadEntry = read.entry(keys.topic_head(forum.base_url, topic_id), fetch, url, fresh_for=fresh_for,
+    entry: HeadEntry = read.entry(keys.topic_head(forum.base_url, topic_id), fetch, url, forum, fresh_for=fresh_for,
                                   keep_for=keep_for)
     return entry.head
 

@@ -112,17 +112,18 @@ class Read:
         """The same read from cached copies only: the fallback's, once the forum has failed."""
         return Read(self.scope, self.caller, cached_only=True)
 
-    def entry(self, key: str, build: Callable[[E | None], E], what: str, *,
+    def entry(self, key: str, build: Callable[[E | None], E], what: str, forum: Forum, *,
               fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False) -> E:
         """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`).
-        `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept."""
+        `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept.
+        `forum`: whose it is, for its part of the cold slots (`ColdSlots`)."""
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
             if (stored_at := getattr(held, "stored_at", None)) is not None:
                 self.stored.append(stored_at)
             return held
         got = self.scope.policy.get(key, build, caller=self.caller, stale=False, what=what, fresh_for=fresh_for,
-                                    keep_for=keep_for, any_copy=any_copy)
+                                    keep_for=keep_for, any_copy=any_copy, forum=forum.key)
         return got.entry
 
     def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
@@ -151,5 +152,5 @@ def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> 
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
-    entry: PageEntry = read.entry(keys.page(url), fetch, url)
+    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum)
     return entry.listing

@@ -118,7 +118,7 @@ class TopicPages:
             return TopicEntry(full, time.time(), topic_bytes(full))
 
         # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
-        entry: TopicEntry = read.entry(key, fetch, f"topic {topic.id}", fresh_for=float("inf"),
+        entry: TopicEntry = read.entry(key, fetch, f"topic {topic.id}", forum, fresh_for=float("inf"),
                                        keep_for=read.scope.policy.keep_read_for)
         return merged(topic, entry.topic, PAGE_FIELDS)
 
