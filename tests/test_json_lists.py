@@ -403,3 +403,16 @@ def test_lone_surrogate_escapes_are_replacement_characters_in_every_field():
     assert (head.title, head.first_post_html) == ("T\ufffd", "<p>c\ufffd</p>")
     # a valid pair is one character, as json.loads read it
     assert parse_json_listing(page(topic_json(title="\ud83d\ude00")), base_url=BASE).topics[0].title == "\U0001f600"
+
+
+def test_a_topic_keeps_its_first_hundred_tags_in_one_pass():
+    """A JSON list with 100,000 distinct tags on one topic held a gevent worker until gunicorn killed it: each
+    tag was looked for in the list of those before it. The first `MAX_TAGS` are kept, each once, in order
+    (core's own bound, `max_tags_per_topic`, is 5 by default; RELIABILITY.md row 72)."""
+    from feedbridge.discourse.fields import MAX_TAGS
+
+    tags = [f"tag-{n}" for n in range(20_000)]
+    listing = parse_json_listing(page(topic_json(tags=[" tag-0 ", "tag-0", *tags])), base_url=BASE)
+    assert listing.topics[0].tags == tuple(tags[:MAX_TAGS])
+    objects = [{"id": n, "name": name, "slug": name} for n, name in enumerate(tags)]
+    assert parse_json_listing(page(topic_json(tags=objects)), base_url=BASE).topics[0].tags == tuple(tags[:MAX_TAGS])

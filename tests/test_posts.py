@@ -410,3 +410,37 @@ def test_a_static_build_writes_post_feeds(tmp_path):
         found = parsed((tmp_path / "out" / f"{name}.atom").read_bytes()).entries
         assert found and all(re.search(r"/t/\d+/\d+$", e.id) for e in found)
     assert feedparser.parse((tmp_path / "out" / "topic.rss").read_bytes()).bozo == 0
+
+
+def test_a_feed_of_many_large_posts_carries_a_bounded_content_and_only_what_was_asked():
+    """A forum's 500 posts of 96 KB each made a `limit=500` feed of 135 MB, +430 MB of a worker's memory and
+    11 s of its CPU on every poll; a batch padded with posts nobody asked for had them all sanitized and kept
+    (post 20000 is never asked for).
+    The posts of a build share `FEED_CONTENT_CHARS` of HTML: past it, entries keep their title and link
+    (RELIABILITY.md row 73)."""
+    from feedbridge.feeds.sources.post_feeds import FEED_CONTENT_CHARS
+
+    topic, ids = 300, list(range(10_000, 10_300))
+    cooked = "<p><b>bold</b> text</p>" * 2_000  # 46 KB a post
+
+    def post(post_id: int) -> dict:
+        return {"id": post_id, "post_number": post_id - 9_999, "topic_id": topic, "username": "alice",
+                "created_at": "2026-11-01T00:00:00.000Z", "cooked": f"<p>{post_id}</p>{cooked}", "post_type": 1}
+
+    def answer(target: str) -> bytes | None:
+        path, _, query = target.partition("?")
+        if path == f"/t/{topic}.json":
+            return json.dumps({"id": topic, "title": "Long", "slug": "long", "category_id": 5,
+                               "post_stream": {"posts": [post(i) for i in ids[:20]], "stream": ids}}).encode()
+        if path == f"/t/{topic}/posts.json":
+            asked = [int(i) for i in parse_qs(query).get("post_ids[]", [])]
+            padding = [post(i) for i in range(20_000, 20_050)]  # never asked for
+            return json.dumps({"post_stream": {"posts": [post(i) for i in asked] + padding}}).encode()
+        return None
+
+    with FakeForum(mode="json", posts=answer) as forum, running_app(settings_for(forum.url)) as app:
+        answer_ = httpx.get(app.feed_url(f"/t/{topic}.atom?limit=300"), timeout=120)
+    feed = feedparser.parse(answer_.content)
+    assert answer_.status_code == 200 and feed.bozo == 0 and len(feed.entries) == 300
+    assert len(answer_.content) < 3 * FEED_CONTENT_CHARS  # 300 posts of 46 KB, escaped: 28 MB before
+    assert "20000" not in answer_.text and 0 < sum("content" in entry for entry in feed.entries) < 300

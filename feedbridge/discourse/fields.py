@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit
 
@@ -30,6 +30,22 @@ MAX_ROW = 4096
 URL (core's are far shorter). The two patterns above repeat a group, and on a long row of escapes
 (`[@\\]\\]…`, 512,000 characters) the backtracking state they keep made a search cost 3.7× more for twice
 the text (tests/test_fuzz.py, "escaped author"); every parser reads a longer row as no link."""
+
+MAX_TAGS = 100
+"""Tags kept of one topic, the first so many (core's `max_tags_per_topic` is 5 by default, its admin's
+bound far below this): a forum's list with 100,000 tags on one topic held a worker until gunicorn killed it,
+and every entry would carry them all (RELIABILITY.md row 72)."""
+
+
+def kept_tags(names: Iterable[str]) -> tuple[str, ...]:
+    """`names` stripped, without blanks or repeats, the first `MAX_TAGS`: one pass, whatever the input's length."""
+    kept: dict[str, None] = {}
+    for name in names:
+        if name := name.strip():
+            kept[name] = None
+            if len(kept) == MAX_TAGS:
+                break
+    return tuple(kept)
 
 
 def first_link(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import msgspec
 
-from feedbridge.discourse.fields import TAG, html_text, leading_text, one_line, picture_url, utc
+from feedbridge.discourse.fields import TAG, html_text, kept_tags, leading_text, one_line, picture_url, utc
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError
 from feedbridge.models import Category, Listing, Topic
@@ -294,12 +294,8 @@ def tag_names(value: object) -> tuple[str, ...]:
     """
     if not isinstance(value, list):
         return ()
-    names: list[str] = []
-    for tag in value:
-        name = tag.get("name") if isinstance(tag, dict) else tag
-        if isinstance(name, str) and name.strip() and name.strip() not in names:
-            names.append(name.strip())
-    return tuple(names)
+    names = (tag.get("name") if isinstance(tag, dict) else tag for tag in value)
+    return kept_tags(name for name in names if isinstance(name, str))
 
 
 def _on_forum(url: object, base: str) -> str | None:

@@ -28,6 +28,7 @@ from feedbridge.discourse.fields import (
     absolute,
     derive_base,
     first_link,
+    kept_tags,
     links,
     sniff,
     splits,
@@ -261,7 +262,7 @@ def _header(text: str) -> _Header:
 
 
 def _tags(value: str) -> tuple[str, ...]:
-    return tuple(tag for tag in (unescape(part.strip()) for part in value.split(",")) if tag)
+    return kept_tags(unescape(part) for part in value.split(","))
 
 
 def _first_topic_link(header: list[str], posts: list[_Post]) -> str | None:
