@@ -91,30 +91,11 @@ MAX_SKIPPED = 100
 """Slots that are no post a topic feed looks past before it gives up finding more posts."""
 KEPT_PER_TOPIC = 1000
 """Posts of one topic kept read (`PostsEntry`): the newest (post ids grow with time)."""
-FEED_CONTENT_CHARS = 4 * 1024 * 1024
-"""Characters of posts' HTML one build sanitizes, and one feed carries: a forum's 500 posts of 96 KB each made
-a `limit=500` feed of 135 MB, +430 MB of a worker's memory and 11 s of its CPU, on every poll (RELIABILITY.md
-row 73). 4 MiB is two thousand of core's typical posts, and about 2 s of the sanitizer for the most nested
-HTML its cap lets through. Posts past it are entries with their title, link, author and dates, without their
-content; one not sanitized for it is not kept read either, so a later build with room reads it whole."""
-
-
-@dataclass
-class _Room:
-    """What is left of `FEED_CONTENT_CHARS` in one build."""
-
-    left: int = FEED_CONTENT_CHARS
-
-    def take(self, chars: int) -> bool:
-        """Whether `chars` more fit; they are counted either way, so nothing after a refusal fits either."""
-        self.left -= chars
-        return self.left >= 0
-
-    def shown(self, post: Post, base: str, read_at: float) -> Shown:
-        """`shown`, while there is room for the post's HTML; else the post without it (`content_html` None)."""
-        if post.cooked and not self.take(min(len(post.cooked), MAX_COOKED_CHARS)):
-            return Shown(replace(post, cooked=None), None, read_at)
-        return shown(post, base, read_at)
+FEED_CONTENT_CHARS = 16 * 1024 * 1024
+"""Characters of posts' HTML one feed carries, the newest posts': a forum's 500 posts of 96 KB each made a
+`limit=500` feed of 135 MB and +430 MB of a worker's memory (RELIABILITY.md row 73). 16 MiB holds 500 of the
+longest posts core lets a member write (`max_post_length`, 32,000 characters); posts past it are entries with
+their title, link, author and dates, without their content."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
@@ -167,9 +148,12 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: i
          limit: int | None = DEFAULT_LIMIT) -> list[Entry]:
     """Unique posts, newest first by creation then post number, as entries, filtered, then cut to the limit;
     the newest carry their content while it fits `FEED_CONTENT_CHARS`."""
-    room = _Room()
-    return [entry if room.take(len(entry.content_html or "")) else replace(entry, content_html=None)
-            for _, entry in _kept(feed_filter, posts, base, category, limit)]
+    room = FEED_CONTENT_CHARS
+    entries = []
+    for _, entry in _kept(feed_filter, posts, base, category, limit):
+        room -= len(entry.content_html or "")
+        entries.append(entry if room >= 0 else replace(entry, content_html=None))
+    return entries
 
 
 def _kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: int | None = None,
@@ -284,15 +268,7 @@ class PostFeeds:
         edit to one shows when that has passed (to one of the first 20, when the head changes). A batch not
         read within the request's deadline fails the build, and so does, from stale copies, a post never
         read: a feed with a gap must not pass for the whole one."""
-        base, now, room, unread = forum.base_url, time.time(), _Room(), set[int]()
-
-        def show(post_id: int, post: Post) -> Shown:
-            """`shown` while the build has room for its HTML; one without it is not kept so (`unread`)."""
-            made = room.shown(post, base, now)
-            if post.cooked and room.left < 0:  # no room was left for it (and none is for any after it)
-                unread.add(post_id)
-            return made
-
+        base, now = forum.base_url, time.time()
         key = keys.posts_of(forum.base_url, head.id)
         held: PostsEntry | None = read.scope.store.get(key)
         ttl = read.scope.policy.keep_read_for
@@ -301,7 +277,7 @@ class PostFeeds:
         want, changed = set(wanted), held is None
         for post_id, post in head.read:
             if post_id in want and (post_id not in known or _edited(known[post_id], post)):
-                known[post_id] = None if post is None else show(post_id, post)
+                known[post_id] = None if post is None else shown(post, base, now)
                 changed = True
         missing = [i for i in reversed(wanted) if i not in known]
         if missing:
@@ -322,9 +298,9 @@ class PostFeeds:
                 asked = set(batch)  # what else a batch brings was not asked for, and is not read
                 for post_id in batch:
                     known[post_id] = None
-                known.update({i: None if p is None else show(i, p) for i, p in got if i in asked})
+                known.update({i: None if p is None else shown(p, base, now) for i, p in got if i in asked})
         if missing or changed:
-            newest = sorted(((i, s) for i, s in known.items() if i not in unread), reverse=True)[:KEPT_PER_TOPIC]
+            newest = sorted(known.items(), reverse=True)[:KEPT_PER_TOPIC]
             read.scope.policy.keep_read(key, PostsEntry(tuple(newest), now))
         return known
 
@@ -401,14 +377,14 @@ def _paged(read: Read, spec: FeedSpec, parse: Callable[[str], Sequence[tuple[int
     """Up to `spec.pages` pages of a list of posts, from `first`, each next one's URL made by `following`
     (its number and the rows of the page before): until a page brings no post not seen or is short of
     `size`. Deleted or hidden posts (None) hold their id, so a later page repeating them adds nothing."""
-    base, room = spec.forum.base_url, _Room()
+    base = spec.forum.base_url
     posts: dict[int, Shown | None] = {}
     url = first
     for page in range(1, spec.pages + 1):
         rows = _parsed(parse, read.fetch(spec.forum, url, url).text, url)
         new = [(i, p) for i, p in rows if i not in posts]
         now = time.time()
-        posts.update((i, None if p is None else room.shown(p, base, now)) for i, p in new)
+        posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
         if not new or len(rows) < size:
             break
         url = following(page, rows)
