@@ -29,7 +29,7 @@ from feedbridge.web import connect, pages, routes
 from feedbridge.web.context import client_addresses, close_scope, open_scope
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import RequestIds, configure_logging, log_request
-from feedbridge.web.responses import plain_error
+from feedbridge.web.responses import plain_error, retry_after
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -88,7 +88,7 @@ def _error(exc: Exception) -> Response:
         else:
             response = plain_error(exc.status, exc.message)
         if isinstance(exc, (NoForumAnswer, CpuSpent)) and exc.retry_after is not None:
-            response.headers["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
+            response.headers["Retry-After"] = retry_after(exc.retry_after)
         return response
     if isinstance(exc, HTTPException):
         return plain_error(exc.code or 500, exc.description or exc.name)

@@ -56,6 +56,7 @@ from feedbridge.web.allowance import charged
 from feedbridge.web.context import service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved
+from feedbridge.web.responses import retry_after
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -193,7 +194,7 @@ def preview() -> Response:
             return _html(result_html(svc, build(svc, form)), no_store=True)
     except CpuSpent as exc:
         refused = _html(render_template("_refused.html", message=exc.message), no_store=True)
-        refused.status_code, refused.headers["Retry-After"] = 429, str(round(exc.retry_after or 1))
+        refused.status_code, refused.headers["Retry-After"] = 429, retry_after(exc.retry_after or 1)
         return refused
 
 
@@ -209,7 +210,7 @@ def recognise_url() -> Response:
             response = jsonify(form=found.form.as_dict() if found.form else None, message=found.message)
     except CpuSpent as exc:
         response = jsonify(form=None, message=exc.message)
-        response.status_code, response.headers["Retry-After"] = 429, str(round(exc.retry_after or 1))
+        response.status_code, response.headers["Retry-After"] = 429, retry_after(exc.retry_after or 1)
     response.headers["Cache-Control"] = "no-store"
     return response
 

@@ -50,6 +50,11 @@ def _header_safe(text: str) -> str:
     return "".join(c if 32 <= ord(c) < 127 else "?" for c in text.replace("\u00b7", "-"))[:300]
 
 
+def retry_after(seconds: float) -> str:
+    """A `Retry-After` value (RFC 9110 §10.2.3): whole seconds, rounded up, at least 1."""
+    return str(max(int(seconds + 0.999), 1))
+
+
 def plain_error(status: int, message: str) -> Response:
     """Short plain text: nothing a client sent is ever echoed back as markup."""
     response = Response(f"{status} {message}\n", status=status, content_type="text/plain; charset=utf-8")
