@@ -274,6 +274,36 @@ def test_a_slow_forum_holds_half_the_cold_slots_and_another_forums_cold_feeds_ar
     assert "(its half)" in next(answer.text for answer in refused if answer.status_code == 503)
 
 
+def test_readers_waiting_on_a_slow_forums_fetch_take_its_half_of_the_slots_and_another_forum_is_read():
+    """Row 67's bound where a request waits on another's fetch with a copy held: such waiters took a process
+    slot without the forum's part, so forum one's readers of one stale feed took every slot and forum two's
+    cold feeds got 503 (the review of row 67's change). Now the first two hold forum one's half, the next get
+    the stale copy at once, and forum two's feed is read."""
+    with FakeForum() as one, FakeForum() as two:
+        settings = replace(settings_for(one.url, cold_slots=4, cache_ttl=1),
+                           forums=(parse_forum(one.url), parse_forum(two.url)))
+        with procfile_app(settings) as app:
+            polled = app.feed_url(COMPILER + ".atom")
+            assert get(polled).status_code == 200
+            time.sleep(1.5)  # the copy is stale, and kept
+            one.stall(read_at(COMPILER), 6)
+            with ThreadPoolExecutor(4) as pool:
+                leader = pool.submit(get, polled)
+                time.sleep(0.5)  # its fetch of the list is under way
+                waiting = [pool.submit(get, polled) for _ in range(3)]
+                time.sleep(1)
+                answered = [future.done() for future in waiting]
+                other = get(f"{app.url}/{parse_forum(two.url).key}{COMPILER}.atom")
+                replies = [future.result() for future in waiting]
+                assert leader.result().status_code == 200
+    assert other.status_code == 200 and two.count(read_at(COMPILER)) == 1
+    assert sorted(answered) == [False, True, True], answered  # one waits with forum one's second slot
+    stale = [reply for reply, done in zip(replies, answered, strict=True) if done]
+    assert all(reply.status_code == 200 and "fetched already" in reply.headers["x-feedbridge-stale"]
+               for reply in stale), [reply.headers for reply in stale]
+    assert one.count(read_at(COMPILER)) == 2  # the first read and the leader's: the waiters asked nothing
+
+
 # --- slow forum: hits keep their threads --------------------------------------------------------------
 
 @pytest.mark.timeout(120)

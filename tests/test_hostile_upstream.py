@@ -506,3 +506,26 @@ def test_is_within_checks_the_normalised_path(url, inside):
 ])
 def test_the_url_fetched_is_the_normalised_one(url, normal):
     assert normalise_url(url) == normal
+
+
+def test_a_topic_with_a_hundred_thousand_tags_is_answered_over_gunicorn_with_its_first_hundred():
+    """RELIABILITY.md row 72 on the Procfile's gunicorn: a JSON list with 100,000 distinct tags on one topic
+    (1.1 MB) held the gevent worker until gunicorn killed it, on every request, `/healthz` waiting; the
+    parser's own test (`test_json_lists.py`) checks the first `MAX_TAGS` are kept in order."""
+    from feedbridge.discourse.fields import MAX_TAGS
+    from tests.upstream import JSON_ROOT
+
+    listing = json.loads((JSON_ROOT / "latest.json").read_text(encoding="utf-8"))
+    tagged = listing["topic_list"]["topics"][0]
+    tagged["tags"] = [f"tag-{n}" for n in range(100_000)]
+    with FakeForum(mode="json") as forum:
+        forum.set_body("/latest.json", json.dumps(listing), headers={"Content-Type": "application/json"})
+        with procfile_apps({"app": settings_for(forum.url, **FAST)}) as apps:
+            app = apps["app"]
+            answer = httpx.get(app.feed_url("/latest.atom"), timeout=20)
+            health = httpx.get(f"{app.url}/healthz", timeout=5)
+    assert answer.status_code == 200 and health.status_code == 200
+    feed = feedparser.parse(answer.content)
+    entry = next(entry for entry in feed.entries if f"/{tagged['id']}" in entry.link)
+    terms = [tag.term for tag in entry.get("tags", []) if tag.term.startswith("tag-")]
+    assert terms == [f"tag-{n}" for n in range(MAX_TAGS)], terms[:5]
