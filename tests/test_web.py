@@ -168,6 +168,21 @@ def test_healthz(app):
     assert app.forum_key in response.json()["forums"]
 
 
+def test_robots_txt_keeps_crawlers_to_the_front_page(app, upstream):
+    """A crawler following the pages' links would make every feed, filter and view a cold read of the forum,
+    spent from the readers' budget: robots.txt allows the front page only (RFC 9309's `$`)."""
+    from urllib.robotparser import RobotFileParser
+
+    answer = get(f"{app.url}/robots.txt")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    assert answer.text.splitlines() == ["User-agent: *", "Allow: /$", "Disallow: /"]
+    robots = RobotFileParser()
+    robots.parse(answer.text.splitlines())
+    for path in (f"{COMPILER}.atom", f"{COMPILER}.html?q=x", "/opml"):
+        assert not robots.can_fetch("AnyBot", app.feed_url(path))
+    assert upstream.count() == 0
+
+
 # --- HTTP caching -------------------------------------------------------------------------------------
 
 def test_conditional_get(app):

@@ -75,6 +75,18 @@ def healthz() -> Response:
                    upstream=upstream)
 
 
+ROBOTS = "User-agent: *\nAllow: /$\nDisallow: /\n"
+"""The front page may be indexed; nothing else (RFC 9309, whose `$` ends a path). Each feed, filter, view and
+preview URL a crawler follows from the pages is a cold read of a forum, spent from the budget the readers
+need; feed readers fetch the feeds they are given without asking robots.txt."""
+
+
+@bp.get("/robots.txt")
+def robots() -> Response:
+    return Response(ROBOTS, content_type="text/plain; charset=utf-8",
+                    headers={"Cache-Control": "public, max-age=86400"})
+
+
 @bp.get("/<path:path>")
 def feed(path: str) -> Response:
     """The feed or its page; the URL's resolution is remembered for the next request (and the hit path) once
