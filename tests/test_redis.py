@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import logging
 import signal
@@ -94,10 +95,12 @@ def test_categories_directory_round_trips() -> None:
 
 
 def test_feed_entry_keeps_its_bytes_raw() -> None:
-    body = b'<?xml version="1.0"?>\n<feed>\xff\x00 caf\xc3\xa9\n</feed>\n'
-    entry = FeedEntry(body, "etag", None, 1_800_000_000.0)
+    body = b'<?xml version="1.0"?>\n<feed>\xff\x00 caf\xc3\xa9\n</feed>\n' * 40
+    packed = gzip.compress(body, mtime=0)
+    entry = FeedEntry(body, "etag", None, 1_800_000_000.0, packed)
     data = codec.encode(entry)
-    assert body in data and len(data) < len(body) + 64  # raw: no base64 inflation
+    # raw, the body and its gzip each once: no base64 inflation (a third more of each), only the field names
+    assert body in data and packed in data and len(data) < len(body) + len(packed) + 80
     assert codec.decode(data) == entry
     assert codec.decode(codec.encode(1_800_000_123.25)) == 1_800_000_123.25
 

@@ -185,6 +185,40 @@ def test_robots_txt_keeps_crawlers_to_the_front_page(app, upstream):
 
 # --- HTTP caching -------------------------------------------------------------------------------------
 
+def test_a_reader_that_takes_gzip_gets_the_gzip_kept_with_the_feed(app, upstream):
+    """A feed's gzip is made once, when it is built, and kept beside it: a built feed and a hit are both served
+    gzipped to a client that takes gzip, as a representation of its own (its ETag, `Vary`), and as they are
+    to one that does not. `gzip;q=0` refuses gzip whatever `*` says (RFC 9110 §12.5.3)."""
+    import gzip
+
+    def raw(url: str, coding: str, **headers: str) -> tuple[httpx.Response, bytes]:
+        with httpx.stream("GET", url, headers={"Accept-Encoding": coding, **headers}, timeout=30) as answer:
+            return answer, b"".join(answer.iter_raw())
+
+    for query in ("", "?limit=5"):  # built for a client that takes gzip, then for one that does not
+        url = app.feed_url(f"{COMPILER}.atom{query}")
+        built, packed = raw(url, "gzip, deflate")
+        plain, body = raw(url, "identity")
+        hit, again = raw(url, "gzip")
+        assert [built.headers["x-feedbridge-cache"], hit.headers["x-feedbridge-cache"]] == ["miss", "hit"]
+        for answer in (built, hit, plain):
+            assert answer.status_code == 200 and answer.headers["vary"] == "Accept, Accept-Encoding"
+        assert built.headers["content-encoding"] == hit.headers["content-encoding"] == "gzip"
+        assert "content-encoding" not in plain.headers
+        assert packed == again and gzip.decompress(packed) == body and 2 * len(packed) < len(body)
+        assert int(hit.headers["content-length"]) == len(packed)
+        assert hit.headers["etag"] == plain.headers["etag"][:-1] + '-gzip"'
+        assert raw(url, "gzip", **{"If-None-Match": hit.headers["etag"]})[0].status_code == 304
+        assert raw(url, "identity", **{"If-None-Match": hit.headers["etag"]})[0].status_code == 200
+    url = app.feed_url(f"{COMPILER}.atom")
+    for coding, gzipped in [("*", True), ("x-gzip", True), ("GZIP;q=0.5", True), ("gzip;q=0, *", False),
+                            ("*;q=0", False), ("br", False), ("", False)]:
+        answer, _ = raw(url, coding)
+        assert (answer.headers.get("content-encoding") == "gzip") is gzipped, coding
+    assert upstream.count(LIST) == 1  # both feeds built from one read of the list; a gzip is no build of its own
+
+
+
 def test_conditional_get(app):
     url = app.feed_url(f"{COMPILER}.atom")
     first = get(url)

@@ -40,7 +40,7 @@ from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
-from feedbridge.render.formats import render
+from feedbridge.render.formats import gzipped, render
 from feedbridge.store import keys
 from feedbridge.store.entries import FeedEntry
 from feedbridge.upstream.fetcher import Fetcher
@@ -276,7 +276,8 @@ class FeedService:
 
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 refresh: bool, identity: bool, held: FeedEntry | None = None) -> FeedEntry:
-        """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held)."""
+        """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held), and
+        their gzip; a signed or a member's feed has none, since each URL is served its own token in its body."""
         with metrics.building(spec.kind):
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
@@ -285,7 +286,8 @@ class FeedService:
                              site=site, ttl=self.settings.cache_ttl if refresh else None)
             body = render(spec.fmt, head, entries)
         etag = hashlib.sha256(body).hexdigest()[:32]
-        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built)
+        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built,
+                         gzipped=None if read.signed else gzipped(body))
 
 
 def _listed(first: Listing) -> datetime | None:

@@ -38,16 +38,18 @@ class PageEntry:
 
 @dataclass(frozen=True, slots=True)
 class FeedEntry:
-    """Rendered feed bytes: a hit is served without parsing or rendering anything."""
+    """Rendered feed bytes: a hit is served without parsing or rendering anything. `gzipped`: the body's gzip,
+    for the readers that take it (`render.formats.gzipped`), None when it has none."""
 
     body: bytes
     etag: str
     last_modified: float | None
     stored_at: float
+    gzipped: bytes | None = None
 
     @property
     def size(self) -> int:
-        return len(self.body)
+        return len(self.body) + len(self.gzipped or b"")
 
 
 @dataclass(frozen=True, slots=True)

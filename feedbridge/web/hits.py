@@ -36,7 +36,7 @@ from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.service import FeedService
 from feedbridge.render.formats import FORMATS
 from feedbridge.web.logs import log_request
-from feedbridge.web.responses import NOSNIFF, feed_headers
+from feedbridge.web.responses import NOSNIFF, feed_headers, gzip_body
 from feedbridge.web.withheld import restored, withheld
 
 RESOLVED_BYTES = 8 * 2**20
@@ -171,9 +171,10 @@ class HitPath:
         entry = self.service.scope(resolved.signed).fresh(resolved.key)
         if entry is None:
             return self._to_flask(environ, start_response)
-        body = resolved.served(entry.body)
+        packed = None if resolved.private else gzip_body(entry, environ.get("HTTP_ACCEPT_ENCODING"))
+        body = resolved.served(entry.body) if packed is None else packed
         headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit",
-                               private=resolved.signed)
+                               private=resolved.signed, gzipped=packed is not None)
         headers += [("Content-Length", str(len(body))), NOSNIFF]
         start_response("200 OK", headers)
         query = environ.get("QUERY_STRING")

@@ -13,6 +13,7 @@ import time
 from email.utils import formatdate
 
 from flask import Response
+from werkzeug.http import parse_accept_header
 
 from feedbridge.feeds.service import CacheStatus
 from feedbridge.store.entries import FeedEntry
@@ -20,18 +21,31 @@ from feedbridge.store.entries import FeedEntry
 NOSNIFF = ("X-Content-Type-Options", "nosniff")
 
 
+def gzip_body(entry: FeedEntry, accept_encoding: str | None) -> bytes | None:
+    """The entry's gzip, when it has one and the client takes gzip: by its own name or `x-gzip`, else as `*`,
+    with a quality above 0 (RFC 9110 §12.5.3: `gzip;q=0` refuses it whatever `*` says). A signed or a member's
+    feed has none (`FeedService._render`): its body is served with the URL's own token in it."""
+    if entry.gzipped is None or not accept_encoding:
+        return None
+    qualities = {coding.lower(): quality for coding, quality in parse_accept_header(accept_encoding)}
+    wanted = qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0)))
+    return entry.gzipped if wanted > 0 else None
+
+
 def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
-                 private: bool = False, variant: str = "", stale: str | None = None) -> list[tuple[str, str]]:
+                 private: bool = False, variant: str = "", stale: str | None = None,
+                 gzipped: bool = False) -> list[tuple[str, str]]:
     """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep. A copy
     kept (a hit, a stale copy) says how old it is (`Age`, RFC 9111 §5.1), so a cache in front keeps it for what
     is left of `max_age` rather than the whole of it again. `variant` tells apart, in the ETag, answers of one
     feed that differ by `Accept` (RFC 9110 §8.8.3: a strong ETag names one representation), so that no cache
     answers one with the other on a `304`. `stale`: why a stale copy is served, said with its age in
-    `X-Feedbridge-Stale` (one age for both headers)."""
+    `X-Feedbridge-Stale` (one age for both headers). `gzipped`: the body is the entry's gzip
+    (`Content-Encoding`), a representation of its own with an ETag of its own, as `variant`'s."""
     headers = [
         ("Content-Type", media_type),
-        ("Vary", "Accept"),
-        ("ETag", f'"{entry.etag}{variant}"'),
+        ("Vary", "Accept, Accept-Encoding"),
+        ("ETag", f'"{entry.etag}{variant}{"-gzip" if gzipped else ""}"'),
         ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]
@@ -42,6 +56,8 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
             headers.append(("X-Feedbridge-Stale", _header_safe(f"{stale}; serving the copy from {age}s ago")))
     if entry.last_modified is not None:
         headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
+    if gzipped:
+        headers.append(("Content-Encoding", "gzip"))
     return headers
 
 
