@@ -162,6 +162,7 @@ def test_html_and_xsl_views_are_readable_and_escaped(page, base_url, key):
         assert SCRIPT in page.locator(".entry-title").all_inner_texts()
         assert page.locator("main script").count() == 0
         assert page.get_attribute("#html-view", "href") == f"{base_url}/{key}/latest.html"
+        assert page.get_attribute("head link[rel=icon]", "href") == "/static/icon.svg"
     screenshot(page, "feed-xsl-view.png")
 
 

@@ -156,6 +156,11 @@ def test_front_page_shows_forums_categories_and_a_preview(client, key):
                                                      "application/feed+json"]
     for label_for in page.xpath("//label/@for"):
         assert page.xpath(f"//*[@id='{label_for}']"), f"label for missing control {label_for}"
+    # the tab's icon, so browsers do not ask /favicon.ico of every page (a 404, and a log line, each time)
+    [icon] = page.xpath("//head/link[@rel='icon']/@href")
+    served = client.get(icon)
+    assert served.status_code == 200 and served.mimetype == "image/svg+xml"
+    assert html.fromstring(served.data).tag.endswith("svg")
 
 
 def test_front_page_builds_a_filtered_feed_without_javascript(client, key):

@@ -25,6 +25,7 @@
         <meta charset="utf-8"/>
         <meta name="viewport" content="width=device-width, initial-scale=1"/>
         <title><xsl:value-of select="$title"/> · feedbridge</title>
+        <link rel="icon" type="image/svg+xml" href="/static/icon.svg"/>
         <link rel="stylesheet" href="/static/pages.css"/>
       </head>
       <body class="xsl-view">
