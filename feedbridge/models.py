@@ -154,10 +154,12 @@ def has_xml_invalid(text: str) -> bool:
 
 
 def iso_utc(moment: datetime | None) -> str | None:
-    """The `YYYY-MM-DDTHH:MM:SSZ` form the expected fixtures and JSON output use."""
+    """The `YYYY-MM-DDTHH:MM:SSZ` form the expected fixtures and JSON output use (RFC 3339's, as JSON Feed asks):
+    `isoformat`, whose year always has four digits, where `strftime`'s `%Y` has none added under glibc (the
+    year 999 as `999`)."""
     if moment is None:
         return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
 def listing_to_dict(listing: Listing) -> dict[str, Any]:

@@ -408,3 +408,14 @@ def test_a_user_name_core_would_not_make_names_no_feed(upstream, name):
             feeds = [httpx.get(f"{app.url}/{key}/u/{name}{tail}", timeout=30) for tail in (".atom", "/posts.atom")]
         assert [feed.status_code for feed in feeds] == [404, 404]
     assert not upstream.count(f"/topics/created-by/{name}", prefix=True)
+
+
+def test_a_page_writes_every_date_with_its_four_digit_year():
+    """The `.html` views' dates: `strftime`'s `%Y` wrote a topic of the year 999 as `999-01-02` (glibc pads nothing)."""
+    from datetime import UTC, datetime
+
+    from feedbridge.web.pages import when
+
+    assert when(datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC)) == "0999-01-02 03:04 UTC"
+    assert when(datetime(2026, 12, 6, 17, 5, 59, tzinfo=UTC)) == "2026-12-06 17:05 UTC"
+    assert when(None) == "never"

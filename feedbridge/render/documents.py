@@ -25,17 +25,20 @@ What it costs: about 26 µs an Atom entry and 29 µs an RSS item, where lxml's e
 
 Where feedgen's defaults would make a document impure or wrong, each is set here: it dates the feed and
 every entry now unless told otherwise (every date is set from the entries; an undated RSS channel loses
-the `lastBuildDate` feedgen writes anyway, `_Undated`); it prepends entries (they are appended); it takes
+the `lastBuildDate` feedgen writes anyway, `_LastBuildDate`); it prepends entries (they are appended); it takes
 RSS's channel `<link>` from the last link added (the alternate is added last there); feedgen 1.0 drops
-the `rel` of an entry's links (an entry has exactly one, its alternate); and it writes each RSS date under
-the process-wide C locale (`_RSS_DATES`).
+the `rel` of an entry's links (an entry has exactly one, its alternate); it writes each RSS date under
+the process-wide C locale (`_RSS_DATES`), with `strftime`'s `%Y`, which glibc does not pad: a year before 1000
+came out as `999` or `1`, where RSS 2.0 takes two or four digits (four preferred, and the RSS profile asks for
+four), so such a date is written again (`_rss_date`; `_Entry` for an item's `pubDate`, `_LastBuildDate` for the
+channel's); and its RSS `image` takes any URL, where RSS 2.0 asks for a GIF, JPEG or PNG (`_rss_image`).
 
 Rendering is a pure function of its input: the same entries and `FeedMeta` give the same bytes. No clock is
 read, entries keep the order they are given in, and JSON keys keep a fixed order. So ETags and HTTP caches
 built on the output stay valid, and readers see no phantom updates.
 
 Each entry gives other requests a turn (`render.turns`) as it is added and again as feedgen builds its XML
-(`_TurnTakingEntry`): 500 entries of long posts take 0.1–0.2 s, and what cannot be split is the one
+(`_Entry`): 500 entries of long posts take 0.1–0.2 s, and what cannot be split is the one
 serialising call at the end (lxml's `tostring`, `json.dumps`), about 10 ms per 100 long entries.
 """
 
@@ -45,6 +48,7 @@ import html
 import threading
 from collections.abc import Sequence
 from datetime import datetime
+from email.utils import format_datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -54,7 +58,7 @@ from feedgen.feed import FeedGenerator
 from lxml.etree import SubElement
 
 from feedbridge import __version__
-from feedbridge.models import Entry
+from feedbridge.models import Entry, Site
 from feedbridge.render.meta import FeedMeta, categories, cleaned, description, newest, updated, utc
 from feedbridge.render.turns import take_turn
 
@@ -62,6 +66,7 @@ ATOM_TYPE = "application/atom+xml; charset=utf-8"
 RSS_TYPE = "application/rss+xml; charset=utf-8"
 
 _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
+_RSS_IMAGE_TYPES = (".gif", ".jpg", ".jpeg", ".png")
 
 SLASH_NS = "http://purl.org/rss/1.0/modules/slash/"
 DC_NS = "http://purl.org/dc/elements/1.1/"
@@ -140,19 +145,35 @@ class _Syndication(_Namespace):
     prefix, uri = "sy", SYNDICATION_NS
 
 
-class _Undated(BaseExtension):
-    """RSS only, registered when no entry carries a date: feedgen writes a `lastBuildDate` in every
-    channel, the time of rendering when none was set, and a made-up date is worse than none."""
+def _rss_date(moment: datetime) -> str:
+    """An RSS date as RFC 822 writes it, with the year in four digits (RSS 2.0's preference, RFC 1123 §5.2.14's
+    SHOULD, the RSS profile's) and English names whatever the locale: `email.utils.format_datetime`, for the
+    dates feedgen writes wrong."""
+    return format_datetime(moment)
+
+
+class _LastBuildDate(BaseExtension):
+    """RSS only, registered where feedgen's channel `lastBuildDate` would be wrong: it writes one in every
+    channel, the time of rendering when none was set, and a made-up date is worse than none (`moment` None:
+    the element goes); and a year before 1000 it writes in fewer than four digits (`_rss_date`)."""
+
+    moment: datetime | None = None
 
     def extend_rss(self, rss: Any) -> Any:
         channel = rss[0]
-        channel.remove(channel.find("lastBuildDate"))
+        element = channel.find("lastBuildDate")
+        if self.moment is None:
+            channel.remove(element)
+        else:
+            element.text = _rss_date(self.moment)
         return rss
 
 
-class _TurnTakingEntry(FeedEntry):
+class _Entry(FeedEntry):
     """feedgen's entry, taking a turn before feedgen builds its XML element: `atom_str` and `rss_str` build
-    every entry's element in one call, 10 ms per 100 long entries that would otherwise never yield."""
+    every entry's element in one call, 10 ms per 100 long entries that would otherwise never yield. An RSS
+    item's `pubDate` before the year 1000 is written again with its four digits (`_rss_date`); feedgen's is
+    right for every later one, which keeps the path every real date takes as it was."""
 
     def atom_entry(self, extensions: bool = True) -> Any:
         take_turn()
@@ -160,7 +181,10 @@ class _TurnTakingEntry(FeedEntry):
 
     def rss_entry(self, extensions: bool = True) -> Any:
         take_turn()
-        return super().rss_entry(extensions)
+        item = super().rss_entry(extensions)
+        if (published := self.pubDate()) is not None and published.year < 1000:
+            item.find("pubDate").text = _rss_date(published)
+        return item
 
 
 def render_atom(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
@@ -210,14 +234,16 @@ def render_rss(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     meta, entries = cleaned(meta, entries)
     fg = _feed_generator(meta, entries)
     fg.register_extension("dc", _DublinCore, _DublinCore, atom=False)
-    if last_build := newest(entries):
-        fg.lastBuildDate(utc(last_build))
-    else:
-        fg.register_extension("undated", _Undated, atom=False)  # feedgen skips it on the entries
+    if (last_build := newest(entries)) is not None:
+        last_build = utc(last_build)
+        fg.lastBuildDate(last_build)
+    if last_build is None or last_build.year < 1000:
+        fg.register_extension("last_build_date", _LastBuildDate, atom=False)  # feedgen skips it on the entries
+        fg.last_build_date.moment = last_build
     _self_link(fg, meta, RSS_TYPE)
     fg.link(href=meta.html_url, rel="alternate", type="text/html")  # the last link is the channel's <link>
     fg.generator(f"feedbridge {__version__}")
-    if meta.site is not None and (picture := meta.site.icon_url or meta.site.logo_url):
+    if meta.site is not None and (picture := _rss_image(meta.site)):
         # title and link left out: feedgen writes the channel's, as RSS 2.0 asks of an image
         fg.image(picture)
     if meta.ttl:
@@ -286,7 +312,7 @@ def _add_entry(fg: Any, entry: Entry) -> Any:
     """The part Atom and RSS share; feedgen gives the item the extensions registered on the feed."""
     take_turn()
     # feedgen prepends by default, which would reverse the caller's order
-    item = fg.add_entry(_TurnTakingEntry(), order="append")
+    item = fg.add_entry(_Entry(), order="append")
     item.title(entry.title)
     # Exactly one link, the entry's page, which feedgen takes as the entry's alternate: feedgen 1.0 drops
     # rel attributes on entry links, so a second one would turn into a duplicate rel=alternate.
@@ -300,6 +326,15 @@ def _add_entry(fg: Any, entry: Entry) -> Any:
     if entry.thumbnail:
         item.media.add("thumbnail", url=entry.thumbnail)
     return item
+
+
+def _rss_image(site: Site) -> str | None:
+    """RSS 2.0's `image` is "the URL of a GIF, JPEG or PNG image": the forum's square icon, else its logo, else
+    its favicon, the first whose name says it is one. Many forums' logos are SVG and their favicons ICO, which
+    a reader decoding the image as RSS promises cannot show; Atom's `icon` and `logo` and JSON Feed's `icon`
+    and `favicon` may be any image, and keep them."""
+    return next((url for url in (site.icon_url, site.logo_url, site.favicon_url)
+                 if url and urlsplit(url).path.lower().endswith(_RSS_IMAGE_TYPES)), None)
 
 
 def _refresh(ttl: int) -> tuple[int, str, int]:

@@ -161,7 +161,8 @@ def turn() -> str:
 
 @bp.app_template_filter("when")
 def when(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "never"
+    """`YYYY-MM-DD HH:MM UTC`, the year in four digits (`strftime`'s `%Y` writes the year 999 as `999`)."""
+    return moment.replace(tzinfo=None).isoformat(" ", "minutes") + " UTC" if moment else "never"
 
 
 @bp.get("/")
