@@ -516,57 +516,40 @@ def feed_id(fmt: str, body: bytes) -> str | None:
 # --- the checkers catch what they are for ---------------------------------------------------------------------
 
 GOOD_ATOM = render("atom", META, entries([topic(1, content_html="<p>x</p>")]))
-
-
-@pytest.mark.parametrize(("broken", "rule"), [
-    (GOOD_ATOM.replace(b"15+00:00</updated><author><name>user1", b"15</updated><author><name>user1"),
-     "RFC 4287 3.3: entry 0 updated"),
-    (GOOD_ATOM.replace(b"<entry><id>", b"<entry><id>x</id><id>"), "RFC 4287 4.1.2: entry 0 has 2 id"),
-    (GOOD_ATOM.replace(b'xmlns="http://www.w3.org/2005/Atom"', b'xmlns="http://www.w3.org/2005/Atom" xml:lang="e n"'),
-     "RFC 4287 2: xml:lang"),
-    (GOOD_ATOM.replace(b"<entry>", b"<entry><m:x/>"), "XML: not well-formed or a prefix undeclared"),
-    (GOOD_ATOM.replace(b"</entry>", b'<link href="https://x/2"/></entry>'), "RFC 4287 4.1.1: entry 0 has two alternate links"),
-    (GOOD_ATOM.replace(b'type="html">', b'type="html"><b>x</b>'), "RFC 4287 3.1.1: entry 0 content of type html"),
-    (GOOD_ATOM.replace(b"<thr:total>1", b"<thr:total>-1"), "entry 0: {http://purl.org/syndication/thread/1.0}total"),
-])
-def test_the_atom_checker_names_what_a_broken_feed_breaks(broken, rule):
-    assert violations("atom", GOOD_ATOM) == []
-    assert any(found.startswith(rule) for found in violations("atom", broken)), violations("atom", broken)
-
-
 GOOD_RSS = render("rss", META, entries([topic(1)]))
-
-
-@pytest.mark.parametrize(("broken", "rule"), [
-    (GOOD_RSS.replace(b"<description>Topics", b"<x>Topics").replace(b"</description><atom", b"</x><atom"),
-     "RSS 2.0: the channel needs one non-blank description"),
-    (GOOD_RSS.replace(b'true">https://forum.example/sub/t/1', b'true">topic-1'), "RSS 2.0: item 0 guid"),
-    (GOOD_RSS.replace(b"<pubDate>Mon, 02 Mar 2026", b"<pubDate>Mon, 02 Mar 26"), "RSS 2.0 (RFC 822, a four-digit year)"),
-    (GOOD_RSS.replace(b"</item>", b"<author>a@b.example (a)</author></item>"), "RSS profile: item 0 has both"),
-    (GOOD_RSS.replace(b"<docs>", b"<image><url>https://x/i.svg</url><title>t</title><link>https://x/</link></image><docs>"),
-     "RSS 2.0: image url"),
-    (GOOD_RSS.replace(b"Excerpt of topic 1", b'&lt;a href="/t/2"&gt;x&lt;/a&gt;'), "RSS profile: relative URL '/t/2'"),
-])
-def test_the_rss_checker_names_what_a_broken_feed_breaks(broken, rule):
-    assert violations("rss", GOOD_RSS) == []
-    assert any(found.startswith(rule) for found in violations("rss", broken)), violations("rss", broken)
-
-
 GOOD_JSON = render("json", META, entries([topic(1)]))
+GOOD = {"atom": GOOD_ATOM, "rss": GOOD_RSS, "json": GOOD_JSON}
 
 
-@pytest.mark.parametrize(("broken", "rule"), [
-    (GOOD_JSON.replace(b'"summary"', b'"image":null,"summary"'), "JSON Feed: null at $.items[0].image"),
-    (GOOD_JSON.replace(b'"id":"https://forum.example/sub/t/1"', b'"id":1'), "JSON Feed 1.1: item 0 id 1"),
-    (GOOD_JSON.replace(b'"content_text"', b'"text"'), "JSON Feed 1.1: item 0 has neither"),
-    (GOOD_JSON.replace(b'"2026-03-02T12:30:15Z"', b'"26-03-02T12:30:15Z"'), "JSON Feed 1.1 (RFC 3339): item 0"),
-    (GOOD_JSON.replace(b'"authors":[{"name":"user1","url":"https://forum.example/sub/u/user1"}],', b""),
+@pytest.mark.parametrize(("fmt", "broken", "rule"), [
+    ("atom", GOOD_ATOM.replace(b"15+00:00</updated><author><name>user1", b"15</updated><author><name>user1"),
+     "RFC 4287 3.3: entry 0 updated"),
+    ("atom", GOOD_ATOM.replace(b"<entry><id>", b"<entry><id>x</id><id>"), "RFC 4287 4.1.2: entry 0 has 2 id"),
+    ("atom", GOOD_ATOM.replace(b'xmlns="http://www.w3.org/2005/Atom"', b'xmlns="http://www.w3.org/2005/Atom" xml:lang="e n"'),
+     "RFC 4287 2: xml:lang"),
+    ("atom", GOOD_ATOM.replace(b"<entry>", b"<entry><m:x/>"), "XML: not well-formed or a prefix undeclared"),
+    ("atom", GOOD_ATOM.replace(b"</entry>", b'<link href="https://x/2"/></entry>'), "RFC 4287 4.1.1: entry 0 has two alternate links"),
+    ("atom", GOOD_ATOM.replace(b'type="html">', b'type="html"><b>x</b>'), "RFC 4287 3.1.1: entry 0 content of type html"),
+    ("atom", GOOD_ATOM.replace(b"<thr:total>1", b"<thr:total>-1"), "entry 0: {http://purl.org/syndication/thread/1.0}total"),
+    ("rss", GOOD_RSS.replace(b"<description>Topics", b"<x>Topics").replace(b"</description><atom", b"</x><atom"),
+     "RSS 2.0: the channel needs one non-blank description"),
+    ("rss", GOOD_RSS.replace(b'true">https://forum.example/sub/t/1', b'true">topic-1'), "RSS 2.0: item 0 guid"),
+    ("rss", GOOD_RSS.replace(b"<pubDate>Mon, 02 Mar 2026", b"<pubDate>Mon, 02 Mar 26"), "RSS 2.0 (RFC 822, a four-digit year)"),
+    ("rss", GOOD_RSS.replace(b"</item>", b"<author>a@b.example (a)</author></item>"), "RSS profile: item 0 has both"),
+    ("rss", GOOD_RSS.replace(b"<docs>", b"<image><url>https://x/i.svg</url><title>t</title><link>https://x/</link></image><docs>"),
+     "RSS 2.0: image url"),
+    ("rss", GOOD_RSS.replace(b"Excerpt of topic 1", b'&lt;a href="/t/2"&gt;x&lt;/a&gt;'), "RSS profile: relative URL '/t/2'"),
+    ("json", GOOD_JSON.replace(b'"summary"', b'"image":null,"summary"'), "JSON Feed: null at $.items[0].image"),
+    ("json", GOOD_JSON.replace(b'"id":"https://forum.example/sub/t/1"', b'"id":1'), "JSON Feed 1.1: item 0 id 1"),
+    ("json", GOOD_JSON.replace(b'"content_text"', b'"text"'), "JSON Feed 1.1: item 0 has neither"),
+    ("json", GOOD_JSON.replace(b'"2026-03-02T12:30:15Z"', b'"26-03-02T12:30:15Z"'), "JSON Feed 1.1 (RFC 3339): item 0"),
+    ("json", GOOD_JSON.replace(b'"authors":[{"name":"user1","url":"https://forum.example/sub/u/user1"}],', b""),
      "JSON Feed 1.1: item 0 has the deprecated author"),
-    (GOOD_JSON.replace(b'"_feedbridge":{"replies":1}', b'"replies":1'), "JSON Feed: item 0 key 'replies'"),
+    ("json", GOOD_JSON.replace(b'"_feedbridge":{"replies":1}', b'"replies":1'), "JSON Feed: item 0 key 'replies'"),
 ])
-def test_the_json_feed_checker_names_what_a_broken_feed_breaks(broken, rule):
-    assert violations("json", GOOD_JSON) == []
-    assert any(found.startswith(rule) for found in violations("json", broken)), violations("json", broken)
+def test_each_checker_names_what_a_broken_feed_breaks(fmt, broken, rule):
+    assert violations(fmt, GOOD[fmt]) == []
+    assert any(found.startswith(rule) for found in violations(fmt, broken)), violations(fmt, broken)
 
 
 @pytest.mark.parametrize(("date", "valid"), [
