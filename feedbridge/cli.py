@@ -303,7 +303,8 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
     the categories directory that names a category's subcategories) is a usage error naming the
     parameter, never a feed filtered on nothing. The settings are the defaults, not the environment's,
     as the static build's are. `updated` stands in for the build time as the feed's date when no topic
-    has one, so a saved list gives the same bytes on every run."""
+    has one, so a saved list gives the same bytes on every run, and as the moment no later date is the feed's
+    own (`render.meta.believed`): the list was read from the forum by then."""
     source = source_of(listing)
     settings = Settings(forums=(replace(_forum(listing.base_url), source=source.name),))
     if naming := next((p for p in OPTIONS if p.lists and _dest(p) in options), None):
@@ -326,7 +327,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         first, entries = _upstream(lambda: service.entries(spec))
     finally:
         service.close()
-    return render(spec.fmt, spec.head(first, self_url, None, updated), entries)
+    return render(spec.fmt, spec.head(first, self_url, None, updated, built=updated), entries)
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:

@@ -17,6 +17,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -463,17 +464,83 @@ def test_dot_segments_that_stay_inside_the_subfolder_are_followed(upstream):
 
 @pytest.mark.parametrize("prefix", ["/sub/../other/t/", "/sub/%2e%2e/other/t/", "/sub/t/%2E%2E/%2e%2e/other/t/"])
 def test_topic_urls_cannot_leave_the_subfolder(upstream, prefix):
-    """content=full fetches each topic's page: a list whose topic links climb out of /sub gets its
-    excerpts, and nothing outside /sub is asked for."""
+    """content=full fetches each topic's page: a list whose topic links climb out of /sub has nothing outside
+    /sub asked for. A topic's link is made on the forum from its id and slug (`fields.topic_link`): each entry
+    links, and its page is read, under /sub (the fixture has no such pages: excerpts). Before that, these links
+    were the entries' links, and their pages were not read."""
     upstream.set_body(SUB_LIST, sub_forum_list(prefix))
     with running_app(settings_for(upstream.url + "/sub", **FAST)) as app:
         response = get(app.feed_url("/latest.atom?content=full"))
         assert response.status_code == 200, response.text
         assert_entries(response, 30)
     assert outside_sub(upstream) == []
-    # the list, and its JSON twin for the topics' pictures (feeds/sources/figures.py): no topic page
-    assert [r.target for r in list_reads(upstream.requests)] == [SUB_LIST, "/sub/latest.json"]
+    links = [entry.link for entry in feedparser.parse(response.content).entries]
+    assert all(re.fullmatch(rf"{upstream.url}/sub/t/[^/]+/\d+", link) for link in links)
+    # the list, its JSON twin for the topics' pictures (feeds/sources/figures.py), and each topic's page
+    assert [r.target for r in list_reads(upstream.requests)][:2] == [SUB_LIST, "/sub/latest.json"]
+    assert sorted(r.target for r in list_reads(upstream.requests)[2:]) == sorted(
+        f"{link.removeprefix(upstream.url)}.md" for link in links)
 
+
+def linked_list(links: dict[int, str]) -> str:
+    """A Markdown latest list (core's C4 layout) whose topic N's heading links to `links[N]`."""
+    blocks = [f"## [Widget {n}]({url})\n\n**Author:** [@alice](https://forum.example.org/u/alice)\\\n**Replies:** 1"
+              f'\\\n**Last updated:** [a day]({url} "2026-09-0{n % 9 + 1}T12:00:00Z")\n\nAbout widget {n}.\n'
+              for n, url in links.items()]
+    return "# Latest\n\n**URL:** https://forum.example.org/latest.md\n\n---\n\n" + "\n---\n\n".join(blocks)
+
+
+def test_a_topic_id_paired_with_another_topics_link_is_no_such_entry(upstream):
+    """A Markdown list names a topic by its link's last segment: `/t/widget-12/12/13` (topic 12's post 13) was
+    topic 13 and `/t/14/15` (a slug of digits: topic 14's post 15 to Discourse) topic 15, each an entry whose id
+    readers keep it by named one topic and whose link another, and `content=full` read the other's page for
+    it; a link on another host was the entry's link. Now the link must end as core's do, `/t/{slug}/{id}`,
+    or name no topic, and it is made on the forum from them (RELIABILITY.md row 75)."""
+    upstream.set_body("/latest.md", linked_list({
+        11: "https://elsewhere.example/t/widget-11/11",  # off the forum's host: made on the forum
+        13: "https://forum.example.org/t/widget-12/12/13",  # topic 12's post 13, read as topic 13: no topic
+        15: "https://forum.example.org/t/14/15",  # a slug of digits: no topic
+        16: "https://forum.example.org/t/widget-16/16",  # core's: as it is
+    }))
+    with running_app(settings_for(upstream.url)) as app:
+        response = get(app.feed_url("/latest.atom?content=full"))
+    assert response.status_code == 200, response.text
+    feed = feedparser.parse(response.content)
+    assert feed.bozo == 0
+    assert sorted((e.id, e.link) for e in feed.entries) == [(f"{upstream.url}/t/{n}", f"{upstream.url}/t/widget-{n}/{n}")
+                                                            for n in (11, 16)]
+    pages = sorted(r.target for r in upstream.requests if r.target.startswith("/t/"))
+    assert pages == ["/t/widget-11/11.md", "/t/widget-16/16.md"]  # nothing of topics 12 to 15
+
+
+def test_a_json_slug_that_makes_the_link_another_page_is_not_the_links():
+    """A JSON list names a topic by its id and slug, and its link was `/t/{slug}/{id}` whatever the slug: topic
+    9003 slugged `9446` linked to `/t/9446/9003` (topic 9446's post 9003 to Discourse), and `content=full` read
+    topic 9446's document there, refused it, and remembered the refusal as topic 9003's: its own post feed
+    answered 502 for the negative TTL. Topic 9446 slugged `..` linked to `/t/../9446`, which is `/9446`. A slug
+    core never makes (digits alone, a dot segment) is core's default, `topic` (RELIABILITY.md row 75)."""
+    from tests.fake_posts import PostSite
+
+    site = PostSite.standard()
+
+    def core(target: str) -> bytes | None:
+        """Core's routes: `/t/ID/N` is topic ID's post N, routed before `/t/SLUG/ID`, which is topic ID."""
+        path = target.partition("?")[0]
+        found = re.fullmatch(r"/t/(\d+)/\d+\.json", path) or re.fullmatch(r"/t/[^/]+/(\d+)\.json", path)
+        return site.answer(f"/t/{found[1]}.json" if found else target)
+
+    with FakeForum(mode="json", posts=core) as forum, running_app(settings_for(forum.url)) as app:
+        forum.set_body("/latest.json", json.dumps({"users": [], "topic_list": {"topics": [
+            {"id": 9003, "title": "Small", "slug": "9446", "posts_count": 5, "last_posted_at": "2026-11-02T00:00:00Z"},
+            {"id": 9446, "title": "Long", "slug": "..", "posts_count": 446, "last_posted_at": "2026-11-01T00:00:00Z"},
+        ]}}))
+        items = get(app.feed_url("/latest.json?content=full")).json()["items"]
+        posts = get(app.feed_url("/t/9003.atom"))
+    assert [(i["id"], i["url"]) for i in items] == [(f"{forum.url}/t/{n}", f"{forum.url}/t/topic/{n}")
+                                                    for n in (9003, 9446)]
+    assert all("content_html" in item for item in items)  # each its own topic's first post
+    assert "Small thread post 1" in items[0]["content_html"] and "long thread" in items[1]["content_html"]
+    assert posts.status_code == 200 and feedparser.parse(posts.content).bozo == 0
 
 @pytest.mark.parametrize("url,inside", [
     ("http://f.example/sub/latest.md", True),

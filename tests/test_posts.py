@@ -462,3 +462,40 @@ def test_a_batch_brings_only_the_posts_it_was_asked_for():
         held = flask_app.extensions["feedbridge"].public.store.get(keys.posts_of(forum.url, topic))
     assert answer_.status_code == 200 and answer_.text.count("<entry>") == 100
     assert sorted(post_id for post_id, _ in held.posts) == ids  # nothing of 20000 to 20049 was read
+
+
+def test_a_topic_longer_than_the_cache_keeps_is_sanitized_once_and_read_once(monkeypatch):
+    """500 posts of 96 KB (three times the longest post core lets a member write): what was read of the topic
+    was 46 MB of sanitized HTML, more than the cache keeps beside the feed, so every poll and every `q=`
+    variant asked the forum for its 10 batches again and sanitized all 500 posts (about 11 s of a worker's
+    CPU). The posts kept of a topic carry `FEED_CONTENT_CHARS` of HTML, the newest posts'; older ones are
+    kept read without it: the build sanitizes that much, and a variant asks the forum nothing and sanitizes
+    nothing (RELIABILITY.md row 76). Counted: the characters handed to the sanitizer, the forum's requests."""
+    from feedbridge.feeds.sources import post_feeds
+    from feedbridge.render.sanitize import MAX_COOKED_CHARS
+    from tests.fake_posts import USERS
+
+    sanitized: list[int] = []
+    sanitize = post_feeds.sanitize_html
+
+    def counted(html: str, base_url: str) -> str:
+        sanitized.append(len(html))
+        return sanitize(html, base_url)
+
+    monkeypatch.setattr(post_feeds, "sanitize_html", counted)
+    site = PostSite.standard()
+    topic = site.topic(7701, "A topic of very long posts", "a-topic-of-very-long-posts", 5)
+    filler = "<p>" + "<strong>inductor</strong> lowers the graph, " * 2_100 + "</p>"  # 96,600 characters
+    for number in range(1, 501):
+        site.add(topic, list(USERS)[number % 3], f"<p>post{number}</p>{filler}")
+    with FakeForum(mode="json", posts=site.answer) as forum, running_app(settings_for(forum.url)) as app:
+        cold = get(app, "/t/7701.atom?limit=500")
+        built, sanitized[:] = sum(sanitized), []
+        forum.reset()
+        variants = [get(app, f"/t/7701.atom?limit=500&q=-zz{n}") for n in range(2)]
+    assert cold.status_code == 200 and all(v.status_code == 200 for v in variants)
+    assert built <= post_feeds.FEED_CONTENT_CHARS + MAX_COOKED_CHARS  # 46.2 million before
+    assert sanitized == [] and forum.count() == 0  # each variant: 500 posts sanitized again, 12 requests
+    feed = parsed(variants[-1].content)
+    assert feed.bozo == 0 and len(feed.entries) == 500
+    assert "post500" in feed.entries[0].content[0].value and "content" not in feed.entries[-1]

@@ -264,6 +264,47 @@ def test_service_empty_feed_is_dated_when_it_was_built(upstream):
     assert b"lastBuildDate" not in rss.content and b"1970" not in atom.content + rss.content
 
 
+
+def dated_list(dates: dict[int, str | None]) -> str:
+    """A Markdown list of the widgets category (core's C4 layout), topic N last active at `dates[N]`, or with no
+    last-activity row where that is None."""
+    blocks = []
+    for topic_id, iso in dates.items():
+        url = f"https://forum.example.org/t/widget-{topic_id}/{topic_id}"
+        dated = (f'\\\n**Last updated:** [a day]({url} "{iso}")' if iso else "")
+        blocks.append(f"## [Widget {topic_id}]({url})\n\n**Author:** [@alice](https://forum.example.org/u/alice)"
+                      f"\\\n**Replies:** 1{dated}\n\nAbout widget {topic_id}.\n")
+    return ("# widgets\n\n**URL:** https://forum.example.org/c/widgets/9.md\n\n---\n\n"
+            + "\n---\n\n".join(blocks))
+
+
+def test_a_topic_dated_in_the_future_never_dates_the_feed(upstream):
+    """A topic dated 9999 (a hostile forum, or a broken clock) was the feed's own date (Atom's `updated`, RSS's
+    `lastBuildDate`) and every undated entry's, for good: a reader's "newest" and "changed since" saw nothing
+    newer ever again. A date past the build by more than `CLOCK_SKEW` is not the feed's: the feed is dated by
+    its newest believable topic (and a feed whose filters keep nothing by its list's), the undated entry with
+    it; the topic keeps the date the forum gives it. Rebuilt, the bytes are the same (RELIABILITY.md row 74)."""
+    upstream.set_body("/c/widgets/9.md", dated_list({1: "9999-12-31T23:59:59Z", 2: "2026-09-01T12:00:00Z", 3: None}))
+    believed = datetime(2026, 9, 1, 12, tzinfo=UTC)
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        def feed(path: str) -> httpx.Response:
+            return httpx.get(app.feed_url(path), timeout=15)
+
+        atom, rss, json_feed = (feed(f"/c/widgets/9.{fmt}") for fmt in ("atom", "rss", "json"))
+        empty = feed("/c/widgets/9.atom?q=nothingmatches")
+        again = [feed("/c/widgets/9.atom").content, feed("/c/widgets/9.atom?q=nothingmatches").content]
+    assert [r.status_code for r in (atom, rss, json_feed, empty)] == [200] * 4
+    read = parsed(atom.content)  # bozo 0, in each format
+    assert datetime.fromisoformat(read.feed.updated) == believed
+    dates = {entry.title: datetime.fromisoformat(entry.updated) for entry in read.entries}
+    assert dates == {"Widget 1": datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), "Widget 2": believed,
+                     "Widget 3": believed}
+    assert parsed(rss.content).feed.updated_parsed[:6] == believed.timetuple()[:6]  # lastBuildDate
+    assert [item.get("date_modified") for item in json.loads(json_feed.content)["items"]] == [
+        "9999-12-31T23:59:59Z", "2026-09-01T12:00:00Z", None]
+    assert parsed(empty.content).entries == [] and datetime.fromisoformat(parsed(empty.content).feed.updated) == believed
+    assert again == [atom.content, empty.content]
+
 # --- 5. sanitised HTML ----------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import operator
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from feedbridge.models import XML_INVALID, has_xml_invalid
 
@@ -209,6 +209,60 @@ def web_url(url: str, base: str | None) -> str | None:
     except ValueError:  # urljoin splits a relative URL too (`//[x/t/1`)
         return None
     return found if found.startswith(("http://", "https://")) and splits(found) else None
+
+
+# A path segment browsers and servers read as `.` or `..` (`%2e` is a dot to the WHATWG URL parser too).
+_DOT_SEGMENT = re.compile(r"(?:\.|%2e){1,2}", re.IGNORECASE)
+_SLUG_SAFE = "-._~%"
+
+
+def _is_slug(segment: str) -> bool:
+    """Whether a path segment may be a topic's slug in its link: one core could write (lib/slug.rb), or at least
+    one that leaves the link the topic's. Core never makes a slug of digits alone ("indistinguishable from
+    id's": `/t/123/5` is topic 123's post 5, routed before `/t/:slug/:topic_id`), and no slug is a dot segment
+    (`/t/../5` is `/5`) or holds a backslash (a browser reads it as `/`)."""
+    return bool(segment) and not (segment.isascii() and segment.isdigit()) and "\\" not in segment \
+        and _DOT_SEGMENT.fullmatch(segment) is None
+
+
+def topic_slug(value: object) -> str:
+    """A topic's slug as its link's segment, percent-quoted; core's own `topic` where the forum gives none, or
+    one that would make the link another page's (`_is_slug`). The JSON lists, posts and a member's lists name a
+    topic by its id and slug: its link is made of them."""
+    if not isinstance(value, str) or not value.strip():
+        return "topic"
+    segment = quote(value.strip(), safe=_SLUG_SAFE, errors="replace")
+    return segment if _is_slug(segment) else "topic"
+
+
+def topic_link(url: str, base: str) -> tuple[int, str] | None:
+    """The topic a Markdown list's link names, and the link its entry takes; None for a link that names no
+    topic by its id.
+
+    Core links a topic as `{base}/t/{slug}/{id}` (`Topic#url`; `/t/{id}` is the same topic): the id is the
+    link's last segment, and the segments before it must be `t` and a slug (`_is_slug`), or `t`. The link is
+    then made on the forum the list was read from, `{base}/t/{slug}/{id}`, and is core's own text for core's
+    links. A hostile list could pair an id with another page: `{base}/t/{slug}/12/13` (topic 12's post 13,
+    read as topic 13), `/t/12/13` (a numeric slug: topic 12 to Discourse), or a link off the forum's host
+    (`https://elsewhere/t/x/13`). Its entry then had one topic's id, which readers keep it by, and another
+    page as its link; such shapes name no topic now, and a topic's link on another host is made on the forum:
+    `content=full` reads, and the entry links, the page of the topic its id names, on the forum the feed is of.
+    """
+    start = url.find("/", url.find("://") + 3)
+    if start < 0:
+        return None
+    path = url[start:].partition("?")[0].partition("#")[0].rstrip("/")
+    rest, _, number = path.rpartition("/")
+    if not (number.isascii() and number.isdigit()) or len(number) > 18:
+        return None  # int() refuses non-ASCII digits such as '²' and over 4300 digits
+    rest, _, slug = rest.rpartition("/")
+    if slug == "t":
+        made = f"{base}/t/{number}"
+    elif rest.rpartition("/")[2] == "t" and _is_slug(slug):
+        made = f"{base}/t/{slug}/{number}"
+    else:
+        return None
+    return int(number), url if url == made else made
 
 
 MAX_URL_CHARS = 2048

@@ -27,7 +27,16 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import msgspec
 
-from feedbridge.discourse.fields import TAG, html_text, kept_tags, leading_text, one_line, picture_url, utc
+from feedbridge.discourse.fields import (
+    TAG,
+    html_text,
+    kept_tags,
+    leading_text,
+    one_line,
+    picture_url,
+    topic_slug,
+    utc,
+)
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError
 from feedbridge.models import Category, Listing, Topic
@@ -42,7 +51,6 @@ MAX_TOPIC_CHARS = 8 * 1024 * 1024
 suggested topics: larger than a Markdown page, still far from this."""
 
 MAX_ID = 10**18
-_SLUG_SAFE = "-._~%"
 _CATEGORY_SLUG = re.compile(r"[\w%-]{1,100}")
 MAX_CATEGORIES = 500
 MAX_DESCRIPTION_CHARS = 500
@@ -206,7 +214,7 @@ def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular")
     return Topic(
         id=topic_id,
         title=title.strip(),
-        url=f"{base}/t/{_slug(raw.get('slug'))}/{topic_id}",
+        url=f"{base}/t/{topic_slug(raw.get('slug'))}/{topic_id}",  # core's `Topic#url`
         author=author,
         author_url=f"{base}/u/{_segment(author, '')}" if author else None,
         replies=_replies(raw.get("posts_count"), raw.get("reply_count")),
@@ -251,13 +259,6 @@ def _original_poster(posters: object, users: dict[int, str]) -> str | None:
 
 def _is_original(description: object) -> bool:
     return isinstance(description, str) and "Original Poster" in description
-
-
-def _slug(slug: object) -> str:
-    """The URL's slug segment; core itself uses "topic" when a title gives no slug (e.g. all CJK)."""
-    if not isinstance(slug, str) or not slug.strip():
-        return "topic"
-    return _segment(slug.strip(), _SLUG_SAFE)
 
 
 def _segment(text: str, safe: str) -> str:
@@ -445,4 +446,4 @@ def _description(entry: dict[str, Any]) -> str:
 
 
 # What a member's own documents (discourse/personal.py) are read with, as the lists' are.
-moment, plain_excerpt, on_forum, slug_segment = _moment, _excerpt, _on_forum, _slug
+moment, plain_excerpt, on_forum, slug_segment = _moment, _excerpt, _on_forum, topic_slug

@@ -28,6 +28,7 @@ from feedbridge.discourse.fields import (
     derive_base,
     sniff,
     splits,
+    topic_link,
     unescape,
     utc,
     web_url,
@@ -242,18 +243,16 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
     url = web_url(raw_url, base)
     if url is None:
         return None  # a javascript: or data: "topic" must never become a feed reader's link
-    path = url.partition("?")[0].partition("#")[0].rstrip("/")
-    if not _is_topic_path(path):
+    named = topic_link(url, base)  # a link naming no topic by its id (a category's `/c/slug/5`) is no topic
+    if named is None:
         return None
-    last_segment = path.rpartition("/")[2]
-    if not (last_segment.isascii() and last_segment.isdigit()) or len(last_segment) > 18:
-        return None  # int() rejects non-ASCII digits like '²' and refuses over 4300 digits
+    topic_id, url = named
     fields = _row_fields(block.lines, base, plugin)
     if fields is None:
         return None
     author, author_url, replies, last_posted, excerpt_lines = fields
     return Topic(
-        id=int(last_segment),
+        id=topic_id,
         title=raw_title if plugin else unescape(raw_title),
         url=url,
         author=author,
@@ -266,18 +265,20 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
 
 def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
     """The fast path's topic, or None where the general path must decide (it may still refuse the block)."""
-    title, url, topic_id, name, profile, replies, iso, excerpt, ended = match.groups()
+    title, url, _, name, profile, replies, iso, excerpt, ended = match.groups()
     moment = utc(iso)
     excerpt = excerpt.strip() if excerpt else ""
-    if moment is None or ended is None or not _is_topic_path(url.rstrip("/")) or not splits(url) or (
+    named = topic_link(url, base) if splits(url) else None
+    if moment is None or ended is None or named is None or (
         excerpt and (excerpt[:2] == "**" or "page=" in excerpt or _is_layout(excerpt))
     ):
         return None  # a bad time or URL, the last block's page links, or what may be a fourth row
     start, end = match.end("url"), match.end("iso")  # the metadata rows: short enough in all, each is too
     if end - start > MAX_ROW and any(len(row) > MAX_ROW for row in match.string[start:end].split("\n")):
         return None  # a row the general path reads capped (`_author`, the dated link): it decides
+    topic_id, url = named
     return Topic(
-        id=int(topic_id),
+        id=topic_id,
         title=unescape(title),
         url=url,
         author=unescape(name),
@@ -297,12 +298,6 @@ def _c4_excerpt(line: str) -> str | None:
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text or None
     return " ".join(text.split()) or None
-
-
-def _is_topic_path(url: str) -> bool:
-    """Topics live at `/t/SLUG/ID` or `/t/ID` (FORMAT.md); a heading linking elsewhere (a categories
-    directory's `/c/slug/5`) is not a topic, whatever its last segment. `url` is absolute."""
-    return url.find("/t/", url.find("://") + 3) >= 0
 
 
 def _is_layout(stripped: str) -> bool:

@@ -41,6 +41,7 @@ from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render
+from feedbridge.render.meta import believed
 from feedbridge.store import keys
 from feedbridge.store.entries import FeedEntry
 from feedbridge.upstream.fetcher import Fetcher
@@ -282,7 +283,8 @@ class FeedService:
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
-            head = spec.head(first, self_url, stylesheet_url, _listed(first) or datetime.fromtimestamp(int(built), UTC),
+            moment = datetime.fromtimestamp(int(built), UTC)
+            head = spec.head(first, self_url, stylesheet_url, _listed(first, moment) or moment, built=moment,
                              site=site, ttl=self.settings.cache_ttl if refresh else None)
             body = render(spec.fmt, head, entries)
         etag = hashlib.sha256(body).hexdigest()[:32]
@@ -290,12 +292,14 @@ class FeedService:
                          gzipped=None if read.signed else gzipped(body))
 
 
-def _listed(first: Listing) -> datetime | None:
+def _listed(first: Listing, built: datetime) -> datetime | None:
     """The newest date of the list a feed was made from, before its filters: the feed's own date when none
     of its entries has one (Atom's `updated`, which is required), so that a feed whose filters keep nothing
     is the same bytes, and the same ETag, for as long as its list is the same. It was the time of the build,
-    and a keyword feed that matched nothing was a new download at every poll."""
-    return max(filter(None, (t.last_posted_at or t.created_at for t in first.topics)), default=None)
+    and a keyword feed that matched nothing was a new download at every poll. A date from the future is not
+    the feed's (`render.meta.believed`, of a feed built at `built`)."""
+    dates = (t.last_posted_at or t.created_at for t in first.topics)
+    return max((moment for moment in dates if moment is not None and believed(moment, built)), default=None)
 
 
 def _changed(etag: str, held: FeedEntry | None, built: float) -> float:

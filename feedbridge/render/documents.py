@@ -190,7 +190,7 @@ class _Entry(FeedEntry):
 def render_atom(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     meta, entries = cleaned(meta, entries)
     fg = _feed_generator(meta, entries)
-    feed_date = newest(entries) or meta.updated
+    feed_date = newest(entries, meta.built) or meta.updated
     fg.updated(utc(feed_date))
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
@@ -234,7 +234,7 @@ def render_rss(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     meta, entries = cleaned(meta, entries)
     fg = _feed_generator(meta, entries)
     fg.register_extension("dc", _DublinCore, _DublinCore, atom=False)
-    if (last_build := newest(entries)) is not None:
+    if (last_build := newest(entries, meta.built)) is not None:
         last_build = utc(last_build)
         fg.lastBuildDate(last_build)
     if last_build is None or last_build.year < 1000:

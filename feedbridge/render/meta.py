@@ -19,6 +19,14 @@ or see a change that did not happen. What has no true value is left out: an unda
 requires `updated` on the feed and on every entry; there the feed's date is the newest date of its
 topics, else `FeedMeta.updated` (when the list was read), and an undated entry takes the feed's date.
 
+A date from the future is the forum's word about one topic, never the feed's (`believed`): the feed's own
+date (Atom's `updated`, RSS's `lastBuildDate`) is the newest entry date no later than when the feed was built
+(`FeedMeta.built`) plus `CLOCK_SKEW`. A topic dated 9999, by a hostile forum or a broken clock, had dated the
+feed 9999, and every undated entry with it: a reader's "newest first" and "changed since" saw the feed as
+changed forever after and nothing newer as newer. Entries keep the dates the forum gives them, future ones
+too: a reader shows what the forum says of its topic (its id stays one entry), where a date clamped to the
+build would be made up, and would move at every build, a new ETag and a new download at every poll.
+
 URLs: every URL written (links, ids, author URIs) goes through `uris.iri_to_uri`, because a forum's
 links and usernames (`/u/Zoë`) may be IRIs where RSS and JSON Feed consumers check for URIs.
 
@@ -33,7 +41,7 @@ import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from feedbridge.models import XML_INVALID, Entry, Site, Topic, has_xml_invalid
@@ -56,6 +64,22 @@ class FeedMeta:
     updated: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
     site: Site | None = None  # how the forum presents itself: the feed's icon, logo and language
     ttl: int | None = None  # seconds a copy is served before the forum is asked again: RSS's refresh hints
+    # When the feed is built from what was read (timezone-aware; a saved list's date for a saved list): no date
+    # past it by more than `CLOCK_SKEW` is the feed's own (`believed`). A bound, never written: the bytes do not
+    # depend on it unless an entry is dated in the future.
+    built: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+
+
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far past the moment a feed is built a forum's date may be and still be the feed's own: the forum's clock
+and the bridge's differ by that much at most when both keep time (Kerberos allows 5 minutes of skew for the
+same reason). Further ahead, it is a clock that is wrong or a forum that lies (see the module docstring)."""
+
+
+def believed(moment: datetime, built: datetime) -> bool:
+    """Whether `moment` may be a feed's own date, when the feed is built at `built`: not past it by more than
+    `CLOCK_SKEW`. A naive time is passed on (believed) for feedgen to refuse, as `utc` does."""
+    return moment.tzinfo is None or moment <= built + CLOCK_SKEW
 
 
 def entry_id(forum_url: str, topic_id: int) -> str:
@@ -121,9 +145,11 @@ def updated(entry: Entry) -> datetime | None:
     return entry.updated or entry.published
 
 
-def newest(entries: Sequence[Entry]) -> datetime | None:
-    """The newest date any entry carries: the feed's date, when there is one."""
-    return max(filter(None, map(updated, entries)), default=None)
+def newest(entries: Sequence[Entry], built: datetime) -> datetime | None:
+    """The newest date an entry carries that is `believed` of a feed built at `built`: the feed's date, when
+    there is one."""
+    return max((moment for moment in map(updated, entries) if moment is not None and believed(moment, built)),
+               default=None)
 
 
 def categories(entry: Entry) -> list[str]:

@@ -226,13 +226,14 @@ class FeedSpec:
                 "because the forum refused their own topic list")
 
     def head(self, first: Listing, self_url: str | None, stylesheet_url: str | None, updated: datetime, *,
-             site: Site | None = None, ttl: int | None = None) -> FeedMeta:
+             built: datetime, site: Site | None = None, ttl: int | None = None) -> FeedMeta:
         """What the feed says of itself, whichever way it is made (the server, the static build, `feedbridge
         build` of a URL or of a saved list), for the renderers (`render.formats.render`). Without a self URL
         the id is the list's Markdown URL with the canonical query as its fragment, so filtered feeds of one
         list still have ids of their own. A digest's id is `digest_id`, the start of its entries' ids: one
         feed whatever host, format or `limit=` reads it. `updated` is the feed's date when no entry has one;
-        `site` how the forum presents itself (its icon, logo and language), `ttl` the seconds a copy is
+        `built` when the feed is built (no later date is the feed's own, `render.meta.believed`); `site` how the
+        forum presents itself (its icon, logo and language), `ttl` the seconds a copy is
         served before the forum is asked again."""
         query = urlencode(self.canonical_query())
         title = self.feed_title(first)
@@ -247,6 +248,7 @@ class FeedSpec:
             updated=updated,
             site=site,
             ttl=ttl,
+            built=built,
         )
 
 

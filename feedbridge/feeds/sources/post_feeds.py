@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -48,6 +48,7 @@ from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 from feedbridge.config import Forum, Settings
+from feedbridge.discourse.fields import topic_slug
 from feedbridge.discourse.posts import (
     parse_latest_posts,
     parse_post_batch,
@@ -95,7 +96,18 @@ FEED_CONTENT_CHARS = 16 * 1024 * 1024
 """Characters of posts' HTML one feed carries, the newest posts': a forum's 500 posts of 96 KB each made a
 `limit=500` feed of 135 MB and +430 MB of a worker's memory (RELIABILITY.md row 73). 16 MiB holds 500 of the
 longest posts core lets a member write (`max_post_length`, 32,000 characters); posts past it are entries with
-their title, link, author and dates, without their content."""
+their title, link, author and dates, without their content.
+
+The same bound holds what is kept read (`_Room`): of a topic's posts (`PostsEntry`) and of a list of posts
+(`CollectedEntry`), the newest carry their HTML while its cooked length fits, and older ones are kept read
+without it. No feed could carry more, and a build sanitizes no more: 500 posts of 96 KB were 46 MB of
+sanitized HTML kept per topic, more than the cache holds beside the feed, so it was never kept and every
+poll and every variant asked the forum for every batch again and sanitized them all, about 11 s of CPU
+(RELIABILITY.md row 76). Bounded, the posts read fit the cache and are read and sanitized once; a build that
+finds them evicted sanitizes 16 MiB at most. Why not sanitize lazily what the feed carries: the same posts
+would be cleaned again on each variant, and what is kept would still be too large to keep. Why not cut each
+post shorter: a post core cooks from 32,000 characters can be longer than that (links, quotes, oneboxes),
+and only a topic far past what core lets its members write reaches this bound."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
@@ -106,6 +118,29 @@ def shown(post: Post, base: str, read_at: float) -> Shown:
         cooked = post.cooked if len(post.cooked) <= MAX_COOKED_CHARS else post.cooked[:MAX_COOKED_CHARS] + "…"
         content = sanitize_html(cooked, _post_url(post, base)) or None
     return Shown(replace(post, cooked=None), content, read_at)
+
+
+@dataclass
+class _Room:
+    """What is left of `FEED_CONTENT_CHARS` while posts are kept read, the newest first: each takes its HTML's
+    length (a post still to be sanitized its cooked length, as cut, which is what the sanitizer is handed);
+    once nothing is left, neither it nor any post after it keeps its HTML (see `FEED_CONTENT_CHARS`)."""
+
+    left: int = FEED_CONTENT_CHARS
+
+    def shown(self, post: Post, base: str, read_at: float) -> Shown:
+        """`shown` while there is room for the post's HTML, else the post kept read without it, unsanitized."""
+        if post.cooked is None:
+            return shown(post, base, read_at)
+        self.left -= min(len(post.cooked), MAX_COOKED_CHARS)
+        return shown(post, base, read_at) if self.left >= 0 else Shown(replace(post, cooked=None), None, read_at)
+
+    def held(self, kept: Shown) -> Shown:
+        """A post kept before, with its HTML while there is room for it (newer posts read since take theirs first)."""
+        if not kept.content_html:
+            return kept
+        self.left -= len(kept.content_html)
+        return kept if self.left >= 0 else replace(kept, content_html=None)
 
 
 def post_entry(shown: Shown, base: str) -> Entry:
@@ -131,8 +166,9 @@ def post_entry(shown: Shown, base: str) -> Entry:
 
 
 def _post_url(post: Post, base: str) -> str:
-    slug = quote(post.topic_slug or "topic", safe="-._~%", errors="replace")
-    return f"{base}/t/{slug}/{post.topic_id}/{post.post_number}"
+    """The post's permalink, core's `/t/{slug}/{topic id}/{post number}`, made of its topic's id and slug on the
+    forum (`fields.topic_slug`: never a segment that makes the link another page's)."""
+    return f"{base}/t/{topic_slug(post.topic_slug)}/{post.topic_id}/{post.post_number}"
 
 
 def _updated(post: Post) -> datetime | None:
@@ -275,11 +311,11 @@ class PostFeeds:
         known: dict[int, Shown | None] = {i: s for i, s in held.posts
                                           if s is None or now - s.read_at < ttl} if held else {}
         want, changed = set(wanted), held is None
+        read_now: dict[int, Post | None] = {}  # what this call reads, shown below with what was kept
         for post_id, post in head.read:
             if post_id in want and (post_id not in known or _edited(known[post_id], post)):
-                known[post_id] = None if post is None else shown(post, base, now)
-                changed = True
-        missing = [i for i in reversed(wanted) if i not in known]
+                read_now[post_id] = post
+        missing = [i for i in reversed(wanted) if i not in known and i not in read_now]
         if missing:
             batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
             def run(ids: list[int]) -> tuple[tuple[int, Post | None], ...]:
@@ -296,10 +332,11 @@ class PostFeeds:
                                           f"reading {len(batches)} batches of posts") from None
             for batch, got in zip(batches, done, strict=True):
                 asked = set(batch)  # what else a batch brings was not asked for, and is not read
-                for post_id in batch:
-                    known[post_id] = None
-                known.update({i: None if p is None else shown(p, base, now) for i, p in got if i in asked})
-        if missing or changed:
+                read_now.update(dict.fromkeys(batch))
+                read_now.update((i, p) for i, p in got if i in asked)
+        if read_now:
+            known, changed = _merged(known, read_now, base, now), True
+        if changed:
             newest = sorted(known.items(), reverse=True)[:KEPT_PER_TOPIC]
             read.scope.policy.keep_read(key, PostsEntry(tuple(newest), now))
         return known
@@ -353,7 +390,8 @@ class PostFeeds:
             if any(s.post.post_id is None for s in groups[topic_id]):
                 ids += [i for i, p in head.read if p is not None and p.post_number == 1]
             known = self._read(read, forum, head, ids, inline=True)
-            return {_key(s): s for s in known.values() if s is not None}
+            # A post kept without its HTML (past `FEED_CONTENT_CHARS`, or nested past what is parsed) keeps its excerpt.
+            return {_key(s): s for s in known.values() if s is not None and s.content_html is not None}
 
         found: dict[tuple[int, int], Shown] = {}
         order = list(groups)
@@ -377,14 +415,14 @@ def _paged(read: Read, spec: FeedSpec, parse: Callable[[str], Sequence[tuple[int
     """Up to `spec.pages` pages of a list of posts, from `first`, each next one's URL made by `following`
     (its number and the rows of the page before): until a page brings no post not seen or is short of
     `size`. Deleted or hidden posts (None) hold their id, so a later page repeating them adds nothing."""
-    base = spec.forum.base_url
+    base, room = spec.forum.base_url, _Room()  # the pages come newest first: their newest posts keep their HTML
     posts: dict[int, Shown | None] = {}
     url = first
     for page in range(1, spec.pages + 1):
         rows = _parsed(parse, read.fetch(spec.forum, url, url).text, url)
         new = [(i, p) for i, p in rows if i not in posts]
         now = time.time()
-        posts.update((i, None if p is None else shown(p, base, now)) for i, p in new)
+        posts.update((i, None if p is None else room.shown(p, base, now)) for i, p in new)
         if not new or len(rows) < size:
             break
         url = following(page, rows)
@@ -412,6 +450,22 @@ def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *
     entry: HeadEntry = read.entry(keys.topic_head(forum.base_url, topic_id), fetch, url, forum, fresh_for=fresh_for,
                                   keep_for=keep_for)
     return entry.head
+
+
+def _merged(kept: Mapping[int, Shown | None], read_now: Mapping[int, Post | None], base: str,
+            now: float) -> dict[int, Shown | None]:
+    """What was kept of a topic's posts and what was read of them now, by post id: the newest first, kept and
+    read alike, share `FEED_CONTENT_CHARS` (`_Room`), so a post read now is sanitized only where it fits, and
+    one kept before gives its HTML up to newer posts that need the room."""
+    room, merged = _Room(), dict[int, Shown | None]()
+    for post_id in sorted(kept.keys() | read_now.keys(), reverse=True):
+        if post_id in read_now:
+            post = read_now[post_id]
+            merged[post_id] = None if post is None else room.shown(post, base, now)
+        else:
+            held = kept[post_id]
+            merged[post_id] = None if held is None else room.held(held)
+    return merged
 
 
 def _edited(held: Shown | None, post: Post | None) -> bool:
