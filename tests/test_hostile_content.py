@@ -451,3 +451,73 @@ def test_hostile_pages_and_directories_cost_at_most_twice_the_cache_bound() -> N
     assert all(size < 2 * MIB for _, size in report["answers"]), report["answers"]  # a feed of 1,000 topics
     assert growth <= BOUND, f"+{growth / MIB:.0f} MiB > {BOUND / MIB:.0f} MiB"
 
+
+
+# --- a user's posts with content=full over 30 topics whose heads are 5 MB -------------------------------------
+
+HEAD_POSTS = 20  # core's TopicView chunk: the posts a /t/ID.json carries
+USER_TOPICS = 30  # FEEDBRIDGE_TOPIC_BUDGET: the topics content=full reads the bodies of
+
+HEADS_WORKER = """
+import gc, json, sys, tracemalloc
+import httpx
+from dataclasses import replace
+from feedbridge.config import Settings, parse_forum
+from tests.appserver import running_app
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+
+settings = replace(Settings(forums=(parse_forum("json:" + sys.argv[1]),)), retries=0, forum_budget=0, cpu_allowance=0,
+                   cache_max_bytes=int(sys.argv[2]))
+with running_app(settings) as app:
+    assert httpx.get(app.feed_url("/u/victim/posts.atom"), timeout=60).status_code == 200  # imports, the actions
+    gc.collect()
+    open("/proc/self/clear_refs", "w").write("5")  # the peak RSS from here on
+    before = status("VmRSS")
+    tracemalloc.start()
+    answer = httpx.get(app.feed_url("/u/victim/posts.atom?content=full"), timeout=120)
+    _, traced = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(json.dumps({"status": answer.status_code, "full": answer.text.count("<content"), "traced": traced,
+                      "rss": status("VmHWM") - before}))
+"""
+
+
+def hostile_head(topic_id: int, post_chars: int) -> str:
+    """A `/t/ID.json` of 20 posts of `post_chars` characters, the first one short and the user's."""
+    posts = [{"id": topic_id * 100 + n, "post_number": n, "username": "victim" if n == 1 else "other",
+              "created_at": "2026-11-01T10:00:00.000Z", "topic_id": topic_id, "post_type": 1,
+              "cooked": f"<p>{'mine' if n == 1 else 'x' * post_chars}</p>"} for n in range(1, HEAD_POSTS + 1)]
+    return json.dumps({"id": topic_id, "title": f"topic {topic_id}", "slug": "big", "category_id": 1,
+                       "created_at": "2026-11-01T10:00:00.000Z",
+                       "post_stream": {"posts": posts, "stream": [post["id"] for post in posts]}})
+
+
+@pytest.mark.timeout(300)
+def test_a_users_full_posts_hold_a_wave_of_topic_heads_at_a_time_not_all_thirty() -> None:
+    """`/u/NAME/posts?content=full` reads the head of each of up to 30 topics (FEEDBRIDGE_TOPIC_BUDGET) for its
+    posts' bodies; a forum serving 5 MB heads could have had 150 MB of them held while the feed was built. They
+    are read a wave of FEEDBRIDGE_FETCH_CONCURRENCY (3) at a time, each dropped once its posts are taken (the
+    cache keeps what its bytes allow, here next to nothing): at most three copies of each head in flight (its
+    bytes as read, as text, as parsed), measured 18 to 23 MiB traced and +43 to +45 MiB of RSS; with every head
+    held to the end, 141 MiB and +166 MiB (the Procfile's gunicorn, 64 MiB cache: +56 MiB; +68 MiB with a
+    post of 250 KB from each topic in the feed). RELIABILITY.md row 80."""
+    actions = {"user_actions": [
+        {"action_type": 4, "topic_id": 1000 + i, "post_number": 1, "username": "victim", "acting_username": "victim",
+         "created_at": f"2026-11-01T10:{i:02d}:00.000Z", "excerpt": "short", "title": f"topic {1000 + i}",
+         "slug": "big", "category_id": 1} for i in range(USER_TOPICS)]}
+    head_bytes = len(hostile_head(1000, 250_000))
+    assert 4.5 * MIB < head_bytes < 5 * MIB  # under FEEDBRIDGE_MAX_BODY_BYTES: every head is read
+    with FakeForum(mode="json") as forum:
+        forum.set_body("/user_actions.json", json.dumps(actions))
+        for i in range(USER_TOPICS):
+            forum.set_body(f"/t/{1000 + i}.json", hostile_head(1000 + i, 250_000))
+        report = run_worker(HEADS_WORKER, forum.url, str(MIB), timeout=240)
+        heads = forum.count("/t/", prefix=True)
+    print(f"traced peak {report['traced'] / MIB:.0f} MiB, RSS +{report['rss'] / MIB:.0f} MiB for {heads} heads of "
+          f"{head_bytes / MIB:.1f} MiB")
+    assert report["status"] == 200 and report["full"] == USER_TOPICS and heads == USER_TOPICS
+    assert report["traced"] <= 3 * Settings().fetch_concurrency * head_bytes, report  # all thirty: 141 MiB

@@ -308,7 +308,7 @@ def test_preview_fragment_and_recognise_endpoint(client, key, upstream):
     fragment = client.get("/preview", query_string={"list": "tag", "tag": "gpu", "format": "json"})
     page = html.fromstring(fragment.data)
     assert page.get("id") == "result-body" and page.get("data-format") == "json"
-    assert page.get("data-json") == f"http://localhost/{key}/tag/gpu.json"
+    assert page.xpath("//a[@data-format='json']/@href") == [f"http://localhost/{key}/tag/gpu.json"]
     answer = client.get("/recognise", query_string={"url": f"{upstream.url}/c/hardware/gpu/12.md?page=1",
                                                      "format": "rss"}).json
     assert answer["form"]["category"] == "hardware/gpu/12" and answer["form"]["format"] == "rss"
@@ -419,3 +419,22 @@ def test_a_page_writes_every_date_with_its_four_digit_year():
     assert when(datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC)) == "0999-01-02 03:04 UTC"
     assert when(datetime(2026, 12, 6, 17, 5, 59, tzinfo=UTC)) == "2026-12-06 17:05 UTC"
     assert when(None) == "never"
+
+
+def test_the_front_page_echoes_a_long_query_a_bounded_number_of_times(client, key):
+    """The feed URL was in the front page 12 times: the three autodiscovery links, the copy field, the four
+    "Open as" links, and again in four `data-` attributes the script made the discovery links from after a
+    preview, with the feed's title a fifth time; a query of 450 characters grew the page by 19 times its
+    length. The script reads the "Open as" links and the title shown instead, so the URL is in the page 8
+    times: what the response adds for a longer query is a bounded multiple of what the request adds (RELIABILITY.md
+    row 78)."""
+    word = "y" * 450  # the keyword query is 500 characters at most
+    short = client.get("/", query_string={"q": "x"})
+    long = client.get("/", query_string={"q": "x" + word})
+    assert short.status_code == long.status_code == 200
+    page = html.fromstring(long.data)
+    feed_url = f"http://localhost/{key}/latest.atom?q=x{word}"
+    assert page.xpath("//input[@id='feed-url']/@value") == [feed_url]
+    assert long.data.count(f"/{key}/latest.".encode()) == 8
+    assert long.data.count(word.encode()) <= 15  # the 8 URLs, 4 titles, the field, the paste box's, "Read 2 pages"
+    assert len(long.data) - len(short.data) <= 15 * len(word)

@@ -1,5 +1,6 @@
 """What one client's traffic may take of a Redis every instance shares: its connections, and its memory
-(`feedbridge/store/redis_store.py`; RELIABILITY.md rows 61 and 62).
+(`feedbridge/store/redis_store.py`; RELIABILITY.md rows 61 and 62), and what `/healthz` says while its
+connections are busy (row 77).
 
 A small plan allows few clients (Heroku's mini: 20) and little memory (25 MB), and docs/redis.md advises
 `noeviction`, so a full Redis refuses writes. Each test runs a real `redis-server` with such limits set,
@@ -12,6 +13,7 @@ import asyncio
 import socket
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -20,6 +22,7 @@ import pytest
 import redis
 
 from feedbridge.config import Settings, parse_forum
+from feedbridge.store.redis_store import ANSWERS_EVERY
 from tests.appserver import procfile_env, procfile_web, running_app, settings_for
 from tests.redis_server import RedisServer
 from tests.upstream import FakeForum
@@ -203,3 +206,41 @@ def test_a_scopes_rendered_feeds_and_views_are_shared_only_while_fresh_too(small
         lives[key.partition(":")[0]] = small_redis.client().pttl(redis_key(key)) / 1000
     assert all(0 < lives[kind] <= 60 for kind in ("feed", "private-feed", "member-view")), lives
     assert lives["private-page"] > 86000, lives
+
+
+def test_healthz_tells_a_redis_whose_connections_are_all_busy_from_one_that_does_not_answer(small_redis, upstream,
+                                                                                          tmp_path):
+    """A burst of requests kept the worker's one connection to a Redis answering in 30 ms busy past the 0.25 s a
+    call waits for it, and `/healthz` said Redis "does not answer" though every call sent to it was answered
+    (a PaaS's check reading it may restart a healthy instance). Now the probe says `busy` then, and `answers`
+    once the burst is over; "does not answer" is for a Redis whose calls fail (RELIABILITY.md row 77)."""
+    proxy = SlowProxy(small_redis.port, 0.03)
+    settings = replace(Settings(forums=(parse_forum(upstream.url),)), cache_url=f"redis://127.0.0.1:{proxy.port}/0",
+                       redis_connections=1, forum_budget=0, cpu_allowance=0)
+    log = tmp_path / "web.log"
+    said: list[str] = []
+    burst_over = threading.Event()
+    try:
+        with log.open("w") as out, procfile_web(procfile_env(settings, workers=1), stdout=out) as (base, _):
+            key = parse_forum(upstream.url).key
+            assert httpx.get(f"{base}/{key}/latest.atom", timeout=30).status_code == 200
+
+            def probe() -> None:
+                while not burst_over.wait(ANSWERS_EVERY / 2):
+                    said.append(httpx.get(f"{base}/healthz", timeout=30).json()["redis"])
+
+            prober = threading.Thread(target=probe, daemon=True)
+            prober.start()
+            with ThreadPoolExecutor(40) as pool:
+                answers = list(pool.map(lambda i: httpx.get(f"{base}/{key}/latest.atom?q=w{i}", timeout=60).status_code,
+                                        range(300)))
+            burst_over.set()
+            prober.join()
+            time.sleep(ANSWERS_EVERY)
+            after = httpx.get(f"{base}/healthz", timeout=30).json()["redis"]
+    finally:
+        proxy.close()
+    assert answers == [200] * 300
+    assert not [line for line in log.read_text().splitlines() if "Redis failed" in line]  # every call answered
+    assert "busy" in said and "does not answer" not in said, Counter(said)
+    assert after == "answers"

@@ -20,7 +20,8 @@ Two things are no failure of Redis, and open no breaker:
 - A call that finds every one of the process's connections busy does without Redis, that once. A process
   opens at most `connections` (FEEDBRIDGE_REDIS_CONNECTIONS): one client's 200 concurrent requests had one
   worker hold 87 connections, past a small plan's client limit (20), which then refused every other worker
-  and instance, and the worker itself, until it restarted (RELIABILITY.md row 61).
+  and instance, and the worker itself, until it restarted (RELIABILITY.md row 61). `/healthz` says `busy`
+  then, not that Redis does not answer (row 77).
 
 Keys: `feedbridge:<schema>:<kind>:<32 hex>`. The schema (see `codec.SCHEMA`) changes with the value
 format, and everything after the kind is a hash unless it already is one, so no request text reaches
@@ -36,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis
 from redis.backoff import NoBackoff
@@ -64,7 +65,8 @@ SLOW_CALLS = 5
 CONNECTIONS = 4
 """Connections one process opens to Redis at most, by default (FEEDBRIDGE_REDIS_CONNECTIONS)."""
 ANSWERS_EVERY = 1.0
-"""Seconds `/healthz` is told the last PING's answer before Redis is asked again (`RedisLink.answers`)."""
+"""Seconds `/healthz` is told the last PING's answer before Redis is asked again (`RedisLink.health`)."""
+Health = Literal["answers", "busy", "does not answer"]
 
 
 def redis_key(key: str) -> str:
@@ -94,7 +96,8 @@ class RedisLink:
         self._open_until = 0.0
         self._last_logged = float("-inf")
         self._down = False
-        self._answered, self._answered_until = False, 0.0
+        self._health: Health = "does not answer"
+        self._health_until = 0.0
         self._slow = 0  # calls in a row that took over `SLOW`
 
     def run(self, op: Callable[[redis.Redis], T]) -> T | None:
@@ -102,6 +105,10 @@ class RedisLink:
         free within `CONNECT_TIMEOUT` (the caller's signal to do without it)."""
         if time.monotonic() < self._open_until or not self._slots.acquire(timeout=CONNECT_TIMEOUT):
             return None
+        return self._call(op)
+
+    def _call(self, op: Callable[[redis.Redis], T]) -> T | None:
+        """`run`'s call, on a connection slot the caller took (released here)."""
         began = time.monotonic()
         try:
             result = op(self.client)
@@ -127,20 +134,32 @@ class RedisLink:
                     log.warning("Redis is reachable again; the shared cache is back in use")
         return result
 
-    def answers(self) -> bool:
-        """Redis answered a PING within the last `ANSWERS_EVERY` seconds (within the link's timeouts); False at
-        once while the breaker is open. One PING a second at most, whoever asks: `/healthz` is anyone's to
-        call, uncharged, and a PING per call would let one client hold a Redis connection per request it
-        keeps waiting, past a small plan's client limit, whose refusals open the breaker for everyone."""
+    def health(self) -> Health:
+        """What `/healthz` says of Redis, asked again every `ANSWERS_EVERY` seconds at most, whoever asks:
+        `/healthz` is anyone's to call, uncharged, and a PING per call would let one client hold a Redis
+        connection per request it keeps waiting, past a small plan's client limit, whose refusals open the
+        breaker for everyone.
+
+        `answers`: a PING answered (within the link's timeouts). `does not answer`: it failed, or the breaker
+        is open (a call failed, or `SLOW_CALLS` were slow, within the cooldown). `busy`: every connection of
+        the process stayed in use for `CONNECT_TIMEOUT`, so no PING was sent; with the breaker closed, the
+        calls holding them are being answered, or end within the read timeout and open it. It was `does not
+        answer`, which a burst of requests on a Redis answering in 30 ms made it say on every probe, and a
+        platform reading it may restart a healthy instance (RELIABILITY.md row 77)."""
         now = time.monotonic()
         with self._lock:
-            if now < self._answered_until:
-                return self._answered
-            self._answered_until = now + ANSWERS_EVERY
-        answered = self.run(lambda client: client.ping()) is not None
+            if now < self._health_until:
+                return self._health
+            self._health_until = now + ANSWERS_EVERY
+        if now < self._open_until:
+            health: Health = "does not answer"
+        elif not self._slots.acquire(timeout=CONNECT_TIMEOUT):
+            health = "busy"
+        else:
+            health = "does not answer" if self._call(lambda client: client.ping()) is None else "answers"
         with self._lock:
-            self._answered = answered
-        return answered
+            self._health = health
+        return health
 
     def _failed(self, exc: BaseException) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import h11
 import httpx
@@ -136,18 +136,18 @@ def is_within(forum: Forum, url: str, among: Sequence[Forum] = ()) -> bool:
         parts = urlsplit(normalise_url(url))
     except ValueError:
         return False
-    if parts.username or parts.password or not _under(forum, parts):
+    origin = (parts.scheme, parts.netloc.lower())
+    if parts.username or parts.password or not _under(forum, origin, parts.path):
         return False
-    depth = len(urlsplit(forum.base_url).path.rstrip("/"))
-    return not any(len(urlsplit(other.base_url).path.rstrip("/")) > depth and _under(other, parts) for other in among)
+    depth = len(forum.subfolder)
+    return not any(len(other.subfolder) > depth and _under(other, origin, parts.path) for other in among)
 
 
-def _under(forum: Forum, parts: SplitResult) -> bool:
-    base = urlsplit(forum.base_url)
-    if (parts.scheme, parts.netloc.lower()) != (base.scheme, base.netloc.lower()):
-        return False
-    prefix = base.path.rstrip("/")
-    return not prefix or parts.path == prefix or parts.path.startswith(prefix + "/")
+def _under(forum: Forum, origin: tuple[str, str], path: str) -> bool:
+    """A URL of `origin` (scheme, host and port in lower case) and normalised `path` on the forum, under its
+    subfolder: the forum's are split once, when it is made (`Forum.origin`, `Forum.subfolder`)."""
+    prefix = forum.subfolder
+    return origin == forum.origin and (not prefix or path == prefix or path.startswith(prefix + "/"))
 
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²" and "٣"
@@ -219,7 +219,7 @@ def sign_in_path(forum: Forum, url: str) -> str | None:
     """The path under the forum of `url` when it is where the forum signs people in, else None."""
     if not is_within(forum, url):
         return None
-    path = urlsplit(url).path[len(urlsplit(forum.base_url).path.rstrip("/")):]
+    path = urlsplit(url).path[len(forum.subfolder):]
     auth = path.removeprefix("/auth/")
     if path in SIGN_IN_PATHS or (auth != path and 0 < len(auth) <= 60 and "/" not in auth):
         return path

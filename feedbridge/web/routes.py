@@ -62,7 +62,8 @@ def valid_host(host: str) -> bool:
 def healthz() -> Response:
     """200 while the process serves; what it says is this worker's view, and nothing is asked of a forum for
     it: each forum's last answer to this worker (its HTTP status or why none came, and how long ago; null
-    before the first), and whether Redis, when configured, answers a PING now."""
+    before the first), and whether Redis, when configured, answers a PING now (`RedisLink.health`: `busy` when
+    every connection of the worker is in use)."""
     svc = service()
     link: RedisLink | None = current_app.extensions["feedbridge.redis"]
     upstream: dict[str, dict[str, object]] = {}
@@ -71,7 +72,7 @@ def healthz() -> Response:
         upstream[forum.key] = {"last": answer and answer.status,
                                "seconds_ago": answer and round(time.time() - answer.at, 1)}
     return jsonify(status="ok", version=__version__, forums=list(upstream), topic_fetch_failures=svc.topic_failures,
-                   redis="not configured" if link is None else "answers" if link.answers() else "does not answer",
+                   redis="not configured" if link is None else link.health(),
                    upstream=upstream)
 
 

@@ -28,10 +28,16 @@
     }
   }
 
+  // The autodiscovery links of the feed the preview shows, made from its "Open as" links and its title as shown
+  // (the page holds each URL once per thing that uses it, not again for this).
   function updateDiscovery() {
     const body = document.getElementById("result-body");
     for (const link of document.head.querySelectorAll("link[data-feed-format]")) link.remove();
-    if (!body || !body.dataset.atom) return;
+    if (!body) return;
+    const hrefs = {};
+    for (const a of body.querySelectorAll("a.format-link")) hrefs[a.dataset.format] = a.getAttribute("href");
+    if (!hrefs.atom) return;
+    const title = body.querySelector(".feed-title").textContent;
     const chosen = body.dataset.format;
     const order = FEED_FORMATS.filter((f) => f === chosen).concat(FEED_FORMATS.filter((f) => f !== chosen));
     const anchor = document.head.querySelector("link[rel=stylesheet]");
@@ -39,8 +45,8 @@
       const link = document.createElement("link");
       link.rel = "alternate";
       link.type = MEDIA[fmt];
-      link.title = `${body.dataset.title} (${fmt})`;
-      link.href = body.dataset[fmt];
+      link.title = `${title} (${fmt})`;
+      link.href = hrefs[fmt];
       link.dataset.feedFormat = fmt;
       document.head.insertBefore(link, anchor);
     }
