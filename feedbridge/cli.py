@@ -304,7 +304,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
     parameter, never a feed filtered on nothing. The settings are the defaults, not the environment's,
     as the static build's are. `updated` stands in for the build time as the feed's date when no topic
     has one, so a saved list gives the same bytes on every run, and as the moment no later date is the feed's
-    own (`render.meta.believed`): the list was read from the forum by then."""
+    own (`render.meta.newest_believed`): the list was read from the forum by then."""
     source = source_of(listing)
     settings = Settings(forums=(replace(_forum(listing.base_url), source=source.name),))
     if naming := next((p for p in OPTIONS if p.lists and _dest(p) in options), None):

@@ -41,7 +41,7 @@ from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render
-from feedbridge.render.meta import believed
+from feedbridge.render.meta import newest_believed
 from feedbridge.store import keys
 from feedbridge.store.entries import FeedEntry
 from feedbridge.upstream.fetcher import Fetcher
@@ -297,9 +297,8 @@ def _listed(first: Listing, built: datetime) -> datetime | None:
     of its entries has one (Atom's `updated`, which is required), so that a feed whose filters keep nothing
     is the same bytes, and the same ETag, for as long as its list is the same. It was the time of the build,
     and a keyword feed that matched nothing was a new download at every poll. A date from the future is not
-    the feed's (`render.meta.believed`, of a feed built at `built`)."""
-    dates = (t.last_posted_at or t.created_at for t in first.topics)
-    return max((moment for moment in dates if moment is not None and believed(moment, built)), default=None)
+    the feed's (`render.meta.newest_believed`, of a feed built at `built`)."""
+    return newest_believed([t.last_posted_at or t.created_at for t in first.topics], built)
 
 
 def _changed(etag: str, held: FeedEntry | None, built: float) -> float:

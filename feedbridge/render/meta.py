@@ -19,7 +19,7 @@ or see a change that did not happen. What has no true value is left out: an unda
 requires `updated` on the feed and on every entry; there the feed's date is the newest date of its
 topics, else `FeedMeta.updated` (when the list was read), and an undated entry takes the feed's date.
 
-A date from the future is the forum's word about one topic, never the feed's (`believed`): the feed's own
+A date from the future is the forum's word about one topic, never the feed's (`newest_believed`): the feed's own
 date (Atom's `updated`, RSS's `lastBuildDate`) is the newest entry date no later than when the feed was built
 (`FeedMeta.built`) plus `CLOCK_SKEW`. A topic dated 9999, by a hostile forum or a broken clock, had dated the
 feed 9999, and every undated entry with it: a reader's "newest first" and "changed since" saw the feed as
@@ -65,7 +65,7 @@ class FeedMeta:
     site: Site | None = None  # how the forum presents itself: the feed's icon, logo and language
     ttl: int | None = None  # seconds a copy is served before the forum is asked again: RSS's refresh hints
     # When the feed is built from what was read (timezone-aware; a saved list's date for a saved list): no date
-    # past it by more than `CLOCK_SKEW` is the feed's own (`believed`). A bound, never written: the bytes do not
+    # past it by more than `CLOCK_SKEW` is the feed's own (`newest_believed`). A bound, never written: the bytes do not
     # depend on it unless an entry is dated in the future.
     built: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
 
@@ -76,10 +76,12 @@ and the bridge's differ by that much at most when both keep time (Kerberos allow
 same reason). Further ahead, it is a clock that is wrong or a forum that lies (see the module docstring)."""
 
 
-def believed(moment: datetime, built: datetime) -> bool:
-    """Whether `moment` may be a feed's own date, when the feed is built at `built`: not past it by more than
-    `CLOCK_SKEW`. A naive time is passed on (believed) for feedgen to refuse, as `utc` does."""
-    return moment.tzinfo is None or moment <= built + CLOCK_SKEW
+def newest_believed(moments: Iterable[datetime | None], built: datetime) -> datetime | None:
+    """The newest of `moments` that may be a feed's own date, when the feed is built at `built`: not past it by
+    more than `CLOCK_SKEW`. A naive time is passed on (believed) for feedgen to refuse, as `utc` does."""
+    latest = built + CLOCK_SKEW
+    return max((moment for moment in moments if moment is not None and (moment.tzinfo is None or moment <= latest)),
+               default=None)
 
 
 def entry_id(forum_url: str, topic_id: int) -> str:
@@ -146,10 +148,9 @@ def updated(entry: Entry) -> datetime | None:
 
 
 def newest(entries: Sequence[Entry], built: datetime) -> datetime | None:
-    """The newest date an entry carries that is `believed` of a feed built at `built`: the feed's date, when
-    there is one."""
-    return max((moment for moment in map(updated, entries) if moment is not None and believed(moment, built)),
-               default=None)
+    """The newest date an entry carries that is believed of a feed built at `built` (`newest_believed`): the
+    feed's date, when there is one."""
+    return newest_believed(map(updated, entries), built)
 
 
 def categories(entry: Entry) -> list[str]:

@@ -232,7 +232,7 @@ class FeedSpec:
         the id is the list's Markdown URL with the canonical query as its fragment, so filtered feeds of one
         list still have ids of their own. A digest's id is `digest_id`, the start of its entries' ids: one
         feed whatever host, format or `limit=` reads it. `updated` is the feed's date when no entry has one;
-        `built` when the feed is built (no later date is the feed's own, `render.meta.believed`); `site` how the
+        `built` when the feed is built (no later date is the feed's own, `render.meta.newest_believed`); `site` how the
         forum presents itself (its icon, logo and language), `ttl` the seconds a copy is
         served before the forum is asked again."""
         query = urlencode(self.canonical_query())
