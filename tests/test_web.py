@@ -219,6 +219,21 @@ def test_a_reader_that_takes_gzip_gets_the_gzip_kept_with_the_feed(app, upstream
     assert upstream.count(LIST) == 1  # both feeds built from one read of the list; a gzip is no build of its own
 
 
+def test_a_feeds_html_view_is_gzipped_as_the_feed_is(app):
+    """A `.html` view is kept as a feed is, with its gzip; a page not kept (the last good pages) has none."""
+    import gzip
+
+    url = app.feed_url(f"{COMPILER}.html")
+    with httpx.stream("GET", url, headers={"Accept-Encoding": "gzip"}, timeout=30) as packed:
+        raw = b"".join(packed.iter_raw())
+    plain = get(url, headers={"Accept-Encoding": "identity"})
+    assert packed.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
+    assert gzip.decompress(raw) == plain.content and 3 * len(raw) < len(plain.content)
+    assert "Accept-Encoding" in packed.headers["vary"] and packed.headers["etag"] == plain.headers["etag"][:-1] + '-gzip"'
+    again = get(url, headers={"Accept-Encoding": "gzip", "If-None-Match": packed.headers["etag"]})
+    assert again.status_code == 304
+
+
 HOSTILE_CODINGS = {  # each as long as gunicorn admits a header line (8190 bytes)
     "parameters": ("gzip" + ";a=b" * 2100)[:8190],
     "items": ("gzip;q=0.5," * 750)[:8190],

@@ -48,7 +48,7 @@ from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.service import FeedService
 from feedbridge.models import Category, Entry, Site
-from feedbridge.render.formats import FEED_FORMATS, FORMATS
+from feedbridge.render.formats import FEED_FORMATS, FORMATS, gzipped
 from feedbridge.render.opml import OpmlFrame, Subscription, opml_frame
 from feedbridge.render.turns import take_turn
 from feedbridge.store.entries import FeedEntry
@@ -56,7 +56,7 @@ from feedbridge.web.allowance import charged
 from feedbridge.web.context import service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved
-from feedbridge.web.responses import retry_after
+from feedbridge.web.responses import gzip_body, retry_after
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -352,16 +352,21 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
 
     try:
         entry = _kept(scope, scope.page_key(spec, "page", resolved.self_url, request.script_root), render,
-                      spec.forum.key)
+                      spec.forum.key, packed=not resolved.private)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
-    response = Response(resolved.served(entry.body), content_type="text/html; charset=utf-8")
+    packed = None if resolved.private else gzip_body(entry, request.headers.get("Accept-Encoding"))  # as a feed
+    body = resolved.served(entry.body) if packed is None else packed
+    response = Response(body, content_type="text/html; charset=utf-8")
+    response.vary.add("Accept-Encoding")
+    if packed is not None:
+        response.headers["Content-Encoding"] = "gzip"
     if resolved.private:
         response.cache_control.private = True
     else:
         response.cache_control.public = True
     response.cache_control.max_age = scope.settings.cache_ttl
-    response.set_etag(entry.etag)  # from the bytes, so a reload of an unchanged page is a 304
+    response.set_etag(entry.etag + ("" if packed is None else "-gzip"))  # a reload of an unchanged page is a 304
     response.make_conditional(request)  # turns this response into a 304 in place where the validators match
     return response
 
@@ -401,15 +406,15 @@ class _NotKept(Exception):
         self.html = html
 
 
-def _kept(svc: FeedService, key: str, render: Callable[[], str], forum: str) -> FeedEntry:
+def _kept(svc: FeedService, key: str, render: Callable[[], str], forum: str, packed: bool = False) -> FeedEntry:
     """The page under `key` (of `forum`), kept by the service as a feed is (`FeedService.kept`), rendered within
     the client's CPU allowance (`allowance.charged`: once per request). `_NotKept` (a page that must not be kept)
-    passes through."""
-    return svc.kept(key, lambda: _entry(render().encode()), charged, forum)
+    passes through. `packed`: kept with its gzip (a `.html` view, not a signed one's: `FeedService._render`)."""
+    return svc.kept(key, lambda: _entry(render().encode(), packed), charged, forum)
 
 
-def _entry(body: bytes) -> FeedEntry:
-    return FeedEntry(body, hashlib.sha256(body).hexdigest()[:32], None, time.time())
+def _entry(body: bytes, packed: bool = False) -> FeedEntry:
+    return FeedEntry(body, hashlib.sha256(body).hexdigest()[:32], None, time.time(), gzipped(body) if packed else None)
 
 
 def error_page(status: int, message: str) -> Response:
