@@ -13,7 +13,7 @@ import httpx
 import pytest
 from lxml import etree
 
-from tests.appserver import procfile_web, running_app, settings_for
+from tests.appserver import procfile_app, procfile_web, running_app, settings_for
 from tests.upstream import IDENTITY, FakeForum, list_reads, read_at
 
 COMPILER = "/c/compiler/5"
@@ -217,6 +217,23 @@ def test_a_reader_that_takes_gzip_gets_the_gzip_kept_with_the_feed(app, upstream
         answer, _ = raw(url, coding)
         assert (answer.headers.get("content-encoding") == "gzip") is gzipped, coding
     assert upstream.count(LIST) == 1  # both feeds built from one read of the list; a gzip is no build of its own
+
+
+def test_the_procfiles_worker_sends_the_kept_gzip_whole():
+    """The Procfile's gevent worker sends a kept body in views of its bytes (`web/worker.py`): the gzip too, on
+    the miss and on the hit path, whole and as kept."""
+    import gzip
+
+    with FakeForum() as forum, procfile_app(settings_for(forum.url)) as app:
+        url = app.feed_url(f"{COMPILER}.atom?content=full")
+        answers = []
+        for _ in range(2):
+            with httpx.stream("GET", url, headers={"Accept-Encoding": "gzip"}, timeout=30) as answer:
+                answers.append((answer, b"".join(answer.iter_raw())))
+        plain = get(url, headers={"Accept-Encoding": "identity"})
+    assert [answer.headers["x-feedbridge-cache"] for answer, _ in answers] == ["miss", "hit"]
+    assert all(answer.headers["content-encoding"] == "gzip" and int(answer.headers["content-length"]) == len(raw)
+               and gzip.decompress(raw) == plain.content for answer, raw in answers)
 
 
 def test_a_feeds_html_view_is_gzipped_as_the_feed_is(app):
