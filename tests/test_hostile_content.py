@@ -139,6 +139,7 @@ def test_a_list_row_of_a_quarter_million_escapes_is_a_topic_without_an_author(up
     assert by_title["Fine"].author == "alice" and by_title["Fine"].summary == "fine text"
     assert "author" not in by_title["Hostile"]  # no author of its own: the feed's, the forum, stands for it
 
+
 def test_a_topic_page_whose_rows_are_a_quarter_million_escapes_gives_its_first_post(upstream: FakeForum) -> None:
     """The topic page a `content=full` feed reads has its Created row and a post's `###` author line made of
     `[` and 256,000 escaped brackets, far past the `MAX_ROW` the link patterns read: the feed over a real
@@ -450,7 +451,6 @@ def test_hostile_pages_and_directories_cost_at_most_twice_the_cache_bound() -> N
     assert all(status == 200 for status, _ in report["answers"]), report["answers"]
     assert all(size < 2 * MIB for _, size in report["answers"]), report["answers"]  # a feed of 1,000 topics
     assert growth <= BOUND, f"+{growth / MIB:.0f} MiB > {BOUND / MIB:.0f} MiB"
-
 
 
 # --- a user's posts with content=full over 30 topics whose heads are 5 MB -------------------------------------

@@ -161,6 +161,8 @@ def test_front_page_shows_forums_categories_and_a_preview(client, key):
     served = client.get(icon)
     assert served.status_code == 200 and served.mimetype == "image/svg+xml"
     assert html.fromstring(served.data).tag.endswith("svg")
+    asked = client.get("/favicon.ico")  # by a client that does not read the page's link (some feed readers)
+    assert asked.status_code == 301 and asked.headers["location"].endswith(icon)
 
 
 def test_front_page_builds_a_filtered_feed_without_javascript(client, key):

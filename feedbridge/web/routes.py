@@ -88,6 +88,14 @@ def robots() -> Response:
                     headers={"Cache-Control": "public, max-age=86400"})
 
 
+@bp.get("/favicon.ico")
+def favicon() -> Response:
+    """The pages' icon, for the clients that ask a host's `/favicon.ico` rather than read the page's link to it
+    (some feed readers do, for the bridge's host): each was a 404 and a log line."""
+    return Response(status=301, headers={"Location": url_for("static", filename="icon.svg"),
+                                         "Cache-Control": "public, max-age=86400"})
+
+
 @bp.get("/<path:path>")
 def feed(path: str) -> Response:
     """The feed or its page; the URL's resolution is remembered for the next request (and the hit path) once
