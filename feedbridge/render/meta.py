@@ -203,7 +203,7 @@ def _valid_texts(entries: Sequence[Entry]) -> bool:
     held = 0
     for entry in entries:
         # Its URLs are left out: `cleaned` asks this only of entries whose URLs are URIs, which hold none.
-        for text in (entry.title, entry.author, entry.summary, entry.content_html, entry.category, *entry.tags):
+        for text in _prose(entry):
             if text:
                 texts.append(text)
                 held += len(text)
@@ -238,11 +238,15 @@ def _urls(entry: Entry) -> tuple[str | None, ...]:
     return entry.link, entry.author_url, entry.thumbnail, entry.comments
 
 
+def _prose(entry: Entry) -> tuple[str | None, ...]:
+    """Every string of an entry that ends up in a feed but its URLs and its id."""
+    return entry.title, entry.author, entry.summary, entry.content_html, entry.category, *entry.tags
+
+
 def _texts(entry: Entry) -> tuple[str | None, ...]:
     """Every string of an entry that ends up in a feed but its id (a forum's, cleaned by `entry_id`, or one
     made of it)."""
-    return (entry.title, *_urls(entry), entry.author, entry.summary, entry.content_html, entry.category,
-            *entry.tags)
+    return *_prose(entry), *_urls(entry)
 
 
 def _clean_entry(entry: Entry) -> Entry:

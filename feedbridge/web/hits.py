@@ -35,6 +35,7 @@ from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.service import FeedService
 from feedbridge.render.formats import FORMATS
+from feedbridge.store.entries import FeedEntry
 from feedbridge.web.logs import log_request
 from feedbridge.web.responses import NOSNIFF, feed_headers, gzip_body
 from feedbridge.web.withheld import restored, withheld
@@ -78,6 +79,13 @@ class Resolved:
     def served(self, body: bytes) -> bytes:
         """A kept body as this URL's client gets it."""
         return restored(body, self.token)
+
+    def answer(self, entry: FeedEntry, accept_encoding: str | None) -> tuple[bytes, bool]:
+        """What this URL's client gets of a kept feed or view, and whether it is its gzip: the gzip kept with
+        it for a client that takes gzip, unless the URL is private (its body is served with its own token),
+        else the body (`served`)."""
+        packed = None if self.private else gzip_body(entry, accept_encoding)
+        return (self.served(entry.body), False) if packed is None else (packed, True)
 
     def scope(self, service: FeedService) -> FeedService:
         return service.scope(self.signed, self.member)
@@ -171,10 +179,9 @@ class HitPath:
         entry = self.service.scope(resolved.signed).fresh(resolved.key)
         if entry is None:
             return self._to_flask(environ, start_response)
-        packed = None if resolved.private else gzip_body(entry, environ.get("HTTP_ACCEPT_ENCODING"))
-        body = resolved.served(entry.body) if packed is None else packed
+        body, gzipped = resolved.answer(entry, environ.get("HTTP_ACCEPT_ENCODING"))
         headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit",
-                               private=resolved.signed, gzipped=packed is not None)
+                               private=resolved.signed, gzipped=gzipped)
         headers += [("Content-Length", str(len(body))), NOSNIFF]
         start_response("200 OK", headers)
         query = environ.get("QUERY_STRING")

@@ -56,7 +56,7 @@ from feedbridge.web.allowance import charged
 from feedbridge.web.context import service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved
-from feedbridge.web.responses import gzip_body, retry_after
+from feedbridge.web.responses import retry_after
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -355,18 +355,17 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
                       spec.forum.key, packed=not resolved.private)
     except _NotKept as shown:
         entry = _entry(shown.html.encode())
-    packed = None if resolved.private else gzip_body(entry, request.headers.get("Accept-Encoding"))  # as a feed
-    body = resolved.served(entry.body) if packed is None else packed
+    body, gzipped = resolved.answer(entry, request.headers.get("Accept-Encoding"))  # as a feed's
     response = Response(body, content_type="text/html; charset=utf-8")
     response.vary.add("Accept-Encoding")
-    if packed is not None:
+    if gzipped:
         response.headers["Content-Encoding"] = "gzip"
     if resolved.private:
         response.cache_control.private = True
     else:
         response.cache_control.public = True
     response.cache_control.max_age = scope.settings.cache_ttl
-    response.set_etag(entry.etag + ("" if packed is None else "-gzip"))  # a reload of an unchanged page is a 304
+    response.set_etag(entry.etag + ("-gzip" if gzipped else ""))  # a reload of an unchanged page is a 304
     response.make_conditional(request)  # turns this response into a 304 in place where the validators match
     return response
 
