@@ -128,19 +128,22 @@ class _Room:
 
     left: int = FEED_CONTENT_CHARS
 
+    def fits(self, chars: int) -> bool:
+        """Whether `chars` more of HTML fit, taking them: once one does not, nothing after it does."""
+        self.left -= chars
+        return self.left >= 0
+
     def shown(self, post: Post, base: str, read_at: float) -> Shown:
         """`shown` while there is room for the post's HTML, else the post kept read without it, unsanitized."""
-        if post.cooked is None:
+        if post.cooked is None or self.fits(min(len(post.cooked), MAX_COOKED_CHARS)):
             return shown(post, base, read_at)
-        self.left -= min(len(post.cooked), MAX_COOKED_CHARS)
-        return shown(post, base, read_at) if self.left >= 0 else Shown(replace(post, cooked=None), None, read_at)
+        return Shown(replace(post, cooked=None), None, read_at)
 
     def held(self, kept: Shown) -> Shown:
         """A post kept before, with its HTML while there is room for it (newer posts read since take theirs first)."""
-        if not kept.content_html:
+        if not kept.content_html or self.fits(len(kept.content_html)):
             return kept
-        self.left -= len(kept.content_html)
-        return kept if self.left >= 0 else replace(kept, content_html=None)
+        return replace(kept, content_html=None)
 
 
 def post_entry(shown: Shown, base: str) -> Entry:
@@ -184,12 +187,9 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: i
          limit: int | None = DEFAULT_LIMIT) -> list[Entry]:
     """Unique posts, newest first by creation then post number, as entries, filtered, then cut to the limit;
     the newest carry their content while it fits `FEED_CONTENT_CHARS`."""
-    room = FEED_CONTENT_CHARS
-    entries = []
-    for _, entry in _kept(feed_filter, posts, base, category, limit):
-        room -= len(entry.content_html or "")
-        entries.append(entry if room >= 0 else replace(entry, content_html=None))
-    return entries
+    room = _Room()
+    return [entry if room.fits(len(entry.content_html or "")) else replace(entry, content_html=None)
+            for _, entry in _kept(feed_filter, posts, base, category, limit)]
 
 
 def _kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: int | None = None,
