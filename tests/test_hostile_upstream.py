@@ -513,6 +513,29 @@ def test_a_topic_id_paired_with_another_topics_link_is_no_such_entry(upstream):
     assert pages == ["/t/widget-11/11.md", "/t/widget-16/16.md"]  # nothing of topics 12 to 15
 
 
+def test_an_author_link_on_another_host_is_made_on_the_forum(upstream):
+    """A Markdown list links each author, and the link was the entry's author URI whatever its host: a list
+    could send readers of `[@alice](https://elsewhere.example/u/alice)` there. An author is the forum's user:
+    the link is made from the name, `{base}/u/{name}` percent-encoded as core encodes unicode names, in the
+    fast path (core's C4 rows), the general one (a row that names no link: `@bob`) and for JSON lists alike."""
+    elsewhere = linked_list({21: "https://forum.example.org/t/widget-21/21", 22: "https://forum.example.org/t/w/22"})
+    elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)",
+                                  "[@alice](https://elsewhere.example/u/mallory)", 1)
+    elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)", "[@jörg](javascript:alert%281%29)", 1)
+    plain = linked_list({23: "https://forum.example.org/t/w/23"}).replace(
+        "[@alice](https://forum.example.org/u/alice)\\\n**Replies:** 1\\", "@bob\n**Replies:** 1\n")
+    assert "**Author:** @bob\n" in plain
+    upstream.set_body("/latest.md", elsewhere + "\n---\n\n" + plain.split("---\n\n", 1)[1])
+    with running_app(settings_for(upstream.url)) as app:
+        response = get(app.feed_url("/latest.atom"))
+    assert response.status_code == 200, response.text
+    feed = feedparser.parse(response.content)
+    assert feed.bozo == 0
+    assert sorted((e.id.rpartition("/")[2], e.get("author_detail", {}).get("href")) for e in feed.entries) == [
+        ("21", f"{upstream.url}/u/alice"), ("22", f"{upstream.url}/u/j%C3%B6rg"), ("23", f"{upstream.url}/u/bob")]
+    assert b"elsewhere" not in response.content and b"mallory" not in response.content
+
+
 def test_a_json_slug_that_makes_the_link_another_page_is_not_the_links():
     """A JSON list names a topic by its id and slug, and its link was `/t/{slug}/{id}` whatever the slug: topic
     9003 slugged `9446` linked to `/t/9446/9003` (topic 9446's post 9003 to Discourse), and `content=full` read

@@ -175,13 +175,13 @@ def test_non_web_urls_never_become_links():
     listing = parse_listing(text)
     assert 640 not in [t.id for t in listing.topics] and listing.skipped == 1
     bob = next(t for t in listing.topics if t.author == "bob")
-    assert bob.author_url is None
+    assert bob.author_url == "https://forum.example.org/u/bob"  # made on the forum from the name, not the link
 
 
 def test_urls_urlsplit_refuses_never_become_links():
     """A broken IPv6 host (`https://[x/…`), which urlsplit refuses: the pages' `http_url` raised on such a link
     (the `.html` view and the front page's preview answered 500). A topic so linked is skipped as a javascript:
-    one is, a profile or page link so written is none, by the fast path and the line loop alike; a relative
+    one is, a page link so written is none (a profile link is made from the name: `fields.user_link`), by the fast path and the line loop alike; a relative
     `//[x/…`, which urljoin refuses, refused the whole list."""
     text = C4.replace("(https://forum.example.org/t/release-notes-1-9/640)", "(https://[x/t/release-notes-1-9/640)").replace(
         "(https://forum.example.org/u/bob)", "(https://[x/u/bob)").replace(
@@ -189,7 +189,7 @@ def test_urls_urlsplit_refuses_never_become_links():
     listing, general, _ = parse_both_ways(text, None)
     assert listing == general
     assert 640 not in [t.id for t in listing.topics] and listing.skipped == 1 and listing.next_page_url is None
-    assert next(t for t in listing.topics if t.author == "bob").author_url is None
+    assert next(t for t in listing.topics if t.author == "bob").author_url == "https://forum.example.org/u/bob"
     for topic in listing.topics:
         assert all(urlsplit(url) for url in (topic.url, topic.author_url) if url)
 

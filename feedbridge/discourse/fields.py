@@ -235,6 +235,14 @@ def topic_slug(value: object) -> str:
     return segment if _is_slug(segment) else "topic"
 
 
+def user_link(base: str, name: str | None) -> str | None:
+    """A user's page on the forum, `{base}/u/{name}` (core's `/u/:username` route), made from the name whatever
+    link a list wrote beside it: a Markdown list's author link named any host (`[@smth](https://elsewhere/)`),
+    where an entry's author is the forum's user. Every reader of names makes the link here, percent-encoded as
+    core encodes unicode names."""
+    return f"{base}/u/{quote(name, safe='', errors='replace')}" if name else None
+
+
 def topic_link(url: str, base: str) -> tuple[int, str] | None:
     """The topic a Markdown list's link names, and the link its entry takes; None for a link that names no
     topic by its id.

@@ -23,7 +23,7 @@ import logging
 import re
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 
@@ -35,6 +35,7 @@ from feedbridge.discourse.fields import (
     one_line,
     picture_url,
     topic_slug,
+    user_link,
     utc,
 )
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
@@ -216,7 +217,7 @@ def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular")
         title=title.strip(),
         url=f"{base}/t/{topic_slug(raw.get('slug'))}/{topic_id}",  # core's `Topic#url`
         author=author,
-        author_url=f"{base}/u/{_segment(author, '')}" if author else None,
+        author_url=user_link(base, author),
         replies=_replies(raw.get("posts_count"), raw.get("reply_count")),
         last_posted_at=last_posted,
         excerpt=_excerpt(raw.get("excerpt")),
@@ -259,10 +260,6 @@ def _original_poster(posters: object, users: dict[int, str]) -> str | None:
 
 def _is_original(description: object) -> bool:
     return isinstance(description, str) and "Original Poster" in description
-
-
-def _segment(text: str, safe: str) -> str:
-    return quote(text, safe=safe)
 
 
 def _replies(posts_count: object, reply_count: object) -> int | None:

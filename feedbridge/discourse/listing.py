@@ -30,6 +30,7 @@ from feedbridge.discourse.fields import (
     splits,
     topic_link,
     unescape,
+    user_link,
     utc,
     web_url,
 )
@@ -281,8 +282,8 @@ def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
         id=topic_id,
         title=unescape(title),
         url=url,
-        author=unescape(name),
-        author_url=web_url(profile, base),  # None unless a web URL: no javascript: for readers
+        author=(author := unescape(name)),
+        author_url=user_link(base, author),
         replies=int(replies),
         last_posted_at=moment,
         excerpt=_c4_excerpt(excerpt) if excerpt else None,
@@ -355,11 +356,12 @@ def _row_fields(
 def _author(value: str, base: str, plugin: bool) -> tuple[str | None, str | None]:
     link = USER_LINK.match(value) if len(value) <= MAX_ROW else None
     if link:
-        return unescape(link["name"]), web_url(link["url"], base)
-    if not value.startswith("@") or len(value) < 2:
+        name = unescape(link["name"])
+    elif value.startswith("@") and len(value) >= 2:
+        name = value[1:] if plugin else unescape(value[1:])
+    else:
         return None, None
-    name = value[1:] if plugin else unescape(value[1:])
-    return name, f"{base}/u/{name}"
+    return name, user_link(base, name)
 
 
 def _excerpt(lines: list[str], plugin: bool) -> str | None:

@@ -26,8 +26,8 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
+from feedbridge.discourse.fields import user_link
 from feedbridge.discourse.json_pages import MAX_ID, load_json, moment, on_forum, plain_excerpt, slug_segment
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError
@@ -190,4 +190,4 @@ def _name(value: object) -> bool:
 
 
 def _user_url(base: str, name: str | None) -> str | None:
-    return f"{base}/u/{quote(name, safe='')}" if name and len(name) <= MAX_NAME_CHARS else None
+    return user_link(base, name) if name and len(name) <= MAX_NAME_CHARS else None

@@ -45,10 +45,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from feedbridge.config import Forum, Settings
-from feedbridge.discourse.fields import topic_slug
+from feedbridge.discourse.fields import topic_slug, user_link
 from feedbridge.discourse.posts import (
     parse_latest_posts,
     parse_post_batch,
@@ -158,7 +158,7 @@ def post_entry(shown: Shown, base: str) -> Entry:
         link=_post_url(post, base),
         title=titled(title, untitled) if post.post_number == 1 else f"Re: {title} #{post.post_number}",
         author=author,
-        author_url=f"{base}/u/{quote(author, safe='', errors='replace')}" if author else None,
+        author_url=user_link(base, author),
         published=post.created_at,
         updated=_updated(post),
         summary=post.excerpt if shown.content_html is None else None,
