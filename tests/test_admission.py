@@ -6,7 +6,7 @@ Both over a real socket, on the Procfile's gunicorn with its gevent worker, agai
   cached list. Before, each topic page was refused (`BridgeBusy`), the feed was built anyway from what
   remained, and that copy was stored as the fresh one: the next client got `X-Feedbridge-Cache: hit` with
   no first post at all. Now a build any of whose reads a share, the budget or a slot refused is never
-  stored (`feedbridge.feeds.admission.policy.refused`): the starved client gets 503 + Retry-After, and the next one
+  stored (`feedbridge.feeds.admission.policy.Building.refused`): the starved client gets 503 + Retry-After, and the next one
   builds the whole feed.
 - Issue 33, item 1: with one cold slot held by a request waiting on a slow page, a `content=full` feed over
   a cached list sent its topic-page requests to the forum at once from the pool, holding no slot, and

@@ -44,7 +44,7 @@ def test_a_build_stored_between_a_look_and_a_lead_is_not_run_again() -> None:
     policy = CachePolicy(Settings(), store, SingleFlight(), MemoryControl())
     builds: list[str] = []
 
-    def build(_held: Entry | None) -> Entry:
+    def build(_held: Entry | None, _building: Any) -> Entry:
         builds.append(f"build {len(builds) + 1}")
         return Entry(time.time(), builds[-1])
 
@@ -61,7 +61,7 @@ def test_a_key_that_is_not_fresh_is_built_by_its_leader() -> None:
     policy = CachePolicy(Settings(cache_ttl=0), store, SingleFlight(), MemoryControl())
     builds: list[str] = []
 
-    def build(_held: Entry | None) -> Entry:
+    def build(_held: Entry | None, _building: Any) -> Entry:
         builds.append(f"build {len(builds) + 1}")
         return Entry(time.time(), builds[-1])
 
@@ -89,7 +89,7 @@ def test_requests_waiting_on_a_forums_fetch_with_a_copy_held_take_that_forums_pa
     with ThreadPoolExecutor(4) as pool:
         pool.submit(flight.do, KEY, lambda: release.wait(10), 10)  # another request's fetch, under way
         time.sleep(0.2)
-        waiting = [pool.submit(policy.get, KEY, lambda _held: Entry(time.time(), "new"), caller=caller,
+        waiting = [pool.submit(policy.get, KEY, lambda _held, _building: Entry(time.time(), "new"), caller=caller,
                                forum="a.example") for caller in callers]
         time.sleep(0.5)
         done = [future.done() for future in waiting]

@@ -26,12 +26,11 @@ def pool() -> Iterator[CallerPool]:
 
 def test_pool_work_runs_in_a_copy_of_its_submitters_context(pool: CallerPool) -> None:
     """What the work a request fans out is charged to travels in its context (a static build's request tally,
-    the builds a read is part of, the CPU meter): a job sees its submitter's values, and its own changes stay
-    its own."""
+    the CPU meter): a job sees its submitter's values, and its own changes stay its own."""
     mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="none")
     token = mark.set("the submitter's")
     try:
-        seen = [f.result() for _j, f in pool.waves([1, 2, 3], lambda n: (mark.get(), mark.set(str(n)))[0], 2,
+        seen = [f.result() for _j, f in pool.waves([1, 2, 3], lambda n, _ahead: (mark.get(), mark.set(str(n)))[0], 2,
                                                     caller=None)]
     finally:
         mark.reset(token)
@@ -40,7 +39,7 @@ def test_pool_work_runs_in_a_copy_of_its_submitters_context(pool: CallerPool) ->
 
 
 def test_results_come_in_order_with_each_jobs_own_error(pool: CallerPool) -> None:
-    def run(n: int) -> int:
+    def run(n: int, _ahead: int) -> int:
         if n == 2:
             raise ValueError("two")
         return n * 10
@@ -51,11 +50,20 @@ def test_results_come_in_order_with_each_jobs_own_error(pool: CallerPool) -> Non
     assert taken == [(1, 10), (2, False), (3, 30), (4, 40), (5, 50)]
 
 
+def test_each_job_is_told_the_reads_its_step_may_still_make(pool: CallerPool) -> None:
+    """A job's `ahead` is how many jobs are left from its wave on (each reads one page or batch): what the gate
+    asks the budget to have room for when a cold build may wait (`Building.ahead`), handed to the job, not
+    set in an ambient variable its context copies."""
+    seen = [(job, done.result()) for job, done in pool.waves([1, 2, 3, 4, 5], lambda _n, ahead: ahead, 2,
+                                                               caller=None)]
+    assert seen == [(1, 5), (2, 5), (3, 3), (4, 3), (5, 1)]
+
+
 def test_a_consumer_that_stops_starts_no_further_wave(pool: CallerPool) -> None:
     ran: list[int] = []
     lock = threading.Lock()
 
-    def run(n: int) -> int:
+    def run(n: int, _ahead: int) -> int:
         with lock:
             ran.append(n)
         return n
@@ -71,7 +79,7 @@ def test_past_the_deadline_what_has_not_started_never_starts(pool: CallerPool) -
     release = threading.Event()
     ran: list[int] = []
 
-    def run(n: int) -> int:
+    def run(n: int, _ahead: int) -> int:
         ran.append(n)
         release.wait(30)
         return n

@@ -211,7 +211,7 @@ def test_the_basic_info_request_is_spent_from_the_forums_budget(upstream: FakeFo
 
 def test_a_feed_whose_basic_info_read_its_share_refuses_goes_without_its_icon_and_is_kept(upstream: FakeForum) -> None:
     # A client's share is a third of the minute's 3: the cold feed's list alone. The icon is a read a feed can
-    # do without (`policy.optional`): refused, the feed is built, answered and kept without it, never a 503
+    # do without (`Building.optional`): refused, the feed is built, answered and kept without it, never a 503
     # and never waiting for the window's room; a later build asks again.
     settings = replace(Settings(forums=(parse_forum(f"markdown:{upstream.url}"),)), forum_budget=3,
                        forum_budget_10s=0)

@@ -28,6 +28,7 @@ from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
 from feedbridge.feeds.admission.callers import Caller, CallerPool
+from feedbridge.feeds.admission.policy import OUTSIDE, Building
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
@@ -90,7 +91,9 @@ class FeedService:
     personal feeds, which makes the members' scope as one member reads in it), and `current`, the scope this
     service reads in. A scope is a value (`scope`), so the service for a signed or a member's request is this
     one reading in another; so is the web request it serves (`caller`, made at the edge by `serving`), which
-    every read it begins is handed (`Read`), and None outside one (the static build, the CLI)."""
+    every read it begins is handed (`Read`), and None outside one (the static build, the CLI), and the builds
+    under way that its reads are part of (`building`: a page made of feeds is rendered by this service within
+    the page's own build, `kept`)."""
 
     settings: Settings
     readers: Readers
@@ -101,6 +104,7 @@ class FeedService:
     fetcher: Fetcher
     current: Scope
     caller: Caller | None = None
+    building: Building = OUTSIDE
 
     def scope(self, signed: bool, member: Member | None = None) -> FeedService:
         """This service reading in the public scope, in the private one for a request whose token verified,
@@ -145,15 +149,17 @@ class FeedService:
         page's): everything it depends on, as `feed_key` says for a feed, and never a feed's key."""
         return keys.view(spec.cache_key(), page, self_url, script_root)
 
-    def kept(self, key: str, render: Callable[[], FeedEntry], admitted: Callable[[], AbstractContextManager[object]],
-             forum: str) -> FeedEntry:
+    def kept(self, key: str, render: Callable[[FeedService], FeedEntry],
+             admitted: Callable[[], AbstractContextManager[object]], forum: str) -> FeedEntry:
         """A page made of feeds (an `.html` view, a preview), kept as a feed is: a fresh copy; else rendered
-        within `admitted` (the web layer's CPU allowance, entered only when no fresh copy is held) through the
-        cache policy, never kept when a read of it was refused; else, when it cannot be rendered (the
-        allowance spent, the forum failing), the copy held however old; what stopped it when there is none.
+        by `render(service)`, this service within the page's build, within `admitted` (the web layer's CPU
+        allowance, entered only when no fresh copy is held) through the cache policy, never kept when a read of
+        it was refused; else, when it cannot be rendered (the allowance spent, the forum failing), the copy held
+        however old; what stopped it when there is none.
         What `render` raises of its own (a page that must not be kept) passes through."""
         try:
-            return self.current.policy.get(key, lambda _held: render(), caller=self._read().caller, what="the page",
+            return self.current.policy.get(key, lambda _held, building: render(replace(self, building=building)),
+                                           caller=self.caller, building=self.building, what="the page",
                                            admitted=admitted, forum=forum).entry
         except (NoForumAnswer, CpuSpent):
             held = self.held(key)
@@ -179,9 +185,9 @@ class FeedService:
         read, extras = self._read(), (refresh, identity)
 
         def live() -> FeedResult:
-            got = self.current.policy.get(key, lambda held: self._render(read, spec, self_url, stylesheet_url,
-                                                                         *extras, held=held), caller=read.caller,
-                                          what="the feed", admitted=admitted, forum=spec.forum.key)
+            got = self.current.policy.get(key, lambda held, building: self._render(
+                replace(read, building=building), spec, self_url, stylesheet_url, *extras, held=held),
+                caller=read.caller, building=read.building, what="the feed", admitted=admitted, forum=spec.forum.key)
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         def from_last_good(reason: str) -> FeedResult:
@@ -244,7 +250,8 @@ class FeedService:
             return readers.posts.entries(read, spec)
         listings = readers.lists.listings(read, spec)
         listings = completed(spec.filter, listings,
-                             lambda n: readers.lists.page(read, spec.forum, spec.page_url(n, JSON), JSON),
+                             lambda n, optional: readers.lists.page(read.optional() if optional else read, spec.forum,
+                                                                    spec.page_url(n, JSON), JSON),
                              pictures=spec.content == "full")
         spec = readers.directory.excluding(read, spec)
         everything = spec.topics_of(listings)
@@ -273,7 +280,7 @@ class FeedService:
     def _read(self) -> Read:
         """Where the read path begins: the current scope, live, for the web request this service serves
         (`caller`): each layer below is handed it."""
-        return Read(self.current, self.caller)
+        return Read(self.current, self.caller, building=self.building)
 
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
                 refresh: bool, identity: bool, held: FeedEntry | None = None) -> FeedEntry:

@@ -331,7 +331,7 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
     first reader's `?q=%22GPU%22&author=BOB` was served to everyone asking for `?q=gpu&author=bob`."""
     spec = resolved.spec
 
-    def render() -> str:
+    def render(scope: FeedService) -> str:
         token = request.args.getlist(signing.TOKEN)[:1]  # only a signed feed's URL gets this far with one
         canonical: dict[str, list[str]] = {}
         for name, value in spec.canonical_query():
@@ -378,7 +378,7 @@ def result_html(svc: FeedService, built: Built) -> str:
         return render_template("_result.html", built=built)
     spec = built.spec
 
-    def render() -> str:
+    def render(svc: FeedService) -> str:
         preview_of(svc, built)
         html = render_template("_result.html", built=built)
         if built.preview_error is not None or built.stale:  # a reason, or the last good pages: not kept
@@ -405,11 +405,13 @@ class _NotKept(Exception):
         self.html = html
 
 
-def _kept(svc: FeedService, key: str, render: Callable[[], str], forum: str, packed: bool = False) -> FeedEntry:
-    """The page under `key` (of `forum`), kept by the service as a feed is (`FeedService.kept`), rendered within
+def _kept(svc: FeedService, key: str, render: Callable[[FeedService], str], forum: str,
+          packed: bool = False) -> FeedEntry:
+    """The page under `key` (of `forum`), kept by the service as a feed is (`FeedService.kept`), rendered by
+    `render(service)` (the service within the page's build: what it reads is read for that build), within
     the client's CPU allowance (`allowance.charged`: once per request). `_NotKept` (a page that must not be kept)
     passes through. `packed`: kept with its gzip (a `.html` view, not a signed one's: `FeedService._render`)."""
-    return svc.kept(key, lambda: _entry(render().encode(), packed), charged, forum)
+    return svc.kept(key, lambda within: _entry(render(within).encode(), packed), charged, forum)
 
 
 def _entry(body: bytes, packed: bool = False) -> FeedEntry:

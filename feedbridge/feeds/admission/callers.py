@@ -114,40 +114,28 @@ class ColdSlots:
         return (self._all,) if part is None else (self._all, part)
 
 
-_AHEAD: contextvars.ContextVar[int] = contextvars.ContextVar("feedbridge_ahead", default=1)
-"""Upstream reads the current step of a build may still make: the jobs of `CallerPool.waves` from the
-current wave on (each reads one page or batch, when it is not cached), 1 for a read of its own."""
-
-
-def ahead() -> int:
-    """How many reads the build step this read belongs to may still make, itself included (`_AHEAD`)."""
-    return _AHEAD.get()
-
-
 class CallerPool(ThreadPoolExecutor):
     """The service's pool for the work one request or feed fans out (further pages, topic pages): it runs in
-    a copy of the submitter's context (`contextvars`: the static build's per-feed request tally, the builds a
-    read is part of, the CPU meter its work is charged to: `feeds.admission.cpu.run_in`)."""
+    a copy of the submitter's context (`contextvars`: the static build's per-feed request tally, the CPU meter
+    its work is charged to: `feeds.admission.cpu.run_in`). What a job reads for (its request, the builds it is
+    part of) it is handed as its read, by the code that submits it."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(run_in, contextvars.copy_context(), fn, *args, **kwargs)
 
-    def waves(self, jobs: Sequence[J], run: Callable[[J], T], size: int, *,
+    def waves(self, jobs: Sequence[J], run: Callable[[J, int], T], size: int, *,
               caller: Caller | None) -> Iterator[tuple[J, Future[T]]]:
-        """`run(job)` for every job, `size` at a time, each wave submitted once every job of the one before
+        """`run(job, ahead)` for every job, `size` at a time, each wave submitted once every job of the one before
         is taken: each job with its future, done, in order. A consumer that stops taking (a list that ended)
         starts no further wave. When the deadline of `caller` (the web request they are for; None: none)
         passes, what has not started is cancelled and FutureTimeout raised: the consumer decides what a
-        partial answer is worth.
+        partial answer is worth. `ahead`: the upstream reads the step may still make, from the job's wave on
+        (each job reads one page or batch, when it is not cached): what its read's `Building.ahead` says.
 
         The one wave loop of the service: list pages, topic pages, batches of posts and posts' topics."""
         for start in range(0, len(jobs), size):
             wave = jobs[start : start + size]
-            token = _AHEAD.set(len(jobs) - start)  # seen by the wave's jobs, which copy this context
-            try:
-                futures = [self.submit(run, job) for job in wave]
-            finally:
-                _AHEAD.reset(token)
+            futures = [self.submit(run, job, len(jobs) - start) for job in wave]
             for job, future in zip(wave, futures, strict=True):
                 if not wait([future], timeout=None if caller is None else max(caller.left(), 0.0)).done:
                     for rest in futures:

@@ -28,8 +28,8 @@ from feedbridge import metrics
 from feedbridge.config import Credential, Forum
 from feedbridge.errors import BridgeBusy, KeyRefused, RoomSoon, UpstreamRateLimited, UpstreamRefused
 from feedbridge.feeds.admission.budget import ForumBudget
-from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller, ahead
-from feedbridge.feeds.admission.policy import CachePolicy, refused, waitable
+from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller
+from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.upstream.fetcher import Exchanged, Fetched, Fetcher
@@ -92,18 +92,18 @@ class Gate:
     pace: Pace | None = None
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None, *,
-              caller: Caller | None) -> Fetched:
+              caller: Caller | None, building: Building = OUTSIDE) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
         web request's fetches (`caller`, None outside one) take its slot and are charged to the forum's
-        budget; a batch run's go at its `pace`."""
+        budget (a refusal marks the builds of `building`); a batch run's go at its `pace`."""
         if self.pace is not None:
             return self.pace.paced(forum, url, self.waits,
-                                   lambda: self._fetch(forum, url, etag, last_modified, caller))
-        return self._fetch(forum, url, etag, last_modified, caller)
+                                   lambda: self._fetch(forum, url, etag, last_modified, caller, building))
+        return self._fetch(forum, url, etag, last_modified, caller, building)
 
     def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None,
-               caller: Caller | None) -> Fetched:
-        self._admit(forum, caller)
+               caller: Caller | None, building: Building) -> Fetched:
+        self._admit(forum, caller, building)
         credential = self.member
         try:
             return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential)
@@ -119,31 +119,31 @@ class Gate:
              caller: Caller | None) -> Exchanged:
         """A request that reads no page (the User API key handshake's, `feedbridge.feeds.members.handshake`), through
         the same waits, slot and budget, without any key."""
-        self._admit(forum, caller)
+        self._admit(forum, caller, OUTSIDE)
         try:
             return self.fetcher.exchange(forum, method, url, body)
         except UpstreamRateLimited as exc:
             self.waits.remember(forum, exc)
             raise
 
-    def _admit(self, forum: Forum, caller: Caller | None) -> None:
+    def _admit(self, forum: Forum, caller: Caller | None, building: Building) -> None:
         try:
             self.waits.check(forum)
         except UpstreamRateLimited:
             metrics.refused("retry_after")
             raise
         if caller is not None:
-            self.policy.take_slot(caller, forum=forum.key)
+            self.policy.take_slot(caller, forum=forum.key, building=building)
             try:
                 self.budget.spend(forum, caller)
             except BridgeBusy as exc:
-                soon = self._room_soon(forum, caller, exc)
+                soon = self._room_soon(forum, caller, exc, building)
                 if soon is None:
                     metrics.refused("budget")
-                raise refused(soon or exc) from None
+                raise building.refused(soon or exc) from None
             caller.admission.spent = True
 
-    def _room_soon(self, forum: Forum, caller: Caller, busy: BridgeBusy) -> RoomSoon | None:
+    def _room_soon(self, forum: Forum, caller: Caller, busy: BridgeBusy, building: Building) -> RoomSoon | None:
         """`busy` as the room its build may wait for: only for a read of a cold build under way (the request
         was charged before; no build it is part of holds a copy to answer with, or was refused outright),
         when the room comes `WAIT_MARGIN` before the deadline and every window could take what is left of
@@ -151,8 +151,8 @@ class Gate:
         later)."""
         wait = busy.retry_after or 0.0
         within = caller.left() - WAIT_MARGIN
-        if (not caller.admission.spent or not waitable() or wait > within
-                or not self.budget.could_take(forum, caller, ahead(), within)):
+        if (not caller.admission.spent or not building.waitable() or wait > within
+                or not self.budget.could_take(forum, caller, building.ahead, within)):
             return None
         return RoomSoon(busy.message, wait, time.monotonic() + wait)
 

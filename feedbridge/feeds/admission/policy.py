@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
 from feedbridge import metrics
@@ -71,47 +70,55 @@ class _Tally:
     refused: BridgeBusy | None = None
 
 
-_BUILDS: ContextVar[tuple[_Tally, ...]] = ContextVar("feedbridge_builds", default=())
-"""The builds the current read is part of, innermost last. Pool work runs in a copy of its submitter's
-context (`CallerPool`), so a topic page read in the pool counts for the feed whose build asked for it."""
+@dataclass(frozen=True, slots=True)
+class Building:
+    """What a read knows of the builds it is part of: one value handed down with the read (`Read.building`,
+    `FeedService.building`) and into each build the policy runs (`CachePolicy.get` gives `build` its own),
+    never ambient state. Pool work is handed its submitter's read, so a topic page read in the pool counts for
+    the feed whose build asked for it.
+
+    `builds`: the builds under way, innermost last. `optional_from`: within `optional()`, how many of them were
+    under way when it began (those it must not mark). `ahead`: the upstream reads the current step of a build
+    may still make, itself included (`CallerPool.waves` says, for each wave's jobs; 1 for a read of its own)."""
+
+    builds: tuple[_Tally, ...] = ()
+    optional_from: int | None = None
+    ahead: int = 1
+
+    def within(self, tally: _Tally) -> Building:
+        return replace(self, builds=(*self.builds, tally))
+
+    def optional(self) -> Building:
+        """For a read its builds can do without (a forum's icon, the pictures of a Markdown list): refused by a
+        budget, a share or a slot, it marks none of the builds it is part of and never has them wait for the
+        window's room, so a feed goes without its icon for now rather than unkept, or waiting ten seconds for
+        it. Builds begun inside (the read's own entry) are marked as usual: a refused read is never kept."""
+        return replace(self, optional_from=len(self.builds))
+
+    def stepping(self, ahead: int) -> Building:
+        return replace(self, ahead=ahead)
+
+    def refused(self, exc: BridgeBusy) -> BridgeBusy:
+        """`exc`, after marking every build it is part of: a share, the forum's budget or a slot refused one of
+        its reads, so what it builds lacks something another client would get, and is never stored for them
+        (`CachePolicy.get` answers the refused client with this error, or the stale copy). A `RoomSoon` marks
+        them to be made again once the window has room, unless a read was refused outright, which no wait
+        mends: that refusal is kept. Within `optional()`, only the builds it began are marked."""
+        for tally in self.builds[self.optional_from or 0:]:
+            if tally.refused is None or isinstance(tally.refused, RoomSoon):
+                tally.refused = exc
+        return exc
+
+    def waitable(self) -> bool:
+        """Whether the current read, refused for now, may have its build wait for the room (`Gate`): it is part
+        of a build that is cold (a held copy is the answer at once, as before waiting existed), none of its
+        reads was refused outright, and it is not a read the build can do without (`optional`)."""
+        return self.optional_from is None and bool(self.builds) and self.builds[0].cold and not any(
+            tally.refused is not None and not isinstance(tally.refused, RoomSoon) for tally in self.builds)
 
 
-_OPTIONAL: ContextVar[int | None] = ContextVar("feedbridge_optional", default=None)
-"""Within `optional()`: how many of `_BUILDS` were under way when it began (those it must not mark)."""
-
-
-@contextmanager
-def optional() -> Iterator[None]:
-    """Around a read its builds can do without (a forum's icon, the pictures of a Markdown list): refused by a
-    budget, a share or a slot, it marks none of the builds it is part of and never has them wait for the
-    window's room, so a feed goes without its icon for now rather than unkept, or waiting ten seconds for
-    it. Builds begun inside (the read's own entry) are marked as usual: a refused read is never kept."""
-    token = _OPTIONAL.set(len(_BUILDS.get()))
-    try:
-        yield
-    finally:
-        _OPTIONAL.reset(token)
-
-
-def refused(exc: BridgeBusy) -> BridgeBusy:
-    """`exc`, after marking every build it is part of: a share, the forum's budget or a slot refused one of
-    its reads, so what it builds lacks something another client would get, and is never stored for them
-    (`CachePolicy.get` answers the refused client with this error, or the stale copy). A `RoomSoon` marks
-    them to be made again once the window has room, unless a read was refused outright, which no wait
-    mends: that refusal is kept. Within `optional()`, only the builds it began are marked."""
-    for tally in _BUILDS.get()[_OPTIONAL.get() or 0:]:
-        if tally.refused is None or isinstance(tally.refused, RoomSoon):
-            tally.refused = exc
-    return exc
-
-
-def waitable() -> bool:
-    """Whether the current read, refused for now, may have its build wait for the room (`Gate`): it is part
-    of a build that is cold (a held copy is the answer at once, as before waiting existed), none of its
-    reads was refused outright, and it is not a read the build can do without (`optional`)."""
-    builds = _BUILDS.get()
-    return _OPTIONAL.get() is None and bool(builds) and builds[0].cold and not any(
-        tally.refused is not None and not isinstance(tally.refused, RoomSoon) for tally in builds)
+OUTSIDE = Building()
+"""A read that is part of no build (a static build's, a test's): what every reader starts from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +174,13 @@ class CachePolicy:
         topic is not asked for on every rebuild, and asked again after it in case it comes back."""
         self.store.set(key, entry, max(self.fresh_for, 60.0))
 
-    def get(self, key: str, build: Callable[[E | None], E], *, caller: Caller | None, stale: bool = True,
-            what: str = "", fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
+    def get(self, key: str, build: Callable[[E | None, Building], E], *, caller: Caller | None,
+            building: Building = OUTSIDE, stale: bool = True, what: str = "", fresh_for: float | None = None,
+            keep_for: float | None = None, any_copy: bool = False,
             admitted: Callable[[], AbstractContextManager[object]] = nullcontext, forum: str | None = None) -> Got[E]:
-        """The entry for `key`: fresh, else built once by `build(held_copy)`, else (with `stale`) the held copy.
-        `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one.
+        """The entry for `key`: fresh, else built once by `build(held_copy, building)`, else (with `stale`) the held
+        copy. `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one;
+        `building` the builds this read is part of, and `build` is given them with its own as the innermost.
         `admitted` is entered only past the one freshness check, around the build: what the caller charges for
         work a copy did not answer (the web layer's CPU allowance), and may refuse (`CpuSpent`, which passes).
 
@@ -189,7 +198,7 @@ class CachePolicy:
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
             with admitted():
-                return Got(self._build(key, build, held, fresh_for, keep_for, what, caller, forum), "miss")
+                return Got(self._build(key, build, held, fresh_for, keep_for, what, caller, building, forum), "miss")
         except NoForumAnswer as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
@@ -205,7 +214,8 @@ class CachePolicy:
             raise NotHeld(f"no copy of {what} to fall back on")
         return entry
 
-    def take_slot(self, caller: Caller | None, why: str = "", forum: str | None = None) -> None:
+    def take_slot(self, caller: Caller | None, why: str = "", forum: str | None = None,
+                  building: Building = OUTSIDE) -> None:
         """Before a request sends anything upstream (`Gate.fetch`), or waits on another's fetch with a
         copy to fall back on: the request's slot (taken once, by whichever of its reads comes first, pool
         work included), or BridgeBusy (with `why` as its message).
@@ -214,7 +224,7 @@ class CachePolicy:
         being fetched by another request needs none. Work that outlives its request (pool work the request
         stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back. Reads outside
         a web request (a static build, the CLI; `caller` None) take none. `forum`: the one it waits on, whose
-        part of the slots it takes too (`ColdSlots`)."""
+        part of the slots it takes too (`ColdSlots`); `building`, the builds a refusal marks."""
         if caller is None:
             return
         admission = caller.admission
@@ -226,7 +236,8 @@ class CachePolicy:
             taken = self.slots.take(forum)
             if isinstance(taken, str):
                 metrics.refused("slot")
-                raise refused(BridgeBusy(why or f"{taken}; retry in {BUSY_RETRY:.0f}s", retry_after=BUSY_RETRY))
+                raise building.refused(BridgeBusy(why or f"{taken}; retry in {BUSY_RETRY:.0f}s",
+                                                  retry_after=BUSY_RETRY))
             admission.slot = taken
 
     def remembered(self, key: str) -> UpstreamError | None:
@@ -245,13 +256,13 @@ class CachePolicy:
         failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
         self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
 
-    def _build(self, key: str, build: Callable[[E | None], E], held: E | None, fresh_for: float, keep_for: float,
-               what: str, caller: Caller | None, forum: str | None) -> E:
+    def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, fresh_for: float,
+               keep_for: float, what: str, caller: Caller | None, building: Building, forum: str | None) -> E:
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
             self.take_slot(caller, f"{what or key} is being fetched already and this process's "
-                           f"slots for waiting on the forum are taken; retry in {BUSY_RETRY:.0f}s", forum)
+                           f"slots for waiting on the forum are taken; retry in {BUSY_RETRY:.0f}s", forum, building)
         ran = False
 
         def once() -> E:
@@ -268,9 +279,8 @@ class CachePolicy:
                 raise remembered
             ran = True
             tally = _Tally(cold=held is None)
-            outer = _BUILDS.set((*_BUILDS.get(), tally))
             try:
-                entry = build(held)
+                entry = build(held, building.within(tally))
             except UpstreamError as exc:
                 self.remember(key, exc)
                 raise
@@ -279,8 +289,6 @@ class CachePolicy:
                 if tally.refused is not None:
                     raise tally.refused from None
                 raise
-            finally:
-                _BUILDS.reset(outer)
             if tally.refused is not None:  # built without what a share, budget or slot refused: not for others
                 raise tally.refused
             self.store.set(key, entry, keep_for)
@@ -297,7 +305,7 @@ class CachePolicy:
                 got: E = self.flight.do(key, once, wait, lambda: self.fresh(key, fresh_for))
                 return got
             except RoomSoon as soon:
-                if ran and not _BUILDS.get():  # this request's own build, and the outermost: it waits
+                if ran and not building.builds:  # this request's own build, and the outermost: it waits
                     began = time.monotonic()
                     if caller is None or not self.turns.wait(caller, soon.until):
                         raise BridgeBusy(soon.message, soon.retry_after) from None

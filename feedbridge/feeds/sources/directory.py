@@ -38,7 +38,7 @@ class Directory:
         UpstreamError only with nothing cached. With `parent`, the subcategories of that category
         (`/categories.json?parent_category_id=ID`: JSON on every forum, since the Markdown directory has no
         such view)."""
-        def fetch(_held: DirectoryEntry | None) -> DirectoryEntry:
+        def fetch(_held: DirectoryEntry | None, read: Read) -> DirectoryEntry:
             if parent is not None:
                 url = f"{forum.base_url}/categories.json?parent_category_id={parent}"  # an int: no quoting
                 return DirectoryEntry(JSON.read_categories(read.fetch(forum, url, url).text), time.time())

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import replace
 
 from feedbridge.errors import NoForumAnswer, NotHeld, RequestError, UpstreamNotFound, UpstreamRefused
-from feedbridge.feeds.admission.policy import optional
 from feedbridge.feeds.select.filters import FeedFilter
 from feedbridge.feeds.sources.dialects import source_of
 from feedbridge.models import Listing, merged
@@ -33,8 +31,9 @@ log = logging.getLogger(__name__)
 
 
 def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
-              json_page: Callable[[int], Listing], pictures: bool = False) -> list[Listing]:
-    """`listings` with each page's topics given the figures of page `n` of the JSON list (`json_page(n)`),
+              json_page: Callable[[int, bool], Listing], pictures: bool = False) -> list[Listing]:
+    """`listings` with each page's topics given the figures of page `n` of the JSON list (`json_page(n, optional)`:
+    read as one the build can do without when `optional`, `Read.optional`),
     when the filter needs what its source lacks, or (`pictures`) the feed wants the topics' pictures; a topic
     not on that page keeps its own (none). Read for the pictures alone, a page the forum does not give is
     left as it is."""
@@ -46,8 +45,8 @@ def completed(feed_filter: FeedFilter, listings: Sequence[Listing],
             pages.append(listing)
             continue
         try:
-            with optional() if needed is None else nullcontext():  # the pictures alone: a build can do without
-                figures = {topic.id: topic for topic in json_page(number).topics}
+            # the pictures alone: a read the build can do without
+            figures = {topic.id: topic for topic in json_page(number, needed is None).topics}
         except (NoForumAnswer, NotHeld) as exc:
             if needed is None:  # the pictures alone: a failure, a refused read (the build kept all the same), no copy
                 log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)

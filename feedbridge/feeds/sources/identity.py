@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
 from feedbridge.errors import NoForumAnswer, NotHeld, UpstreamNotFound, UpstreamRefused
-from feedbridge.feeds.admission.policy import optional
 from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.models import Site
 from feedbridge.store import keys
@@ -44,9 +43,9 @@ class Identities:
     def of(self, read: Read, forum: Forum) -> Site | None:
         """The forum's `Site`: the copy held, else read now (live or from cached copies only, as `read` is,
         in the public scope); None when it has none or cannot give it now."""
-        public = Read(self.public, read.caller, read.cached_only)
+        public = Read(self.public, read.caller, read.cached_only, read.building)
 
-        def fetch(_held: SiteEntry | None) -> SiteEntry:
+        def fetch(_held: SiteEntry | None, public: Read) -> SiteEntry:
             url = forum.base_url + PATH
             try:
                 text = public.fetch(forum, url, url).text
@@ -56,9 +55,8 @@ class Identities:
             return SiteEntry(parse_basic_info(text, forum.base_url), time.time())
 
         try:
-            with optional():
-                entry: SiteEntry = public.entry(keys.site(forum.base_url), fetch, f"the basic info of {forum.key}",
-                                                forum, any_copy=True)
+            entry: SiteEntry = public.optional().entry(keys.site(forum.base_url), fetch,
+                                                       f"the basic info of {forum.key}", forum, any_copy=True)
         except (NoForumAnswer, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None

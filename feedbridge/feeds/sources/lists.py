@@ -114,7 +114,9 @@ class ListReader:
         if listings[-1].next_page_url is None:
             return listings
         try:
-            for _n, done in self.pool.waves(range(1, spec.pages), lambda n: self.page(read, spec.forum, url(n), source),
+            for _n, done in self.pool.waves(range(1, spec.pages),
+                                            lambda n, ahead: self.page(read.stepping(ahead), spec.forum, url(n),
+                                                                       source),
                                             self.settings.fetch_concurrency, caller=read.caller):
                 try:
                     listing = done.result()

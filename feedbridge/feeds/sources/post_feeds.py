@@ -318,11 +318,11 @@ class PostFeeds:
         missing = [i for i in reversed(wanted) if i not in known and i not in read_now]
         if missing:
             batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
-            def run(ids: list[int]) -> tuple[tuple[int, Post | None], ...]:
-                return self._batch(read, forum, head, ids)
+            def run(ids: list[int], ahead: int) -> tuple[tuple[int, Post | None], ...]:
+                return self._batch(read.stepping(ahead), forum, head, ids)
 
             if inline:
-                done = [run(b) for b in batches]
+                done = [self._batch(read, forum, head, b) for b in batches]
             else:
                 try:
                     done = [got.result() for _b, got in self.pool.waves(batches, run, self.settings.fetch_concurrency,
@@ -359,7 +359,8 @@ class PostFeeds:
 
     def _collected(self, read: Read, spec: FeedSpec, pages: Callable[[Read, FeedSpec], list[Shown]]) -> list[Shown]:
         key = keys.post_list(spec.forum.base_url, spec.kind, spec.poster, spec.pages)
-        entry: CollectedEntry = read.entry(key, lambda _held: CollectedEntry(tuple(pages(read, spec)), time.time()),
+        entry: CollectedEntry = read.entry(key, lambda _held, within: CollectedEntry(tuple(pages(within, spec)),
+                                                                                     time.time()),
                                            f"the {spec.label} of {spec.forum.key}", spec.forum)
         return list(entry.posts)
 
@@ -384,7 +385,7 @@ class PostFeeds:
         for post in posts:
             groups.setdefault(post.post.topic_id, []).append(post)
 
-        def bodies(topic_id: int) -> dict[tuple[int, int], Shown]:
+        def bodies(topic_id: int, read: Read) -> dict[tuple[int, int], Shown]:
             head = self._head(read, forum, topic_id)
             ids = [s.post.post_id for s in groups[topic_id] if s.post.post_id is not None]
             if any(s.post.post_id is None for s in groups[topic_id]):
@@ -397,7 +398,7 @@ class PostFeeds:
         order = list(groups)
         taken = 0
         try:
-            for topic_id, done in self.pool.waves(order, lambda tid: _or_none(bodies, tid),
+            for topic_id, done in self.pool.waves(order, lambda tid, ahead: _or_none(bodies, tid, read.stepping(ahead)),
                                                   self.settings.fetch_concurrency, caller=read.caller):
                 got, taken = done.result(), taken + 1
                 if got is None:
@@ -438,7 +439,7 @@ def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *
     topic's last activity)."""
     url = url or f"{forum.base_url}/t/{topic_id}.json"
 
-    def fetch(held: HeadEntry | None) -> HeadEntry:
+    def fetch(held: HeadEntry | None, read: Read) -> HeadEntry:
         fetched = read.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
         if fetched.status == 304 and held is not None:
             return replace(held, stored_at=time.time())
@@ -476,9 +477,9 @@ def _edited(held: Shown | None, post: Post | None) -> bool:
     return before is None or post.updated_at > before
 
 
-def _or_none(run: Callable[[int], T], value: int) -> T | None:
+def _or_none(run: Callable[[int, Read], T], value: int, read: Read) -> T | None:
     try:
-        return run(value)
+        return run(value, read)
     except (NoForumAnswer, NotHeld) as exc:
         log.info("content=full: %s", exc.message)
         return None

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from feedbridge.config import Forum
@@ -46,7 +46,7 @@ from feedbridge.errors import (
 )
 from feedbridge.feeds.admission.callers import Caller
 from feedbridge.feeds.admission.gate import Gate
-from feedbridge.feeds.admission.policy import CachePolicy
+from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source
 from feedbridge.models import Listing
 from feedbridge.store import keys
@@ -85,14 +85,17 @@ class Scope:
 @dataclass(frozen=True, slots=True)
 class Read:
     """One request's way of reading (see the module docstring): in `scope`, for `caller` (the web request whose
-    deadline, slot and budget share bound its reads: None outside one), live or `cached_only`. Made once where
-    the read path begins (`FeedService`), and handed down, so no layer below looks the request up itself.
+    deadline, slot and budget share bound its reads: None outside one), as part of `building` (the builds under
+    way that a refusal of its reads marks), live or `cached_only`. Made once where the read path begins
+    (`FeedService`), and handed down (each build is handed its own: `entry`), so no layer below looks the
+    request up itself, and no state of it is ambient.
     A read from cached copies notes when each copy it read was stored (`stored`), so that what is built of
     them says how old it is (`oldest`)."""
 
     scope: Scope
     caller: Caller | None
     cached_only: bool = False
+    building: Building = OUTSIDE
     stored: list[float] = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -112,9 +115,18 @@ class Read:
         """The same read from cached copies only: the fallback's, once the forum has failed."""
         return Read(self.scope, self.caller, cached_only=True)
 
-    def entry(self, key: str, build: Callable[[E | None], E], what: str, forum: Forum, *,
+    def optional(self) -> Read:
+        """This read, as one its builds can do without (`Building.optional`)."""
+        return replace(self, building=self.building.optional())
+
+    def stepping(self, ahead: int) -> Read:
+        """This read as a job of a wave with `ahead` reads left in its step (`CallerPool.waves`)."""
+        return replace(self, building=self.building.stepping(ahead))
+
+    def entry(self, key: str, build: Callable[[E | None, Read], E], what: str, forum: Forum, *,
               fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False) -> E:
         """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`).
+        `build(held, read)` reads with `read`, this read within the build it makes.
         `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept.
         `forum`: whose it is, for its part of the cold slots (`ColdSlots`)."""
         if self.cached_only:
@@ -122,15 +134,16 @@ class Read:
             if (stored_at := getattr(held, "stored_at", None)) is not None:
                 self.stored.append(stored_at)
             return held
-        got = self.scope.policy.get(key, build, caller=self.caller, stale=False, what=what, fresh_for=fresh_for,
-                                    keep_for=keep_for, any_copy=any_copy, forum=forum.key)
+        got = self.scope.policy.get(key, lambda held, building: build(held, replace(self, building=building)),
+                                    caller=self.caller, building=self.building, stale=False, what=what,
+                                    fresh_for=fresh_for, keep_for=keep_for, any_copy=any_copy, forum=forum.key)
         return got.entry
 
     def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
               last_modified: str | None = None) -> Fetched:
         if self.cached_only:
             raise NotHeld(f"no copy of {what} to fall back on")
-        return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller)
+        return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller, building=self.building)
 
     def source(self, forum: Forum) -> Source:
         if self.cached_only:
@@ -141,7 +154,7 @@ class Read:
 def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
     """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or NotHeld
     (read from cached copies)."""
-    def fetch(held: PageEntry | None) -> PageEntry:
+    def fetch(held: PageEntry | None, read: Read) -> PageEntry:
         fetched = read.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
         now = time.time()
         if fetched.status == 304 and held is not None:

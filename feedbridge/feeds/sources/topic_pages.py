@@ -61,7 +61,9 @@ class TopicPages:
         failures = 0
         began = time.monotonic()
         try:
-            for topic, done in self.pool.waves(topics, lambda topic: self._page(read, forum, source, topic),
+            for topic, done in self.pool.waves(topics,
+                                               lambda topic, ahead: self._page(read.stepping(ahead), forum, source,
+                                                                               topic),
                                                self.settings.fetch_concurrency, caller=read.caller):
                 try:
                     results.append(done.result())
@@ -107,7 +109,7 @@ class TopicPages:
         assert read_topic is not None  # a source reads its topics' pages one way or the other
         key = keys.topic(forum.base_url, topic.id, topic.last_posted_at)
 
-        def fetch(_held: TopicEntry | None) -> TopicEntry:
+        def fetch(_held: TopicEntry | None, read: Read) -> TopicEntry:
             try:
                 url = source.topic_url(topic.url)
                 fetched = read.fetch(forum, url, url)
