@@ -77,9 +77,10 @@ class Building:
     never ambient state. Pool work is handed its submitter's read, so a topic page read in the pool counts for
     the feed whose build asked for it.
 
-    `builds`: the builds under way, innermost last. `optional_from`: within `optional()`, how many of them were
-    under way when it began (those it must not mark). `ahead`: the upstream reads the current step of a build
-    may still make, itself included (`CallerPool.waves` says, for each wave's jobs; 1 for a read of its own)."""
+    `builds`: the builds under way, innermost last. `optional_from`: for a read its builds can do without
+    (`Read.optional`), how many of them were under way when it began (those it must not mark). `ahead`: the
+    upstream reads the current step of a build may still make, itself included (`CallerPool.waves` says, for
+    each wave's jobs; 1 for a read of its own)."""
 
     builds: tuple[_Tally, ...] = ()
     optional_from: int | None = None
@@ -88,22 +89,12 @@ class Building:
     def within(self, tally: _Tally) -> Building:
         return replace(self, builds=(*self.builds, tally))
 
-    def optional(self) -> Building:
-        """For a read its builds can do without (a forum's icon, the pictures of a Markdown list): refused by a
-        budget, a share or a slot, it marks none of the builds it is part of and never has them wait for the
-        window's room, so a feed goes without its icon for now rather than unkept, or waiting ten seconds for
-        it. Builds begun inside (the read's own entry) are marked as usual: a refused read is never kept."""
-        return replace(self, optional_from=len(self.builds))
-
-    def stepping(self, ahead: int) -> Building:
-        return replace(self, ahead=ahead)
-
     def refused(self, exc: BridgeBusy) -> BridgeBusy:
         """`exc`, after marking every build it is part of: a share, the forum's budget or a slot refused one of
         its reads, so what it builds lacks something another client would get, and is never stored for them
         (`CachePolicy.get` answers the refused client with this error, or the stale copy). A `RoomSoon` marks
         them to be made again once the window has room, unless a read was refused outright, which no wait
-        mends: that refusal is kept. Within `optional()`, only the builds it began are marked."""
+        mends: that refusal is kept. For an optional read, only the builds it began are marked."""
         for tally in self.builds[self.optional_from or 0:]:
             if tally.refused is None or isinstance(tally.refused, RoomSoon):
                 tally.refused = exc

@@ -70,8 +70,8 @@ class ListReader:
             if spec.forum_query.signed_in_only and not read.signed:
                 raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
             return self._pages(read, spec, lambda n: spec.page_url(n, JSON), JSON)
-        if (mine := own_pages(spec)) is not None:  # a member's own list: JSON on every forum, its own parser
-            return self._pages(read, spec, *mine)
+        if spec.kind == "personal":  # a member's own list: JSON on every forum, its own parser
+            return self._pages(read, spec, *own_pages(spec))
         source = read.source(spec.forum)
         if spec.started_by is not None:
             try:

@@ -116,12 +116,15 @@ class Read:
         return Read(self.scope, self.caller, cached_only=True)
 
     def optional(self) -> Read:
-        """This read, as one its builds can do without (`Building.optional`)."""
-        return replace(self, building=self.building.optional())
+        """This read, as one its builds can do without (a forum's icon, the pictures of a Markdown list): refused
+        by a budget, a share or a slot, it marks none of the builds it is part of and never has them wait for the
+        window's room, so a feed goes without its icon for now rather than unkept, or waiting ten seconds for
+        it. Builds begun inside (the read's own entry) are marked as usual: a refused read is never kept."""
+        return replace(self, building=replace(self.building, optional_from=len(self.building.builds)))
 
     def stepping(self, ahead: int) -> Read:
         """This read as a job of a wave with `ahead` reads left in its step (`CallerPool.waves`)."""
-        return replace(self, building=self.building.stepping(ahead))
+        return replace(self, building=replace(self.building, ahead=ahead))
 
     def entry(self, key: str, build: Callable[[E | None, Read], E], what: str, forum: Forum, *,
               fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False) -> E:
