@@ -142,7 +142,7 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         settings = _settings(_url_forum(source, base_url))
         spec = _spec(settings, source, fmt, given)
         with _service(settings) as service:
-            body = _upstream(lambda: service.feed(spec, self_url, refresh=False).entry.body)  # a file: no ttl
+            body = _upstream(lambda: service.document(spec, self_url))
     else:
         listing, text = _read_saved(source, base_url)
         body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))

@@ -173,33 +173,45 @@ class FeedService:
         return entry
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
-             key: str | None = None, *, refresh: bool = True, identity: bool = True,
+             key: str | None = None, *,
              admitted: Callable[[], AbstractContextManager[object]] = nullcontext) -> FeedResult:
-        """The feed: a fresh copy, else built live, else the last good copy, else built from the last good
-        pages (a new filter on a known list). `key` is `feed_key(...)` when the caller already has it (the web
-        layer memoizes it per URL). Without `refresh` (a file of the static build, rebuilt on its own schedule)
-        it carries no refresh hints, and without `identity` (a saved list, which reads nothing but its file)
-        no icon, logo or language of the forum. Every build, live or from the last good pages, runs within
-        `admitted` (the web layer's CPU allowance), entered only once the one freshness check found no copy."""
+        """The feed as the web serves it: a fresh copy, else built live, else the last good copy, else built
+        from the last good pages (a new filter on a known list). `key` is `feed_key(...)` when the caller
+        already has it (the web layer memoizes it per URL). Every build, live or from the last good pages, runs
+        within `admitted` (the web layer's CPU allowance), entered only once the one freshness check found no
+        copy. A file is built by `document`."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
-        read, extras = self._read(), (refresh, identity)
+        read = self._read()
 
         def live() -> FeedResult:
             got = self.current.policy.get(key, lambda held, building: self._render(
-                replace(read, building=building), spec, self_url, stylesheet_url, *extras, held=held),
+                replace(read, building=building), spec, self_url, stylesheet_url, held=held),
                 caller=read.caller, building=read.building, what="the feed", admitted=admitted, forum=spec.forum.key)
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         def from_last_good(reason: str) -> FeedResult:
             cached = read.cached()
             with admitted():
-                entry = self._render(cached, spec, self_url, stylesheet_url, *extras)
+                entry = self._render(cached, spec, self_url, stylesheet_url)
             # as old as the oldest page it was made of: its `Age` says so, as a stale copy's does
             oldest = cached.oldest
             return FeedResult(entry if oldest is None else replace(entry, stored_at=min(oldest, entry.stored_at)),
                               "stale", reason)
 
         return self._either(live, from_last_good)
+
+    def document(self, spec: FeedSpec, self_url: str | None, *, identity: bool = True) -> bytes:
+        """The feed's bytes for a file (the CLI's and the static build's): built now, else from the last good
+        pages, as `feed` builds them, without the feed's own cache around the build. A run starts with an empty
+        store, so no copy of the feed is there to look up, and one kept would never be asked for again (each
+        of a run's outputs is another feed), nor its gzip and ETag used; the pages and the forum's basic info
+        are still read through the cache, shared by the run's feeds. No refresh hints: the file is rebuilt on
+        its own schedule. Without `identity` (a saved list, which reads nothing but its file), no icon, logo or
+        language of the forum."""
+        read = self._read()
+        return self._either(lambda: self._document(read, spec, self_url, None, refresh=False, identity=identity)[0],
+                            lambda _reason: self._document(read.cached(), spec, self_url, None, refresh=False,
+                                                           identity=identity)[0])
 
     def view(self, spec: FeedSpec) -> View:
         """The entries of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
@@ -283,9 +295,19 @@ class FeedService:
         return Read(self.current, self.caller, building=self.building)
 
     def _render(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None,
-                refresh: bool, identity: bool, held: FeedEntry | None = None) -> FeedEntry:
+                held: FeedEntry | None = None) -> FeedEntry:
         """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held), and
         their gzip; a signed or a member's feed has none, since each URL is served its own token in its body."""
+        body, built = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True)
+        etag = hashlib.sha256(body).hexdigest()[:32]
+        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built,
+                         gzipped=None if read.signed else gzipped(body))
+
+
+    def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,
+                  refresh: bool, identity: bool) -> tuple[bytes, float]:
+        """The feed's bytes, read as `read` says, and when they were built: with the refresh hints of the cache
+        TTL (`refresh`) and the forum's icon, logo and language (`identity`)."""
         with metrics.building(spec.kind):
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
@@ -293,10 +315,7 @@ class FeedService:
             moment = datetime.fromtimestamp(int(built), UTC)
             head = spec.head(first, self_url, stylesheet_url, _listed(first, moment) or moment, built=moment,
                              site=site, ttl=self.settings.cache_ttl if refresh else None)
-            body = render(spec.fmt, head, entries)
-        etag = hashlib.sha256(body).hexdigest()[:32]
-        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built,
-                         gzipped=None if read.signed else gzipped(body))
+            return render(spec.fmt, head, entries), built
 
 
 def _listed(first: Listing, built: datetime) -> datetime | None:

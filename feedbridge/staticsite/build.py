@@ -108,9 +108,9 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
     outcome = FeedOutcome(plan.name, "failed", "-", 0)
     try:
         with fetcher.counting() as tally:
-            # no refresh hints (cron decides when the files change), no basic info read for a saved list
-            bodies = [service.scope(plan.signed).feed(spec, urljoin(config.site_url, quote(file)), refresh=False,
-                                                      identity=plan.saved_list is None).entry.body
+            # no basic info read for a saved list
+            bodies = [service.scope(plan.signed).document(spec, urljoin(config.site_url, quote(file)),
+                                                          identity=plan.saved_list is None)
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
