@@ -111,7 +111,7 @@ class ListReader:
 
     def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[Listing]:
         listings = [self.page(read, spec.forum, url(0), source)]
-        if listings[-1].next_page_url is None:
+        if listings[-1].next_page_url is None or spec.pages == 1:
             return listings
         try:
             for _n, done in self.pool.waves(range(1, spec.pages),
