@@ -182,17 +182,26 @@ def test_lone_surrogate_escapes_in_the_forums_json_never_make_a_500():
 # --- source detection ---------------------------------------------------------------------------------
 
 def test_detection_costs_one_request_per_forum_not_one_per_feed(upstream_json):
-    # negative_ttl=0: a re-check period of 3 s is shorter than the 30 s a refused probe is remembered. 3 s, not
-    # 1: seven cold feeds on a loaded machine can take a second.
-    with running_app(settings_for(upstream_json.url, cache_ttl=0, source_recheck=3, negative_ttl=0)) as app:
-        for path in ("/latest.atom", "/hot.rss", f"{COMPILER}.json", "/tag/gpu.atom", "/u/jansel.rss",
-                     "/top.json?period=monthly", "/latest.rss?q=torch"):
+    """One probe per re-check period, whatever the feeds: a probe decides for `RECHECK` seconds, so feeds that
+    take `t` seconds cause at most 1 + t // RECHECK probes (one, on a machine that builds seven cold feeds
+    within the period; on a loaded one they took over 3 s and the record fell due again, as it should)."""
+    recheck = 3  # negative_ttl=0: a re-check period shorter than the 30 s a refused probe is remembered
+
+    def probes_within(paths: tuple[str, ...]) -> int:
+        began = time.monotonic()
+        for path in paths:
             assert get(app.feed_url(path)).status_code == 200
-        assert md_requests(upstream_json) == ["/latest.md"]
-        time.sleep(3.1)  # past the re-check period: the next feed asks once more, then trusts it again
-        for path in ("/latest.atom", "/hot.rss", f"{COMPILER}.json"):
-            assert get(app.feed_url(path)).status_code == 200
-        assert md_requests(upstream_json) == ["/latest.md", "/latest.md"]
+        return 1 + int((time.monotonic() - began) // recheck)
+
+    with running_app(settings_for(upstream_json.url, cache_ttl=0, source_recheck=recheck, negative_ttl=0)) as app:
+        most = probes_within(("/latest.atom", "/hot.rss", f"{COMPILER}.json", "/tag/gpu.atom", "/u/jansel.rss",
+                              "/top.json?period=monthly", "/latest.rss?q=torch"))
+        first = md_requests(upstream_json)
+        assert set(first) == {"/latest.md"} and 1 <= len(first) <= most < 7, (first, most)
+        time.sleep(recheck + 0.1)  # past the re-check period: the next feed asks once more, then trusts it again
+        most = probes_within(("/latest.atom", "/hot.rss", f"{COMPILER}.json"))
+        again = md_requests(upstream_json)[len(first):]
+        assert again[:1] == ["/latest.md"] and len(again) <= most < 3, (again, most)
 
 
 def test_markdown_forum_detection_reuses_the_probe_page(upstream):
