@@ -239,8 +239,11 @@ def user_link(base: str, name: str | None) -> str | None:
     """A user's page on the forum, `{base}/u/{name}` (core's `/u/:username` route), made from the name whatever
     link a list wrote beside it: a Markdown list's author link named any host (`[@smth](https://elsewhere/)`),
     where an entry's author is the forum's user. Every reader of names makes the link here, percent-encoded as
-    core encodes unicode names."""
-    return f"{base}/u/{quote(name, safe='', errors='replace')}" if name else None
+    core encodes unicode names. A name that is a dot segment (`..`, which core's usernames never are) gets
+    none: `{base}/u/..` is the forum's front page to a browser, not a user's."""
+    if not name or _DOT_SEGMENT.fullmatch(name) is not None:
+        return None
+    return f"{base}/u/{quote(name, safe='', errors='replace')}"
 
 
 def topic_link(url: str, base: str) -> tuple[int, str] | None:
