@@ -103,7 +103,7 @@ class Building:
     def waitable(self) -> bool:
         """Whether the current read, refused for now, may have its build wait for the room (`Gate`): it is part
         of a build that is cold (a held copy is the answer at once, as before waiting existed), none of its
-        reads was refused outright, and it is not a read the build can do without (`optional`)."""
+        reads was refused outright, and it is not a read the build can do without (`Read.optional`)."""
         return self.optional_from is None and bool(self.builds) and self.builds[0].cold and not any(
             tally.refused is not None and not isinstance(tally.refused, RoomSoon) for tally in self.builds)
 
