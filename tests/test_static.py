@@ -8,6 +8,7 @@ import os
 import re
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import feedparser
@@ -547,3 +548,33 @@ def test_the_environment_reaches_a_static_build(tmp_path, upstream, monkeypatch)
     assert code == 0, err
     agents = {r.headers.get("user-agent") for r in upstream.requests}
     assert len(agents) == 1 and "(+https://feeds.example.net/about)" in agents.pop()
+
+
+def test_a_file_is_made_from_the_runs_pages_when_the_forum_fails_midway_and_no_feed_is_kept(upstream):
+    """`FeedService.document` builds every file of a run (and `feedbridge build URL`'s): the run's first feed
+    reads the list; the forum then fails, and a second feed of the same list (another filter) is made from the
+    page the run read, as `feed` makes a web feed from the last good pages. No copy of either feed is kept:
+    a run's store is read by nothing after it, and the feed-level cache is not walked at all."""
+    from feedbridge.config import parse_forum
+    from feedbridge.feeds.request.spec import parse_feed_request
+    from feedbridge.feeds.service import FeedService
+    from feedbridge.feeds.wiring import build_service
+    from feedbridge.store.memory import MemoryStore
+    from feedbridge.upstream.fetcher import Fetcher
+
+    settings = replace(settings_for(upstream.url, cache_ttl=0), forums=(parse_forum(f"markdown:{upstream.url}"),))
+    key = settings.forums[0].key
+    store = MemoryStore(settings.cache_max_bytes)
+    service = build_service(settings, store, Fetcher(settings))
+    specs = [parse_feed_request(settings, f"{key}/latest.atom", args) for args in ({}, {"q": ["torch"]})]
+    try:
+        first = service.document(specs[0], None)
+        upstream.fail("/latest.md", 500)
+        second = service.document(specs[1], None)
+    finally:
+        service.close()
+    whole, filtered = feedparser.parse(first), feedparser.parse(second)
+    assert whole.bozo == 0 and filtered.bozo == 0 and len(whole.entries) == 30
+    assert 0 < len(filtered.entries) < 30 and all("torch" in (e.title + e.get("summary", "")).lower() for e in filtered.entries)
+    assert [r.target for r in upstream.requests].count("/latest.md") == 2  # the second feed asked, and was failed
+    assert [store.get(FeedService.feed_key(spec, None)) for spec in specs] == [None, None]
