@@ -59,7 +59,7 @@ def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool
     """`topic` with `more`'s value of each field in `names` that `more` has (anything but None or an empty
     tuple): in place of the topic's own, or with `keep` only where the topic has none. The one way a topic
     takes what another read of it adds: its own page (`feeds/sources/topic_pages.py`), the JSON list of a Markdown
-    list's page (`feeds/sources/figures.py`)."""
+    list's page (`feeds/sources/lists.py`)."""
     if more is None:
         return topic
     found: dict[str, Any] = {}

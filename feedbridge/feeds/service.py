@@ -1,5 +1,5 @@
-"""Assembling a feed from a spec, one step after another as `topics` reads: its list pages (`feeds/sources/lists.py`),
-what a filter needs beyond them (`feeds/sources/figures.py`, the directory's subcategories), the topics' own pages
+"""Assembling a feed from a spec, one step after another as `topics` reads: its list pages with what a filter needs
+beyond them (`feeds/sources/lists.py`; the directory's subcategories), the topics' own pages
 (`feeds/sources/topic_pages.py`), the categories' names (`feeds/sources/directory.py`), filter and digest, then render.
 What is read from a forum is read through one `Gate` (`feeds/admission/gate.py`); the parts are made and joined in
 `feeds/wiring.py`, so this module only calls them in order, each with the request's `Read` (`feeds/sources/reads.py`:
@@ -32,9 +32,8 @@ from feedbridge.feeds.admission.policy import OUTSIDE, Building
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, lacking
+from feedbridge.feeds.sources.dialects import MARKDOWN, Source, lacking
 from feedbridge.feeds.sources.directory import Directory
-from feedbridge.feeds.sources.figures import completed
 from feedbridge.feeds.sources.identity import Identities
 from feedbridge.feeds.sources.lists import ListReader
 from feedbridge.feeds.sources.post_feeds import PostFeeds
@@ -261,10 +260,6 @@ class FeedService:
         if spec.kind in POST_KINDS:
             return readers.posts.entries(read, spec)
         listings = readers.lists.listings(read, spec)
-        listings = completed(spec.filter, listings,
-                             lambda n, optional: readers.lists.page(read.optional() if optional else read, spec.forum,
-                                                                    spec.page_url(n, JSON), JSON),
-                             pictures=spec.content == "full")
         spec = readers.directory.excluding(read, spec)
         everything = spec.topics_of(listings)
         # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.

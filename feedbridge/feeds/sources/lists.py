@@ -5,18 +5,29 @@ consumer of a list (feeds, views, previews, the source probes, the CLI): which U
 to page, and when a missing page ends it. What the forum answered reaches the reader in the words every
 route uses (`errors.explained`: missing or private, members only, a bot wall, slow down). Every page goes through the
 page cache (`CachePolicy`) and every request through the `Gate`, when read live (`feeds/sources/reads.py`).
+
+What a feed's lists lack is read here too, from the JSON list of the same page (`FIGURES`). A Markdown list
+carries replies but no likes, views, tags or category ids: a feed that filters on those reads the forum's
+JSON list of the same page (cached and counted against the forum's budget like any page), and says so with
+a 400 naming the parameter when the forum refuses it, rather than serving a feed that is silently empty or
+unfiltered. (Which subcategories an `exclude_category=` drops is `feeds.select.subcategories`.) Nor does it
+carry the topics' pictures: a feed with `content=full`, which reads every topic's page anyway, reads the
+JSON list of the same page for them too (one request per list page beside one per topic), and goes without
+thumbnails when the forum will not give it; an excerpt feed of a Markdown list has none, rather than cost
+the forum a second list for every feed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
     NoForumAnswer,
+    NotHeld,
     RequestError,
     UpstreamNotFound,
     UpstreamRefused,
@@ -26,9 +37,10 @@ from feedbridge.errors import (
 from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.members.personal import own_pages
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source
+from feedbridge.feeds.select.filters import FeedFilter
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, source_of
 from feedbridge.feeds.sources.reads import Read, list_page
-from feedbridge.models import Listing
+from feedbridge.models import Listing, merged
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +53,8 @@ class ListReader:
     pool: CallerPool
 
     def listings(self, read: Read, spec: FeedSpec) -> list[Listing]:
-        """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more.
+        """Page 0, then further pages in waves of `fetch_concurrency` while the list announces more, each with
+        what the feed needs of the JSON list of the same page (`_completed`).
 
         A wave may ask for a few pages past the end (at most `fetch_concurrency - 1`): the price of not
         reading a long list one page at a time. A missing or empty page ends the list. A page not read
@@ -52,10 +65,14 @@ class ListReader:
         author, only when the forum refuses that.
         """
         try:
-            return self._read(read, spec)
+            listings = self._read(read, spec)
         except NoForumAnswer as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
                             signed=read.signed, missing=spec.missing) from None
+        return _completed(spec.filter, listings,
+                          lambda n, optional: self.page(read.optional() if optional else read, spec.forum,
+                                                        spec.page_url(n, JSON), JSON),
+                          pictures=spec.content == "full")
 
     def _read(self, read: Read, spec: FeedSpec) -> list[Listing]:
         """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
@@ -155,3 +172,39 @@ def _ignored(spec: FeedSpec, terms: tuple[tuple[str, str], ...]) -> str:
     named = "; ".join(f"{term} ({why})" for term, why in terms)
     return (f"q: the forum's /filter would ignore {named}, and answer as if it were not there; a term a plugin "
             f"of {spec.forum.key} adds is read once FEEDBRIDGE_FILTER_TERMS names it")
+
+
+FIGURES = ("likes", "views", "tags", "pinned", "category_id", "replies", "image_url")
+"""What a topic of a Markdown list takes from the JSON list of the same page, where it has none of its own
+(`image_url`: its picture, read for `content=full`)."""
+
+def _completed(feed_filter: FeedFilter, listings: Sequence[Listing],
+              json_page: Callable[[int, bool], Listing], pictures: bool = False) -> list[Listing]:
+    """`listings` with each page's topics given the figures of page `n` of the JSON list (`json_page(n, optional)`:
+    read as one the build can do without when `optional`, `Read.optional`),
+    when the filter needs what its source lacks, or (`pictures`) the feed wants the topics' pictures; a topic
+    not on that page keeps its own (none). Read for the pictures alone, a page the forum does not give is
+    left as it is."""
+    pages = []
+    for number, listing in enumerate(listings):
+        lacks = source_of(listing).lacks
+        needed = feed_filter.json_needed(lacks)
+        if needed is None and not (pictures and "image_url" in lacks):
+            pages.append(listing)
+            continue
+        try:
+            # the pictures alone: a read the build can do without
+            figures = {topic.id: topic for topic in json_page(number, needed is None).topics}
+        except (NoForumAnswer, NotHeld) as exc:
+            if needed is None:  # the pictures alone: a failure, a refused read (the build kept all the same), no copy
+                log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)
+                pages.append(listing)
+                continue
+            if not isinstance(exc, UpstreamNotFound | UpstreamRefused):
+                raise
+            raise RequestError(f"{needed} needs the forum's JSON list, since its Markdown list carries no likes, "
+                               f"views, tags or category ids, and the forum refused it: {exc.message}",
+                               param=needed) from None
+        pages.append(replace(listing, topics=tuple(merged(topic, figures.get(topic.id), FIGURES, keep=True)
+                                                   for topic in listing.topics)))
+    return pages
