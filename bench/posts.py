@@ -20,7 +20,7 @@ import time
 import httpx
 
 from bench.harness import Context, Row
-from feedbridge.feeds.sources.identity import PATH as BASIC_INFO
+from feedbridge.feeds.sources.site import PATH as BASIC_INFO
 from tests.appserver import running_app, settings_for
 from tests.fake_posts import MEGA, MEGA_POSTS, PostSite
 from tests.upstream import FakeForum

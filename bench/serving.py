@@ -144,7 +144,7 @@ def cold_section(ctx: Context) -> list[Row]:
         forums = {"FEEDBRIDGE_FORUMS": forum.url}
         with ThreadPoolExecutor(4) as starting:  # side by side: start-up is not measured, and node's takes seconds
             # Every feed and page cold (a cache TTL of 0), the stale TTL at its default: the forum's basic info
-            # (its icon, feeds/sources/identity.py) is read once per forum per stale TTL, as in production; with
+            # (its icon, feeds/sources/site.py) is read once per forum per stale TTL, as in production; with
             # a stale TTL of 0 as well, every cold feed read it again, a second request in turn (1.47x, not
             # 0.99x, RSS-Bridge's time at 230df44, where the row had been measured before that read existed).
             started = [starting.submit(procs.gunicorn, "feedbridge-cold", {**forums, "FEEDBRIDGE_CACHE_TTL": "0"}),

@@ -133,7 +133,7 @@ def upstream(forum: str, base_url: str, url: str, status: str) -> None:
 def upstream_kind(path: str) -> str:
     """What a forum path is, as Discourse lays them out: a topic's posts (`/t/ID/posts.json`, `/posts.json`, a
     user's `/user_actions.json`), a topic page (`/t/...`), the categories directory, how the forum presents
-    itself (`/site/basic-info.json`, `feeds/sources/identity.py`), else a topic list."""
+    itself (`/site/basic-info.json`, `feeds/sources/site.py`), else a topic list."""
     parts = path.strip("/").split("/")
     if parts[-1] in ("posts.json", "post_ids.json", "user_actions.json"):
         return "posts"

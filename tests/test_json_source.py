@@ -25,7 +25,7 @@ from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.errors import ConfigError, DecodeError
 from feedbridge.feeds.request.spec import parse_feed_request
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.sources import identity
+from feedbridge.feeds.sources import site
 from feedbridge.feeds.sources.detect import SourceDetector
 from feedbridge.feeds.wiring import build_service
 from feedbridge.store import codec
@@ -209,8 +209,8 @@ def test_markdown_forum_detection_reuses_the_probe_page(upstream):
         assert get(app.feed_url("/latest.atom")).status_code == 200
         assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
     assert targets(upstream).count("/latest.md") == 1  # the probe and the /latest feed share the page
-    # no JSON list: the forum's basic info (its icon, feeds/sources/identity.py) is the one JSON document read
-    assert [r.path for r in upstream.requests if r.path.endswith(".json")] == [identity.PATH]
+    # no JSON list: the forum's basic info (its icon, feeds/sources/site.py) is the one JSON document read
+    assert [r.path for r in upstream.requests if r.path.endswith(".json")] == [site.PATH]
 
 
 def test_concurrent_cold_feeds_share_one_detection_and_one_fetch(upstream_json):

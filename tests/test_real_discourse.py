@@ -27,7 +27,7 @@ from lxml import html as lxml_html
 from feedbridge import USER_AGENT
 from feedbridge.config import Settings
 from feedbridge.feeds.request.signing import sign_url
-from feedbridge.feeds.sources.directory import MAX_PAGES
+from feedbridge.feeds.sources.site import MAX_PAGES
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.fake_private import USER_API_KEY
 from tests.upstream import JSON_ROOT, MODES, PROJECT_ROOT, SSO_PROVIDER, Crawlers, FakeForum, read_at

@@ -43,7 +43,7 @@ HOSTILE = {
 # Safe, well-formed values the routes below fill in where the hostile value does not go.
 FORUM_PATH = re.compile(r"/(?:(?:latest|hot|top|categories|c(?:/[\w%.-]{1,300}){1,2}/\d{1,9}|tag/[\w%.-]{1,300}(?:/\d{1,9})?|"
                         r"t/[\w%.-]{1,300}/\d{1,9})\.md|topics/created-by/[\w%.-]{1,300}\.json"
-                        r"|site/basic-info\.json)")  # the forum's icon (feeds/sources/identity.py): a fixed path
+                        r"|site/basic-info\.json)")  # the forum's icon (feeds/sources/site.py): a fixed path
 
 # (name, URL template relative to the bridge; {forum} is the fake forum's key, {v} the quoted hostile value)
 ROUTES = [

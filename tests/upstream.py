@@ -615,7 +615,7 @@ IDENTITY = "/site/basic-info.json"
 
 def list_reads(requests: list[Request]) -> list[Request]:
     """`requests` without the forum's basic info, which the first feed built from a forum reads once beside what
-    the feed itself reads (feeds/sources/identity.py): what a test of what a feed's lists, pages or posts cost counts."""
+    the feed itself reads (feeds/sources/site.py): what a test of what a feed's lists, pages or posts cost counts."""
     return [request for request in requests if not request.path.endswith(IDENTITY)]  # a subfolder's too
 
 

@@ -1,6 +1,6 @@
 """Assembling a feed from a spec, one step after another as `topics` reads: its list pages with what a filter needs
 beyond them (`feeds/sources/lists.py`; the directory's subcategories), the topics' own pages
-(`feeds/sources/topic_pages.py`), the categories' names (`feeds/sources/directory.py`), filter and digest, then render.
+(`feeds/sources/topic_pages.py`), the categories' names (`feeds/sources/site.py`), filter and digest, then render.
 What is read from a forum is read through one `Gate` (`feeds/admission/gate.py`); the parts are made and joined in
 `feeds/wiring.py`, so this module only calls them in order, each with the request's `Read` (`feeds/sources/reads.py`:
 the scope it reads in, live or from cached copies only).
@@ -33,11 +33,10 @@ from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source, lacking
-from feedbridge.feeds.sources.directory import Directory
-from feedbridge.feeds.sources.identity import Identities
 from feedbridge.feeds.sources.lists import ListReader
 from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import Read, Scope
+from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render

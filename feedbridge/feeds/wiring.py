@@ -22,7 +22,7 @@ the member `feedbridge.feeds.members.personal` opened from the URL): the same wr
 every key, the member's key on every fetch, and the members' budget counted per key. The member travels as
 that value, never as ambient state.
 
-The forums' basic info (`feeds/sources/identity.py`), which every forum shows without a login, is read in the public
+The forums' basic info (`feeds/sources/site.py`), which every forum shows without a login, is read in the public
 scope for every request: once for everyone, without a key, in the forum's public budget.
 """
 
@@ -38,11 +38,10 @@ from feedbridge.feeds.admission.policy import CachePolicy
 from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.service import FeedService, Readers
 from feedbridge.feeds.sources.detect import SourceDetector
-from feedbridge.feeds.sources.directory import Directory
-from feedbridge.feeds.sources.identity import Identities
 from feedbridge.feeds.sources.lists import ListReader
 from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import PUBLIC, Scope
+from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.memory import SingleFlight

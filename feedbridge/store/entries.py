@@ -80,7 +80,7 @@ class DirectoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class SiteEntry:
-    """How a forum presents itself (`feedbridge.feeds.sources.identity`); `site` is None for a forum that gives no
+    """How a forum presents itself (`feedbridge.feeds.sources.site`); `site` is None for a forum that gives no
     basic info, remembered as such like a present one."""
 
     site: Site | None

@@ -1,9 +1,26 @@
-"""A forum's categories directory (`/categories.md` or `.json`): the front page's category list, the names
-a JSON list leaves out (it names a topic's category by id only), and the subcategories an
-`exclude_category=` drops (`feedbridge.feeds.select.subcategories.excluding`).
+"""What a forum says of itself beside its lists, each read once per forum and kept in the store by forum: its
+categories directory and its basic info. Both are the forum's own (core's `/site.json` carries both), asked
+once for every feed of the forum, and neither is a feed's list.
 
-Cached like list pages: showing the front page costs the forum one request per cache TTL (a forum of over
-1,000 categories, which pages its directory, one per page read, at most `MAX_PAGES`).
+The directory (`/categories.md` or `.json`, `Directory`): the front page's category list, the names a JSON
+list leaves out (it names a topic's category by id only), and the subcategories an `exclude_category=`
+drops (`feedbridge.feeds.select.subcategories.excluding`). Cached like list pages: showing the front page
+costs the forum one request per cache TTL (a forum of over 1,000 categories, which pages its directory, one
+per page read, at most `MAX_PAGES`).
+
+The basic info (`/site/basic-info.json`, `Identities`): the icon, logo, title and language its feeds carry.
+Any copy held will do (a forum's logo and language change rarely), so it costs the forum one request per stale TTL
+(FEEDBRIDGE_STALE_TTL), charged to its budget like every read (it goes through the `Gate`), and none while the
+forum is failing. Failure-tolerant, since a forum without it still gets its feeds, only without an icon: a
+forum that answers 404 or refuses it (a release from before it, a proxy in front), or answers something that
+is no basic info, is kept as having none, for as long as a copy would be; one that fails (a timeout, a 5xx) is
+asked again once its failure is forgotten (FEEDBRIDGE_NEGATIVE_TTL). A read refused by the forum's budget, a
+client's share or a slot is optional (`Read.optional`): the feed goes without its icon this time, is kept
+all the same, and never waits for the window's room for an icon; the next build asks again.
+
+The basic info is read in the public scope whatever the request's (`Identities.of`): every forum shows it
+without a login, a login-only forum too, so neither the forum's key nor a member's is sent for it, nor is it
+kept once per key or per member.
 """
 
 from __future__ import annotations
@@ -13,14 +30,22 @@ import time
 from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum
-from feedbridge.errors import NoForumAnswer, NotHeld, UpstreamError, upstream_error
+from feedbridge.discourse.site_info import parse_basic_info
+from feedbridge.errors import (
+    NoForumAnswer,
+    NotHeld,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamRefused,
+    upstream_error,
+)
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.select.subcategories import excluding
 from feedbridge.feeds.sources.dialects import JSON
-from feedbridge.feeds.sources.reads import Read
-from feedbridge.models import Category, Topic
+from feedbridge.feeds.sources.reads import Read, Scope
+from feedbridge.models import Category, Site, Topic
 from feedbridge.store import keys
-from feedbridge.store.entries import DirectoryEntry
+from feedbridge.store.entries import DirectoryEntry, SiteEntry
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +111,37 @@ class Directory:
         names = {category.id: category.name for category in directory}
         return [replace(t, category=names[t.category_id]) if t.category is None and t.category_id in names else t
                 for t in topics]
+
+
+# --- the basic info ----------------------------------------------------------------------------------
+
+PATH = "/site/basic-info.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Identities:
+    """The forums' identities, read in `public`, the public scope (see the module docstring)."""
+
+    public: Scope
+
+    def of(self, read: Read, forum: Forum) -> Site | None:
+        """The forum's `Site`: the copy held, else read now (live or from cached copies only, as `read` is,
+        in the public scope); None when it has none or cannot give it now."""
+        public = Read(self.public, read.caller, read.cached_only, read.building)
+
+        def fetch(_held: SiteEntry | None, public: Read) -> SiteEntry:
+            url = forum.base_url + PATH
+            try:
+                text = public.fetch(forum, url, url).text
+            except (UpstreamNotFound, UpstreamRefused) as exc:
+                log.info("%s gives no basic info: %s", forum.key, exc.message)
+                return SiteEntry(None, time.time())
+            return SiteEntry(parse_basic_info(text, forum.base_url), time.time())
+
+        try:
+            entry: SiteEntry = public.optional().entry(keys.site(forum.base_url), fetch,
+                                                       f"the basic info of {forum.key}", forum, any_copy=True)
+        except (NoForumAnswer, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
+            log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
+            return None
+        return entry.site
