@@ -103,3 +103,31 @@ def test_no_module_is_over_500_lines() -> None:
     long = {str(path.relative_to(ROOT)): n for path in sorted(PACKAGE.rglob("*.py"))
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+AMBIENT: dict[str, str] = {
+    "feedbridge/feeds/admission/cpu.py": "the CPU meter: greenlet's switch tracer finds it through the context",
+    "feedbridge/upstream/batch.py": "a static build's per-file request tally, counted by the fetcher",
+    "feedbridge/web/logs.py": "the request id each log line carries",
+}
+"""The modules that keep state in a context variable, and why. A request's state is otherwise one value handed
+down (`Read`, `Caller`, `Building`: issue 44), never looked up from the context by a layer below."""
+
+
+def context_variables(path: Path) -> list[int]:
+    """The lines of `path` that make a `ContextVar`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and (getattr(node.func, "id", None) == "ContextVar" or getattr(node.func, "attr", None) == "ContextVar")]
+
+
+def test_request_state_is_handed_down_not_ambient() -> None:
+    found = {str(path.relative_to(ROOT)): lines for path in modules() if (lines := context_variables(path))}
+    assert set(found) == set(AMBIENT), f"context variables {found}: hand the state down with the read instead"
+
+
+def test_the_ambient_check_sees_a_context_variable(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import contextvars\nfrom contextvars import ContextVar\nA = ContextVar('a')\n"
+                     "B: contextvars.ContextVar[int] = contextvars.ContextVar('b', default=1)\n")
+    assert context_variables(probe) == [3, 4]
