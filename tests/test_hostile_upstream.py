@@ -518,13 +518,16 @@ def test_an_author_link_on_another_host_is_made_on_the_forum(upstream):
     could send readers of `[@alice](https://elsewhere.example/u/alice)` there. An author is the forum's user:
     the link is made from the name, `{base}/u/{name}` percent-encoded as core encodes unicode names, in the
     fast path (core's C4 rows), the general one (a row that names no link: `@bob`) and for JSON lists alike; a
-    name that is a dot segment gets none."""
+    name no username of core could be (a dot segment, over 60 characters) gets none."""
     elsewhere = linked_list({21: "https://forum.example.org/t/widget-21/21", 22: "https://forum.example.org/t/w/22",
-                             24: "https://forum.example.org/t/w/24"})
+                             24: "https://forum.example.org/t/w/24", 25: "https://forum.example.org/t/w/25",
+                             26: "https://forum.example.org/t/w/26"})
     elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)",
                                   "[@alice](https://elsewhere.example/u/mallory)", 1)
     elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)", "[@jörg](javascript:alert%281%29)", 1)
     elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)", "[@..](https://forum.example.org/)", 1)
+    elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)", f"[@{'字' * 61}](https://x.example/)", 1)
+    elsewhere = elsewhere.replace("[@alice](https://forum.example.org/u/alice)", f"[@{'字' * 60}](https://x.example/)", 1)
     plain = linked_list({23: "https://forum.example.org/t/w/23"}).replace(
         "[@alice](https://forum.example.org/u/alice)\\\n**Replies:** 1\\", "@bob\n**Replies:** 1\n")
     assert "**Author:** @bob\n" in plain
@@ -536,7 +539,9 @@ def test_an_author_link_on_another_host_is_made_on_the_forum(upstream):
     assert feed.bozo == 0
     assert sorted((e.id.rpartition("/")[2], e.get("author_detail", {}).get("href")) for e in feed.entries) == [
         ("21", f"{upstream.url}/u/alice"), ("22", f"{upstream.url}/u/j%C3%B6rg"), ("23", f"{upstream.url}/u/bob"),
-        ("24", None)]  # `..`: no user's page (`{base}/u/..` is the front page)
+        ("24", None),  # `..`: no user's page (`{base}/u/..` is the front page)
+        ("25", None),  # 61 characters: longer than any username core keeps (a link of 549)
+        ("26", f"{upstream.url}/u/" + "%E5%AD%97" * 60)]
     assert b"elsewhere" not in response.content and b"mallory" not in response.content
 
 

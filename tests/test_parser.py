@@ -347,7 +347,8 @@ def test_a_heading_that_links_outside_t_is_not_a_topic() -> None:
 def test_a_row_at_the_edge_of_max_row_is_read_alike_by_both_paths(past: int) -> None:
     """Found by Hypothesis: an author row whose link was one character past MAX_ROW was read by the fast path's
     one regex and, capped, as no author by the general path (`_author`). Now a row past MAX_ROW sends the block
-    to the general path, which decides; at MAX_ROW and below both read the link."""
+    to the general path, which decides; at MAX_ROW and below both read the author (whose name, past any username
+    core keeps, gets no link: `fields.user_link`)."""
     text = (FIXTURES / "dev-discuss-compiler.md").read_text(encoding="utf-8")
     found = re.search(r"\*\*Author:\*\* (\[@(\w+)\]\([^)]+\))", text)
     assert found is not None
@@ -355,4 +356,5 @@ def test_a_row_at_the_edge_of_max_row_is_read_alike_by_both_paths(past: int) -> 
     padded = text.replace(f"[@{name}](", f"[@{'(' * (MAX_ROW + past - len(value))}{name}](", 1)
     fast, general, _ = parse_both_ways(padded, None)
     assert fast == general
-    assert (general.topics[0].author_url is not None) == (past <= 0)  # the padded row is the first topic's
+    assert (general.topics[0].author is not None) == (past <= 0)  # the padded row is the first topic's
+    assert general.topics[0].author_url is None and general.topics[1].author_url is not None

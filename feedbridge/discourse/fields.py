@@ -235,13 +235,18 @@ def topic_slug(value: object) -> str:
     return segment if _is_slug(segment) else "topic"
 
 
+MAX_USERNAME = 60
+"""Core's longest username: `users.username` is a column of 60 characters (`max_username_length` is 20 by default)."""
+
+
 def user_link(base: str, name: str | None) -> str | None:
     """A user's page on the forum, `{base}/u/{name}` (core's `/u/:username` route), made from the name whatever
     link a list wrote beside it: a Markdown list's author link named any host (`[@smth](https://elsewhere/)`),
     where an entry's author is the forum's user. Every reader of names makes the link here, percent-encoded as
-    core encodes unicode names. A name that is a dot segment (`..`, which core's usernames never are) gets
-    none: `{base}/u/..` is the forum's front page to a browser, not a user's."""
-    if not name or _DOT_SEGMENT.fullmatch(name) is not None:
+    core encodes unicode names. A name no username of core could be gets none: a dot segment (`{base}/u/..` is the
+    forum's front page to a browser, not a user's), or one past `MAX_USERNAME` (a hostile list's 4 KB name of
+    CJK characters made a link nine times its length, 36 KB, in every entry)."""
+    if not name or len(name) > MAX_USERNAME or _DOT_SEGMENT.fullmatch(name) is not None:
         return None
     return f"{base}/u/{quote(name, safe='', errors='replace')}"
 

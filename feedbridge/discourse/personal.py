@@ -27,13 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from feedbridge.discourse.fields import user_link
+from feedbridge.discourse.fields import MAX_USERNAME, user_link
 from feedbridge.discourse.json_pages import MAX_ID, load_json, moment, on_forum, plain_excerpt, slug_segment
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError
 from feedbridge.models import Listing, Topic
 
-MAX_NAME_CHARS = 60
 MAX_FIELD_CHARS = 1000
 NOTIFICATIONS_PAGE = 60
 """core: NotificationsController::INDEX_LIMIT, the most a page holds (and what a full page holds)."""
@@ -154,7 +153,7 @@ def _notification(raw: dict[str, Any], base: str) -> Topic | None:
     else:
         url = f"{base}/my/notifications"
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else note_id, title=title, url=url,
-                 author=who, author_url=_user_url(base, who), last_posted_at=created, created_at=created,
+                 author=who, author_url=user_link(base, who), last_posted_at=created, created_at=created,
                  personal_id=f"{base}/my/notifications#{note_id}")
 
 
@@ -177,7 +176,7 @@ def _bookmark(raw: dict[str, Any], base: str) -> Topic | None:
     excerpt = plain_excerpt(raw.get("excerpt"))
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else mark_id,
                  title=f"{title} ({name})" if name else title, url=url, author=author,
-                 author_url=_user_url(base, author), last_posted_at=moment(raw.get("updated_at")) or created,
+                 author_url=user_link(base, author), last_posted_at=moment(raw.get("updated_at")) or created,
                  created_at=created, excerpt=excerpt, personal_id=f"{base}/my/activity/bookmarks#{mark_id}")
 
 
@@ -186,8 +185,6 @@ def _text(value: object) -> str | None:
 
 
 def _name(value: object) -> bool:
-    return isinstance(value, str) and 0 < len(value.strip()) <= MAX_NAME_CHARS
+    return isinstance(value, str) and 0 < len(value.strip()) <= MAX_USERNAME
 
 
-def _user_url(base: str, name: str | None) -> str | None:
-    return user_link(base, name) if name and len(name) <= MAX_NAME_CHARS else None
