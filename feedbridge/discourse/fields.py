@@ -236,7 +236,8 @@ def topic_slug(value: object) -> str:
 
 
 MAX_USERNAME = 60
-"""Core's longest username: `users.username` is a column of 60 characters (`max_username_length` is 20 by default)."""
+"""Core's longest username: `users.username` is 60 characters (migration `AllowLongerUsernames`; the
+site setting `max_username_length` is 20 by default)."""
 
 
 def user_link(base: str, name: str | None) -> str | None:
