@@ -53,6 +53,8 @@ class Topic:
     pinned: bool | None = None
     # The topic's picture as the forum lists it (JSON lists' `image_url`), absolute: the entry's thumbnail.
     image_url: str | None = None
+    # The author's picture (JSON lists' sideloaded `users[].avatar_template`), absolute: JSON Feed's `avatar`.
+    author_avatar: str | None = None
 
 
 def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool = False) -> Topic:
@@ -88,6 +90,7 @@ class Entry:
     title: str  # never blank: whoever makes an entry names one that has none
     author: str | None = None
     author_url: str | None = None
+    author_avatar: str | None = None  # an absolute http(s) URL
     published: datetime | None = None  # created: a topic's first post, a post's own time, a period's start
     updated: datetime | None = None  # a topic's last post, a post's last edit, a period's newest activity
     summary: str | None = None  # plain text (an excerpt)

@@ -408,3 +408,45 @@ def test_the_front_page_the_cli_and_a_static_config_take_both(tmp_path, upstream
                                                   'exclude_author = ["smth", "jansel"]\nmax_age = "1h"\n')
     assert run_static(config)[0] == 0
     assert parsed((tmp_path / "public" / "c.atom").read_bytes()).entries == []  # nothing in the last hour
+
+
+def test_json_feed_items_show_their_authors_picture(upstream_json: FakeForum) -> None:
+    """A JSON list sideloads each poster with their `avatar_template` (core's BasicUserSerializer), and JSON
+    Feed 1.1 gives an author an `avatar`: a reader shows it beside the item. The template's `{size}` is asked
+    at 96 px and the URL made absolute as every picture the forum names (`fields.picture_url`); a template no
+    picture can be made of (a `javascript:` URL, no template) gives none. Atom and RSS have no such element."""
+    listing = json.loads((upstream_json.root / "latest.json").read_text(encoding="utf-8"))
+    users = listing["users"]
+    posters = {t["id"]: t["posters"][0]["user_id"] for t in listing["topic_list"]["topics"]}
+    hostile = {users[0]["id"]: "javascript:alert(1)//{size}", users[1]["id"]: None}
+    for user in users:
+        if user["id"] in hostile:
+            user["avatar_template"] = hostile[user["id"]]
+    upstream_json.set_body("/latest.json", json.dumps(listing))
+    with running_app(settings_for(upstream_json.url)) as app:
+        items = get(app, "/latest.json").json()["items"]
+        atom = get(app, "/latest.atom").content
+    templates = {user["id"]: user["avatar_template"] for user in users}
+    shown = {int(item["id"].rpartition("/")[2]): item.get("authors", [{}])[0].get("avatar") for item in items}
+    assert len(shown) == 30
+    for topic_id, avatar in shown.items():
+        template = templates.get(posters[topic_id])  # a poster the list does not sideload has no author at all
+        if template is None or posters[topic_id] in hostile:
+            assert avatar is None, (topic_id, avatar)
+        else:
+            assert avatar == upstream_json.url + template.replace("{size}", "96"), (topic_id, avatar)
+    assert sum(avatar is not None for avatar in shown.values()) > 10
+    assert {posters[topic_id] for topic_id in shown} >= set(hostile)  # both hostile users post listed topics
+    assert b"user_avatar" not in atom
+
+
+def test_a_markdown_lists_full_content_feed_takes_its_authors_pictures_from_the_json_list() -> None:
+    """A Markdown list sideloads no pictures: `content=full` reads the JSON list of the same page for the
+    topics' pictures anyway, and takes the authors' from it too; an excerpt feed reads no second list."""
+    with FakeForum(json_lists=True) as forum, running_app(settings_for(forum.url)) as app:
+        full = get(app, "/latest.json?content=full").json()["items"]
+        excerpts = get(app, "/latest.json").json()["items"]
+    avatars = [item.get("authors", [{}])[0].get("avatar") for item in full]
+    assert sum(avatar is not None for avatar in avatars) > 20
+    assert all(avatar.startswith(f"{forum.url}/user_avatar/") and "/96/" in avatar for avatar in avatars if avatar)
+    assert not any(item.get("authors", [{}])[0].get("avatar") for item in excerpts)

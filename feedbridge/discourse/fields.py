@@ -240,6 +240,18 @@ MAX_USERNAME = 60
 site setting `max_username_length` is 20 by default)."""
 
 
+AVATAR_SIZE = "96"
+"""The size a user's picture is asked in (core's `avatar_template` leaves `{size}` to the reader): one of the
+sizes core makes by default (site setting `avatar_sizes`), twice the 48 px feed readers show an author at."""
+
+
+def avatar_url(template: object, base: str) -> str | None:
+    """A user's picture from core's `avatar_template` (`/user_avatar/{host}/{name}/{size}/{id}.png`, a CDN's
+    schemaless, or a letter avatar's absolute URL) at `AVATAR_SIZE`, made absolute as `picture_url` makes
+    every picture the forum names; None where it is none."""
+    return picture_url(template.replace("{size}", AVATAR_SIZE), base) if isinstance(template, str) else None
+
+
 def user_link(base: str, name: str | None) -> str | None:
     """A user's page on the forum, `{base}/u/{name}` (core's `/u/:username` route), made from the name whatever
     link a list wrote beside it: a Markdown list's author link named any host (`[@smth](https://elsewhere/)`),

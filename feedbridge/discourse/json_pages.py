@@ -29,6 +29,7 @@ import msgspec
 
 from feedbridge.discourse.fields import (
     TAG,
+    avatar_url,
     html_text,
     kept_tags,
     leading_text,
@@ -146,7 +147,7 @@ def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | No
     raw_topics = topic_list.get("topics", [])
     if not isinstance(raw_topics, list):
         raise NotAListError(f"{_EXPECTED}, got a topic_list whose topics are a JSON {type(raw_topics).__name__}")
-    users = _usernames(data.get("users"))
+    users = _users(data.get("users"))
 
     if len(raw_topics) > MAX_TOPICS:  # see MAX_TOPICS: the first ones are kept
         log.warning("%s holds %d topics; reading the first %d", source_url or "a list page", len(raw_topics),
@@ -178,20 +179,24 @@ def parse_json_listing(text: str | bytes, *, base_url: str, source_url: str | No
     )
 
 
-def _usernames(users: object) -> dict[int, str]:
-    """The sideloaded `users[]` as id -> username; entries of the wrong shape are left out."""
+_User = tuple[str, object]
+"""A sideloaded user: their username, and their `avatar_template` as sent (`fields.avatar_url` reads it)."""
+
+
+def _users(users: object) -> dict[int, _User]:
+    """The sideloaded `users[]` by id; entries of the wrong shape are left out."""
     if not isinstance(users, list):
         return {}
-    found: dict[int, str] = {}
+    found: dict[int, _User] = {}
     for user in users:
         if isinstance(user, dict):
             user_id, username = user.get("id"), user.get("username")
             if type(user_id) is int and isinstance(username, str) and username.strip():
-                found[user_id] = username.strip()
+                found[user_id] = (username.strip(), user.get("avatar_template"))
     return found
 
 
-def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular") -> Topic | None:
+def _topic(raw: object, base: str, users: dict[int, _User], kept: str = "regular") -> Topic | None:
     """One list item as a `Topic`; None for a topic the list shows but a feed must not (unlisted, a
     private message or another archetype); `_Malformed` for one without a usable id or title."""
     if not isinstance(raw, dict):
@@ -209,7 +214,7 @@ def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular")
     archetype = raw.get("archetype", "regular")
     if archetype != kept:
         return None
-    author = _original_poster(raw.get("posters"), users)
+    author, avatar = _original_poster(raw.get("posters"), users) or (None, None)
     last_posted = _moment(raw.get("last_posted_at")) or _moment(raw.get("bumped_at"))
     category_id = raw.get("category_id")
     return Topic(
@@ -230,6 +235,8 @@ def _topic(raw: object, base: str, users: dict[int, str], kept: str = "regular")
         pinned=raw.get("pinned") if type(raw.get("pinned")) is bool else None,
         # core: app/serializers/listable_topic_serializer.rb#image_url (Topic#image_url, through UrlHelper.cook_url)
         image_url=picture_url(raw.get("image_url"), base),
+        # core: app/serializers/basic_user_serializer.rb#avatar_template (User#avatar_template_url)
+        author_avatar=avatar_url(avatar, base) if author else None,
     )
 
 
@@ -237,8 +244,9 @@ def _count(value: object) -> int | None:
     return value if type(value) is int and 0 <= value < MAX_ID else None
 
 
-def _original_poster(posters: object, users: dict[int, str]) -> str | None:
-    """The topic's author: the poster described as "Original Poster", else the first one.
+def _original_poster(posters: object, users: dict[int, _User]) -> _User | None:
+    """The topic's author (their username and avatar template): the poster described as "Original Poster",
+    else the first one.
 
     The description is translated on forums in other languages ("原始发帖人"), and core always puts the
     original poster first, so the first poster is the right fallback. A poster whose user is not in
@@ -254,8 +262,10 @@ def _original_poster(posters: object, users: dict[int, str]) -> str | None:
     if type(user_id) is int and user_id in users:
         return users[user_id]
     user = original.get("user")  # some plugins and proxies embed the user instead of sideloading it
-    name = user.get("username") if isinstance(user, dict) else None
-    return name.strip() if isinstance(name, str) and name.strip() else None
+    if not isinstance(user, dict):
+        return None
+    name = user.get("username")
+    return (name.strip(), user.get("avatar_template")) if isinstance(name, str) and name.strip() else None
 
 
 def _is_original(description: object) -> bool:

@@ -54,6 +54,8 @@ def _item(entry: Entry) -> dict[str, object]:
         author = {"name": entry.author}
         if entry.author_url:
             author["url"] = entry.author_url
+        if entry.author_avatar:
+            author["avatar"] = entry.author_avatar
         # `author` is deprecated in 1.1 but allowed beside `authors`; JSON Feed 1.0 readers know only it.
         item["authors"] = [author]
         item["author"] = author

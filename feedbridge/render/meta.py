@@ -118,6 +118,7 @@ def topic_entry(topic: Topic, forum_url: str) -> Entry:
         title=titled(topic.title, f"Topic {topic.id}"),
         author=topic.author,
         author_url=topic.author_url,
+        author_avatar=topic.author_avatar,
         published=topic.created_at,
         updated=topic.last_posted_at,
         summary=topic.excerpt,
@@ -235,7 +236,7 @@ def _clean_meta(meta: FeedMeta) -> FeedMeta:
 
 
 def _urls(entry: Entry) -> tuple[str | None, ...]:
-    return entry.link, entry.author_url, entry.thumbnail, entry.comments
+    return entry.link, entry.author_url, entry.author_avatar, entry.thumbnail, entry.comments
 
 
 def _prose(entry: Entry) -> tuple[str | None, ...]:
@@ -261,6 +262,7 @@ def _clean_entry(entry: Entry) -> Entry:
         link=_clean_url(entry.link) or entry.id,
         author=_clean_optional(entry.author),
         author_url=_clean_url(entry.author_url),
+        author_avatar=_clean_url(entry.author_avatar),
         thumbnail=_clean_url(entry.thumbnail),
         comments=None if entry.comments is None else _clean_url(entry.comments) or entry.id,
         summary=_clean_optional(entry.summary),

@@ -174,9 +174,10 @@ def _ignored(spec: FeedSpec, terms: tuple[tuple[str, str], ...]) -> str:
             f"of {spec.forum.key} adds is read once FEEDBRIDGE_FILTER_TERMS names it")
 
 
-FIGURES = ("likes", "views", "tags", "pinned", "category_id", "replies", "image_url")
+FIGURES = ("likes", "views", "tags", "pinned", "category_id", "replies", "image_url", "author_avatar")
 """What a topic of a Markdown list takes from the JSON list of the same page, where it has none of its own
-(`image_url`: its picture, read for `content=full`)."""
+(`image_url` and `author_avatar`: its pictures, read for `content=full`)."""
+
 
 def _completed(feed_filter: FeedFilter, listings: Sequence[Listing],
               json_page: Callable[[int, bool], Listing], pictures: bool = False) -> list[Listing]:
