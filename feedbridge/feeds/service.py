@@ -206,10 +206,11 @@ class FeedService:
         are still read through the cache, shared by the run's feeds. No refresh hints: the file is rebuilt on
         its own schedule. Without `identity` (a saved list, which reads nothing but its file), no icon, logo or
         language of the forum."""
+        def body(read: Read) -> bytes:
+            return self._document(read, spec, self_url, None, refresh=False, identity=identity)[0]
+
         read = self._read()
-        return self._either(lambda: self._document(read, spec, self_url, None, refresh=False, identity=identity)[0],
-                            lambda _reason: self._document(read.cached(), spec, self_url, None, refresh=False,
-                                                           identity=identity)[0])
+        return self._either(lambda: body(read), lambda _reason: body(read.cached()))
 
     def view(self, spec: FeedSpec) -> View:
         """The entries of a feed for a page (`.html`, preview): like `feed`, the last good pages when the forum
@@ -296,7 +297,6 @@ class FeedService:
         etag = hashlib.sha256(body).hexdigest()[:32]
         return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built,
                          gzipped=None if read.signed else gzipped(body))
-
 
     def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,
                   refresh: bool, identity: bool) -> tuple[bytes, float]:
