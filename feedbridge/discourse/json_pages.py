@@ -236,7 +236,7 @@ def _topic(raw: object, base: str, users: dict[int, _User], kept: str = "regular
         # core: app/serializers/listable_topic_serializer.rb#image_url (Topic#image_url, through UrlHelper.cook_url)
         image_url=picture_url(raw.get("image_url"), base),
         # core: app/serializers/basic_user_serializer.rb#avatar_template (User#avatar_template_url)
-        author_avatar=avatar_url(avatar, base) if author else None,
+        author_avatar=avatar_url(avatar, base),
     )
 
 
@@ -453,4 +453,4 @@ def _description(entry: dict[str, Any]) -> str:
 
 
 # What a member's own documents (discourse/personal.py) are read with, as the lists' are.
-moment, plain_excerpt, on_forum, slug_segment = _moment, _excerpt, _on_forum, topic_slug
+moment, plain_excerpt, on_forum = _moment, _excerpt, _on_forum

@@ -266,7 +266,7 @@ def _topic(block: _Block, base: str, plugin: bool) -> Topic | None:
 
 def _c4_topic(match: re.Match[str], base: str) -> Topic | None:
     """The fast path's topic, or None where the general path must decide (it may still refuse the block)."""
-    title, url, _, name, profile, replies, iso, excerpt, ended = match.groups()
+    title, url, _, name, _, replies, iso, excerpt, ended = match.groups()  # the profile link: `user_link`
     moment = utc(iso)
     excerpt = excerpt.strip() if excerpt else ""
     named = topic_link(url, base) if splits(url) else None

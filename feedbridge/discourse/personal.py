@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from feedbridge.discourse.fields import MAX_USERNAME, user_link
-from feedbridge.discourse.json_pages import MAX_ID, load_json, moment, on_forum, plain_excerpt, slug_segment
+from feedbridge.discourse.fields import MAX_USERNAME, topic_slug, user_link
+from feedbridge.discourse.json_pages import MAX_ID, load_json, moment, on_forum, plain_excerpt
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError
 from feedbridge.models import Listing, Topic
@@ -145,11 +145,11 @@ def _notification(raw: dict[str, Any], base: str) -> Topic | None:
                         group=f"@{group}" if group else "a group", count=count if type(count) is int else "some")
     topic_id, number = raw.get("topic_id"), raw.get("post_number")
     if type(topic_id) is int and 0 < topic_id < MAX_ID:
-        url = f"{base}/t/{slug_segment(raw.get('slug'))}/{topic_id}"
+        url = f"{base}/t/{topic_slug(raw.get('slug'))}/{topic_id}"
         if type(number) is int and 0 < number < MAX_ID:
             url += f"/{number}"
     elif kind == 12 and type(data.get("badge_id")) is int:
-        url = f"{base}/badges/{data['badge_id']}/{slug_segment(data.get('badge_slug'))}"
+        url = f"{base}/badges/{data['badge_id']}/{topic_slug(data.get('badge_slug'))}"
     else:
         url = f"{base}/my/notifications"
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else note_id, title=title, url=url,
@@ -167,7 +167,7 @@ def _bookmark(raw: dict[str, Any], base: str) -> Topic | None:
     assert isinstance(user, dict)
     author = _text(user.get("username"))
     if type(topic_id) is int and 0 < topic_id < MAX_ID:
-        url = f"{base}/t/{slug_segment(raw.get('slug'))}/{topic_id}"
+        url = f"{base}/t/{topic_slug(raw.get('slug'))}/{topic_id}"
         if type(number) is int and 1 < number < MAX_ID:
             url += f"/{number}"
     else:  # a bookmark of something else (a chat message): its own URL when it is one of the forum's
