@@ -49,6 +49,13 @@ def _gzip_quality(accept_encoding: str) -> float:
     return float(qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0))))
 
 
+def entity_tag(entry: FeedEntry, gzipped: bool, variant: str = "") -> str:
+    """The (unquoted) ETag of one representation of a kept feed or page: its bytes' hash, with `variant` for
+    an answer that differs by `Accept`, and `-gzip` for its gzip (RFC 9110 §8.8.3: a strong ETag names one
+    representation, so no cache answers one with the other on a `304`)."""
+    return f"{entry.etag}{variant}{'-gzip' if gzipped else ''}"
+
+
 def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
                  private: bool = False, variant: str = "", stale: str | None = None,
                  gzipped: bool = False) -> list[tuple[str, str]]:
@@ -62,7 +69,7 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
     headers = [
         ("Content-Type", media_type),
         ("Vary", "Accept, Accept-Encoding"),
-        ("ETag", f'"{entry.etag}{variant}{"-gzip" if gzipped else ""}"'),
+        ("ETag", f'"{entity_tag(entry, gzipped, variant)}"'),
         ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]
