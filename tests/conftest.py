@@ -51,7 +51,8 @@ EXCLUSIVE_MODULES = frozenset({"test_budget_windows", "test_connections", "test_
 # order, the modules with the most tests first, left the benchmark smoke tests (three tests, over a minute)
 # and test_admission (five) to the end, each on one worker while the others had finished.
 # A module missing here only starts later; one renamed is simply no longer first.
-LONGEST_FIRST = ("test_bench_smoke", "test_abuse", "test_connections", "test_control", "test_detect", "test_fuzz",
+LONGEST_FIRST = ("test_bench_smoke", "test_abuse", "test_connections", "test_budget_windows", "test_serving",
+                 "test_control", "test_detect", "test_fuzz",
                  "test_admission", "test_hostile_upstream", "test_private", "test_json_source", "test_browser",
                  "test_memos", "test_signal")
 

@@ -1,4 +1,4 @@
-"""Load: the Procfile's gunicorn under wrk for 20 s (FEEDBRIDGE_LOAD_SECONDS) while the forum starts failing
+"""Load: the Procfile's gunicorn under wrk for 12 s (FEEDBRIDGE_LOAD_SECONDS) while the forum starts failing
 halfway.
 
 A mix of feeds is warmed in every worker, then wrk rotates through them. The cache TTL is 2 s, so
@@ -23,7 +23,7 @@ import pytest
 from tests.appserver import procfile_web
 from tests.upstream import spawn
 
-SECONDS = int(os.environ.get("FEEDBRIDGE_LOAD_SECONDS", "20"))
+SECONDS = int(os.environ.get("FEEDBRIDGE_LOAD_SECONDS", "12"))
 FEEDS = [
     "/latest.atom", "/latest.rss", "/latest.json", "/c/compiler/5.atom", "/c/compiler/5.json?pages=3",
     "/hot.rss", "/top.atom?period=weekly", "/tag/gpu.atom", "/c/hardware/gpu/12.json", "/u/jansel.atom",

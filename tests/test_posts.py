@@ -496,6 +496,8 @@ def test_a_topic_longer_than_the_cache_keeps_is_sanitized_once_and_read_once(mon
     assert cold.status_code == 200 and all(v.status_code == 200 for v in variants)
     assert built <= post_feeds.FEED_CONTENT_CHARS + MAX_COOKED_CHARS  # 46.2 million before
     assert sanitized == [] and forum.count() == 0  # each variant: 500 posts sanitized again, 12 requests
-    feed = parsed(variants[-1].content)
+    # feedparser without its own sanitizer and link resolver, which spent 20 of this test's 30 s of CPU on the
+    # 10 MB of HTML: what is checked is that the feed parses, and which entries carry content.
+    feed = feedparser.parse(variants[-1].content, sanitize_html=False, resolve_relative_uris=False)
     assert feed.bozo == 0 and len(feed.entries) == 500
     assert "post500" in feed.entries[0].content[0].value and "content" not in feed.entries[-1]
