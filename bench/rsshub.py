@@ -18,11 +18,13 @@ import subprocess
 from email.utils import format_datetime
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from feedbridge.models import Listing
+if TYPE_CHECKING:  # `python -m bench.rsshub` runs on the bare interpreter: `.ci/run` installs RSSHub before
+    from feedbridge.models import Listing  # the virtualenv (httpx, feedbridge's dependencies) is there
 
-from .procs import Procs, free_port
+    from .procs import Procs
 
 HERE = Path(__file__).resolve().parent / "rsshub-node"
 CONFIG_ID = "bench"
@@ -59,6 +61,8 @@ def ensure_installed() -> None:
 def start(procs: Procs, forum_url: str, name: str, cache: bool) -> tuple[str, subprocess.Popen]:
     """RSSHub's URL and process. `cache=False` sets its own switch for no cache (`CACHE_TYPE=""`), the
     counterpart of feedbridge's zero TTLs; otherwise its default in-memory cache (5 min for a route)."""
+    from .procs import free_port  # here: see the imports above
+
     port = free_port()
     env = {"PORT": str(port), "NODE_ENV": "production", "LOGGER_LEVEL": "warn", "NO_LOGFILES": "1", "NO_RANDOM_UA": "1",
            f"DISCOURSE_CONFIG_{CONFIG_ID}": json.dumps({"link": forum_url, "key": "unused"})}
