@@ -208,6 +208,8 @@ class Post:
     topic_title: str | None = None
     topic_slug: str | None = None
     category_id: int | None = None
+    avatar_template: str | None = None
+    """Its author's picture as core's serializers send it (`{size}` left in): the entry makes it a URL."""
 
 
 @dataclass(frozen=True, slots=True)

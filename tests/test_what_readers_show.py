@@ -23,6 +23,7 @@ from lxml import html as lxml_html
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.fields import picture_url
+from feedbridge.discourse.posts import parse_latest_posts
 from feedbridge.discourse.site_info import language_tag, parse_basic_info
 from feedbridge.models import Site
 from tests.appserver import RunningApp, running_app, settings_for
@@ -268,6 +269,50 @@ def test_a_post_feeds_items_link_their_topic_as_comments() -> None:
         assert all(item.findtext("link").startswith(f"{forum.url}/t/") for item in items)
         atom = etree.fromstring(get(app, "/t/9446.atom?limit=5").content)
         assert atom.find(f".//{THR}total") is None  # a post's replies are not counted: no thread elements
+
+
+def test_a_post_feeds_items_show_their_authors_picture() -> None:
+    """Core sends each post's `avatar_template` (BasicPostSerializer, for a topic's posts and `/posts.json`;
+    UserActionSerializer, for a user's): a post feed's JSON Feed item gives its author that picture, asked at
+    96 px and made absolute as a topic feed's are. A template no picture can be made of (a `javascript:` URL,
+    one past the 2,048 characters a URL may have) gives none. Atom and RSS have no such element."""
+    site = PostSite.standard()
+    hostile = {"bob": "javascript:alert(1)//{size}", "carol": "/user_avatar/forum/carol/{size}/" + "9" * 3000 + ".png"}
+
+    def swap(value: object) -> None:
+        if isinstance(value, dict):
+            if value.get("username") in hostile and "avatar_template" in value:
+                value["avatar_template"] = hostile[value["username"]]
+            for inner in value.values():
+                swap(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                swap(inner)
+
+    def answer(target: str) -> bytes | None:
+        body = site.answer(target)
+        if body is None:
+            return None
+        data = json.loads(body)
+        swap(data)
+        return json.dumps(data).encode()
+
+    with FakeForum(mode="json", posts=answer) as forum, running_app(settings_for(forum.url)) as app:
+        for path in ("/t/9446.json?limit=9", "/posts.json", "/u/alice/posts.json"):
+            authors = [item["authors"][0] for item in get(app, path).json()["items"]]
+            shown = [author for author in authors if author.get("avatar")]
+            assert shown and len(authors) >= 5, (path, authors)
+            for author in authors:
+                if author["name"] in hostile:
+                    assert "avatar" not in author, (path, author)
+                elif author["name"].isascii():
+                    expected = f"{forum.url}/user_avatar/forum/{author['name']}/96/1_2.png"
+                    assert author.get("avatar") == expected, (path, author)
+        assert b"user_avatar" not in get(app, "/t/9446.atom?limit=9").content
+    # and a post keeps no template longer than a URL may be: it is kept, with its post, for the topic TTL
+    kept = {post.username: post.avatar_template for _, post in parse_latest_posts(answer("/posts.json") or b"")
+            if post is not None}
+    assert kept["carol"] is None and kept["alice"] == "/user_avatar/forum/alice/{size}/1_2.png", kept
 
 
 @pytest.mark.parametrize(("ttl", "minutes", "period", "frequency"), [

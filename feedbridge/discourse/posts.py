@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeGuard
 
-from feedbridge.discourse.fields import html_text, utc
+from feedbridge.discourse.fields import MAX_URL_CHARS, html_text, utc
 from feedbridge.discourse.json_pages import MAX_TOPIC_CHARS, load_json, tag_names
 from feedbridge.errors import NotATopicError, NotPostsError
 from feedbridge.models import Post, TopicHead
@@ -212,6 +212,7 @@ def _post(raw: object, context: _Context | None) -> tuple[int, Post | None]:
         topic_title=context.title if context else _title(raw, "topic_"),
         topic_slug=context.slug if context else _slug(raw.get("topic_slug")),
         category_id=context.category_id if context else category_id if _is_id(category_id) else None,
+        avatar_template=_template(raw.get("avatar_template")),
     )
 
 
@@ -239,6 +240,7 @@ def _action(raw: object) -> tuple[int, Post | None]:
         topic_title=_title(raw),
         topic_slug=_slug(raw.get("slug")),
         category_id=category_id if _is_id(category_id) else None,
+        avatar_template=_template(raw.get("avatar_template")),  # the user's, whose action it is (`username`)
     )
 
 
@@ -278,6 +280,12 @@ def _slug(value: object) -> str | None:
 
 def _name(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and 0 < len(value.strip()) <= MAX_NAME_CHARS else None
+
+
+def _template(value: object) -> str | None:
+    """An `avatar_template` kept as sent, when it could be a picture's URL (`fields.avatar_url` checks the
+    rest when the entry is made): a longer one is no URL a feed takes, and would be kept with every post."""
+    return value if isinstance(value, str) and len(value) <= MAX_URL_CHARS else None
 
 
 def _moment(value: object) -> datetime | None:

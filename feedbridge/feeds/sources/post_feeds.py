@@ -48,7 +48,7 @@ from typing import TypeVar
 from urllib.parse import urlencode
 
 from feedbridge.config import Forum, Settings
-from feedbridge.discourse.fields import topic_slug, user_link
+from feedbridge.discourse.fields import avatar_url, topic_slug, user_link
 from feedbridge.discourse.posts import (
     parse_latest_posts,
     parse_post_batch,
@@ -159,6 +159,7 @@ def post_entry(shown: Shown, base: str) -> Entry:
         title=titled(title, untitled) if post.post_number == 1 else f"Re: {title} #{post.post_number}",
         author=author,
         author_url=user_link(base, author),
+        author_avatar=avatar_url(post.avatar_template, base),
         published=post.created_at,
         updated=_updated(post),
         summary=post.excerpt if shown.content_html is None else None,
