@@ -728,10 +728,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def _send(self, status: int, headers: dict[str, str], body: bytes, *, head: bool = False) -> None:
-        """`headers` may override Content-Length (a truncated body announces more than it sends)."""
+        """`headers` may override Content-Length (a truncated body announces more than it sends). A client that
+        hung up before the body was all sent (a bridge past its size cap or its deadline) ends the connection,
+        as it does a stream's, not with socketserver's traceback in the suite's output."""
         self._send_head(status, {"Content-Length": str(len(body)), **headers})
         if not head:
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
     def _stream(self, chunks: Iterator[bytes]) -> None:
         try:
