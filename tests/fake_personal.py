@@ -373,7 +373,12 @@ class PersonalSite:
                          "post_number": None if kind in (12, 19) else 2 + n % 3,
                          "topic_id": None if kind in (12, 19) else topic,
                          "fancy_title": None if kind in (12, 19) else data["topic_title"],
-                         "slug": None if kind in (12, 19) else f"topic-{n}", "data": data})
+                         "slug": None if kind in (12, 19) else f"topic-{n}", "data": data,
+                         # NotificationSerializer#acting_user_avatar_template, included where the notification
+                         # has an acting user (one named in its data: not a granted badge's)
+                         **({} if kind == 12 else
+                            {"acting_user_avatar_template": f"/user_avatar/forum/poster{n}/{{size}}/3_2.png",
+                             "acting_user_name": f"Poster {n}"})})
         page = made[offset : offset + NOTIFICATIONS_PAGE]
         more = f"/notifications?{urlencode({'username': member.username, 'offset': offset + 60, 'limit': 60})}"
         return {"notifications": page, "total_rows_notifications": len(made), "seen_notification_id": 0,
@@ -389,7 +394,8 @@ class PersonalSite:
                   "bookmarkable_id": 9000 + n, "bookmarkable_type": "Post",
                   "bookmarkable_url": f"{self.base}/t/bookmarked-{n}/{9100 + n}/{1 + n}",
                   "topic_id": 9100 + n, "linked_post_number": 1 + n, "slug": f"bookmarked-{n}",
-                  "user": {"id": 7, "username": f"author{n}", "name": f"Author {n}"}} for n in range(3)]
+                  "user": {"id": 7, "username": f"author{n}", "name": f"Author {n}",  # BasicUserSerializer
+                           "avatar_template": f"/user_avatar/forum/author{n}/{{size}}/4_2.png"}} for n in range(3)]
         return {"user_bookmark_list": {"bookmarks": marks}}
 
     def _list(self, member: Member, what: str, archetype: str = "regular") -> dict[str, Any]:

@@ -743,4 +743,12 @@ def test_notifications_and_bookmarks_parse_each_item_as_an_entry_of_its_own() ->
     assert len({t.personal_id for t in first.topics + rest.topics}) == 65
     marks = parse_bookmarks(json.dumps(site._bookmarks(member, 0)), base_url="https://f.example")
     assert [t.excerpt for t in marks.topics][:1] == ["What was worth keeping & 0"]
+    # each with its author's picture (a JSON Feed author's `avatar`), where core names one: a badge has none
+    pictures = {t.author: t.author_avatar for t in first.topics[:7] + marks.topics}
+    assert pictures["poster0"] == "https://f.example/user_avatar/forum/poster0/96/3_2.png"
+    assert pictures["alice"] is None  # "You were granted the badge": no acting user
+    assert pictures["author1"] == "https://f.example/user_avatar/forum/author1/96/4_2.png"
+    hostile = site._notifications(member, 0)
+    hostile["notifications"][0]["acting_user_avatar_template"] = "javascript:alert(1)//{size}"
+    assert parse_notifications(json.dumps(hostile), base_url="https://f.example").topics[0].author_avatar is None
     assert parse_bookmarks('{"bookmarks": []}', base_url="https://f.example").topics == ()

@@ -8,11 +8,13 @@ id of its row (`Topic.personal_id`), which its entry takes. The field names are 
   bump the member's last seen notification; 60 a page, `offset=`), each one a `NotificationSerializer`
   (app/serializers/notification_serializer.rb): `id`, `notification_type` (app/models/notification.rb
   `Notification.types`), `created_at`, `topic_id`, `post_number`, `slug`, `fancy_title`, `data` (its
-  `display_username` or `original_username`, `topic_title`, `badge_name`, `count`, ...), `read`.
+  `display_username` or `original_username`, `topic_title`, `badge_name`, `count`, ...), `read`, and
+  `acting_user_avatar_template` where the notification has an acting user.
 - `/u/USER/bookmarks.json` (app/controllers/users_controller.rb#bookmarks: `{"bookmarks": []}` when there are
   none, else `user_bookmark_list.bookmarks`, 20 a page, `more_bookmarks_url` when the page is full), each a
   `UserBookmarkBaseSerializer` (app/serializers/user_bookmark_base_serializer.rb: `id`, `created_at`,
-  `name`, `title`, `fancy_title`, `excerpt`, `bookmarkable_type`, `bookmarkable_url`, `user`) with the
+  `name`, `title`, `fancy_title`, `excerpt`, `bookmarkable_type`, `bookmarkable_url`, `user`: a
+  `BasicUserSerializer`, with its `avatar_template`) with the
   post's `topic_id`, `linked_post_number` and `slug` (user_post_topic_bookmark_base_serializer.rb).
 - `/session/current.json` (app/controllers/session_controller.rb#current, `CurrentUserSerializer` under
   `current_user`): the key's owner, `id` and `username`.
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from feedbridge.discourse.fields import MAX_USERNAME, topic_slug, user_link
+from feedbridge.discourse.fields import MAX_USERNAME, avatar_url, topic_slug, user_link
 from feedbridge.discourse.json_pages import MAX_ID, load_json, moment, on_forum, plain_excerpt
 from feedbridge.discourse.listing import MAX_TEXT_CHARS, MAX_TOPICS
 from feedbridge.errors import NotAListError
@@ -153,7 +155,9 @@ def _notification(raw: dict[str, Any], base: str) -> Topic | None:
     else:
         url = f"{base}/my/notifications"
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else note_id, title=title, url=url,
-                 author=who, author_url=user_link(base, who), last_posted_at=created, created_at=created,
+                 author=who, author_url=user_link(base, who),
+                 author_avatar=avatar_url(raw.get("acting_user_avatar_template"), base),
+                 last_posted_at=created, created_at=created,
                  personal_id=f"{base}/my/notifications#{note_id}")
 
 
@@ -176,7 +180,8 @@ def _bookmark(raw: dict[str, Any], base: str) -> Topic | None:
     excerpt = plain_excerpt(raw.get("excerpt"))
     return Topic(id=topic_id if type(topic_id) is int and 0 < topic_id < MAX_ID else mark_id,
                  title=f"{title} ({name})" if name else title, url=url, author=author,
-                 author_url=user_link(base, author), last_posted_at=moment(raw.get("updated_at")) or created,
+                 author_url=user_link(base, author), author_avatar=avatar_url(user.get("avatar_template"), base),
+                 last_posted_at=moment(raw.get("updated_at")) or created,
                  created_at=created, excerpt=excerpt, personal_id=f"{base}/my/activity/bookmarks#{mark_id}")
 
 
