@@ -77,10 +77,14 @@ def _read_until_closed(sock: socket.socket, within: float) -> tuple[bytes, bool]
     return received, False
 
 
+def pipelined(url: str, feed: str) -> bytes:
+    """300 requests for the cached feed, pipelined on one connection."""
+    return f"GET {feed.removeprefix(url)} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * 300
+
+
 def test_cached_feeds_answer_while_40_connections_pipeline_300_requests_and_read_nothing(server):
     url, feed = server
-    path = feed.removeprefix(url)
-    burst = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * 300
+    burst = pipelined(url, feed)
     with attack(url, 40, lambda _: burst, lambda _: None, 1.0, small_buffer=True):
         time.sleep(1)
         outcomes = probes(url, feed)
@@ -92,8 +96,7 @@ def test_a_connection_pipelining_300_requests_and_reading_nothing_is_closed_at_t
     """The server has sent what the buffers hold by the send deadline, nowhere near the 300 feeds asked for,
     and has closed the connection: it holds it no longer than a reader that asked for one feed."""
     url, feed = server
-    path = feed.removeprefix(url)
-    burst = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * 300
+    burst = pipelined(url, feed)
     started = time.monotonic()
     with attack(url, 1, lambda _: burst, lambda _: None, 1.0, small_buffer=True) as pipelining:
         time.sleep(max(0.0, started + SEND_TIMEOUT + 3 - time.monotonic()))
