@@ -34,6 +34,7 @@ import pytest
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import ConfigError
 from feedbridge.feeds.wiring import build_service
+from feedbridge.store import keys
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher, is_within, normalise_url
 from tests.appserver import PROJECT_ROOT, ProcfileApp, procfile_apps, running_app, settings_for
@@ -362,7 +363,7 @@ def test_a_stored_wait_past_the_maximum_is_not_honoured(upstream):
     try:
         service = build_service(settings, MemoryStore(1 << 20), fetcher)
         forum = settings.forums[0]
-        service.public.control.set(service.public.gate.waits.key(forum), time.time() + 1e11, 3600)
+        service.public.control.set(keys.ratelimit(forum.base_url), time.time() + 1e11, 3600)
         assert service.public.gate.fetch(forum, upstream.url + LIST, caller=None).status == 200
         assert upstream.count(LIST) == 1
     finally:

@@ -70,6 +70,34 @@ def test_a_key_that_is_not_fresh_is_built_by_its_leader() -> None:
     assert builds == ["build 1", "build 2"] and got.entry.text == "build 2"  # no copy is fresh with a TTL of 0
 
 
+class Counted(LookThenAnother):
+    """`LookThenAnother`, counting its looks at `KEY`."""
+
+    looks = 0
+
+    def get(self, key: str) -> Any:
+        self.looks += key == KEY
+        return super().get(key)
+
+
+def test_a_cold_read_looks_again_only_when_a_flight_ended_since_it_looked() -> None:
+    """The one freshness check per read: the store is looked at again before a build only when a flight of this
+    process ended after the look (the race above). With no other request, a cold read looks once; a flight of
+    another key ending in between makes it look twice, since that one could have stored it."""
+    store, flight = Counted(), SingleFlight()
+    policy = CachePolicy(Settings(), store, flight, MemoryControl())
+
+    def build(_held: Entry | None, _building: Any) -> Entry:
+        return Entry(time.time(), "built")
+
+    assert policy.get(KEY, build, caller=None).cache == "miss"
+    assert store.looks == 1
+    store.delete(KEY)
+    store.interleave = lambda: flight.do("another key", lambda: None, 1)
+    assert policy.get(KEY, build, caller=None).cache == "miss"
+    assert store.looks == 3
+
+
 def test_requests_waiting_on_a_forums_fetch_with_a_copy_held_take_that_forums_part_of_the_slots() -> None:
     """With two forums and four cold slots, a forum holds two. Requests waiting on another's fetch of forum
     A's page (a copy held) took a process slot without A's part, so four of them took every slot and forum B's

@@ -156,11 +156,16 @@ class _Call:
 
 
 class SingleFlight:
-    """Concurrent callers with the same key wait for the first one's result instead of repeating its work."""
+    """Concurrent callers with the same key wait for the first one's result instead of repeating its work.
+
+    `ended` counts the calls that have ended, of any key: a caller that read it before looking at the store
+    knows, when it comes to lead a call, whether one may have stored the result since it looked
+    (`CachePolicy.get`), and reads the store again only then."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: dict[str, _Call] = {}
+        self.ended = 0
 
     def busy(self, key: str) -> bool:
         """Whether a call for `key` is under way in this process (a new caller would wait for it)."""
@@ -190,4 +195,5 @@ class SingleFlight:
         finally:
             with self._lock:
                 del self._calls[key]
+                self.ended += 1
             call.done.set()

@@ -26,8 +26,11 @@ class Flight(Protocol):
     """Runs `fn` for a key once among concurrent callers; the others get its result.
 
     `reread` returns the result from the shared store when another process produced it (the Redis
-    flight's waiters use it; the in-process flight hands results over directly).
+    flight's waiters use it; the in-process flight hands results over directly). `ended` counts this process's
+    calls that have ended, of any key (`SingleFlight`).
     """
 
+    @property
+    def ended(self) -> int: ...
     def do(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T: ...
     def busy(self, key: str) -> bool: ...

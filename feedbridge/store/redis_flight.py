@@ -46,6 +46,11 @@ class RedisFlight:
     def busy(self, key: str) -> bool:
         return self.local.busy(key)
 
+    @property
+    def ended(self) -> int:
+        """This process's ended calls: what another process stored meanwhile, its owner rereads (`_across`)."""
+        return self.local.ended
+
     def _across(self, key: str, fn: Callable[[], T], wait: float, reread: Callable[[], T | None]) -> T:
         """Own the lock and run `fn`, or wait for the owner's result; UpstreamTimeout after `wait` seconds.
 

@@ -59,3 +59,7 @@ class ScopedFlight:
 
     def busy(self, key: str) -> bool:
         return self.inner.busy(scoped(self.scope, key, self.within))
+
+    @property
+    def ended(self) -> int:
+        return self.inner.ended

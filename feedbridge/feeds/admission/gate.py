@@ -52,14 +52,16 @@ class ForumWaits:
         self.control = control
         self.longest = longest
         self.hosts = hosts or {}
-
-    @staticmethod
-    def key(forum: Forum) -> str:
-        return keys.ratelimit(forum.base_url)
+        self._made: dict[str, tuple[str, ...]] = {}  # only configured forums are fetched from: a few keys
 
     def _keys(self, forum: Forum) -> tuple[str, ...]:
-        host = self.hosts.get(forum.key)
-        return (self.key(forum),) if host is None else (self.key(forum), keys.ratelimit(f"multisite {host}"))
+        """The forum's wait's key, and its host's: made once per forum, not digested again for every fetch."""
+        made = self._made.get(forum.key)
+        if made is None:
+            host = self.hosts.get(forum.key)
+            own = keys.ratelimit(forum.base_url)
+            made = self._made[forum.key] = (own,) if host is None else (own, keys.ratelimit(f"multisite {host}"))
+        return made
 
     def check(self, forum: Forum) -> None:
         """UpstreamRateLimited, with what is left of the wait, while `forum` (or its address) asked us to wait."""

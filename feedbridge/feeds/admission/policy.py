@@ -184,12 +184,14 @@ class CachePolicy:
         """
         fresh_for = self.keep_for if any_copy else self.fresh_for if fresh_for is None else fresh_for
         keep_for = self.keep_for if keep_for is None else keep_for
+        looked = self.flight.ended  # before the one look: a build that ends after it may have stored the entry
         held: E | None = self.store.get(key)
         if is_fresh(held, fresh_for):
             return Got(held, "hit")  # type: ignore[arg-type]
         try:
             with admitted():
-                return Got(self._build(key, build, held, fresh_for, keep_for, what, caller, building, forum), "miss")
+                return Got(self._build(key, build, held, looked, fresh_for, keep_for, what, caller, building, forum),
+                           "miss")
         except NoForumAnswer as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
@@ -247,8 +249,9 @@ class CachePolicy:
         failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
         self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
 
-    def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, fresh_for: float,
-               keep_for: float, what: str, caller: Caller | None, building: Building, forum: str | None) -> E:
+    def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, looked: int,
+               fresh_for: float, keep_for: float, what: str, caller: Caller | None, building: Building,
+               forum: str | None) -> E:
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
@@ -259,10 +262,13 @@ class CachePolicy:
         def once() -> E:
             nonlocal ran
             # Stored by a build that ended after this request looked (`held`) and before its turn to lead one:
-            # no flight was left to join, and building again would ask the forum for what it just gave.
-            again: E | None = self.fresh(key, fresh_for)
-            if again is not None:
-                return again
+            # no flight was left to join, and building again would ask the forum for what it just gave. Looked
+            # up again only when a flight of this process has ended since (`looked`): else nothing of this
+            # process stored it, and another process's store is looked at by its flight (`RedisFlight`).
+            if self.flight.ended != looked:
+                again: E | None = self.fresh(key, fresh_for)
+                if again is not None:
+                    return again
             # A failure remembered, checked by the leader: one that another instance's leader met while this
             # request waited for its lock is the answer too, not a request more to the forum.
             remembered = self.remembered(key)
