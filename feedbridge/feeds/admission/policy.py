@@ -233,21 +233,23 @@ class CachePolicy:
                                                   retry_after=BUSY_RETRY))
             admission.slot = taken
 
-    def remembered(self, key: str) -> UpstreamError | None:
-        """The failure remembered for `key`, as the error to answer, with Retry-After = what is left of it."""
-        failure: FailureEntry | None = self.control.get(keys.failed(key))
+    def remembered(self, failed: str) -> UpstreamError | None:
+        """The failure remembered under `failed` (`keys.failed` of the entry's key), as the error to answer, with
+        Retry-After = what is left of it."""
+        failure: FailureEntry | None = self.control.get(failed)
         if failure is None:
             return None
         left = max(failure.stored_at + self.settings.negative_ttl - time.time(), 1.0)
         return upstream_error(failure.kind, f"{failure.message} (remembered; the forum is asked again in {left:.0f}s)",
                               left, failure.status)
 
-    def remember(self, key: str, exc: UpstreamError) -> None:
-        """Failures of the forum only: a budget or slot refusal, or a 429 (kept per forum), is not remembered."""
+    def remember(self, failed: str, exc: UpstreamError) -> None:
+        """Under `failed` (`keys.failed` of the entry's key), failures of the forum only: a budget or slot refusal,
+        or a 429 (kept per forum), is not remembered."""
         if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited):
             return
         failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
-        self.control.set(keys.failed(key), failure, self.settings.negative_ttl)
+        self.control.set(failed, failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, looked: int,
                fresh_for: float, keep_for: float, what: str, caller: Caller | None, building: Building,
@@ -271,7 +273,8 @@ class CachePolicy:
                     return again
             # A failure remembered, checked by the leader: one that another instance's leader met while this
             # request waited for its lock is the answer too, not a request more to the forum.
-            remembered = self.remembered(key)
+            failed = keys.failed(key)  # made once for the look and the failure it may remember
+            remembered = self.remembered(failed)
             if remembered is not None:
                 raise remembered
             ran = True
@@ -279,7 +282,7 @@ class CachePolicy:
             try:
                 entry = build(held, building.within(tally))
             except UpstreamError as exc:
-                self.remember(key, exc)
+                self.remember(failed, exc)
                 raise
             except BridgeBusy:
                 # What a read that waits for room met, though a reader in between made it another error.

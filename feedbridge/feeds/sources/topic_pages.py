@@ -117,7 +117,7 @@ class TopicPages:
                 fetched = read.fetch(forum, url, url)
                 full = read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
-                read.scope.policy.remember_missing(key, TopicEntry(None, time.time(), topic_bytes(None)))
+                read.scope.policy.remember_missing(key, TopicEntry(None, time.time(), 0))  # holds no topic
                 raise
             return TopicEntry(full, time.time(), topic_bytes(full))
 
