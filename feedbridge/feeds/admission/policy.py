@@ -186,8 +186,8 @@ class CachePolicy:
         keep_for = self.keep_for if keep_for is None else keep_for
         looked = self.flight.ended  # before the one look: a build that ends after it may have stored the entry
         held: E | None = self.store.get(key)
-        if is_fresh(held, fresh_for):
-            return Got(held, "hit")  # type: ignore[arg-type]
+        if held is not None and is_fresh(held, fresh_for):  # a cold key asks no rule
+            return Got(held, "hit")
         try:
             with admitted():
                 return Got(self._build(key, build, held, looked, fresh_for, keep_for, what, caller, building, forum),
