@@ -45,6 +45,20 @@ _one_tls_context_per_configuration()
 EXCLUSIVE_MODULES = frozenset({"test_budget_windows", "test_connections", "test_cpu_fairness", "test_load",
                                "test_serving", "test_web_hardening"})
 
+# Modules that `.ci/run` runs on the default Python only, not on the newest one beside it. The benchmark smoke
+# tests (bench/run runs the benchmarks on the default version) and the tests that drive Chromium (the browser's
+# work is the same whichever Python serves the pages). Then the heaviest modules, each 5 to 45 s of CPU in the
+# first part where the others take under 5: their CPU goes to our own code over volume (fuzzed and hostile
+# pages, thousands of URLs, 500-post feeds) or to servers under abuse, which a Python version does not change,
+# and the suite on both versions took 833 s on a 2-core machine, past CI's 12 minutes. The newest version runs
+# the rest, the Procfile's gunicorn among them (tests/test_json_logs.py, test_serving.py, test_detect.py, ...).
+DEFAULT_VERSION_ONLY = frozenset({
+    "test_bench_smoke", "test_browser", "test_personal_browser",
+    "test_abuse", "test_admission", "test_cli", "test_control", "test_demo", "test_faults", "test_fuzz",
+    "test_hostile_content", "test_hostile_upstream", "test_json_lists", "test_memos", "test_multisite",
+    "test_operations", "test_personal", "test_posts", "test_private", "test_redis", "test_redis_limits",
+    "test_security", "test_signal", "test_web", "test_web_hardening"})
+
 # The modules that keep one pytest-xdist worker longest (in `.ci/run`'s first part on an idle 2-core machine,
 # 15 to 70 s each), longest first: `.ci/run` hands a worker a whole module (`--dist loadfile`) in the order
 # collected (`--no-loadscope-reorder`), so these start at once and the rest fill in around them. xdist's own
@@ -65,7 +79,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test of `EXCLUSIVE_MODULES` is `exclusive`, but for one marked `waits` or `measures_no_load`. One
     that `waits` spends its time waiting on a deadline of the server's (half a minute of a reader's slow
     slices), which a busy machine does not move; one that `measures_no_load` checks what single requests get.
-    Either runs beside the rest rather than keep the exclusive part, which runs alone, that long.
+    Either runs beside the rest rather than keep the exclusive part, which runs alone, that long. Every test of
+    `DEFAULT_VERSION_ONLY` is `default_version_only`.
 
     Then the `LONGEST_FIRST` modules are put first, in that order (a stable sort: each module's tests, and
     every other module, keep the order they were collected in)."""
@@ -73,5 +88,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if (_module_name(item) in EXCLUSIVE_MODULES and item.get_closest_marker("waits") is None
                 and item.get_closest_marker("measures_no_load") is None):
             item.add_marker(pytest.mark.exclusive)
+        if _module_name(item) in DEFAULT_VERSION_ONLY:
+            item.add_marker(pytest.mark.default_version_only)
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_module_name(item), len(rank)))
