@@ -9,10 +9,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from feedbridge.config import Settings
 from feedbridge.feeds.admission.policy import CachePolicy
 from feedbridge.store.control import MemoryControl
 from feedbridge.store.memory import MemoryStore, SingleFlight
+from tests.appserver import serving, settings_for
+from tests.upstream import FakeForum
 
 KEY = "page:https://forum.example/latest.json"
 
@@ -129,3 +133,29 @@ def test_requests_waiting_on_a_forums_fetch_with_a_copy_held_take_that_forums_pa
     finally:
         for caller in callers:
             caller.end()
+
+
+def test_a_web_request_looks_at_its_feeds_key_once(upstream: FakeForum) -> None:
+    """Over a socket, a cache TTL of 0 (no copy is ever fresh): the hit path's look at a known URL's feed key,
+    which finds no fresh copy, is the one the cache policy decides with (handed on with the request), and a
+    conditional request, which the hit path passes by, is looked at once by the policy."""
+    with serving(settings_for(upstream.url, cache_ttl=0)) as (app, flask_app):
+        url = app.feed_url("/c/compiler/5.atom")
+        first = httpx.get(url, timeout=30)
+        assert first.status_code == 200 and first.headers["X-Feedbridge-Cache"] == "miss"
+        store = flask_app.extensions["feedbridge"].public.store
+        looks: list[str] = []
+        real = store.get
+
+        def get(key: str) -> Any:
+            if key.startswith("feed:"):  # the feed's (`store.keys.feed`); its pages' and its forum's are others
+                looks.append(key)
+            return real(key)
+
+        store.get = get
+        again = httpx.get(url, timeout=30)
+        assert again.status_code == 200 and again.headers["X-Feedbridge-Cache"] == "miss"
+        assert len(looks) == 1
+        conditional = httpx.get(url, headers={"If-None-Match": first.headers["ETag"]}, timeout=30)
+        assert conditional.status_code in (200, 304)
+        assert len(looks) == 2

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from feedbridge import metrics
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
 from feedbridge.feeds.admission.callers import Caller, CallerPool
-from feedbridge.feeds.admission.policy import OUTSIDE, Building
+from feedbridge.feeds.admission.policy import OUTSIDE, Building, Looked
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
@@ -172,19 +172,22 @@ class FeedService:
 
     def feed(self, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None = None,
              key: str | None = None, *,
-             admitted: Callable[[], AbstractContextManager[object]] = nullcontext) -> FeedResult:
+             admitted: Callable[[], AbstractContextManager[object]] = nullcontext,
+             looked: Looked | None = None) -> FeedResult:
         """The feed as the web serves it: a fresh copy, else built live, else the last good copy, else built
         from the last good pages (a new filter on a known list). `key` is `feed_key(...)` when the caller
         already has it (the web layer memoizes it per URL). Every build, live or from the last good pages, runs
         within `admitted` (the web layer's CPU allowance), entered only once the one freshness check found no
-        copy. A file is built by `document`."""
+        copy. A file is built by `document`. `looked`: the request's look at the feed's key, when the web's hit
+        path made it (`look`), so it is the one freshness check."""
         key = key or self.feed_key(spec, self_url, stylesheet_url)
         read = self._read()
 
         def live() -> FeedResult:
             got = self.current.policy.get(key, lambda held, building: self._render(
                 replace(read, building=building), spec, self_url, stylesheet_url, held=held),
-                caller=read.caller, building=read.building, what="the feed", admitted=admitted, forum=spec.forum.key)
+                caller=read.caller, building=read.building, what="the feed", admitted=admitted, forum=spec.forum.key,
+                looked=looked)
             return FeedResult(got.entry, got.cache, got.stale_reason)
 
         def from_last_good(reason: str) -> FeedResult:
@@ -276,9 +279,9 @@ class FeedService:
         """The forum's directory (`Directory.categories`), read live; UpstreamError only with nothing cached."""
         return self.readers.directory.categories(self._read(), forum, parent)
 
-    def fresh(self, key: str) -> Any:
-        """The stored entry if it is within the cache TTL, else None."""
-        return self.current.policy.fresh(key)
+    def look(self, key: str) -> Looked:
+        """The store's entry for a feed's key, and whether it is within the cache TTL (`CachePolicy.look`)."""
+        return self.current.policy.look(key)
 
     def page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
         """One list page read live (`ListReader.page`), for a caller that reads it outside any feed."""

@@ -49,6 +49,9 @@ ENTRY_BYTES = 700
 cache's three tables with their spare room (tracemalloc: 700–750 bytes)."""
 
 _PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_RANGE")
+LOOKED = "feedbridge.looked"
+"""The WSGI environ's key for the hit path's look at a feed's key (`CachePolicy.look`) that found no fresh
+copy: the route hands it to the service (`FeedService.feed`), so a request looks at its feed's key once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +179,11 @@ class HitPath:
         # A member's feed goes to Flask, which first checks that their key is not known to be gone.
         if resolved is None or resolved.spec.fmt == "html" or resolved.member is not None:
             return self._to_flask(environ, start_response)
-        entry = self.service.scope(resolved.signed).fresh(resolved.key)
-        if entry is None:
+        looked = self.service.scope(resolved.signed).look(resolved.key)
+        if not looked.fresh:  # the route hands this look to the cache policy, which does not look again
+            environ[LOOKED] = looked
             return self._to_flask(environ, start_response)
+        entry: FeedEntry = looked.held
         body, gzipped = resolved.answer(entry, environ.get("HTTP_ACCEPT_ENCODING"))
         headers = feed_headers(entry, FORMATS[resolved.spec.fmt].media_type, self.service.settings.cache_ttl, "hit",
                                private=resolved.signed, gzipped=gzipped)

@@ -27,7 +27,7 @@ from feedbridge.store.redis_store import RedisLink
 from feedbridge.web import pages
 from feedbridge.web.allowance import allowance
 from feedbridge.web.context import client, service
-from feedbridge.web.hits import Resolved, ResolvedUrls
+from feedbridge.web.hits import LOOKED, Resolved, ResolvedUrls
 from feedbridge.web.responses import feed_headers
 
 bp = Blueprint("feeds", __name__)
@@ -135,7 +135,7 @@ def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:
     stale_why = "upstream failed"
     try:  # a hit (a conditional one, or one for a browser) is never charged: the allowance is entered past it
         result = scope.feed(spec, resolved.withheld(resolved.self_url), resolved.stylesheet_url, key=resolved.key,
-                            admitted=lambda: allowance().spending(client()))
+                            admitted=lambda: allowance().spending(client()), looked=request.environ.get(LOOKED))
     except CpuSpent as spent:
         held = scope.held(resolved.key)
         if held is None:

@@ -113,6 +113,18 @@ OUTSIDE = Building()
 
 
 @dataclass(frozen=True, slots=True)
+class Looked:
+    """One look at the store for `key`: what was `held` (None: nothing), and how many flights of the process
+    had ended just before (`Flight.ended`). Made by `CachePolicy.look` where a request first looks (the web's
+    hit path), and handed to `CachePolicy.get` for the same key, so the request looks once."""
+
+    key: str
+    held: Any
+    ended: int
+    fresh: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Got(Generic[E]):
     entry: E
     cache: Cache
@@ -139,6 +151,13 @@ class CachePolicy:
     def fresh(self, key: str, fresh_for: float | None = None) -> Any:
         entry = self.store.get(key)
         return entry if is_fresh(entry, self.fresh_for if fresh_for is None else fresh_for) else None
+
+    def look(self, key: str) -> Looked:
+        """The look `get` makes, with whether it found a copy fresh (within the cache TTL), for a caller that
+        answers a fresh copy itself and hands the look to `get` otherwise."""
+        ended = self.flight.ended
+        held = self.store.get(key)
+        return Looked(key, held, ended, held is not None and is_fresh(held, self.fresh_for))
 
     @property
     def fresh_for(self) -> float:
@@ -168,7 +187,8 @@ class CachePolicy:
     def get(self, key: str, build: Callable[[E | None, Building], E], *, caller: Caller | None,
             building: Building = OUTSIDE, stale: bool = True, what: str = "", fresh_for: float | None = None,
             keep_for: float | None = None, any_copy: bool = False,
-            admitted: Callable[[], AbstractContextManager[object]] = nullcontext, forum: str | None = None) -> Got[E]:
+            admitted: Callable[[], AbstractContextManager[object]] = nullcontext, forum: str | None = None,
+            looked: Looked | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy, building)`, else (with `stale`) the held
         copy. `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one;
         `building` the builds this read is part of, and `build` is given them with its own as the innermost.
@@ -181,16 +201,21 @@ class CachePolicy:
         version (a topic page, keyed by its last activity) say otherwise, and with `any_copy` a copy is fresh
         for as long as it is kept (what changes so rarely that any copy will do: a forum's basic info).
         `forum`: whose it is (its key), for its part of the cold slots a wait on another's fetch takes.
+        `looked`: this request's look at `key` already made (`look`), which is not made again.
         """
         fresh_for = self.keep_for if any_copy else self.fresh_for if fresh_for is None else fresh_for
         keep_for = self.keep_for if keep_for is None else keep_for
-        looked = self.flight.ended  # before the one look: a build that ends after it may have stored the entry
-        held: E | None = self.store.get(key)
+        held: E | None
+        if looked is not None and looked.key == key:
+            held, ended = looked.held, looked.ended
+        else:  # the one look; a build that ends after it may have stored the entry (`_build`)
+            ended = self.flight.ended
+            held = self.store.get(key)
         if held is not None and is_fresh(held, fresh_for):  # a cold key asks no rule
             return Got(held, "hit")
         try:
             with admitted():
-                return Got(self._build(key, build, held, looked, fresh_for, keep_for, what, caller, building, forum),
+                return Got(self._build(key, build, held, ended, fresh_for, keep_for, what, caller, building, forum),
                            "miss")
         except NoForumAnswer as exc:
             if stale and held is not None:
@@ -251,7 +276,7 @@ class CachePolicy:
         failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
         self.control.set(failed, failure, self.settings.negative_ttl)
 
-    def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, looked: int,
+    def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, ended: int,
                fresh_for: float, keep_for: float, what: str, caller: Caller | None, building: Building,
                forum: str | None) -> E:
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
@@ -265,9 +290,10 @@ class CachePolicy:
             nonlocal ran
             # Stored by a build that ended after this request looked (`held`) and before its turn to lead one:
             # no flight was left to join, and building again would ask the forum for what it just gave. Looked
-            # up again only when a flight of this process has ended since (`looked`): else nothing of this
-            # process stored it, and another process's store is looked at by its flight (`RedisFlight`).
-            if self.flight.ended != looked:
+            # up again only when a flight of this process has ended since (`ended`, as the look found it): else
+            # nothing of this process stored it, and another process's store is looked at by its flight
+            # (`RedisFlight`).
+            if self.flight.ended != ended:
                 again: E | None = self.fresh(key, fresh_for)
                 if again is not None:
                     return again
