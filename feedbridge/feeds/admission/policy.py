@@ -114,14 +114,16 @@ OUTSIDE = Building()
 
 @dataclass(frozen=True, slots=True)
 class Looked:
-    """One look at the store for `key`: what was `held` (None: nothing), and how many flights of the process
-    had ended just before (`Flight.ended`). Made by `CachePolicy.look` where a request first looks (the web's
-    hit path), and handed to `CachePolicy.get` for the same key, so the request looks once."""
+    """One look at the store for `key`: what was `held` (None: nothing), whether it is `fresh` (stored less
+    than `fresh_for` seconds before), and how many flights of the process had ended just before
+    (`Flight.ended`). Made by `CachePolicy.look`, where a request first looks (the web's hit path, or `get`),
+    and handed to `CachePolicy.get` for the same key and rule, so the request looks once."""
 
     key: str
+    fresh_for: float
     held: Any
-    ended: int
     fresh: bool
+    ended: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +154,13 @@ class CachePolicy:
         entry = self.store.get(key)
         return entry if is_fresh(entry, self.fresh_for if fresh_for is None else fresh_for) else None
 
-    def look(self, key: str) -> Looked:
-        """The look `get` makes, with whether it found a copy fresh (within the cache TTL), for a caller that
-        answers a fresh copy itself and hands the look to `get` otherwise."""
-        ended = self.flight.ended
+    def look(self, key: str, fresh_for: float | None = None) -> Looked:
+        """The look `get` makes (fresh: within `fresh_for`, by default the cache TTL), also for a caller that
+        answers a fresh copy itself and hands the look to `get` otherwise. A cold key asks no rule."""
+        fresh_for = self.fresh_for if fresh_for is None else fresh_for
+        ended = self.flight.ended  # before the look: a build that ends after it may have stored the entry
         held = self.store.get(key)
-        return Looked(key, held, ended, held is not None and is_fresh(held, self.fresh_for))
+        return Looked(key, fresh_for, held, held is not None and is_fresh(held, fresh_for), ended)
 
     @property
     def fresh_for(self) -> float:
@@ -201,22 +204,19 @@ class CachePolicy:
         version (a topic page, keyed by its last activity) say otherwise, and with `any_copy` a copy is fresh
         for as long as it is kept (what changes so rarely that any copy will do: a forum's basic info).
         `forum`: whose it is (its key), for its part of the cold slots a wait on another's fetch takes.
-        `looked`: this request's look at `key` already made (`look`), which is not made again.
+        `looked`: this request's look at `key` with the same rule already made (`look`), not made again.
         """
         fresh_for = self.keep_for if any_copy else self.fresh_for if fresh_for is None else fresh_for
         keep_for = self.keep_for if keep_for is None else keep_for
-        held: E | None
-        if looked is not None and looked.key == key:
-            held, ended = looked.held, looked.ended
-        else:  # the one look; a build that ends after it may have stored the entry (`_build`)
-            ended = self.flight.ended
-            held = self.store.get(key)
-        if held is not None and is_fresh(held, fresh_for):  # a cold key asks no rule
-            return Got(held, "hit")
+        if looked is None or (looked.key, looked.fresh_for) != (key, fresh_for):
+            looked = self.look(key, fresh_for)
+        held: E | None = looked.held
+        if looked.fresh:
+            return Got(held, "hit")  # type: ignore[arg-type]
         try:
             with admitted():
-                return Got(self._build(key, build, held, ended, fresh_for, keep_for, what, caller, building, forum),
-                           "miss")
+                return Got(self._build(key, build, held, looked.ended, fresh_for, keep_for, what, caller, building,
+                                       forum), "miss")
         except NoForumAnswer as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
