@@ -8,6 +8,12 @@ beforehand, so the costly requests send nothing upstream (no budget or slot appl
 worker's CPU. `FEEDBRIDGE_CPU_ALLOWANCE=0`: the allowance would turn the client away after 20 s of CPU a
 minute, and what is measured here is how the worker shares its loop while the client is served. Each
 round: wrk -c4 on the cached feed alone, then again while the client's requests run.
+
+Row 9b, in this process: the CPU that 100 hits a second on a few clients' moving windows take with 30,000
+other clients' windows held (each charged once, then idle, as a flood of addresses or a public instance's
+readers leave them for a minute) against none held, over the in-process storage `Windows` uses
+(`store.control.LocalWindows`), and over `limits`' own `MemoryStorage` for reference, whose timer sweeps
+every window it holds after a hit.
 """
 
 from __future__ import annotations
@@ -15,9 +21,14 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable
 
 import httpx
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage, Storage
+from limits.strategies import MovingWindowRateLimiter
 
+from feedbridge.store.control import LocalWindows
 from tests.fake_heavy import HEAVY_TOPIC, heavy_site
 from tests.upstream import FakeForum
 
@@ -26,6 +37,9 @@ from .procs import Procs, WrkRun, wrk
 
 HIT_CONNECTIONS = 4
 P99_TARGET = 2.0
+IDLE_WINDOWS = 30_000
+HITS_PER_SECOND = 100
+IDLE_CPU_TARGET = 1.25
 
 
 class Costly(threading.Thread):
@@ -87,7 +101,38 @@ def cpu_section(ctx: Context) -> list[Row]:
         f"Idle rps {statistics.median(r.rps for r in idle):,.0f}, busy {statistics.median(r.rps for r in busy):,.0f}.")
     return [Row("9", "cached-hit p99 on one worker while one client sends CPU-costly requests back to back "
                 "(q= variants, .html views, previews of a 500-post topic) vs idle", p99, idle_p99, "ms",
-                p99 / idle_p99, f"≤ {P99_TARGET:g}×", p99 / idle_p99 <= P99_TARGET)]
+                p99 / idle_p99, f"≤ {P99_TARGET:g}×", p99 / idle_p99 <= P99_TARGET), *windows_rows(ctx)]
+
+
+def windows_rows(ctx: Context) -> list[Row]:
+    seconds = ctx.loops(3, 1)
+    cpu = {(name, idle): _hits_cpu(storage, idle, seconds)
+           for name, storage in (("ours", LocalWindows), ("limits", MemoryStorage)) for idle in (0, IDLE_WINDOWS)}
+    ours, limits = (cpu[name, IDLE_WINDOWS] / cpu[name, 0] for name in ("ours", "limits"))
+    ctx.notes.append(f"9b: {HITS_PER_SECOND} hits a second for {seconds} s on 50 clients' windows of 2,000, after "
+                     f"{IDLE_WINDOWS:,} other windows were hit once each (or none), process CPU (`time.process_time`, "
+                     "the storage's timer threads included) per second of the run.")
+    what = (f"CPU of {HITS_PER_SECOND} moving-window hits a second with {IDLE_WINDOWS:,} idle clients' windows held "
+            "vs none")
+    return [Row("9b", f"{what}, `Windows`' in-process storage", cpu["ours", IDLE_WINDOWS] * 1e3, cpu["ours", 0] * 1e3,
+                "ms/s", ours, f"≤ {IDLE_CPU_TARGET:g}×", ours <= IDLE_CPU_TARGET),
+            Row("9b", f"{what}, `limits`' MemoryStorage", cpu["limits", IDLE_WINDOWS] * 1e3, cpu["limits", 0] * 1e3,
+                "ms/s", limits, "(reference)", None)]
+
+
+def _hits_cpu(storage: Callable[[], Storage], idle: int, seconds: float) -> float:
+    """CPU seconds per second of `HITS_PER_SECOND` paced hits over a new `storage` holding `idle` other windows."""
+    limiter = MovingWindowRateLimiter(storage())
+    item = RateLimitItemPerSecond(2000, 60)
+    for n in range(idle):
+        limiter.hit(item, f"idle{n}")
+    time.sleep(0.1)  # whatever the idle hits scheduled has run
+    started, spent, n = time.monotonic(), time.process_time(), 0
+    while (now := time.monotonic()) < started + seconds:
+        limiter.hit(item, f"client{n % 50}")
+        n += 1
+        time.sleep(max(started + n / HITS_PER_SECOND - now, 0))
+    return (time.process_time() - spent) / (time.monotonic() - started)
 
 
 if __name__ == "__main__":  # python -m bench.cpu [--quick]: this section alone

@@ -7,6 +7,8 @@ import pytest
 
 from bench import rsshub
 from bench.__main__ import main
+from bench.cpu import windows_rows
+from bench.harness import Context
 from bench.serving import COLD_CPU_TARGET, HIT_RPS_TARGET
 
 
@@ -30,6 +32,17 @@ def test_quick_parser_and_render_sections_write_a_numeric_table(tmp_path: Path, 
         assert cells[6].strip() in ("yes", "**MISSED**"), cells
     assert "| 3 |" in capsys.readouterr().out
 
+
+
+def test_quick_windows_rows_measure_both_storages_with_and_without_idle_windows(tmp_path: Path) -> None:
+    """Row 9b: the in-process storage `Windows` uses (with its target) and `limits`' own (for reference)."""
+    context = Context(quick=True, workdir=tmp_path)
+    ours, theirs = windows_rows(context)
+    assert (ours.section, theirs.section) == ("9b", "9b") and ours.met is not None and theirs.met is None
+    assert "in-process storage" in ours.name and "MemoryStorage" in theirs.name
+    for row in (ours, theirs):
+        assert row.ours > 0 and row.baseline and row.ratio == row.ours / row.baseline
+    assert context.notes and context.notes[0].startswith("9b:")
 
 @pytest.mark.timeout(360)  # five real servers, RSSHub and wrk: about 90 s on an idle 2-core machine
 def test_quick_serving_sections_run_real_servers_and_write_every_row(tmp_path: Path) -> None:
