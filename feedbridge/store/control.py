@@ -11,8 +11,9 @@ wait. Here nothing a reader asks for is stored: every entry follows an upstream 
 - `RedisControl`: the same state in Redis, shared by every worker and instance; while Redis is
   unreachable the process carries on with its own `MemoryControl` (written through, so it holds what
   this process decided).
-- `Windows`: moving-window rate limits (`limits`), over memory or the same Redis: the forum budgets', and
-  in memory the CPU allowance's (`feedbridge.web.allowance`). A moving window
+- `Windows`: moving-window rate limits (`limits`), over memory (`LocalWindows`, which visits no window but the
+  one hit) or the same Redis: the forum budgets', and in memory the CPU allowance's
+  (`feedbridge.web.allowance`). A moving window
   counts the requests of the last `seconds`, so no span of that length ever holds more than the limit
   (a fixed window lets twice the limit through across its edge); with a `leeway` each hit is held that
   much longer, for a limit that someone else counts by their own clock, later (a forum counts a request
