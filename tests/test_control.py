@@ -365,12 +365,14 @@ def test_a_full_local_window_has_room_again_once_its_hits_are_older_than_the_win
 
 
 class _Watched(dict):  # type: ignore[type-arg]
-    """A storage's map of windows that counts the windows looked up and refuses to be walked."""
+    """A storage's map of windows that counts the windows looked up (`looked`) and refuses to be walked."""
 
-    looked = 0
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.looked = 0
 
     def get(self, key, default=None):  # type: ignore[no-untyped-def]
-        _Watched.looked += 1
+        self.looked += 1
         return super().get(key, default)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -403,11 +405,10 @@ def test_a_hit_looks_at_its_own_window_only_however_many_are_held(timers: list[t
     for n in range(10_000):
         limiter.hit(item, f"idle{n}")
     storage._hits = watched = _Watched(storage._hits)
-    _Watched.looked = 0
     for n in range(100):
         limiter.hit(item, "client")
         limiter.test(item, f"never-hit{n}")
-    assert _Watched.looked == 200 and timers == []
+    assert watched.looked == 200 and timers == []
     assert len(watched) == 10_001 and len(watched[item.key_for("client")]) == 40
     MovingWindowRateLimiter(MemoryStorage()).hit(item, "client")
     assert timers  # what the count would have seen of `limits`' own storage
@@ -425,8 +426,7 @@ def test_a_flood_of_addresses_leaves_each_charged_request_its_own_window_to_look
         assert {answer.status_code for answer in flood} == {200}
         storage = app.extensions["feedbridge.allowance"].windows._local.storage
         storage._hits = watched = _Watched(storage._hits)
-        _Watched.looked = 0
         again = [router.get(f"{running.url}/", headers=forwarded("203.0.113.9")) for _ in range(30)]
     assert {answer.status_code for answer in again} == {200}
     assert len(watched) == 301 and timers == []
-    assert 30 <= _Watched.looked <= 90  # a test and a charge of its own window each, no other window
+    assert 30 <= watched.looked <= 90  # a test and a charge of its own window each, no other window
