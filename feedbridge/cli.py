@@ -28,7 +28,7 @@ from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, SavedFileError, UpstreamRefused
 from feedbridge.feeds.request import params, signing
-from feedbridge.feeds.request.spec import FeedSpec, feed_kind, parse_feed_request, route_of
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, source_of
@@ -306,7 +306,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
     has one, so a saved list gives the same bytes on every run, and as the moment no later date is the feed's
     own (`render.meta.newest_believed`): the list was read from the forum by then."""
     source = source_of(listing)
-    settings = Settings(forums=(replace(_forum(listing.base_url), source=source.name),))
+    settings = Settings(forums=(_forum(listing.base_url, source.name),))
     if naming := next((p for p in OPTIONS if p.lists and _dest(p) in options), None):
         raise click.UsageError(f"--{naming.option_name} names the forum list that is read; a saved list is the list "
                                "its own URL names: build from the list's URL")
@@ -340,9 +340,7 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
     found = feed_for_url(settings, list_url) if list_url else None
     if isinstance(found, NoFeed):
         raise click.BadParameter(found.message)
-    path, listed = (found.feed_path(fmt), found.args()) if found else (f"{forum.key}/latest.{fmt}", {})
-    route = route_of(found.path) if found else None
-    feed = feed_kind(*route) if route else "latest"
+    path, listed, feed = found.request(fmt) if found else (f"{forum.key}/latest.{fmt}", {}, "latest")
     try:
         return parse_feed_request(settings, path, {**listed, **_parameters(feed, options)})
     except RequestError as exc:
@@ -375,12 +373,12 @@ def _url_forum(url: str, base_url: str | None) -> Forum:
     parts = urlsplit(url)
     source = next((name for name, suffix in (("markdown", ".md"), ("json", ".json")) if parts.path.endswith(suffix)),
                   "auto")
-    return replace(_forum(base_url or f"{parts.scheme}://{parts.netloc}"), source=source)
+    return _forum(base_url or f"{parts.scheme}://{parts.netloc}", source)
 
 
-def _forum(base_url: str) -> Forum:
+def _forum(base_url: str, source: str | None = None) -> Forum:
     try:
-        return parse_forum(base_url)
+        return parse_forum(base_url, source)
     except ConfigError as exc:
         raise click.BadParameter(str(exc)) from None
 

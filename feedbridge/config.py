@@ -47,9 +47,10 @@ class Forum:
         object.__setattr__(self, "subfolder", parts.path.rstrip("/"))
 
 
-def parse_forum(url: str) -> Forum:
+def parse_forum(url: str, given: str | None = None) -> Forum:
     """A base URL, optionally prefixed with its source: `https://a.example`, `json:https://b.example`. An
-    error shows the URL without its user, password, query or fragment (`shown_url`)."""
+    error shows the URL without its user, password, query or fragment (`shown_url`). `given`, when set,
+    is the source it is read through, whatever the prefix says (the CLI's, from a list URL's suffix)."""
     text = url.strip()
     source = "auto"
     prefix, colon, rest = text.partition(":")
@@ -69,7 +70,7 @@ def parse_forum(url: str) -> Forum:
             text.endswith(("?", "#")):
         raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(text)} must be a plain base URL "
                                 "(no query, fragment or user)")
-    return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}", source)
+    return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}", given or source)
 
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)

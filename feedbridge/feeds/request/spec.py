@@ -459,6 +459,12 @@ def route_of(path: str) -> tuple[RouteKind, dict[str, str | Any]] | None:
     return next(((kind, match.groupdict()) for kind, pattern in _PATHS if (match := pattern.fullmatch(path))), None)
 
 
+def feed_kind_of(path: str) -> FeedKind | None:
+    """The feed kind of the feed path `path` (`feed_kind` of what `route_of` reads), None when no route matches."""
+    found = route_of(path)
+    return None if found is None else feed_kind(*found)
+
+
 def kind_of(path: str) -> RouteKind | None:
     """The kind of the feed path `path`, as `route_of` reads it."""
     found = route_of(path)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedbridge.config import Forum, Settings
-from feedbridge.feeds.request.params import TOP_PERIODS
-from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, keyword_param, kind_of, split_forum
+from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind
+from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, feed_kind_of, keyword_param, kind_of, split_forum
 
 _USER = r"(?P<user>\w[\w.-]{0,59})"  # core's UsernameValidator: a letter, digit or `_` first
 _TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})(?:/\d{{1,9}})?")
@@ -53,6 +53,12 @@ class FeedTarget:
     def feed_path(self, fmt: str) -> str:
         """The feed's request path without its leading slash, as `parse_feed_request` takes it."""
         return f"{self.forum.key}/{self.path}.{fmt}"
+
+    def request(self, fmt: str) -> tuple[str, dict[str, list[str]], FeedKind]:
+        """What `parse_feed_request` is given for this feed in `fmt`: its path, its parameters, and its kind
+        (which says what parameter an option given beside the URL stands for: `--query` is `keyword=` on
+        /filter)."""
+        return self.feed_path(fmt), self.args(), feed_kind_of(self.path) or "latest"
 
     def args(self) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
