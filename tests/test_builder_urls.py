@@ -95,7 +95,9 @@ SETTINGS = Settings(forums=(parse_forum("https://forum.example.org"),))
 
 
 @pytest.mark.parametrize("url", ["https://forum.example.org/admin/users", "https://other.example/latest", "  ",
-                                 "https://forum.example.org/search", "https://forum.example.org/c/a/b/c/d/9"])
+                                 "https://forum.example.org/search", "https://forum.example.org/c/a/b/c/d/9",
+                                 # an id is 0-9, as core's routes read it: Python's \d takes any Unicode digit
+                                 "https://forum.example.org/t/slug/\u0661\u0662", "https://forum.example.org/t/\u0661\u0662"])
 def test_urls_that_name_no_feed_say_why(url):
     found = feed_for_url(SETTINGS, url)
     assert isinstance(found, NoFeed) and found.message

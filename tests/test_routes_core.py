@@ -140,6 +140,19 @@ def test_every_topic_route_takes_exclude_pinned(forum):
             assert "without pinned" in feedparser.parse(response.content).feed.title
 
 
+@pytest.mark.parametrize("path", ["/c/compiler/\u0665", "/c/compiler/\U0001d7d3", "/tag/gpu/\u0667",
+                                  "/t/\u0661\u0662", "/t/slug/\u0661\u0662"])
+def test_an_id_in_a_feed_path_is_ascii_digits_or_no_route_and_nothing_is_fetched(app, forum, path):
+    # Python's `\d` takes every Unicode digit: `/c/compiler/٥` matched the category route, then the forum was
+    # asked for `/c/compiler/%D9%A5.md` (a request that cannot succeed, on the forum's budget), and `/t/١٢` was
+    # topic 12 under another cache key. An id is 0-9 only, as core's routes read it.
+    forum.reset()
+    response = get(app.feed_url(f"{path}.atom"))
+    assert response.status_code == 404 and "no feed route matches" in response.text
+    assert forum.requests == []
+    assert get(app.feed_url("/c/compiler/5.atom")).status_code == 200  # the ASCII id is the feed
+
+
 # --- a category's top list --------------------------------------------------------------------------------
 
 def test_a_category_top_list_reads_cores_route(app, forum):

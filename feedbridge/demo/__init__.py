@@ -41,7 +41,7 @@ NOTE = "offline copy"
 """Shown beside the forum's name on the front page, so nobody takes the demo's lists for today's."""
 SITE: Traversable = files(__name__) / "site"
 JSON_SITE: Traversable = files(__name__) / "json"
-_ID = re.compile(r"\d{1,12}")
+_ID = re.compile(r"[0-9]{1,12}")
 _USERNAME = re.compile(r"[\w.-]{1,60}")  # what the feed routes take (feeds/request/spec.py ROUTES)
 MAX_POST_IDS = 200
 """Post ids one batch request may name: the bridge asks for 50 (`feeds.sources.post_feeds.BATCH`)."""
@@ -150,7 +150,7 @@ def _json_file(relative: str, params: dict[str, list[str]]) -> bytes | None:
     body = _read(JSON_SITE, _paged(relative, params))
     if body is None:
         return None
-    if re.fullmatch(r"t/\d{1,12}/posts\.json", relative):
+    if re.fullmatch(r"t/[0-9]{1,12}/posts\.json", relative):
         wanted = params.get("post_ids[]", [])
         if not wanted or len(wanted) > MAX_POST_IDS or not all(_ID.fullmatch(i) for i in wanted):
             return None

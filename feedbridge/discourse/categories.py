@@ -23,7 +23,7 @@ from feedbridge.models import Category
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
 # Up to three levels, as core nests them (`max_category_nesting`, config/site_settings.yml).
 _CATEGORY_PATH = re.compile(
-    r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?(?:/[\w-]{1,100})?)/(?P<id>\d{1,9})(?:\.md)?/?$")
+    r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?(?:/[\w-]{1,100})?)/(?P<id>[0-9]{1,9})(?:\.md)?/?$")
 _LINK = re.compile(r"\]\((?P<url>[^()\s]{1,2000})(?:\s+\"[^\"]{0,500}\")?\)")
 DIRECTORY = "/categories.md"
 MAX_CATEGORIES = 500

@@ -56,11 +56,11 @@ _CATEGORY_HEADING = re.compile(r"## \[.*\]\([^()\s]*/c/[^()\s]*\)[ \t]*$")
 _DIRECTORY = (f"{_EXPECTED}: this looks like a categories directory (its headings link to categories, /c/…), "
               "not a topic list")
 _ROW = re.compile(r"\*\*(?P<label>[^*\n]{1,80}):\*\*[ \t]*(?P<value>.*)$")
-_INT = re.compile(r"\d{1,9}")
+_INT = re.compile(r"[0-9]{1,9}")
 # The lookahead checks that the URL runs to `)` at the end of the line before the URL is matched:
 # without it, a long URL full of `?page=1` is backtracked through once per `page=` (quadratic).
 _PAGE_LINK = re.compile(r"(?<!\\)\[(?P<label>[^\[\]\\\n]{1,80})\]\((?=[^()\s]*\)[ \t]*$)"
-                        r"(?P<url>[^()\s]*[?&]page=(?P<n>\d{1,6})[^()\s]*)\)[ \t]*$")
+                        r"(?P<url>[^()\s]*[?&]page=(?P<n>[0-9]{1,6})[^()\s]*)\)[ \t]*$")
 # The current core layout (C4, pristine or unfolded from a flattened copy), which nearly every list served
 # today uses: one match reads a topic's heading, metadata rows, excerpt and separator, where the line loop
 # in `_row_fields` costs a regex call and a dozen string operations per line. Any other shape (a deleted

@@ -61,7 +61,7 @@ class TopicPage:
 _EXPECTED = "expected a Discourse topic in Markdown ('# Title', then '**URL:** https://host/t/slug/id')"
 
 _ROW = re.compile(r"(?:^|(?<=\s))\*\*(?P<label>[^*\n]{1,80}?):\*\*", re.MULTILINE)
-_TOPIC_PATH = re.compile(r"(?P<topic>/t/(?:[^/?#]*[^/?#\d][^/?#]*/)?(?P<id>\d+))(?:/(?P<post>\d+))?(?:\.md)?/?$")
+_TOPIC_PATH = re.compile(r"(?P<topic>/t/(?:[^/?#]*[^/?#0-9][^/?#]*/)?(?P<id>[0-9]+))(?:/(?P<post>[0-9]+))?(?:\.md)?/?$")
 _META_DIV = r"<div\s+class=([\"'])[^\"'\n]*\bpost-metadata\b[^\"'\n]*\1[^>\n]*>"
 _META_OPEN = re.compile(rf"[ \t]*{_META_DIV}[ \t]*")
 _META_CLOSE = re.compile(r"[ \t]*</div>[ \t]*")

@@ -72,7 +72,7 @@ KEPT = tuple(p.form_name for p in FIELDS if not p.lists) + ("tag_match", "format
 
 # The feed routes' grammar (feeds/request/spec.py), without the format: a feed path back into form values.
 _CATEGORY_VALUE = re.compile(CATEGORY_VALUE)
-_TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?\d{1,9}")
+_TOPIC_VALUE = re.compile(r"(?:[\w-]{1,100}/)?[0-9]{1,9}")
 _TAG_SEPARATORS = re.compile(r"[\s,+]")
 
 

@@ -37,7 +37,7 @@ bp = Blueprint("feeds", __name__)
 # length cap: one regex over the whole header backtracked exponentially on labels of mixed lengths.
 MAX_HOST_CHARS = 260  # a 253-character name, a colon and a 5-digit port
 _LABEL = re.compile(r"[A-Za-z0-9-]{1,63}")
-_PORT = re.compile(r"\d{1,5}")
+_PORT = re.compile(r"[0-9]{1,5}")
 _IPV6 = re.compile(r"[0-9A-Fa-f:.]{2,45}")
 
 

@@ -62,7 +62,7 @@ Value = Literal["whole", "ids", "choice", "flag", "text", "names", "tags", "dura
 or repeated); one of `choices`; 0 or 1; text; names (comma-separated or repeated); tags in Discourse's
 `/filter` notation (`a,b` any, `a+b` all); a span of hours, days or weeks (`36h`, `7d`, `2w`) up to `high`
 seconds, a `Duration`; a signature the bridge checks itself (`feeds/request/signing.py`)."""
-_DURATION = re.compile(r"(?P<count>\d{1,6})(?P<unit>[hdw])")
+_DURATION = re.compile(r"(?P<count>[0-9]{1,6})(?P<unit>[hdw])")
 _UNITS = {"h": HOUR, "d": DAY, "w": WEEK}
 
 

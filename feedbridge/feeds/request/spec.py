@@ -48,18 +48,18 @@ SLUG = r"[\w-]{1,100}"
 # "slug/id", "parent/slug/id" or "grandparent/parent/slug/id": core nests categories at most three deep
 # (max_category_nesting, config/site_settings.yml). A slug holds no "/", so each optional level is decided
 # by the next "/" alone.
-CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)/(?P<id>\d{{1,9}})"
+CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)/(?P<id>[0-9]{{1,9}})"
 ROUTES: dict[RouteKind, str] = {
     "list": r"(?P<list>latest|top|hot)",
     # core: config/routes.rb, scope "c/*category_slug_path_with_id": "/" (its default view) and "/l/top"
     "category": f"c/{CATEGORY_VALUE}(?P<top>/l/top)?",
     # One tag, or an intersection `a+b` (each part a SLUG, checked after the match: no nested quantifier).
-    "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>\d{{1,9}}))?",
+    "tag": rf"tag/(?P<tag>[\w+-]{{1,{101 * MAX_INTERSECTION}}})(?:/(?P<id>[0-9]{{1,9}}))?",
     # Lazy: a username may contain dots, and the format follows one. It begins with a letter, digit or `_`
     # (core's UsernameValidator): `/u/..` is no user, but a dot segment a link to it would climb out of.
     "user_topics": r"u/(?P<user>\w[\w.-]{0,59}?)",
     "filter": r"filter",  # core: config/routes.rb `get "filter" => "list#filter"`; the query is `q=`
-    "topic_posts": rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})",
+    "topic_posts": rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>[0-9]{{1,9}})",
     "posts": r"posts",
     "user_posts": r"u/(?P<user>\w[\w.-]{0,59})/posts",
 }

@@ -25,10 +25,10 @@ from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind
 from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, feed_kind_of, keyword_param, kind_of, split_forum
 
 _USER = r"(?P<user>\w[\w.-]{0,59})"  # core's UsernameValidator: a letter, digit or `_` first
-_TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>\d{{1,9}})(?:/\d{{1,9}})?")
+_TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>[0-9]{{1,9}})(?:/[0-9]{{1,9}})?")
 # A category with one of its views: `/l/top/PERIOD` first, so that `/l/\w` cannot take `top` alone.
 _CATEGORY = re.compile(rf"c/{CATEGORY_VALUE}(?P<view>/l/top/\w{{1,20}}|/l/\w{{1,20}}|/none|/all)?")
-_TAG = re.compile(rf"tags?/(?P<tag>{SLUG})(?:/(?P<id>\d{{1,9}}))?(?:/l/\w{{1,20}})?")
+_TAG = re.compile(rf"tags?/(?P<tag>{SLUG})(?:/(?P<id>[0-9]{{1,9}}))?(?:/l/\w{{1,20}})?")
 _TAG_IN_CATEGORY = re.compile(rf"tags/c/{CATEGORY_VALUE}/(?P<tag>{SLUG})(?:/l/\w{{1,20}})?")
 _INTERSECTION = re.compile(rf"tags/intersection/(?P<tags>{SLUG}(?:/{SLUG}){{1,4}})")
 _USER_TOPICS = re.compile(rf"(?:topics/created-by/|u/){_USER}(?:/summary|/activity/topics)?")
