@@ -580,7 +580,7 @@ DEMO_KINDS = [
     "c/compiler/5?q=inductor OR dynamo", "latest?min_likes=5&min_views=100", "c/compiler/5?tag=rfc",
     "latest?exclude_tag=gpu&exclude_category=11&exclude_pinned=1", "c/compiler/5?max_replies=0",
     "latest?digest=daily", "c/compiler/5?digest=weekly", "c/compiler/5?content=full", "c/compiler/5?pages=2",
-    "t/467", "t/467?content=full", "t/14", "posts", "u/Chillee/posts", "u/jansel/posts?content=full",
+    "t/467", "t/467?limit=5", "t/14", "posts", "u/Chillee/posts", "u/jansel/posts?content=full",
 ]
 
 

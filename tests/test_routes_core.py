@@ -129,6 +129,23 @@ def test_post_feeds_refuse_exclude_pinned(app):
     assert response.status_code == 400 and "exclude_pinned= is for topic feeds" in response.text
 
 
+@pytest.mark.parametrize("path", ["/t/467", "/t/some-topic/467", "/posts"])
+@pytest.mark.parametrize("value", ["excerpt", "full"])
+def test_a_topics_posts_and_the_latest_posts_refuse_content_naming_it(app, forum, path, value):
+    # Their posts always carry their HTML: `content=excerpt` gave the bodies all the same, `content=full` the
+    # very feed under a cache key of its own. A parameter a feed does not act on is refused by name.
+    forum.reset()
+    response = get(app.feed_url(f"{path}.atom?content={value}"))
+    assert response.status_code == 400
+    assert "content= is for" in response.text and "/t/" in response.text
+    assert forum.requests == []
+
+
+def test_a_users_posts_take_content():
+    assert spec_of("u/jansel/posts.atom", content="full").content == "full"
+    assert spec_of("u/jansel/posts.atom", content="excerpt").content == "excerpt"
+
+
 def test_every_topic_route_takes_exclude_pinned(forum):
     # Eight routes, each a Markdown page and its JSON twin, from one client within seconds: past its third of
     # the forum's 10 s window (tests/test_budget_windows.py), which is off here.

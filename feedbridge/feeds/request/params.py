@@ -237,8 +237,9 @@ PARAMETERS: tuple[Param, ...] = (
           label="Active within", hint="optional: 36h, 7d, 2w"),
     Param("limit", "whole", "at most this many entries (with a digest: periods)", low=1, high=MAX_LIMIT,
           label="At most", hint=f"optional: entries (with a digest: periods), 1–{MAX_LIMIT}"),
+    # A topic's posts and /posts always carry each post's HTML (`feeds/sources/post_feeds.py`): no choice to make.
     Param("content", "choice", "excerpt, or full: each entry also gets its first post as HTML, creation date, category "
-          "and tags",
+          "and tags", feeds=EVERY - {"topic_posts", "posts"},
           default_setting="content_default", label="Content", unset="default",
           choices=(("excerpt", "excerpts"), ("full", "each topic's first post in full"))),
     Param("pages", "whole", "how many list pages to read (30 topics each): more reach further back", low=1,

@@ -304,6 +304,8 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     if fmt not in FORMATS:
         raise RouteNotFound(f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
     feed = feed_kind(name, parts)
+    # `content` has no value on the feeds that do not take it (a topic's posts, /posts: theirs carry their HTML
+    # whatever it says), and reads as `excerpt` there, which the canonical query leaves out.
     given = Given(feed, params.parse(settings, feed, args))
     own = KINDS[name](parts, given, unmatched)
     held = given.filtered()
@@ -316,7 +318,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     feed_filter = make_filter(query=given.text(keyword), limit=limit if digest is None else None, tags=any_tags,
                               tags_all=[*own.tags_all, *given_all], keyword=keyword, **held)
     return FeedSpec(forum, name, feed, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter,
-                    given.defaulted("pages"), given.defaulted("content"),
+                    given.defaulted("pages"), given.values.get("content", "excerpt"),
                     own.started_by, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
                     own.topic_id, own.poster, own.forum_query)
 
