@@ -237,6 +237,22 @@ def test_two_members_on_one_bridge_never_see_each_others_feeds_or_the_publics(wo
     assert not any(user == "bob" and path == "/u/alice/bookmarks.json" for path, user in site.keyed)
 
 
+def test_a_personal_feed_refuses_a_signed_urls_token_and_its_page_never_keeps_one(world: World) -> None:
+    """A personal feed's URL carries its member's token in its path: `token=` (a signed public feed's) was
+    accepted and ignored, and a `.html` view asked with one wrote it into its links and was kept so, for the
+    same view asked without it. Now it is a 400 naming it, warm or cold, in every format."""
+    latest = world.member("carol").connect()["latest"]
+    for fmt in ("atom", "html"):
+        url = latest.replace(".atom", f".{fmt}")
+        assert httpx.get(url, timeout=30).status_code == 200  # kept, so the next ask could be a hit
+        for token in ("ANYTHING", "%22INJECTED"):
+            refused = httpx.get(f"{url}?token={token}", timeout=30)
+            assert refused.status_code == 400 and "token=" in refused.text
+            assert "INJECTED" not in refused.text
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200 and "token=" not in page.text and "INJECTED" not in page.text
+
+
 def test_a_members_search_path_moves_to_their_own_latest_feed_with_the_same_query(world: World) -> None:
     """`/search?q=`, moved to `/latest?q=` (feeds/request/spec.py `MOVED`), moves under a member's path too: the
     301 keeps them in their own feed, private, and following it reads the latest list as them (the staff

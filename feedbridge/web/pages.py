@@ -332,7 +332,7 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
     spec = resolved.spec
 
     def render(scope: FeedService) -> str:
-        token = request.args.getlist(signing.TOKEN)[:1]  # only a signed feed's URL gets this far with one
+        token = [resolved.token] if resolved.signed and resolved.token else []  # the signed feed's, verified
         canonical: dict[str, list[str]] = {}
         for name, value in spec.canonical_query():
             canonical.setdefault(name, []).append(value)

@@ -188,6 +188,9 @@ def _resolved(svc: FeedService, path: str, signed_as: str | None = None) -> Reso
     member = token = None
     if mine is not None:  # a personal feed: its member, opened from the path's token before anything is read
         forum, token, rest = mine
+        if given:  # its path carries the member's token; a signed URL's is no part of it, nor kept in its links
+            raise RequestError("token= is a signed public feed's; a personal feed's URL carries its member's token "
+                               "in its path, and takes no other", signing.TOKEN)
         member = personal.opened(svc.settings, forum, token)
         spec, signed, given = personal.feed_spec(svc.settings, member, rest, args), False, []
     else:
