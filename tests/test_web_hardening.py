@@ -196,6 +196,22 @@ def test_a_forwarded_scheme_or_a_hostile_host_stays_with_its_own_request(one_wor
 
 
 @pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
+@pytest.mark.parametrize("host", ["bad host", "a@b", "evil.example/x?"])
+def test_every_page_that_builds_links_refuses_a_malformed_host_as_the_feeds_do(one_worker, host):
+    # Werkzeug reads a malformed Host as empty: the OPML answered 200 (public, kept 5 minutes) with
+    # `xmlUrl="http:/…"`, and the front page and a preview (kept) showed `http:///…` feed URLs.
+    url, forum, _ = one_worker
+    key = forum.removeprefix(url + "/")
+    for path in (f"/{key}/opml", "/", f"/preview?forum={key}", f"/{key}{COMPILER}.html", f"/{key}/connect"):
+        refused = httpx.get(url + path, headers={"Host": host}, timeout=15)
+        assert refused.status_code == 400 and "malformed Host header" in refused.text, path
+        assert "http:///" not in refused.text and "http:/" + key not in refused.text
+    assert httpx.get(f"{url}/healthz", headers={"Host": host}, timeout=15).status_code == 200  # builds no link
+    opml = httpx.get(f"{url}/{key}/opml", timeout=15)
+    assert opml.status_code == 200 and f'xmlUrl="{forum}/' in opml.text
+
+
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_control_characters_from_a_request_cannot_forge_a_log_line(one_worker):
     _, forum, log = one_worker
     forged = "2026-01-01 00:00:00,000 WARNING feedbridge.auth admin login ok"

@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 
 from feedbridge import __version__, metrics
 from feedbridge.config import Settings
-from feedbridge.errors import ConfigError, CpuSpent, FeedbridgeError, NoForumAnswer
+from feedbridge.errors import ConfigError, CpuSpent, FeedbridgeError, NoForumAnswer, RequestError
 from feedbridge.feeds.wiring import build_service
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
@@ -30,6 +30,7 @@ from feedbridge.web.context import client_addresses, close_scope, open_scope
 from feedbridge.web.hits import HitPath, ResolvedUrls
 from feedbridge.web.logs import RequestIds, configure_logging, log_request
 from feedbridge.web.responses import plain_error, retry_after
+from feedbridge.web.routes import valid_host
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.after_request(_security_headers)
     app.context_processor(_template_globals)
     app.before_request(_start_timer)
+    app.before_request(_host_checked)
     app.before_request(open_scope)
     app.after_request(_log_request)
     app.teardown_request(close_scope)
@@ -98,6 +100,14 @@ def _error(exc: Exception) -> Response:
 
 def _start_timer() -> None:
     g.started = time.perf_counter()
+
+
+def _host_checked() -> None:
+    """Every page, feed and list builds its links from the request's Host, which Werkzeug reads as empty when
+    it is malformed: a 400 then, before anything is built (the OPML and the front page answered 200 with
+    `http:///…` links, and a preview was kept so). `/healthz` builds none, and answers whatever the Host."""
+    if request.endpoint != "feeds.healthz" and not valid_host(request.host):
+        raise RequestError("malformed Host header: give a host name or address, with an optional port")
 
 
 def _log_request(response: Response) -> Response:

@@ -36,7 +36,6 @@ from feedbridge.feeds.sources.reads import Scope
 from feedbridge.render.opml import Subscription, opml_document
 from feedbridge.web.allowance import charged
 from feedbridge.web.context import service
-from feedbridge.web.routes import valid_host
 from feedbridge.web.worker import FORM_BYTES
 
 bp = Blueprint("connect", __name__)
@@ -179,8 +178,6 @@ def _completed(svc: FeedService, forum: Forum, members: Callable[[personal.Membe
 
 def _feed_urls(forum: Forum, token: str) -> dict[str, dict[str, str]]:
     """Each feed's URL in every format, under this bridge's address."""
-    if not valid_host(request.host):
-        raise RequestError("malformed Host header: give a host name or address, with an optional port")
     stem = f"{request.host_url}{forum.key}/{personal.ME}/{token}"
     return {name: {fmt: f"{stem}/{name}.{fmt}" for fmt in ("atom", "rss", "json", "html")} for name in FEEDS}
 

@@ -197,8 +197,6 @@ def _resolved(svc: FeedService, path: str, signed_as: str | None = None) -> Reso
         spec = parse_feed_request(svc.settings, path, args)
         signed = signing.verified(svc.settings, "/" + (signed_as or path), spec, given)
         token = given[0] if signed else None
-    if not valid_host(request.host):
-        raise RequestError("malformed Host header: give a host name or address, with an optional port")
     query = urlencode(spec.canonical_query() + ([(signing.TOKEN, given[0])] if signed else []))
     self_url = request.host_url.rstrip("/") + request.path + (f"?{query}" if query else "")
     stylesheet = url_for("static", filename="feed.xsl") if spec.fmt in ("atom", "rss") else None
