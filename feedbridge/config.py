@@ -48,9 +48,8 @@ class Forum:
 
 
 def parse_forum(url: str, given: str | None = None) -> Forum:
-    """A base URL, optionally prefixed with its source: `https://a.example`, `json:https://b.example`. An
-    error shows the URL without its user, password, query or fragment (`shown_url`). `given`, when set,
-    is the source it is read through, whatever the prefix says (the CLI's, from a list URL's suffix)."""
+    """A base URL, optionally prefixed with its source: `https://a.example`, `json:https://b.example`, or read
+    through `given` whatever it says; an error shows it without user, password, query or fragment."""
     text = url.strip()
     source = "auto"
     prefix, colon, rest = text.partition(":")

@@ -27,6 +27,7 @@ import pytest
 
 from tests.appserver import ProcfileApp, free_port, procfile_apps, settings_for
 from tests.upstream import FakeForum, read_at, spawn, stop_together
+from tests.upstream import Fault as UpstreamFault
 
 LIST = "/latest.md"
 # Short timeouts keep the slow faults quick; no connection retries, so "refused" is one attempt. Failures are
@@ -65,10 +66,20 @@ FAULTS = [
     # arrive, so the bound is the deadline plus one gap between bytes.
     Fault("drip 1 byte/s", lambda up: up.drip(LIST, 1), 504, "longer than", 3.5,
           {"read_timeout": 2.0, "total_timeout": 1.0}),
+    # Neither is bounded by a read timeout, nor by the body's deadline (no body comes): the answer's deadline
+    # ends each (feedbridge/upstream/transport.py), where they held the request as long as the forum went on.
+    Fault("headers dripped 4 bytes/s", lambda up: up.drip_head(LIST, 4), 504, "longer than", 3.5,
+          {"read_timeout": 2.0, "total_timeout": 1.0}),
+    Fault("endless 100 Continue", lambda up: up.continues(LIST, 5), 504, "longer than", 3.5,
+          {"read_timeout": 2.0, "total_timeout": 1.0}),
     Fault("truncated body", lambda up: up.truncate(LIST), 502, "connection failed", 2),
     Fault("20 MB body", lambda up: up.huge(LIST), 502, "limit", 5),
     Fault("20 MB body, no length", lambda up: up.huge(LIST, declare_length=False), 502, "limit", 5),
     Fault("invalid UTF-8", lambda up: up.bad_utf8(LIST), 502, "UTF-8", 2),
+    # A codec Python has but no web page is in, whose decode is quadratic: 400 KB of it took half a minute.
+    Fault("charset punycode", lambda up: up.set_fault(LIST, UpstreamFault(
+        "status", status=200, body="a" * 200_000 + "-" + "b" * 200_000,
+        headers={"Content-Type": "text/markdown; charset=punycode"})), 502, "not a charset of text", 2),
     Fault("HTML login page 200", lambda up: up.html_login(LIST), 502, "not a topic list", 2),
     Fault("HTML login page 403", lambda up: up.html_login(LIST, status=403), 403, "answered 403", 2),
     Fault("JSON error 200", lambda up: up.json_error(LIST, status=200), 502, "not a topic list", 2),
@@ -84,7 +95,7 @@ FAULTS = [
 
 
 COLD_ONLY_HERE = [f for f in FAULTS if f.name in (
-    "drip 1 byte/s", "HTML login page 403", "JSON error 403", "redirect to another host", "connection closed",
+    "drip 1 byte/s", "headers dripped 4 bytes/s", "endless 100 Continue", "charset punycode", "HTML login page 403", "JSON error 403", "redirect to another host", "connection closed",
 )]
 
 

@@ -109,7 +109,11 @@ HOSTILE = [
     Hostile("two gzip members", body(gzip.compress(LATEST) * 2, **{"Content-Encoding": "gzip"}),
             502, "after the end of the compressed body"),
     Hostile("charset=undefined", body(LATEST, **{"Content-Type": "text/markdown; charset=undefined"}),
-            502, "charset 'undefined', which cannot be decoded"),
+            502, "charset 'undefined', which is not a charset of text the bridge reads"),
+    Hostile("charset=unknown", body(LATEST, **{"Content-Type": "text/markdown; charset=x-no-such"}),
+            502, "charset 'x-no-such', which cannot be decoded"),
+    Hostile("charset=unicode_escape", body(LATEST, **{"Content-Type": "text/markdown; charset=unicode_escape"}),
+            502, "charset 'unicode_escape', which is not a charset of text"),
     Hostile("charset=hex", body(LATEST, **{"Content-Type": "text/markdown; charset=hex"}),
             502, "charset 'hex'"),
     Hostile("Retry-After: ² (isdigit, not a number)", lambda forum: forum.rate_limit(LIST, latin1("²")),
@@ -319,6 +323,19 @@ def test_a_cookie_the_forum_sets_is_never_sent_back(upstream):
             assert fetcher.get(forum, upstream.url + LIST).status == 200
         assert [r.headers.get("cookie") for r in upstream.requests] == [None, None]
         assert upstream.requests[-1].headers["user-agent"].startswith("feedbridge")
+    finally:
+        fetcher.close()
+
+
+@pytest.mark.parametrize("charset", ["ISO-8859-1", "windows-1252", "koi8-r", "utf-16", "Shift_JIS", "UTF8"])
+def test_a_web_pages_charset_is_read_as_it_says(upstream, charset):
+    """Only the charsets of web pages are read (the fetcher's `_CHARSETS`): these, as before."""
+    text = "# Ça va · Привет · テスト\n" if charset.lower() in ("utf-16", "utf8") else {
+        "shift_jis": "# テスト\n", "koi8-r": "# Привет\n"}.get(charset.lower(), "# Ça va\n")
+    upstream.set_body(LIST, text.encode(charset), headers={"Content-Type": f"text/markdown; charset={charset}"})
+    fetcher = Fetcher(replace(Settings(), **FAST))
+    try:
+        assert fetcher.get(Forum(upstream.url), upstream.url + LIST).text == text
     finally:
         fetcher.close()
 

@@ -102,7 +102,7 @@ NESTED_ROOT = PROJECT_ROOT / "fixtures" / "nested-categories"
 MODES = ("markdown", "json")
 REWRITTEN_ORIGINS = ("https://dev-discuss.pytorch.org", "https://forum.example.org")
 FAULT_KINDS = ("status", "stall", "drip", "truncate", "huge", "bad_utf8", "html", "json_error", "redirect",
-               "close", "challenge")
+               "close", "challenge", "drip_head", "continues")
 MARKDOWN = "text/markdown; charset=utf-8"
 NO_STORE = {"Cache-Control": "no-cache, no-store"}  # core's lists and topics (ApplicationController#dont_cache_page)
 CRAWLER_REFUSAL = b"Crawler is not allowed!"
@@ -309,6 +309,15 @@ class _Controls:
 
     def close(self, path: str, **arming: Any) -> None:
         self.set_fault(path, Fault("close"), **arming)
+
+    def drip_head(self, path: str, bytes_per_second: int, **arming: Any) -> None:
+        """The status line and headers a few bytes at a time (no server of core's does: a broken or hostile
+        one, or a proxy in front), each within any read timeout, together longer than any total one."""
+        self.set_fault(path, Fault("drip_head", rate=bytes_per_second), **arming)
+
+    def continues(self, path: str, per_second: int, **arming: Any) -> None:
+        """`100 Continue` interim answers, `per_second` of them a second, and never a final one."""
+        self.set_fault(path, Fault("continues", rate=per_second), **arming)
 
 
 class FakeForum(_Controls):
@@ -849,6 +858,9 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "close":
             self.close_connection = True
             return
+        if kind in ("drip_head", "continues"):
+            self._endless_head(fault)
+            return
         if kind == "huge":
             self._huge(fault, head)
             return
@@ -868,6 +880,26 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "redirect":
             headers["Location"] = fault.location or ""
         self._send(status, headers, body, head=head)
+
+    def _endless_head(self, fault: Fault) -> None:
+        """`drip_head` and `continues`: written raw, as no `send_response` would, until the client hangs up or
+        the forum stops (a head of 40 s at the rates the tests use; the interim answers never end)."""
+        stopping = self.forum._stopping
+        self.close_connection = True
+        if fault.kind == "continues":
+            pieces: Iterator[bytes] = iter(lambda: b"HTTP/1.1 100 Continue\r\n\r\n", None)
+        else:
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: {MARKDOWN}\r\nX-Pad: {'a' * 40 * fault.rate}\r\n"
+                    "Content-Length: 0\r\n\r\n").encode()
+            pieces = (head[i:i + 1] for i in range(len(head)))
+
+        def paced() -> Iterator[bytes]:
+            for piece in pieces:
+                if stopping.wait(1 / fault.rate):
+                    return
+                yield piece
+
+        self._stream(paced())
 
     def _huge(self, fault: Fault, head: bool) -> None:
         length = {"Content-Length": str(fault.size)} if fault.declare_length else {"Connection": "close"}

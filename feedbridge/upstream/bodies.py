@@ -1,9 +1,10 @@
 """Reading what a forum sends within bounds: a compressed body inflated a bounded piece at a time (so the size
 limit counts decoded bytes as they are produced: a 2 KB answer can hold gigabytes once inflated, and httpx's own
 decoders inflate a whole read at once), and a refusal's page peeked at to tell a bot wall or core's crawler
-refusal from a plain refusal. Kept apart from `feedbridge.upstream.fetcher`, which sends the requests and follows
-their redirects: these are what it does with an answer's bytes, and a fetch of an uncompressed 200 (the common
-read) calls none of them.
+refusal from a plain refusal, and the dates and waits a forum's headers give (a 429's `Retry-After`, a
+`Last-Modified`). Kept apart from `feedbridge.upstream.fetcher`, which sends the requests and follows their
+redirects: these are what it does with an answer beyond its status, and a fetch of an uncompressed 200 without
+validators (the common read: core sends none on its lists) calls none of them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 import time
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 import h11
 import httpx
@@ -132,3 +135,43 @@ def peek(response: httpx.Response, url: str, deadline: float) -> str:
     except _PEEK_FAILURES:
         pass
     return read[:CHALLENGE_PEEK].decode("utf-8", errors="replace")
+
+
+# --- what a refusal's headers say -------------------------------------------------------------------------
+
+_DELTA_SECONDS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²" and "٣"
+_HTTP_DATE_CHARS = re.compile(r"[\x20-\x7e]+")
+MAX_DATE_LENGTH = 64
+
+
+def retry_after_seconds(value: str | None, maximum: float, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds from now, at most `maximum`: delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
+
+    None when the value is neither. Digit runs longer than ten (over 300 years) are the maximum without
+    being converted, so no value can become infinity, overflow, or hit `int()`'s digit limit.
+    """
+    if not value:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(min(int(value), maximum)) if len(value) <= 10 else float(maximum)
+    moment = http_date(value)
+    if moment is None:
+        return None
+    current = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    try:
+        seconds = (moment - current).total_seconds()
+    except OverflowError:  # a date whose offset pushes it past year 9999
+        return float(maximum)
+    return min(max(seconds, 0.0), float(maximum))
+
+
+def http_date(value: str) -> datetime | None:
+    """An RFC 9110 HTTP-date of visible ASCII (UTC when it names no zone), else None."""
+    if len(value) > MAX_DATE_LENGTH or not _HTTP_DATE_CHARS.fullmatch(value):
+        return None
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
