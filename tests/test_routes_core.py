@@ -141,6 +141,18 @@ def test_a_topics_posts_and_the_latest_posts_refuse_content_naming_it(app, forum
     assert forum.requests == []
 
 
+def test_pages_on_a_topics_posts_is_for_a_filter_to_match():
+    # Without a filter the feed is the topic's newest limit= posts: `pages=` read nothing more and made only
+    # another cache key for the same feed. With one, it reads the stream further back for the filter to match.
+    for args in ({}, {"limit": "5"}):
+        with pytest.raises(RequestError) as refused:
+            spec_of("t/467.atom", pages="3", **args)
+        assert refused.value.param == "pages" and "filter" in refused.value.message
+    for narrowing in ({"author": "jansel"}, {"exclude_author": "jansel"}, {"q": "inductor"}, {"max_age": "7d"}):
+        assert spec_of("t/467.atom", pages="3", **narrowing).pages == 3
+    assert spec_of("t/467.atom").pages == 1 and spec_of("posts.atom", pages="3").pages == 3
+
+
 def test_a_users_posts_take_content():
     assert spec_of("u/jansel/posts.atom", content="full").content == "full"
     assert spec_of("u/jansel/posts.atom", content="excerpt").content == "excerpt"

@@ -45,7 +45,7 @@ from flask import (
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, Reason, RequestError, RouteNotFound
 from feedbridge.feeds.request import signing
-from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request, reaches_back
 from feedbridge.feeds.service import FeedService
 from feedbridge.models import Category, Entry, Site
 from feedbridge.render.formats import FEED_FORMATS, FORMATS, gzipped
@@ -458,7 +458,7 @@ def preview_of(svc: FeedService, built: Built) -> None:
     entries, built.stale, built.site = view.entries, view.stale is not None, view.site
     built.total, built.entries = len(entries), entries[:PREVIEW_SIZE]
     pages = spec.pages
-    if not entries and pages < svc.settings.pages_max:
+    if not entries and pages < svc.settings.pages_max and reaches_back(spec.feed, spec.filter):
         built.more_pages_url = url_for("pages.index", **built.form.replace(pages=str(pages + 1)).args())
 
 

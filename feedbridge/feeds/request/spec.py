@@ -17,7 +17,7 @@ from urllib.parse import quote, unquote, urlencode
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
-from feedbridge.errors import FeedMoved, RouteNotFound
+from feedbridge.errors import FeedMoved, RequestError, RouteNotFound
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import DIGESTS, FeedKind, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter
@@ -304,8 +304,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     if fmt not in FORMATS:
         raise RouteNotFound(f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
     feed = feed_kind(name, parts)
-    # `content` has no value on the feeds that do not take it (a topic's posts, /posts: theirs carry their HTML
-    # whatever it says), and reads as `excerpt` there, which the canonical query leaves out.
+    # no `content` on the feeds that take none (their posts carry their HTML): `excerpt`, left out of the query
     given = Given(feed, params.parse(settings, feed, args))
     own = KINDS[name](parts, given, unmatched)
     held = given.filtered()
@@ -317,10 +316,18 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     keyword = keyword_param(name)
     feed_filter = make_filter(query=given.text(keyword), limit=limit if digest is None else None, tags=any_tags,
                               tags_all=[*own.tags_all, *given_all], keyword=keyword, **held)
+    if "pages" in args and not reaches_back(feed, feed_filter):
+        raise RequestError("pages= on a topic's posts reads further back for a filter to match (author=, "
+                           "exclude_author=, q=, max_age=); without one the feed is its newest limit= posts", "pages")
     return FeedSpec(forum, name, feed, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter,
                     given.defaulted("pages"), given.values.get("content", "excerpt"),
                     own.started_by, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
                     own.topic_id, own.poster, own.forum_query)
+
+
+def reaches_back(feed: FeedKind, feed_filter: FeedFilter) -> bool:
+    """Whether more `pages=` reach further back: not for a topic's posts without a filter (its newest posts)."""
+    return feed != "topic_posts" or feed_filter.narrows or feed_filter.max_age is not None
 
 
 def _moved(rest: str) -> FeedMoved | None:
