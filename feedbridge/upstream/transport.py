@@ -17,6 +17,8 @@ transports, and httpcore's errors reach the fetcher as httpx's (`_ERRORS`), as f
 
 from __future__ import annotations
 
+import functools
+import ssl
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -116,12 +118,19 @@ class _Body(httpx.SyncByteStream):
             close()
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's TLS context (certifi's roots, or SSL_CERT_FILE / SSL_CERT_DIR), made once per process and shared by
+    every fetcher's connections, as one context may be: loading the roots costs 20 ms of CPU each time."""
+    return httpx.create_ssl_context()
+
+
 class BoundedTransport(httpx.BaseTransport):
     """HTTP/1.1 to the forums, each answer within `settings.total_timeout` of its request (see the module)."""
 
     def __init__(self, settings: Settings):
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=_LIMITS.max_connections,
+            ssl_context=_tls(), max_connections=_LIMITS.max_connections,
             max_keepalive_connections=_LIMITS.max_keepalive_connections, keepalive_expiry=_LIMITS.keepalive_expiry,
             retries=settings.retries, network_backend=_BoundedBackend(float(settings.total_timeout)))
 
