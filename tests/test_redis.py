@@ -129,13 +129,26 @@ def _topic(**fields: object) -> Topic:
     DirectoryEntry((Category("GPU", "hardware/gpu", "12"),), 1.0),
     SourceEntry("json", "soon", 2.0),
     FailureEntry("timeout", None, True),
-], ids=["topic-id-and-title", "tag", "naive-date", "date", "feed-body", "etag", "category-id", "source", "failure"])
+    # well-typed, and unfit: a 500 on every instance reading it, or the in-process byte bound turned off
+    FailureEntry("timeout", "m", float("inf")), FailureEntry("timeout", "m", float("nan")),
+    FeedEntry(b"<feed/>", "etag", float("inf"), 1.0), SourceEntry("json", 1.0, float("-inf")),
+    PageEntry(Listing("L", "https://f.example", "c4", ()), None, None, 1.0, -10**15),
+    TopicEntry(None, 1.0, -1),
+], ids=["topic-id-and-title", "tag", "naive-date", "date", "feed-body", "etag", "category-id", "source", "failure",
+        "failure-at-inf", "failure-at-nan", "feed-modified-at-inf", "source-due-at-minus-inf", "page-size-negative",
+        "topic-size-negative"])
 def test_ill_typed_values_are_refused(value: object) -> None:
     """What a writer to the shared store puts there is used only when it has the declared types: the old
     codec built `Topic(id='not-an-int', title=123)` against its own docstring."""
     data = codec.encode(value)  # encoding does not check types: this is what a forged entry looks like
     with pytest.raises(DecodeError):
         codec.decode(data)
+
+
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_that_is_not_finite_is_refused(number: float) -> None:
+    with pytest.raises(DecodeError, match="not finite"):
+        codec.decode(codec.encode(number))
 
 
 def test_unknown_types_are_not_encoded() -> None:
@@ -239,6 +252,36 @@ def test_ill_typed_entries_are_misses(upstream: fake.FakeForum, redis_server: Re
     assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
     assert b"forged" not in response.data
     assert upstream.count() == 3  # the list twice; the forum's basic info, left as it was, once
+
+
+def test_unfit_numbers_from_redis_are_misses_not_500s_nor_a_bound_turned_off(
+        upstream: fake.FakeForum, redis_server: RedisServer) -> None:
+    """Well-typed values another writer left unfit: a remembered failure stored at infinity (its Retry-After's
+    `int()` answered 500 on every instance), a feed last modified at infinity (its Last-Modified, 500), a page
+    of a negative size (the in-process store's byte bound turned off: 30 times its bound held, nothing evicted
+    again). Each is a miss: the forum is asked again, and the store's count stays a count of bytes."""
+    assert get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url).status_code == 200
+    client = redis_server.client()
+    forge = {"page": lambda page: replace(page, size=-10**15),
+             "feed": lambda feed: replace(feed, last_modified=float("inf"))}
+    for kind, forged in forge.items():
+        for name in client.keys(f"{PREFIX}{kind}:*"):
+            client.set(name, codec.encode(forged(codec.decode(client.get(name)))), keepttl=True)
+    second = make_app(upstream.url, redis_server)
+    response = get(second, "/latest.atom", upstream.url)
+    assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
+    assert get(second, "/latest.rss", upstream.url).status_code == 200
+    assert second.extensions["feedbridge"].current.store.local.held()[1] > 0
+
+    upstream.fail("/top", 500, prefix=True)  # a failure remembered, then moved to infinity
+    first = make_app(upstream.url, redis_server, negative_ttl=60)
+    assert get(first, "/top.atom", upstream.url).status_code == 502
+    names = client.keys(f"{PREFIX}failed:*")
+    assert names
+    for name in names:
+        client.set(name, codec.encode(replace(codec.decode(client.get(name)), stored_at=float("inf"))), keepttl=True)
+    upstream.clear()
+    assert get(make_app(upstream.url, redis_server, negative_ttl=60), "/top.atom", upstream.url).status_code == 200
 
 
 def test_oversized_values_stay_local(redis_server: RedisServer) -> None:

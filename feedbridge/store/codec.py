@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import typing
 from dataclasses import fields, is_dataclass
 from datetime import datetime
@@ -111,33 +112,41 @@ def decode(data: bytes) -> Any:
         value = decoder.decode(payload)
     except msgspec.DecodeError as exc:  # msgspec.ValidationError too: a field of the wrong type
         raise DecodeError(f"malformed cached {kind.decode()} value: {exc}") from None
-    if _naive(value):
-        raise DecodeError(f"a cached {kind.decode()} value has a date without its offset")
+    if (wrong := _ill_formed(value)) is not None:
+        raise DecodeError(f"a cached {kind.decode()} value has {wrong}")
     return value
 
 
-def _naive(value: object) -> bool:
-    """msgspec reads a date without an offset as a naive datetime; the models' dates are UTC, and sorting
-    topics by an aware and a naive one would raise."""
+def _ill_formed(value: object, name: str = "") -> str | None:
+    """What makes a well-typed value unfit, if anything: a date without its offset (msgspec reads one as a naive
+    datetime; the models' dates are UTC, and sorting an aware and a naive one raises), a number that is not
+    finite (an infinite `stored_at` was a 500 on every instance reading it: `int()` of a Retry-After, a date
+    formatted from it), or a negative `size` (one of -10**15 read from Redis turned the in-process store's byte
+    bound off: it held 30 times its bound, and never evicted again)."""
     if isinstance(value, datetime):
-        return value.tzinfo is None
+        return "a date without its offset" if value.tzinfo is None else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"a number that is not finite ({value})"
+    if isinstance(value, int) and name == "size" and value < 0:
+        return f"a negative size ({value})"
     if isinstance(value, tuple):
-        return any(_naive(item) for item in value)
+        return next((wrong for item in value if (wrong := _ill_formed(item)) is not None), None)
     if is_dataclass(value) and not isinstance(value, type):
-        return any(_naive(getattr(value, name)) for name in _dated_fields(type(value)))
-    return False
+        return next((wrong for field in _checked_fields(type(value))
+                     if (wrong := _ill_formed(getattr(value, field), field)) is not None), None)
+    return None
 
 
 @functools.cache
-def _dated_fields(model: type) -> tuple[str, ...]:
-    """The fields of `model` whose values can hold a datetime, at any depth."""
+def _checked_fields(model: type) -> tuple[str, ...]:
+    """The fields of `model` whose values `_ill_formed` reads at any depth: dates, numbers and sizes."""
     hints = typing.get_type_hints(model)
-    return tuple(f.name for f in fields(model) if _holds_datetime(hints[f.name]))
+    return tuple(f.name for f in fields(model) if f.name == "size" or _holds_checked(hints[f.name]))
 
 
-def _holds_datetime(hint: Any) -> bool:
-    if hint is datetime:
+def _holds_checked(hint: Any) -> bool:
+    if hint in (datetime, float):
         return True
     if is_dataclass(hint):
-        return bool(_dated_fields(hint))  # type: ignore[arg-type]
-    return any(_holds_datetime(arg) for arg in typing.get_args(hint))
+        return bool(_checked_fields(hint))  # type: ignore[arg-type]
+    return any(_holds_checked(arg) for arg in typing.get_args(hint))

@@ -59,6 +59,9 @@ T = TypeVar("T")
 Cache = Literal["hit", "miss", "stale"]
 
 BUSY_RETRY = 5.0
+CLOCK_SKEW = 30.0
+"""Seconds by which the clocks of instances sharing a Redis may differ: a failure remembered by another is taken
+as stored up to this far in the future."""
 
 
 @dataclass(slots=True)
@@ -262,9 +265,13 @@ class CachePolicy:
         """The failure remembered under `failed` (`keys.failed` of the entry's key), as the error to answer, with
         Retry-After = what is left of it."""
         failure: FailureEntry | None = self.control.get(failed)
-        if failure is None:
+        ttl = self.settings.negative_ttl
+        left = 0.0 if failure is None else failure.stored_at + ttl - time.time()
+        # Past its TTL, or stored later than now by more than instances' clocks differ: what a store holding it
+        # longer than it was set for (a Redis shared with another version, a value written by hand) says.
+        if failure is None or not 0 < left <= ttl + CLOCK_SKEW:
             return None
-        left = max(failure.stored_at + self.settings.negative_ttl - time.time(), 1.0)
+        left = max(left, 1.0)
         return upstream_error(failure.kind, f"{failure.message} (remembered; the forum is asked again in {left:.0f}s)",
                               left, failure.status)
 
