@@ -308,14 +308,18 @@ def test_readers_waiting_on_a_slow_forums_fetch_take_its_half_of_the_slots_and_a
 
 @pytest.mark.timeout(120)
 def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_forum():
-    with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING")) as app:
+    with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING",
+                                                     trusted_hops=1)) as app:
         cached = app.feed_url("/latest.atom")
         assert get(cached).status_code == 200
         # every category list (core's Markdown `/latest.md?category=ID`): long enough for all 32 to arrive
         forum.control.stall("/latest.md?category=", 8, prefix=True)
         cold = [app.feed_url(f"/c/slow-{i}/{1000 + i}.atom") for i in range(1, 33)]  # no category has these ids
+        # from two clients (behind the trusted router), as one may hold only two thirds of the slots
+        clients = [{"X-Forwarded-For": f"198.51.100.{i % 2 + 1}"} for i in range(len(cold))]
         with ThreadPoolExecutor(34) as pool:
-            waiting = [pool.submit(lambda u: httpx.get(u, timeout=60), u) for u in cold]
+            waiting = [pool.submit(lambda u, h: httpx.get(u, headers=h, timeout=60), u, h)
+                       for u, h in zip(cold, clients, strict=True)]
             time.sleep(1.5)  # every cold request has arrived; the admitted ones wait on the forum
             hit = httpx.get(cached, timeout=2)
             health = httpx.get(f"{app.url}/healthz", timeout=2)
@@ -324,3 +328,25 @@ def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_fo
     assert health.status_code == 200
     # 6 slots (8 threads - 2): those wait on the forum (then 404: no such category); the rest are told to retry.
     assert statuses.count(404) == 6 and statuses.count(503) == 26
+
+
+@pytest.mark.timeout(120)
+def test_one_client_waiting_on_a_slow_forum_leaves_a_third_of_the_cold_slots_to_the_others():
+    """One client's cold feeds wait on pages the forum is slow to give, well within its share of the forum's
+    budget: they held all six slots, and every other client's cold feed got 503 until the pages came. A client
+    holds two thirds of them at most: the others' cold feeds are read meanwhile."""
+    with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING",
+                                                     trusted_hops=1)) as app:
+        forum.control.stall("/latest.md?category=", 8, prefix=True)  # the lists the first client asks for
+        hog, other = {"X-Forwarded-For": "198.51.100.7"}, {"X-Forwarded-For": "203.0.113.9"}
+        with ThreadPoolExecutor(8) as pool:
+            waiting = [pool.submit(httpx.get, app.feed_url(f"/c/slow-{i}/{1000 + i}.atom"), headers=hog, timeout=60)
+                       for i in range(6)]
+            time.sleep(1.5)  # all six have arrived: four wait on the forum, two were told to retry
+            theirs = [httpx.get(app.feed_url(path), headers=other, timeout=30)
+                      for path in ("/latest.atom", "/top.atom", "/hot.rss", "/latest.json?q=inductor")]
+            hogged = [f.result() for f in waiting]
+    assert [r.status_code for r in theirs] == [200, 200, 200, 200], [r.text[:120] for r in theirs]
+    assert sorted(r.status_code for r in hogged) == [404] * 4 + [503] * 2
+    refused = next(r for r in hogged if r.status_code == 503)
+    assert "2 of its 6 slots are kept for other clients" in refused.text and refused.headers["Retry-After"]

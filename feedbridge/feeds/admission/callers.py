@@ -45,7 +45,7 @@ class Admission:
     most, taken by whichever of its reads first goes upstream (`CachePolicy.take_slot`) and given back when
     the request ends (`leave`, at the web layer's teardown), after which nothing is fetched for it."""
 
-    slot: tuple[threading.BoundedSemaphore, ...] | None = None  # what `ColdSlots.take` took
+    slot: tuple[Held, ...] | None = None  # what `ColdSlots.take` took
     ended: bool = False
     spent: bool = False  # charged for an upstream request: its build has begun (`Gate.fetch`)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -85,33 +85,81 @@ class Caller:
             taken.release()
 
 
+KEPT_FOR_OTHERS = 3
+"""One client may hold every cold slot of a process but a third of them (one at least), kept for the others:
+one client whose cold feeds waited on a slow page held all six, well within its share of the forum's budget,
+and every other client's cold feed got 503 for as long as the page was slow (RELIABILITY.md row 87). A reader
+alone on an instance still has two thirds of them for its feeds at once."""
+
+
+class ClientSlot:
+    """A client's part of the slots a request holds, given back with the rest (`Caller.give_back`)."""
+
+    __slots__ = ("_slots", "_client")
+
+    def __init__(self, slots: ColdSlots, client: str):
+        self._slots, self._client = slots, client
+
+    def release(self) -> None:
+        self._slots._give(self._client)
+
+
+Held = threading.BoundedSemaphore | ClientSlot
+"""A part of the slots a request holds: the process's, its forum's, its client's."""
+
+
 class ColdSlots:
-    """The process's cold slots (FEEDBRIDGE_COLD_SLOTS), and with more than one forum configured each forum's
-    part of them, half: a forum that answers slowly, or not at all, holds at most half the requests waiting on
+    """The process's cold slots (FEEDBRIDGE_COLD_SLOTS); with more than one forum configured each forum's part
+    of them, half: a forum that answers slowly, or not at all, holds at most half the requests waiting on
     forums, and the other forums' cold feeds are still read. It held them all, and every other forum's
-    uncached feed got 503 for as long as it was slow (RELIABILITY.md row 67)."""
+    uncached feed got 503 for as long as it was slow (RELIABILITY.md row 67). And each client's part, all but
+    `KEPT_FOR_OTHERS`' third, so that no client can hold them all."""
 
     def __init__(self, total: int, forums: int = 1):
         self.total = total
         self.per_forum = total if forums <= 1 else max(total // 2, 1)
+        self.per_client = max(total - max(total // KEPT_FOR_OTHERS, 1), 1)
         self._all = threading.BoundedSemaphore(total)
         self._forums: dict[str, threading.BoundedSemaphore] = {}  # configured forums only: `Gate` reads no other
+        self._clients: dict[str, int] = {}  # the clients holding slots, at most `total` of them
         self._lock = threading.Lock()
 
-    def take(self, forum: str | None) -> tuple[threading.BoundedSemaphore, ...] | str:
-        """The slots a request waiting on `forum` holds (its part too: None, a read of no one forum, takes none),
-        or why there is none free."""
-        part = None
+    def take(self, forum: str | None, client: str | None = None) -> tuple[Held, ...] | str:
+        """The slots a request of `client` waiting on `forum` holds (their parts too: None, a read of no one
+        forum or client, takes none), or why there is none free."""
+        taken: list[Held] = []
+        if client is not None and self.per_client < self.total:
+            with self._lock:
+                held = self._clients.get(client, 0)
+                if held >= self.per_client:
+                    return (f"this client has {held} requests waiting on the forums in this process, and the other "
+                            f"{self.total - self.per_client} of its {self.total} slots are kept for other clients")
+                self._clients[client] = held + 1
+            taken.append(ClientSlot(self, client))
         if forum is not None and self.per_forum < self.total:
             with self._lock:
                 part = self._forums.setdefault(forum, threading.BoundedSemaphore(self.per_forum))
             if not part.acquire(blocking=False):
-                return f"{self.per_forum} requests are already waiting on {forum} in this process (its half)"
+                return self._refused(taken, f"{self.per_forum} requests are already waiting on {forum} in this "
+                                            "process (its half)")
+            taken.append(part)
         if not self._all.acquire(blocking=False):
-            if part is not None:
-                part.release()
-            return f"{self.total} requests are already waiting on the forums in this process"
-        return (self._all,) if part is None else (self._all, part)
+            return self._refused(taken, f"{self.total} requests are already waiting on the forums in this process")
+        return (self._all, *taken)
+
+    @staticmethod
+    def _refused(taken: list[Held], why: str) -> str:
+        for part in taken:
+            part.release()
+        return why
+
+    def _give(self, client: str) -> None:
+        with self._lock:
+            left = self._clients[client] - 1
+            if left:
+                self._clients[client] = left
+            else:
+                del self._clients[client]
 
 
 class CallerPool(ThreadPoolExecutor):

@@ -254,7 +254,7 @@ class CachePolicy:
                 return
             if admission.ended:
                 raise UpstreamTimeout("the request this read was for has ended; nothing is fetched for it")
-            taken = self.slots.take(forum)
+            taken = self.slots.take(forum, caller.client)
             if isinstance(taken, str):
                 metrics.refused("slot")
                 raise building.refused(BridgeBusy(why or f"{taken}; retry in {BUSY_RETRY:.0f}s",
