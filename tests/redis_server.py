@@ -23,7 +23,9 @@ BINARY = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
 class RedisServer:
-    def __init__(self, port: int | None = None):
+    def __init__(self, port: int | None = None, options: tuple[str, ...] = ()):
+        """`options`: more of redis-server's own (`--rename-command INFO ""`, as some providers do)."""
+        self.options = options
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
@@ -31,7 +33,7 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [BINARY, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--protected-mode", "yes", "--loglevel", "warning"],
+             "--protected-mode", "yes", "--loglevel", "warning", *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = self.client()

@@ -23,7 +23,7 @@ import redis
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.store.redis_store import ANSWERS_EVERY
-from tests.appserver import procfile_env, procfile_web, running_app, settings_for
+from tests.appserver import procfile_app, procfile_env, procfile_web, running_app, settings_for
 from tests.redis_server import RedisServer
 from tests.upstream import FakeForum
 
@@ -111,6 +111,46 @@ def test_a_rendered_feed_is_shared_while_fresh_and_its_pages_for_the_stale_ttl(s
     assert {"feed", "page"} <= {kind for kind, _ in lives}, lives
     assert all(0 < left <= 60 for kind, left in lives if kind == "feed"), lives
     assert max(left for kind, left in lives if kind == "page") > 86000, lives
+
+
+def test_one_clients_feeds_leave_a_quarter_of_redis_to_control_state_and_instances_keep_one_budget(small_redis):
+    """One client's distinct `q=` feeds, each shared for the cache TTL, filled a 25 MB Redis in 10 s: then every
+    budget window's write was refused, each instance counted the forum's budget alone, and two instances sent
+    the forum twice it. The cache's copies now stop being shared at three quarters of `maxmemory`: control state
+    still writes, and the two instances' readers get the forum's budget once between them."""
+    client = small_redis.client()
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", str(int(client.info("memory")["used_memory"]) + 3 * 2**20))
+    limit = int(client.info("memory")["maxmemory"])
+    with FakeForum() as forum:
+        settings = replace(settings_for(forum.url, cache_url=small_redis.url), trusted_hops=1, forum_budget=12,
+                           forum_budget_10s=0, cpu_allowance=0)
+        with procfile_app(settings) as one, procfile_app(settings) as two, httpx.Client(timeout=60) as http:
+            flooder = {"X-Forwarded-For": "198.51.100.7"}
+            assert http.get(one.feed_url("/latest.atom"), headers=flooder).status_code == 200
+            for n in range(400):  # about 10 MB of feeds: three times what Redis may hold
+                assert http.get(one.feed_url(f"/latest.atom?q=-w{n}"), headers=flooder).status_code == 200
+            used = int(client.info("memory")["used_memory"])
+            client.set("a control write", b"x")  # room for it: no OutOfMemoryError
+            forum.reset()
+            answers = Counter(http.get((one, two)[i % 2].feed_url(f"/c/cold-{i}/{3000 + i}.atom"),
+                                       headers={"X-Forwarded-For": f"10.0.{i}.1"}).status_code for i in range(40))
+    assert used < 0.8 * limit, (used, limit)
+    # the flood's first page and the forum's info were two of the budget's 12: ten more between both instances
+    assert forum.count() <= 10 and answers[503] >= 30, (forum.count(), answers)
+
+
+def test_a_redis_that_refuses_info_shares_every_copy_and_stays_in_use(upstream):
+    """Some providers rename or refuse `INFO`: no `maxmemory` is known then, and every copy is shared as before,
+    without the refusal taken for a failing Redis (a breaker open would turn off every read, lock and window)."""
+    with RedisServer(options=("--rename-command", "INFO", "")) as server:
+        settings = settings_for(upstream.url, cache_url=server.url)
+        with running_app(settings) as app:
+            assert httpx.get(app.feed_url("/latest.atom?q=a"), timeout=30).status_code == 200
+            assert httpx.get(app.feed_url("/latest.rss?q=b"), timeout=30).status_code == 200
+            kinds = Counter(name.decode().split(":")[2] for name in server.client().scan_iter("feedbridge:*"))
+            assert httpx.get(f"{app.url}/healthz", timeout=30).json()["redis"] == "answers"
+    assert kinds["feed"] == 2 and kinds["page"] == 1, kinds
 
 
 def test_control_state_redis_refused_to_write_is_what_the_process_decided(small_redis):

@@ -16,7 +16,7 @@ from feedbridge.store.control import ControlStore, MemoryControl, RedisControl, 
 from feedbridge.store.memory import MemoryStore, SingleFlight
 from feedbridge.store.protocols import Flight, Store
 from feedbridge.store.redis_flight import RedisFlight
-from feedbridge.store.redis_store import CONNECTIONS, RedisLink, RedisStore, TieredStore
+from feedbridge.store.redis_store import CONNECTIONS, RedisLink, RedisStore, Room, TieredStore
 
 # How long a worker trusts its in-process copy before asking Redis whether another worker has a newer one.
 LOCAL_RECHECK = 5.0
@@ -52,6 +52,7 @@ def make_backends(cache_url: str | None, *, max_bytes: int, fresh_for: float, fe
         return memory_backends(max_bytes)
     link = RedisLink(cache_url, connections=connections)
     cache = MemoryStore(max_bytes)
-    store = TieredStore(cache, RedisStore(link), fresh_for=fresh_for, recheck=min(fresh_for, LOCAL_RECHECK))
+    store = TieredStore(cache, RedisStore(link, room=Room(link)), fresh_for=fresh_for,
+                        recheck=min(fresh_for, LOCAL_RECHECK))
     return Backends(store, RedisControl(link), redis_windows(link),
                     RedisFlight(link, lock_ttl=fetch_deadline + LOCK_MARGIN), cache, link)

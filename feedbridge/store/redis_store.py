@@ -183,8 +183,11 @@ class RedisLink:
 class RedisStore:
     """`Store` over Redis: encoded values with Redis TTLs; never raises, a failure reads as a miss."""
 
-    def __init__(self, link: RedisLink, max_value_bytes: int = MAX_VALUE_BYTES):
+    def __init__(self, link: RedisLink, max_value_bytes: int = MAX_VALUE_BYTES, room: Room | None = None):
+        """`room`: whether Redis has room for what this store shares (the cache's copies: `Room`); None, the
+        control store's, writes whenever Redis takes it."""
         self.link = link
+        self.room = room
         self.max_value_bytes = max_value_bytes
 
     def lookup(self, key: str) -> tuple[Any | None, float] | None:
@@ -239,6 +242,8 @@ class RedisStore:
         if len(data) > limit:
             log.info("not sharing %s: %d bytes is over the %d-byte limit", key, len(data), limit)
             return
+        if self.room is not None and not self.room(len(data)):
+            return
         name = redis_key(key)
         self.link.run(lambda client: client.set(name, data, px=max(int(ttl * 1000), 1)))
 
@@ -246,6 +251,56 @@ class RedisStore:
         name = redis_key(key)
         self.link.run(lambda client: client.delete(name))
 
+
+
+COPIES_SHARE = 0.75
+"""Of a Redis with a `maxmemory`, what the cache's copies may fill: past it they are kept in process only, and the
+rest stays for control state (the budgets' windows, the forums' waits, failures, decisions, locks). One client's
+distinct `q=` feeds, each shared for the cache TTL, filled a 25 MB Redis in 10 s; every budget window's write was
+refused then, each instance counted the forum's budget alone, and two instances sent the forum twice it."""
+ROOM_EVERY = 0.25
+ROOM_STEP = 0.01
+"""Of `maxmemory`, what one process's copies may add between two looks at it (`ROOM_EVERY`): however fast they
+come (a flood wrote 5 MB a second), a look at Redis comes before they pass `COPIES_SHARE` by more than this
+for each process writing, where the quarter left holds a hundred times as much."""
+
+
+class Room:
+    """Whether Redis has room for a copy of so many bytes: below `COPIES_SHARE` of its `maxmemory` (always, with
+    none set), by its `INFO memory`, asked at most once a `ROOM_EVERY` per process by whichever write comes
+    first, and by what this process wrote since, at most `ROOM_STEP` of it. A write that finds the look
+    under way goes by the last one."""
+
+    def __init__(self, link: RedisLink):
+        self.link = link
+        self._left = 0.0  # bytes this process may still share until its next look
+        self._next = 0.0
+        self._asking = threading.Lock()
+
+    def __call__(self, size: int) -> bool:
+        if time.monotonic() >= self._next and self._asking.acquire(blocking=False):
+            try:
+                self._next = time.monotonic() + ROOM_EVERY
+                info = self.link.run(_memory)
+                if info is not None:
+                    limit = int(info.get("maxmemory", 0))
+                    self._left = float("inf") if limit <= 0 else min(
+                        COPIES_SHARE * limit - int(info.get("used_memory", 0)), ROOM_STEP * limit)
+            finally:
+                self._asking.release()
+        if size > self._left:
+            return False
+        self._left -= size
+        return True
+
+
+def _memory(client: redis.Redis) -> dict[str, Any]:
+    """Redis's `INFO memory`; nothing (no `maxmemory` known: every copy shared, as before) where a provider
+    refuses the command, which is no failure of Redis to open the breaker for."""
+    try:
+        return dict(client.info("memory"))
+    except redis.ResponseError:
+        return {}
 
 
 @dataclass(frozen=True, slots=True)
