@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 import click
 
 from feedbridge import __version__
-from feedbridge.config import Credential, Forum, Settings, parse_forum
+from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
-from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, SavedFileError, UpstreamRefused
+from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, SavedFileError
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
@@ -39,8 +39,8 @@ from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic
 from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.batch import BatchFetcher
-from feedbridge.upstream.fetcher import Fetched, Fetcher
+from feedbridge.upstream.batch import SavedList
+from feedbridge.upstream.fetcher import Fetcher
 
 LOOPBACK = "127.0.0.1"
 T = TypeVar("T")
@@ -117,7 +117,8 @@ and `keyword=` on /filter), in order."""
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here (atomically).")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
               help="Build every feed named in a TOML config file instead (see feeds.example.toml).")
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), help="With --config: output folder.")
+@click.option("--out-dir", type=click.Path(file_okay=False), callback=lambda _ctx, _param, value: _folder(value),
+              help="With --config: output folder.")
 @click.option("--quiet", is_flag=True, help="With --config: print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="With --config: print a JSON summary.")
 def build(source: str | None, fmt: str, base_url: str | None, self_url: str | None, output: Path | None,
@@ -153,6 +154,14 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         write_atomic(output, body)
     except (OSError, ValueError) as exc:  # a folder that is a file or cannot be made, a name with a NUL
         raise Failure(f"cannot write {output}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _folder(value: str | None) -> Path | None:
+    """`--out-dir`, never empty: an unset `$OUT` in a cron line wrote every feed into the current folder (the
+    config's `out_dir = ""` is refused too)."""
+    if value == "":
+        raise click.BadParameter("is empty: name a folder", param_hint="--out-dir")
+    return None if value is None else Path(value)
 
 
 CONFIG_ONLY = ("out_dir", "quiet", "as_json")
@@ -283,18 +292,6 @@ def _read_bounded(source: str, limit: int) -> bytes:
     return data
 
 
-class _SavedList(BatchFetcher):
-    """The static build's fetcher, with the saved list as its one local page, that refuses every other URL:
-    a saved list is built from the file alone, so what the service would read besides (a JSON list's
-    category names from the forum's directory) the feed goes without, as when the forum refuses it."""
-
-    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False, credential: Credential | None = None) -> Fetched:
-        if url not in self.local_pages:
-            raise UpstreamRefused(f"a saved list is built from the file alone, without reading {url}")
-        return super().get(forum, url, etag, last_modified, signed, credential)
-
-
 def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, object], self_url: str | None,
                 updated: datetime) -> bytes:
     """The feed of a saved list, made by the service as the static build makes one from a source file.
@@ -322,7 +319,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         raise click.UsageError("exclude_category needs the forum's categories directory to drop subcategories too, "
                                "which a saved list does not carry: build from the list's URL")
     service = build_service(settings, MemoryStore(settings.cache_max_bytes),
-                          _SavedList(settings, local_pages=saved_pages(spec, text, source)))
+                          SavedList(settings, local_pages=saved_pages(spec, text, source)))
     try:
         first, entries = _upstream(lambda: service.entries(spec))
     finally:

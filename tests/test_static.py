@@ -428,6 +428,64 @@ def test_a_source_file_makes_digests_and_reply_thresholds_offline(tmp_path, upst
     assert "weekly digest" in feed.feed.title and upstream.count() == 0
 
 
+def _saved_copy(folder: Path, forum: FakeForum, mark: str) -> Path:
+    """The compiler category's list as saved from the fake forum, its first topic titled `mark`."""
+    text = FIXTURE.read_text(encoding="utf-8").replace("https://dev-discuss.pytorch.org", forum.url)
+    path = folder / f"{mark}.md"
+    path.write_text(text.replace("About the compiler category", mark, 1), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("key", ['content = "full"', 'path = "u/smth"', 'path = "t/3441"', 'path = "posts"',
+                                 'path = "filter"\nq = "status:open"', 'path = "tag/gpu+cuda"'])
+def test_a_source_file_refuses_a_feed_that_reads_the_forum_before_anything_is_read(tmp_path, upstream, key):
+    # "The file stands in for the list, and nothing is fetched": these read every topic's page, a user's own
+    # list, a topic's posts, /posts, /filter or a tag intersection from the forum all the same, exit 0.
+    config = tmp_path / "feeds.toml"
+    saved = _saved_copy(tmp_path, upstream, "saved")
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nforum = "{upstream.url}"\nsource = "{saved}"\n'
+                      f'{key}\n')
+    code, out, err = run(config)
+    assert code == 2 and out == "" and "source file stands in for" in err, err
+    assert upstream.count() == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_where_a_feed_file_goes_is_replaced_not_waited_on(tmp_path, upstream):
+    # Whether the bytes changed was read from the name as it was: a FIFO there waited for a writer forever.
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "{FIXTURE}"\nformats = ["atom"]\n')
+    (tmp_path / "public").mkdir()
+    os.mkfifo(tmp_path / "public" / "x.atom")
+    code, _out, err = run(config)
+    assert code == 0, err
+    os.mkfifo(tmp_path / "one.atom")
+    result = invoke("build", str(FIXTURE), "-o", str(tmp_path / "one.atom"))
+    assert result.exit_code == 0, result.stderr
+    for built in (tmp_path / "public" / "x.atom", tmp_path / "one.atom"):
+        assert built.is_file() and feedparser.parse(built.read_bytes()).entries
+    assert upstream.count() == 0
+
+
+def test_each_source_file_is_read_by_its_own_feed_alone(tmp_path, upstream):
+    # Every source feed's pages went into one map for the whole run, and the page cache was the run's: two saved
+    # copies of one list gave both feeds the last one read, and a live feed of the same list was built from a
+    # saved copy without asking the forum.
+    one, two = _saved_copy(tmp_path, upstream, "SAVED ONE"), _saved_copy(tmp_path, upstream, "SAVED TWO")
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[defaults]\nformats = ["atom"]\nforum = "{upstream.url}"\n'
+                      f'[[feeds]]\nname = "one"\nsource = "{one}"\n[[feeds]]\nname = "two"\nsource = "{two}"\n'
+                      '[[feeds]]\nname = "live"\npath = "c/compiler/5"\n')
+    code, _out, err = run(config)
+    assert code == 0, err
+    titles = {name: [e.title for e in feedparser.parse((tmp_path / "public" / f"{name}.atom").read_bytes()).entries]
+              for name in ("one", "two", "live")}
+    assert "SAVED ONE" in titles["one"] and "SAVED TWO" not in titles["one"]
+    assert "SAVED TWO" in titles["two"] and "SAVED ONE" not in titles["two"]
+    assert not any(t.startswith("SAVED") for t in titles["live"]) and titles["live"]
+    assert upstream.count(read_at("/c/compiler/5")) == 1  # the live feed's list, from the forum
+
+
 def test_the_examples_of_every_signal_key_in_the_docs_are_valid_config(tmp_path):
     """The commented keys of feeds.example.toml and the block of docs/static.md, as a user copies them."""
     example = re.findall(r"^#   (\w+ = .+?)\s+#", (ROOT / "feeds.example.toml").read_text(encoding="utf-8"), re.M)

@@ -111,11 +111,43 @@ def test_an_exact_collision_names_both_feeds_lines(refused):
     (TOP + 'out_dir = ""\n[[feeds]]\nname = "a"\npath = "latest"\n', 2, "out_dir is empty"),
     # nesting deeper than tomllib follows was a RecursionError (out of the parser: no line to name)
     (TOP + "x = " + "[" * 5000 + "]" * 5000 + '\n[[feeds]]\nname = "a"\npath = "latest"\n', None, "nested"),
+    # dotted keys nest tables as deep as they go: the error's repr of the value was a RecursionError
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nlimit.' + ".".join(["a"] * 2000) + " = 1\n", 5, "limit must be"),
+    (TOP + '[fetch]\ndelay.' + ".".join(["a"] * 2000) + ' = 1\n[[feeds]]\nname = "a"\npath = "latest"\n', 3,
+     "delay must be"),
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nforum.' + ".".join(["a"] * 2000) + " = 1\n", 5,
+     "forum must be"),
+    # a port that is none went into every feed's self link and the OPML
+    ('site_url = "https://x.example:abc/"\n[[feeds]]\nname = "a"\npath = "latest"\n', 1, "site_url"),
+    ('site_url = "https://x.example:99999/"\n[[feeds]]\nname = "a"\npath = "latest"\n', 1, "site_url"),
+    # a thousand feeds 496 folders deep took 12 s to check
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nfile = "' + "d/" * 17 + 'a"\n', 5, "16 folders deep"),
 ])
 def test_more_mistakes_are_refused_with_their_line(refused, text, line, words):
     config, err = refused(text)
     assert err.startswith(f"{config}:{line}: " if line else f"{config}: "), err
     assert words in err
+
+
+def test_a_source_files_huge_id_and_an_out_dir_that_cannot_be_are_config_errors(tmp_path, upstream, monkeypatch):
+    """A saved list whose URL ends in `?category=` and 5,000 digits was a ValueError out of `int()`; an output
+    folder whose name is too long, or a link to nowhere, passed the check and failed after the forum was read;
+    `--out-dir ""` built into the current folder. Each is exit 2 before anything is read."""
+    monkeypatch.chdir(tmp_path)  # where an empty --out-dir wrote
+    saved = tmp_path / "saved.md"
+    saved.write_text(FIXTURE.read_text(encoding="utf-8").replace("/c/compiler/5.md", "/latest.md?category=" + "9" * 5000, 1))
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{upstream.url}/"\n[[feeds]]\nname = "a"\nsource = "{saved}"\n')
+    code, out, err = run(config)
+    assert code == 2 and out == "" and "category" in err and "Traceback" not in err, err
+    config.write_text(f'site_url = "{upstream.url}/"\n[[feeds]]\nname = "a"\nforum = "{upstream.url}"\npath = "latest"\n')
+    (tmp_path / "nowhere").symlink_to(tmp_path / "missing" / "feeds")
+    for args, words in ((("--out-dir", str(tmp_path / ("x" * 300))), "too long"),
+                        (("--out-dir", str(tmp_path / "nowhere")), "not a folder"), (("--out-dir", ""), "empty")):
+        code, out, err = run(config, *args)
+        assert code == 2 and out == "" and words in err, (args, err)
+    assert not (tmp_path / "a.atom").exists() and not (tmp_path / "index.html").exists()
+    assert upstream.count() == 0
 
 
 def test_the_config_file_is_read_bounded(tmp_path, upstream):

@@ -134,9 +134,10 @@ def _open_folder(parent: int, part: str, shown: str, relative: str) -> int:
 
 
 def _unchanged(folder: int, name: str, data: bytes) -> bool:
-    """Whether `name` is a regular file (not a link) holding exactly `data`."""
+    """Whether `name` is a regular file (not a link) holding exactly `data`. Opened without blocking: a FIFO in
+    its place waited for a writer forever, and the build with it; it is replaced like any file that differs."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=folder)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=folder)
     except OSError:
         return False  # missing, a link (replaced, not followed), or unreadable: written anew
     with os.fdopen(fd, "rb") as handle:

@@ -34,7 +34,7 @@ from feedbridge.staticsite.plan import (
 )
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.batch import BatchFetcher
+from feedbridge.upstream.batch import BatchFetcher, SavedList
 
 MAX_PARALLEL_FEEDS = 8  # feeds built at once; upstream requests are bounded per forum by the fetcher
 
@@ -80,9 +80,9 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     # A build killed mid-write left its temporary files; a static host would publish them for good.
     for leftover in remove_leftovers(config.out_dir, [file for plan in config.feeds for file in plan.files]):
         progress.note(f"removed {leftover}, left by an interrupted build")
-    fetcher = BatchFetcher(config.settings, local_pages=config.local_pages)
+    fetcher = BatchFetcher(config.settings)
     pace = Pace(config.concurrency, config.delay, config.max_wait,
-                on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds), unpaced=config.local_pages)
+                on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds))
     service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher, pace=pace)
     try:
         with ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed") as pool:
@@ -106,11 +106,16 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
     progress.started(plan.name)
     started = time.perf_counter()
     outcome = FeedOutcome(plan.name, "failed", "-", 0)
+    # A saved list's feed is read by a service of its own, over its file alone: the run's page cache and fetcher
+    # served one source file's list to every feed of the same URL, another's copy or a live one.
+    own = None if plan.saved_list is None else build_service(
+        config.settings, MemoryStore(config.settings.cache_max_bytes), SavedList(config.settings,
+                                                                                 local_pages=plan.local_pages))
     try:
         with fetcher.counting() as tally:
             # no basic info read for a saved list
-            bodies = [service.scope(plan.signed).document(spec, urljoin(config.site_url, quote(file)),
-                                                          identity=plan.saved_list is None)
+            bodies = [(own or service).scope(plan.signed).document(spec, urljoin(config.site_url, quote(file)),
+                                                                   identity=own is None)
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
@@ -122,6 +127,9 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
     else:
         outcome.status = "written" if any(written) else "unchanged"
         outcome.files = [(file, "written" if w else "unchanged") for file, w in zip(plan.files, written, strict=False)]
+    finally:
+        if own is not None:
+            own.close()
     outcome.ms = (time.perf_counter() - started) * 1000
     progress.feed_done(outcome)
     return outcome

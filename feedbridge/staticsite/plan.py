@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import reprlib
 import tempfile
 import tomllib
 import unicodedata
@@ -50,7 +51,7 @@ _FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
 SITE_FILES = ("index.html", "feeds.opml")
 # Bytes of one part of an output path (with its extension) and of the whole path inside the output folder:
 # under the 255 of common file systems and well under PATH_MAX with the folder in front.
-MAX_PART, MAX_PATH = 200, 1000
+MAX_PART, MAX_PATH, MAX_FOLDERS = 200, 1000, 16  # a thousand feeds 496 folders deep took 12 s to check
 MAX_NAME = 200  # characters of a feed's name, which progress lines and the JSON summary show
 # Keys naming a file or folder: a NUL cannot be in a path at all.
 _PATH_KEYS = ("out_dir", "source", "file", "path")
@@ -69,6 +70,8 @@ class FeedPlan:
     files: tuple[str, ...]  # relative to the output folder, one per spec
     saved_list: str | None = None  # the local file (the config's `source =`) that stands in for the list, if any
     signed: bool = False  # read with the forum's key (`credential =`), in the private scope
+    # The saved list's text by the upstream URLs it stands for: this feed's own, read by it alone (`build.py`)
+    local_pages: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def title(self) -> str:
@@ -90,7 +93,12 @@ class BuildConfig:
     concurrency: int = 2
     delay: float = 0.5
     max_wait: float = 30.0
-    local_pages: Mapping[str, str] = field(default_factory=dict)  # upstream URL -> Markdown text
+
+
+def _shown(value: object) -> str:
+    """A config value in a message, at most a line of it: TOML's dotted keys nest tables 2,000 deep, whose
+    `repr` raised RecursionError (a traceback, exit 1, for a config error)."""
+    return reprlib.repr(value)
 
 
 def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
@@ -150,8 +158,11 @@ class _Checker:
         if any(unicodedata.category(c) == "Cc" for c in text):
             raise self.fail(f"{what} {text!r} has a control character", key=key)
         existing = out_dir
-        while not existing.exists() and existing.parent != existing:
-            existing = existing.parent
+        try:  # a link to nowhere is no folder to make: it stops the walk, and is refused below
+            while not existing.exists() and not existing.is_symlink() and existing.parent != existing:
+                existing = existing.parent
+        except OSError as exc:  # a name too long, a folder that cannot be searched
+            raise self.fail(f"{what} {text[:80]!r}: {exc.strerror or exc}", key=key) from None
         if not existing.is_dir():
             which = "is" if existing == out_dir else f"would be made in {str(existing)!r}, which is"
             raise self.fail(f"{what} {text!r} {which} not a folder", key=key)
@@ -173,6 +184,7 @@ class _Checker:
         try:
             parts = urlsplit(value)
             plain = bool(parts.hostname) and not (parts.query or parts.fragment or "@" in parts.netloc)
+            parts.port  # noqa: B018 (ValueError for a port that is not one: `:abc`, `:99999`)
         except ValueError:
             plain = False
         if not plain or value.endswith(("?", "#")) or any(
@@ -220,7 +232,7 @@ class _Checker:
                 raise self.fail("out_dir is empty: name a folder, or leave it out for 'public'", key="out_dir")
             out_dir = self.path.parent / (folder or "public")
         self.out_dir(out_dir, what)
-        feeds, local_pages, credentials = self.feeds(raw_feeds, defaults, self.path.parent)
+        feeds, credentials = self.feeds(raw_feeds, defaults, self.path.parent)
         settings = self.settings(
             tuple(dict.fromkeys(plan.specs[0].forum for plan in feeds)),
             credentials=tuple(credentials.values()),
@@ -240,14 +252,13 @@ class _Checker:
             concurrency=int(fetch.get("concurrency", _FETCH["concurrency"][2])),
             delay=float(fetch.get("delay", _FETCH["delay"][2])),
             max_wait=float(fetch.get("max_wait", _FETCH["max_wait"][2])),
-            local_pages=local_pages,
         )
 
     def feeds(self, raw_feeds: list[dict[str, Any]], defaults: dict[str, Any],
-              base: Path) -> tuple[list[FeedPlan], dict[str, str], dict[str, Credential]]:
+              base: Path) -> tuple[list[FeedPlan], dict[str, Credential]]:
         default_forum = self.forum(defaults.get("forum", DEFAULT_FORUM), "defaults", 0)
         plans: list[FeedPlan] = []
-        local_pages: dict[str, str] = {}
+        names: set[str] = set()
         credentials: dict[str, Credential] = {}
         # Case-folded output file -> (the file as named, who writes it); folder -> (as named, a feed writing into it)
         by_file: dict[str, tuple[str, str]] = {name.casefold(): (name, "the site") for name in SITE_FILES}
@@ -258,7 +269,8 @@ class _Checker:
             name = self.string(item, "name", "feeds", index)
             if not name:
                 raise self.fail("every feed needs a name", "feeds", index, "name")
-            self.name(name, [plan.name for plan in plans], index)
+            self.name(name, names, index)
+            names.add(name)
             forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
             source = self.string(item, "source", "feeds", index)
             if source is not None:
@@ -272,15 +284,14 @@ class _Checker:
             plan = self.plan(index, item, name, forum, _FEED_EXTENSION.sub("", path.strip("/")))
             if source is not None:
                 self.offline(plan.specs[0], name, index)
-                local_pages.update(saved_pages(plan.specs[0], text))
-                plan = FeedPlan(plan.name, plan.specs, plan.files, source)
+                plan = FeedPlan(plan.name, plan.specs, plan.files, source, local_pages=saved_pages(plan.specs[0], text))
             if "credential" in raw:
                 credential = self.credential(raw, forum, index, credentials.get(forum.key))
                 credentials[forum.key] = credential
                 plan = replace(plan, signed=True)
             self.outputs(plan, index, "file" if "file" in item else "name", by_file, folders)
             plans.append(plan)
-        return plans, local_pages, credentials
+        return plans, credentials
 
     def outputs(self, plan: FeedPlan, index: int, key: str, by_file: dict[str, tuple[str, str]],
                 folders: dict[str, tuple[str, str]]) -> None:
@@ -312,7 +323,7 @@ class _Checker:
                                     f"{_FOLDING}", "feeds", index, key)
             by_file[file.casefold()] = (file, who)
 
-    def name(self, name: str, taken: list[str], index: int) -> None:
+    def name(self, name: str, taken: set[str], index: int) -> None:
         """A feed's name is shown on a line of its own (progress, cron mail, the JSON summary): one line, of
         printable characters, not too long to read, and one feed's alone."""
         if _unprintable(name):
@@ -355,9 +366,9 @@ class _Checker:
                             "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.')",
                             "feeds", index, "file" if "file" in item else "name")
         longest = max((part for fmt in FEED_FORMATS for part in f"{stem}.{fmt}".split("/")), key=len)
-        if len(longest) > MAX_PART or len(stem) + 5 > MAX_PATH:
+        if len(longest) > MAX_PART or len(stem) + 5 > MAX_PATH or stem.count("/") > MAX_FOLDERS:
             raise self.fail(f"output name {stem[:40]!r}… is too long: at most {MAX_PART} characters a part, with "
-                            f"its extension, and {MAX_PATH} in all", "feeds", index,
+                            f"its extension, {MAX_PATH} in all, {MAX_FOLDERS} folders deep", "feeds", index,
                             "file" if "file" in item else "name")
         formats = item.get("formats", list(FEED_FORMATS))
         if (not isinstance(formats, list) or not formats or not all(isinstance(f, str) for f in formats)
@@ -402,14 +413,23 @@ class _Checker:
         found = feed_for_url(self.settings((forum,)), listing.url or forum.base_url)
         if isinstance(found, NoFeed):
             raise self.fail(f"source {str(file)!r}: {found.message} (give its path)", "feeds", index, "source")
-        listed = {key: int(value) if params.NAMED[key].numeric else value
+        listed = {key: int(value) if params.NAMED[key].numeric and len(value) <= 18 else value  # else refused as text
                   for key, value in found.params if key in PARAMS}
         return text, replace(forum, source="markdown"), found.path, listed
 
     def offline(self, spec: FeedSpec, name: str, index: int) -> None:
         """A feed built from a source file reads nothing else, and a Markdown list carries no likes, views,
         tags or category ids: a parameter that needs them would read the forum (its JSON list, topic pages,
-        directory) or filter on nothing, so it is refused here, by name."""
+        directory) or filter on nothing, so it is refused here, by name; so is `content = "full"` (each topic's
+        page), and a `path` whose feed reads other lists than one Markdown page (a user's own list, /filter, a
+        tag intersection, posts): each read the forum, where the file was to stand in for it."""
+        if spec.kind in ("user_topics", "filter", "topic_posts", "posts", "user_posts") or spec.intersection:
+            raise self.fail(f"feed {name!r}: a source file stands in for one page of a Markdown topic list, and a "
+                            f"{spec.kind.replace('_', ' ')} feed reads the forum's other lists", "feeds", index, "path")
+        if spec.content != "excerpt":
+            raise self.fail(f"feed {name!r}: content = {spec.content!r} reads each topic's page from the forum, "
+                            "which a source file stands in for; give the feed a path instead", "feeds", index,
+                            "content")
         lacking = spec.filter.saved_list_lacks(MARKDOWN.lacks)
         if lacking is not None:
             raise self.fail(f"feed {name!r}: {lacking} needs what a saved Markdown list does not carry (likes, "
@@ -443,7 +463,7 @@ class _Checker:
         whole = key == "concurrency"
         if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not low <= value <= high:
             kind = "a whole number" if whole else "a number"
-            raise self.fail(f"{key} must be {kind} from {low} to {high}, not {value!r}", "fetch", 0, key)
+            raise self.fail(f"{key} must be {kind} from {low} to {high}, not {_shown(value)}", "fetch", 0, key)
 
     def values(self, item: dict[str, Any], key: str, index: int) -> list[str]:
         """A feed parameter as the web service receives it: a list of strings."""
@@ -451,7 +471,7 @@ class _Checker:
         items = value if isinstance(value, list) and param.many else [value]
         if param.value == "flag":  # `true` is the feed parameter's 1
             if not isinstance(value, bool):
-                raise self.fail(f"{key} must be true or false, not {value!r}", "feeds", index, key)
+                raise self.fail(f"{key} must be true or false, not {_shown(value)}", "feeds", index, key)
             return ["1" if value else "0"]
         if param.numeric:
             ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
@@ -460,12 +480,12 @@ class _Checker:
             ok = all(isinstance(v, str) for v in items)
             kind = "a string" + (" or a list of strings" if param.many else "")
         if not ok:
-            raise self.fail(f"{key} must be {kind}, not {value!r}", "feeds", index, key)
+            raise self.fail(f"{key} must be {kind}, not {_shown(value)}", "feeds", index, key)
         return [str(v) for v in items]
 
     def forum(self, value: Any, table: str, index: int, key: str = "forum") -> Forum:
         if not isinstance(value, str):
-            raise self.fail(f"forum must be a string URL, not {value!r}", table, index, key)
+            raise self.fail(f"forum must be a string URL, not {_shown(value)}", table, index, key)
         try:
             return parse_forum(value)
         except ConfigError as exc:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from feedbridge.config import Credential, Forum, Settings
+from feedbridge.errors import UpstreamRefused
 from feedbridge.upstream.fetcher import Fetched, Fetcher
 
 
@@ -74,3 +75,17 @@ class BatchFetcher(Fetcher):
             yield tally
         finally:
             _TALLY.reset(token)
+
+
+class SavedList(BatchFetcher):
+    """The fetcher of a feed built from a saved list (`feedbridge build FILE`, a static build's `source =`): its
+    pages (`local_pages`, the file for the URLs it stands for) and nothing else. A saved list is built from the
+    file alone, so what the service would read besides (a JSON list's category names from the forum's
+    directory) the feed goes without, as when the forum refuses it; a feed that needs more is refused
+    before (the CLI's options, the static config's checks)."""
+
+    def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
+            signed: bool = False, credential: Credential | None = None) -> Fetched:
+        if url not in self.local_pages:
+            raise UpstreamRefused(f"a saved list is built from the file alone, without reading {url}")
+        return super().get(forum, url, etag, last_modified, signed, credential)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -165,21 +165,18 @@ class Pace:
     a Retry-After of up to `max_wait` seconds sat out (by every request to that forum, not just the one
     that got the 429) and the request tried once more; a longer one, or a second 429, ends the run's
     requests to that forum. `on_wait(forum, seconds)` is told before a 429's wait is sat out, so the run
-    can say why it is quiet. `unpaced`: the URLs the run reads from local files, which send nothing."""
+    can say why it is quiet."""
 
     concurrency: int = 2
     delay: float = 0.5
     max_wait: float = 30.0
     on_wait: Callable[[Forum, float], None] | None = None
-    unpaced: Container[str] = frozenset()
     _forums: dict[str, _Turns] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def paced(self, forum: Forum, url: str, waits: ForumWaits, send: Callable[[], Fetched]) -> Fetched:
         """`send()` for `url` in one of the forum's turns, after what is left of a short wait it asked for
         (`waits`, where the gate remembers every 429); once more after a short 429."""
-        if url in self.unpaced:
-            return send()
         with self._lock:
             turns = self._forums.setdefault(forum.key, _Turns(threading.Semaphore(self.concurrency)))
         for attempt in (1, 2):
