@@ -266,6 +266,24 @@ def test_markdown_beyond_its_work_is_its_text_and_dense_real_markdown_is_not() -
     assert rendered.count("<tr>") == 1_501 and rendered.count("<em>2</em>") == 1_500
 
 
+@pytest.mark.parametrize(("url", "uses"), [(16_000, 2_700), (2_000, 10_000), (100_000, 2_000)])
+def test_a_link_used_thousands_of_times_writes_its_url_a_bounded_number_of_times(url: int, uses: int) -> None:
+    # One reference definition with a long URL, used thousands of times: 32 KB of post (Discourse's default
+    # limit) rendered to a 43 MB entry, 80 KB to 200 MB, within the work bound. Now the post is its text.
+    markdown = f"Lead.\n\n[x]: /{'a' * url}\n\n" + "[x][] " * uses
+    shown = markdown_to_safe_html(markdown, BASE + "/t/x/1")
+    assert len(shown) <= 2 * len(markdown) and "<a " not in shown and shown.startswith("<p>Lead.</p>")
+
+
+def test_links_a_real_post_uses_again_are_links() -> None:
+    # a reference used a few times, and hundreds of links each written out: every one a link, as before
+    markdown = "[docs]: https://pytorch.org/docs/stable/index.html\n\n" + "See [docs][] and [the docs][docs]. " * 20
+    markdown += "\n\n" + " ".join(f"[{n}](https://dev-discuss.pytorch.org/t/topic-{n}/{n})" for n in range(300))
+    shown = markdown_to_safe_html(markdown, BASE)
+    assert shown.count('<a href="https://pytorch.org/docs/stable/index.html"') == 40
+    assert shown.count('<a href="https://dev-discuss.pytorch.org/t/topic-') == 300
+
+
 # --- caps on what one page holds --------------------------------------------------------------------------
 
 def minimal_topics(count: int, category_id: int | None = None) -> str:

@@ -421,6 +421,18 @@ def test_enrich_resolves_relative_links_against_the_topic_url() -> None:
     assert f'<a href="{HOST}/t/how-to-contribute/7" rel="nofollow noopener">' in enriched.content_html
 
 
+@pytest.mark.parametrize("named", ["https://evil.example/t/slug/14", "//evil.example/t/slug/14",
+                                   "https://dev-discuss.pytorch.org.evil.example/t/slug/14"])
+def test_enrich_resolves_relative_links_on_the_forum_whatever_host_the_page_names(named: str) -> None:
+    # The page's **URL:** row named another host: the post's relative links and images went there
+    # (`/uploads/setup.exe` from evil.example), where the entry's own link was the forum's.
+    page = replace(parse_topic(read(ABOUT)), url=named,
+                   first_post_markdown="Get the [installer](/uploads/setup.exe), ![pic](/uploads/p.png), [me](../../u/a).")
+    shown = enrich(listed(14), page, HOST).content_html
+    assert f'href="{HOST}/uploads/setup.exe"' in shown and f'src="{HOST}/uploads/p.png"' in shown
+    assert f'href="{HOST}/u/a"' in shown and "evil" not in shown
+
+
 def test_enrich_from_a_later_page_adds_the_header_only() -> None:
     enriched = enrich(listed(467), parse_topic(read(MINCUT_2)), HOST)
     assert enriched.content_html is None

@@ -127,6 +127,13 @@ _markdown.validateLink = lambda url: True  # type: ignore[method-assign]
 
 _WORK = "feedbridge.work"
 """The key of a render's `env` (markdown-it's dict shared by the rules of one render) holding its work so far."""
+_LINKED = "feedbridge.linked"
+"""The key of a render's `env` holding the characters of link and image URLs it may still write (`LINKED_CHARS`)."""
+LINKED_CHARS = 4
+"""A post's links and images may write at most this many times its own length in URLs, and 16 KiB more: a
+reference definition with a long URL, used thousands of times (`[x][] [x][] …`), wrote it out each time, so
+that 32 KB of post (Discourse's limit) made a 43 MB entry and 80 KB 200 MB, within the work bound (a use is
+one rule call). Every URL written in a post counts once; a link used a few times more fits."""
 
 _Rule = TypeVar("_Rule", bound=Callable[..., Any])
 
@@ -145,6 +152,8 @@ def _metered(rule: _Rule) -> _Rule:
         made = len(tokens)
         found = rule(state, *args)
         env = state.env
+        if found and len(tokens) > made and (left := _linked(env, tokens, made)) < 0:
+            raise _Overworked(f"its links write {-left} characters of URLs more than it may")
         before = env[_WORK]
         # A rule that found nothing made nothing: the common case reads no length again.
         after = env[_WORK] = before + 1 + (TOKEN_WORK * (len(tokens) - made) if found else 0)
@@ -155,6 +164,17 @@ def _metered(rule: _Rule) -> _Rule:
         return found
 
     return cast(_Rule, metered)
+
+
+def _linked(env: dict[str, Any], tokens: list[Any], made: int) -> int:
+    """What is left of the render's URL characters (`LINKED_CHARS`) once the links and images among `tokens[made:]`
+    are counted."""
+    left: int = env[_LINKED]
+    for token in tokens[made:]:
+        if token.type in ("link_open", "image"):
+            left -= len(token.attrGet("href") or token.attrGet("src") or "")
+    env[_LINKED] = left
+    return left
 
 
 def _meter(ruler: Ruler[Any]) -> None:
@@ -172,7 +192,7 @@ for _ruler in (_markdown.block.ruler, _markdown.inline.ruler, _markdown.inline.r
 
 def _render(markdown: str) -> str:
     """markdown-it's HTML of `markdown`, metered; `_Overworked` past `MAX_MARKDOWN_WORK`."""
-    rendered: str = _markdown.render(markdown, {_WORK: 0})
+    rendered: str = _markdown.render(markdown, {_WORK: 0, _LINKED: LINKED_CHARS * len(markdown) + 16 * 1024})
     return rendered
 
 

@@ -72,7 +72,12 @@ def enrich(topic: Topic, page: TopicPage, base_url: str) -> Topic:
         raise ValueError(f"topic page {page.id} does not belong to topic {topic.id}")
     content_html = None
     if page.first_post_markdown is not None:
-        document_url = urljoin(base_url.rstrip("/") + "/", page.url or topic.url)
+        root = base_url.rstrip("/") + "/"
+        # the page's own URL where it is the forum's: one it names elsewhere would send the post's relative
+        # links and images there (`/uploads/setup.exe` from another host), where the topic's links are the forum's
+        document_url = urljoin(root, page.url or topic.url)
+        if not document_url.startswith(root):
+            document_url = urljoin(root, topic.url)
         content_html = markdown_to_safe_html(page.first_post_markdown, document_url) or None
     said = Topic(topic.id, topic.title, topic.url, created_at=page.created_at, content_html=content_html,
                  category=page.category, tags=page.tags)
