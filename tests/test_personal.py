@@ -29,9 +29,9 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from feedbridge.config import AuthRedirect, Forum, Settings, parse_forum
+from feedbridge.config import AuthRedirect, Credential, Forum, Settings, parse_forum
 from feedbridge.discourse.personal import parse_bookmarks, parse_notifications
-from feedbridge.errors import ConfigError, Forbidden, RequestError
+from feedbridge.errors import ConfigError, Forbidden, RequestError, RouteNotFound
 from feedbridge.feeds.members import handshake, personal
 from feedbridge.web.app import create_app
 from tests.appserver import (
@@ -341,7 +341,9 @@ def test_a_device_code_is_polled_only_from_the_browser_that_asked_for_it(world: 
         victim.get(f"/{carol.key}/connect")  # a connect of its own under way: a cookie, not the asker's
         other = victim.post(poll)
         forged = victim.post(poll.replace("bound=", "bound=x"))
+        unicode = victim.post(re.sub(r"bound=[^&]*", "bound=%C3%A9", poll))  # `compare_digest` of text: a 500
     assert cold.status_code == 400 and "no connect under way" in problem(cold) and code not in cold.text
+    assert unicode.status_code == 400 and "not given to this browser" in problem(unicode)
     assert other.status_code == 400 and "not given to this browser" in problem(other) and code not in other.text
     assert forged.status_code == 400 and code not in forged.text
     assert sum("/user-api-key/device/poll" in r.path for r in forum.requests) == polled
@@ -568,6 +570,10 @@ def test_the_opml_lists_the_members_feeds_and_no_page_log_or_header_holds_the_ke
     token = next(iter(feed_urls(done).values())).split("/me/")[1].split("/")[0]
     for answer in (done, opml, *(httpx.get(url, timeout=30) for url in feed_urls(done).values())):
         assert key not in answer.text and key not in str(answer.headers)
+    # a member's feed URL pasted into the front page's box: its token reached the request line encoded
+    pasted = next(iter(feed_urls(done).values()))
+    assert httpx.get(f"{world.app.url}/", params={"url": pasted}, timeout=30).status_code in (200, 400)
+    assert httpx.get(f"{world.app.url}/?url={pasted.replace('/', '%2F')}&x=1", timeout=30).status_code in (200, 400)
     world.log.seek(0)
     output = world.log.read()
     assert "/me/…/" in output and "GET" in output
@@ -660,6 +666,16 @@ def test_a_clients_members_keys_spend_its_share_of_the_forums_window_and_other_c
 
 
 # --- the parts, without a server ------------------------------------------------------------------------
+
+
+def test_a_members_path_names_feeds_of_their_own_forum_only() -> None:
+    """With forums `H` and `H/sub` on one bridge, `/H/me/TOKEN/sub/latest.atom` was read as forum H/sub's feed in
+    the member's scope, stopped only by the fetcher (a 502): a personal feed is its own forum's, a 404 else."""
+    settings = replace(Settings(), forums=(parse_forum("https://h.example"), parse_forum("https://h.example/sub")))
+    member = personal.Member(settings.forums[0], 41, "alice", Credential("h.example", key="k" * 32))
+    assert personal.feed_spec(settings, member, "latest.atom", {}).forum == settings.forums[0]
+    with pytest.raises(RouteNotFound, match="a personal feed is its own forum's"):
+        personal.feed_spec(settings, member, "sub/latest.atom", {})
 
 
 def test_a_token_opens_only_under_its_own_forum_with_the_secret_or_the_previous_one() -> None:

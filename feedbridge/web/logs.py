@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
-from urllib.parse import unquote_plus
+from urllib.parse import quote, unquote_plus
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -70,9 +70,17 @@ _HIDDEN_PARAMETERS = {"token": HIDDEN, "payload": "payload=…", "device_code": 
 
 def hidden_query(query: str) -> str:
     """A query string with the value of each parameter named `token`, `payload` or `device_code`, however its
-    name is encoded, hidden."""
-    return "&".join(_HIDDEN_PARAMETERS.get(unquote_plus(piece.partition("=")[0]).lower(), piece)
+    name is encoded, hidden; and the tokens in any other value, decoded (a signed or personal feed's URL pasted
+    into the front page's `?url=` box came out whole, each `/` and `=` in it encoded)."""
+    return "&".join(_HIDDEN_PARAMETERS.get(unquote_plus(piece.partition("=")[0]).lower()) or _hidden_value(piece)
                     for piece in query.split("&"))
+
+
+def _hidden_value(piece: str) -> str:
+    name, equals, value = piece.partition("=")
+    decoded = unquote_plus(value)
+    shown = hide_tokens(decoded)
+    return piece if shown == decoded else f"{name}{equals}{quote(shown, safe='/:?=&…')}"
 
 
 def escape_controls(text: str) -> str:

@@ -316,7 +316,8 @@ def device_binding(secret: str, forum: Forum, cookie: str, device_code: str, use
 def device_bound(settings: Settings, forum: Forum, cookie: str, device_code: str, user_code: str, given: str) -> bool:
     """Whether `given` is the binding this bridge made (with its secret, or the one before) of these codes to
     the browser holding `cookie`."""
-    return any(hmac.compare_digest(device_binding(secret, forum, cookie, device_code, user_code), given)
+    given_bytes = given.encode("utf-8", "surrogatepass")  # bytes: `compare_digest` refuses non-ASCII text (a 500)
+    return any(hmac.compare_digest(device_binding(secret, forum, cookie, device_code, user_code).encode(), given_bytes)
                for secret in (settings.secret, settings.secret_previous) if secret)
 
 

@@ -55,9 +55,10 @@ from feedbridge.discourse.personal import (
     parse_current_user,
     parse_notifications,
 )
-from feedbridge.errors import Forbidden, KeyRefused, NoForumAnswer, NotAListError, RequestError
+from feedbridge.errors import Forbidden, KeyRefused, NoForumAnswer, NotAListError, RequestError, RouteNotFound
 from feedbridge.feeds.admission.callers import Caller
 from feedbridge.feeds.admission.gate import Gate
+from feedbridge.feeds.request.params import shorten
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request, split_forum
 from feedbridge.feeds.sources.dialects import JSON, Source
 from feedbridge.store import keys
@@ -200,7 +201,10 @@ def feed_spec(settings: Settings, member: Member, rest: str, args: Mapping[str, 
     forum = member.forum
     found = _OWN.fullmatch(rest)
     if found is None:
-        return parse_feed_request(settings, f"{forum.key}/{rest}", args)
+        spec = parse_feed_request(settings, f"{forum.key}/{rest}", args)
+        if spec.forum != forum:  # `H/me/TOKEN/sub/latest` is forum H/sub's feed, which H's member's key never reads
+            raise RouteNotFound(f"no feed of {forum.key} is /{shorten(rest)}: a personal feed is its own forum's")
+        return spec
     own, fmt = OWN[found["name"]], found["fmt"]
     refused = ("category", "content") if not own.topics else ("category",) if found["name"] == "messages" else ()
     if given := next((name for name in refused if name in args), None):
