@@ -450,6 +450,29 @@ def test_a_source_file_refuses_a_feed_that_reads_the_forum_before_anything_is_re
     assert upstream.count() == 0
 
 
+def test_a_feed_built_without_what_the_forum_failed_to_give_keeps_its_better_file(tmp_path, upstream):
+    """Every topic page answering 500 made a `content = "full"` feed of excerpts, and the basic info answering
+    500 a feed without its language and icon: each replaced the good file, exit 0, "written". Now the old
+    file is kept and the feed is failed (exit 1), saying why; a topic the forum says is gone (404) is what the
+    feed is now, and the file is written."""
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[fetch]\ndelay = 0\n[defaults]\nforum = "{upstream.url}"\n'
+                      'formats = ["atom"]\n[[feeds]]\nname = "full"\npath = "c/compiler/5"\ncontent = "full"\n'
+                      '[[feeds]]\nname = "plain"\npath = "latest"\n')
+    assert run(config)[0] == 0
+    before = snapshot(tmp_path / "public")
+    upstream.fail("/t/", 500, prefix=True)
+    upstream.fail(IDENTITY, 500)
+    code, _out, err = run(config)
+    assert code == 1 and "the forum failed" in err and "which is kept" in err, err
+    assert snapshot(tmp_path / "public") == before
+    upstream.clear()
+    upstream.fail("/t/", 404, prefix=True)  # every topic gone: the feed is its excerpts now
+    code, _out, err = run(config)
+    assert code == 0, err
+    assert (tmp_path / "public" / "full.atom").read_bytes() != before["full.atom"][0]
+
+
 @pytest.mark.timeout(60)
 def test_a_fifo_where_a_feed_file_goes_is_replaced_not_waited_on(tmp_path, upstream):
     # Whether the bytes changed was read from the name as it was: a FIFO there waited for a writer forever.

@@ -5,8 +5,10 @@ page is fetched at most once per run and shared by every feed and format that li
 when two ask at once), at a `Pace` (the gate's) that keeps the run gentle with every forum.
 
 Files are replaced atomically and only when their bytes change, so a static host's ETags hold and
-readers get 304s. A feed that fails leaves its old files in place; the run finishes the other feeds,
-says what failed and exits 1. Exit 2 means the config is wrong, and nothing was fetched.
+readers get 304s. A feed that fails leaves its old files in place, as does one built without some of what
+the forum failed to give (a topic page, its icon: the web service serves that, but here a worse file never
+replaces a better one); the run finishes the other feeds, says what failed and exits 1. Exit 2 means the
+config is wrong, and nothing was fetched. A saved list's feed is read by a service of its own, over its file.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import click
 from feedbridge.errors import BuildConfigError, NoForumAnswer
 from feedbridge.feeds.admission.gate import Pace
 from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH
 from feedbridge.feeds.wiring import build_service
 from feedbridge.staticsite.atomic import is_file_inside, remove_leftovers, write_inside
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
@@ -35,6 +38,11 @@ from feedbridge.staticsite.plan import (
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import BatchFetcher, SavedList
+
+
+class Degraded(Exception):
+    """A feed built without some of what the forum failed to give, where its file is kept instead."""
+
 
 MAX_PARALLEL_FEEDS = 8  # feeds built at once; upstream requests are bounded per forum by the fetcher
 
@@ -80,7 +88,9 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     # A build killed mid-write left its temporary files; a static host would publish them for good.
     for leftover in remove_leftovers(config.out_dir, [file for plan in config.feeds for file in plan.files]):
         progress.note(f"removed {leftover}, left by an interrupted build")
-    fetcher = BatchFetcher(config.settings)
+    probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in config.settings.forums
+              for source in (MARKDOWN, JSON)}
+    fetcher = BatchFetcher(config.settings, unjudged=probes)
     pace = Pace(config.concurrency, config.delay, config.max_wait,
                 on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds))
     service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher, pace=pace)
@@ -119,10 +129,16 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
+        if tally.failures and any(is_file_inside(config.out_dir, file) for file in plan.files):
+            # Built without what the forum failed to give (a topic page's post, the forum's icon): a worse file
+            # than the one it would replace, which is kept, as a failed feed's are.
+            raise Degraded(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); "
+                           "the feed built without them would replace a better one, which is kept")
         written = [write_inside(config.out_dir, file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:
-        outcome.error = exc.message if isinstance(exc, NoForumAnswer) else f"{type(exc).__name__}: {exc}"
+        outcome.error = exc.message if isinstance(exc, NoForumAnswer) else str(exc) if isinstance(exc, Degraded) \
+            else f"{type(exc).__name__}: {exc}"
         outcome.files = [(file, "kept" if is_file_inside(config.out_dir, file) else "missing") for file in plan.files]
     else:
         outcome.status = "written" if any(written) else "unchanged"

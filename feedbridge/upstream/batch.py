@@ -13,21 +13,25 @@ runs the work a feed fans out (its further pages, its topic pages) in a copy of 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from feedbridge.config import Credential, Forum, Settings
-from feedbridge.errors import UpstreamRefused
+from feedbridge.errors import UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.upstream.fetcher import Fetched, Fetcher
 
 
 class Tally:
-    """Requests made within one `BatchFetcher.counting()` block (a request that was only waited on is not)."""
+    """Requests made within one `BatchFetcher.counting()` block (a request that was only waited on is not), and
+    those the forum failed (`failed`: the first one's message, and how many): a 5xx, a timeout, a 429, not a
+    page it says is gone or refuses, which is what the feed is now."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._count = 0
+        self.failures = 0
+        self.first_failure: str | None = None
 
     @property
     def requests(self) -> int:
@@ -37,6 +41,11 @@ class Tally:
     def add(self) -> None:
         with self._lock:
             self._count += 1
+
+    def failed(self, exc: UpstreamError) -> None:
+        with self._lock:
+            self.failures += 1
+            self.first_failure = self.first_failure or exc.message
 
 
 _TALLY: ContextVar[Tally | None] = ContextVar("feedbridge_tally", default=None)
@@ -49,9 +58,13 @@ class BatchFetcher(Fetcher):
     tells whether its pages were fetched for it or already fetched in this run.
     """
 
-    def __init__(self, settings: Settings, *, local_pages: Mapping[str, str] | None = None):
+    def __init__(self, settings: Settings, *, local_pages: Mapping[str, str] | None = None,
+                 unjudged: Collection[str] = ()):
+        """`unjudged`: URLs whose failure leaves no feed the worse (the source probes': the forum's other lists are
+        read instead, whole, or the feed fails), so a feed is not `Tally.failed` for them."""
         super().__init__(settings)
         self.local_pages = dict(local_pages or {})
+        self.unjudged = frozenset(unjudged)
         self._count_lock = threading.Lock()
         self.requests = 0
 
@@ -64,7 +77,14 @@ class BatchFetcher(Fetcher):
             tally.add()
         with self._count_lock:
             self.requests += 1
-        return super().get(forum, url, etag, last_modified, signed, credential)
+        try:
+            return super().get(forum, url, etag, last_modified, signed, credential)
+        except (UpstreamNotFound, UpstreamRefused):  # a topic deleted, a list refused: what the feed is now
+            raise
+        except UpstreamError as exc:  # the forum failed: what is built without it is the worse for it
+            if tally is not None and url not in self.unjudged:
+                tally.failed(exc)
+            raise
 
     @staticmethod
     @contextmanager
