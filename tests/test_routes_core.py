@@ -153,6 +153,28 @@ def test_pages_on_a_topics_posts_is_for_a_filter_to_match():
     assert spec_of("t/467.atom").pages == 1 and spec_of("posts.atom", pages="3").pages == 3
 
 
+def test_feeds_that_read_one_list_have_ids_of_their_own():
+    # A tag intersection reads its first tag's list, a user's topics the latest list, and each member's unread
+    # list is `/unread`: their digests (and their ids without a self URL) were one id, and readers merged the
+    # different entries of `tag/gpu` and `tag/gpu+cuda`, of `u/ezyang`, `u/smth` and `latest`, of every member.
+    from feedbridge.config import Credential
+    from feedbridge.feeds.members import personal
+
+    groups = [("tag/gpu", "tag/gpu+cuda", "tag/gpu+cuda+rfc"), ("latest", "u/ezyang", "u/smth")]
+    for group in groups:
+        for digest in ({"digest": "weekly"}, {}):
+            specs = [spec_of(f"{path}.atom", **digest) for path in group]
+            ids = [s.digest_id if digest else s.list_id for s in specs]
+            assert len(set(ids)) == len(ids), ids
+    assert spec_of("tag/gpu+cuda.atom").list_id.endswith("/tags/intersection/gpu/cuda.md")
+    assert spec_of("c/compiler/5.atom", digest="daily").digest_id == (
+        "https://forum.example.org/c/compiler/5.md#digest=daily")  # the ids of other feeds are as they were
+    forum = SETTINGS.forums[0]
+    members = [personal.Member(forum, n, name, Credential(forum.key, key=name * 8)) for n, name in ((1, "ann"), (2, "bo"))]
+    unread = [personal.feed_spec(SETTINGS, m, "unread.atom", {"digest": ["weekly"]}) for m in members]
+    assert unread[0].digest_id != unread[1].digest_id and "member=ann" in unread[0].digest_id
+
+
 def test_a_users_posts_take_content():
     assert spec_of("u/jansel/posts.atom", content="full").content == "full"
     assert spec_of("u/jansel/posts.atom", content="excerpt").content == "excerpt"

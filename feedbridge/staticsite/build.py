@@ -40,7 +40,7 @@ from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import BatchFetcher, SavedList
 
 
-class Degraded(Exception):
+class _Degraded(Exception):
     """A feed built without some of what the forum failed to give, where its file is kept instead."""
 
 
@@ -132,12 +132,12 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
         if tally.failures and any(is_file_inside(config.out_dir, file) for file in plan.files):
             # Built without what the forum failed to give (a topic page's post, the forum's icon): a worse file
             # than the one it would replace, which is kept, as a failed feed's are.
-            raise Degraded(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); "
+            raise _Degraded(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); "
                            "the feed built without them would replace a better one, which is kept")
         written = [write_inside(config.out_dir, file, body) for file, body in zip(plan.files, bodies, strict=False)]
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:
-        outcome.error = exc.message if isinstance(exc, NoForumAnswer) else str(exc) if isinstance(exc, Degraded) \
+        outcome.error = exc.message if isinstance(exc, NoForumAnswer) else str(exc) if isinstance(exc, _Degraded) \
             else f"{type(exc).__name__}: {exc}"
         outcome.files = [(file, "kept" if is_file_inside(config.out_dir, file) else "missing") for file in plan.files]
     else:

@@ -45,7 +45,8 @@ from flask import (
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, Reason, RequestError, RouteNotFound
 from feedbridge.feeds.request import signing
-from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request, reaches_back
+from feedbridge.feeds.request.params import reaches_back
+from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.service import FeedService
 from feedbridge.models import Category, Entry, Site
 from feedbridge.render.formats import FEED_FORMATS, FORMATS, gzipped

@@ -212,7 +212,7 @@ def feed_spec(settings: Settings, member: Member, rest: str, args: Mapping[str, 
     # The topic lists take what /latest takes; notifications and bookmarks what a post feed takes.
     base = parse_feed_request(settings, f"{forum.key}/{'latest' if own.topics else 'posts'}.{fmt}", args)
     user = quote(member.username, safe="")
-    return replace(base, kind="personal", label=f"{own.label} of {member.username}",
+    return replace(base, kind="personal", label=f"{own.label} of {member.username}", owner=member.username,
                    list_path=own.path.format(user=user), html_path=own.html.format(user=user),
                    list_params=base.list_params if own.topics else (),
                    content=base.content if own.topics else "excerpt")

@@ -25,12 +25,15 @@ import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from feedbridge.config import Settings
 from feedbridge.discourse.filter_query import MAX_FILTER_CHARS, MAX_FILTER_TERMS
 from feedbridge.errors import RequestError
 from feedbridge.feeds.select.query import MAX_QUERY_LENGTH, MAX_TERMS
+
+if TYPE_CHECKING:
+    from feedbridge.feeds.select.filters import FeedFilter
 
 FeedKind = Literal["latest", "top", "hot", "category", "category_top", "tag", "user_topics", "filter",
                    "topic_posts", "posts", "user_posts"]
@@ -381,3 +384,8 @@ def _and(words: list[str]) -> str:
 def shorten(text: str, size: int = 80) -> str:
     """Outside text cut for a message."""
     return text if len(text) <= size else text[:size] + "…"
+
+
+def reaches_back(feed: FeedKind, feed_filter: FeedFilter) -> bool:
+    """Whether more `pages=` reach further back: not for a topic's posts without a filter (its newest posts)."""
+    return feed != "topic_posts" or feed_filter.narrows or feed_filter.max_age is not None

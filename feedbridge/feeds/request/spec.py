@@ -19,7 +19,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import FeedMoved, RequestError, RouteNotFound
 from feedbridge.feeds.request import params
-from feedbridge.feeds.request.params import DIGESTS, FeedKind, shorten
+from feedbridge.feeds.request.params import DIGESTS, FeedKind, reaches_back, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.models import Listing, Site, Topic
@@ -109,17 +109,21 @@ class FeedSpec:
     topic_id: int | None = None  # the /t/ID posts feed's topic
     poster: str | None = None  # the /u/USER/posts feed's user, as typed in the path
     forum_query: FilterQuery | None = None  # the /filter feed's query (also its `q=` in `list_params`)
+    owner: str | None = None  # a member's own list's member (`feeds.members.personal`)
 
     def page_url(self, page: int, source: Source = MARKDOWN) -> str:
-        """Page `page` (0 first) of the list, where `source` reads it (`Source.route`: a category's latest
-        list by activity, whatever its default view)."""
+        """Page `page` (0 first) of the list, where `source` reads it (`Source.route`)."""
         return source.page_url(self.forum.base_url, self.list_path, self.list_params, page)
 
     @property
     def list_id(self) -> str:
-        """The forum's own Markdown URL of the list (`/c/compiler/5.md`): the feed's id where no self URL is
-        known, the same whichever source or route reads it."""
-        return MARKDOWN.list_url(self.forum.base_url, self.list_path, self.list_params)
+        """The forum's Markdown URL of the feed's own list (`/c/compiler/5.md`; a tag intersection's and a user's
+        topics', not the lists they read; a member's with their name): the feed's id where no self URL is known,
+        whichever source reads it. Feeds with one id had readers merge their different entries."""
+        path = ("/tags/intersection/" + "/".join(self.intersection) if self.intersection else self.list_path
+                if self.started_by is None else f"/topics/created-by/{quote(self.started_by)}")
+        listed = MARKDOWN.list_url(self.forum.base_url, path, self.list_params)
+        return listed if self.owner is None else f"{listed}{'&' if '?' in listed else '?'}member={quote(self.owner)}"
 
     def user_list_url(self, page: int) -> str | None:
         """A user's topics feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
@@ -283,7 +287,6 @@ class Given:
         return {p.filter_field: self.values[p.name] for p in params.held(self.feed) if p.name in self.values}
 
 
-
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
     """`path` is the request path without its leading slash; `args` maps each parameter to its values, which
     the parameter table reads (`params.parse`: a parameter the feed does not take is refused by name)."""
@@ -304,7 +307,6 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     if fmt not in FORMATS:
         raise RouteNotFound(f"unknown feed format {fmt!r}: use one of {', '.join(FORMATS)}")
     feed = feed_kind(name, parts)
-    # no `content` on the feeds that take none (their posts carry their HTML): `excerpt`, left out of the query
     given = Given(feed, params.parse(settings, feed, args))
     own = KINDS[name](parts, given, unmatched)
     held = given.filtered()
@@ -320,14 +322,9 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise RequestError("pages= on a topic's posts reads further back for a filter to match (author=, "
                            "exclude_author=, q=, max_age=); without one the feed is its newest limit= posts", "pages")
     return FeedSpec(forum, name, feed, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter,
-                    given.defaulted("pages"), given.values.get("content", "excerpt"),
+                    given.defaulted("pages"), given.values.get("content", "excerpt"),  # none: posts carry their HTML
                     own.started_by, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
                     own.topic_id, own.poster, own.forum_query)
-
-
-def reaches_back(feed: FeedKind, feed_filter: FeedFilter) -> bool:
-    """Whether more `pages=` reach further back: not for a topic's posts without a filter (its newest posts)."""
-    return feed != "topic_posts" or feed_filter.narrows or feed_filter.max_age is not None
 
 
 def _moved(rest: str) -> FeedMoved | None:
