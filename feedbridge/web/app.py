@@ -93,7 +93,11 @@ def _error(exc: Exception) -> Response:
             response.headers["Retry-After"] = retry_after(exc.retry_after)
         return response
     if isinstance(exc, HTTPException):
-        return plain_error(exc.code or 500, exc.description or exc.name)
+        response = plain_error(exc.code or 500, exc.description or exc.name)
+        for name, value in exc.get_headers():  # a 405's `Allow`, a 416's `Content-Range` (RFC 9110 §15.5.6, 17)
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
     log.exception("unexpected error on %s", request.path)
     return plain_error(500, "internal error (logged)")
 
@@ -106,7 +110,11 @@ def _host_checked() -> None:
     """Every page, feed and list builds its links from the request's Host, which Werkzeug reads as empty when
     it is malformed: a 400 then, before anything is built (the OPML and the front page answered 200 with
     `http:///…` links, and a preview was kept so). `/healthz` builds none, and answers whatever the Host."""
-    if request.endpoint != "feeds.healthz" and not valid_host(request.host):
+    if request.endpoint == "feeds.healthz":
+        return
+    if "HTTP_HOST" not in request.environ and request.environ.get("SERVER_PROTOCOL") == "HTTP/1.1":
+        raise RequestError("no Host header, which an HTTP/1.1 request must send (RFC 9112 §3.2)")
+    if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
 
 

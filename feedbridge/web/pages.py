@@ -57,7 +57,7 @@ from feedbridge.web.allowance import charged
 from feedbridge.web.context import service
 from feedbridge.web.feedform import KEPT, LISTS, SECTIONS, FeedForm, form_from_path, recognise
 from feedbridge.web.hits import Resolved
-from feedbridge.web.responses import entity_tag, retry_after
+from feedbridge.web.responses import conditional, entity_tag, retry_after
 
 log = logging.getLogger(__name__)
 bp = Blueprint("pages", __name__)
@@ -367,8 +367,7 @@ def feed_page(scope: FeedService, resolved: Resolved, path: str) -> Response:
         response.cache_control.public = True
     response.cache_control.max_age = scope.settings.cache_ttl
     response.set_etag(entity_tag(entry, gzipped))  # a reload of an unchanged page is a 304
-    response.make_conditional(request)  # turns this response into a 304 in place where the validators match
-    return response
+    return conditional(response, request)
 
 
 def result_html(svc: FeedService, built: Built) -> str:
