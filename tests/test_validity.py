@@ -423,6 +423,10 @@ def test_service_and_static_build_share_one_opml_writer():
     ], folder="forum.example.org")
     static = feeds_opml("Mine", "https://feeds.example/", [Listed("a", "A", "https://f/c/a", (("rss", "a b.rss"),))])
     assert static == opml_document("Mine", [Subscription("A", "https://feeds.example/a%20b.rss", "https://f/c/a")])
+    # a list of no feeds (a static build's first run with the forum down) still has an outline in its body
+    empty = etree.fromstring(opml_document("Mine", []))
+    assert [o.get("text") for o in empty.find("body")] == ["No feeds yet"]
+    assert empty.find("body").find("outline").get("type") is None
 
 
 # --- 10. JSON Feed 1.0 author ----------------------------------------------------------------------------

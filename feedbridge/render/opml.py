@@ -54,6 +54,8 @@ def opml_document(title: str, subscriptions: Sequence[Subscription], folder: str
     for feed in subscriptions:
         ET.SubElement(parent, "outline", type="rss", text=feed.title, title=feed.title,
                       xmlUrl=iri_to_uri(feed.xml_url), htmlUrl=iri_to_uri(feed.html_url))
+    if not len(parent):  # "A <body> contains one or more <outline> elements" (OPML 2.0): a list of none says so
+        ET.SubElement(parent, "outline", text="No feeds yet")
     ET.indent(root)
     document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return document + b"\n"
