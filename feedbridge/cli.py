@@ -31,7 +31,7 @@ from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, source_of
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, lacks_of, source_of
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
@@ -312,7 +312,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         asked = f"--pages {spec.pages} reads further pages" if spec.pages != 1 else "--content full reads topic pages"
         raise click.UsageError(f"a saved list is one page of excerpts: {asked} of the forum, which it does not "
                                "carry: build from the list's URL")
-    if lacking := spec.filter.saved_list_lacks(source.lacks):
+    if lacking := spec.filter.saved_list_lacks(lacks_of(listing)):
         raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
                                "category ids): build from a saved JSON list, or from the list's URL")
     if spec.filter.exclude_categories:

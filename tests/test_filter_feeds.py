@@ -24,7 +24,7 @@ from feedbridge.web.feedform import form_from_path, recognise
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_cli import run
 from tests.test_private import private_forum, sign
-from tests.upstream import FakeForum
+from tests.upstream import PROJECT_ROOT, FakeForum
 
 QUERY = "likes-min:10 -tag:cuda"
 HOST = "forum.example.org"
@@ -195,6 +195,25 @@ def test_a_markdown_forum_reads_the_json_route():
         feed = feedparser.parse(get(app.feed_url("/filter.atom"), q="tag:gpu").content)
         assert markdown.count("/filter.json?q=tag%3Agpu") == 1 and markdown.count("/filter.md", prefix=True) == 0
         assert feed.bozo == 0 and entry_ids(feed) == forum_ids(markdown, "tag:gpu") and len(feed.entries) == 10
+
+
+@pytest.mark.parametrize("dialect", ["c1", "c3", "p2", "c4"])
+def test_a_reply_threshold_on_a_dialect_without_reply_counts_reads_the_json_list(dialect):
+    # Only C4 writes a `**Replies:**` row (FORMAT.md): on C1 to C3 and the plugin's lists `min_replies=` and
+    # `max_replies=` dropped every topic, its count unknown; the JSON list of the same page has it.
+    text = (PROJECT_ROOT / "fixtures" / "dialects" / f"widgets-{dialect}.md").read_text(encoding="utf-8")
+    text = text.rsplit("\n[Next page]", 1)[0].replace("/c/widgets/9.md", "/latest.md") + "\n"
+    posts = {11: 1, 812: 41, 799: 4, 640: 1, 512: 2}
+    listed = {"topic_list": {"topics": [{"id": i, "title": f"t{i}", "slug": f"t{i}", "posts_count": n,
+                                         "last_posted_at": "2026-11-20T08:15:30Z"} for i, n in posts.items()]}}
+    with FakeForum(json_lists=True) as forum, running_app(settings_for(f"markdown:{forum.url}")) as app:
+        forum.set_body("/latest.md", text)
+        forum.set_body("/latest.json", json.dumps(listed))
+        kept = [sorted(entry_ids(feedparser.parse(get(app.feed_url("/latest.atom"), **query).content)))
+                for query in ({"min_replies": "1"}, {"max_replies": "0"})]
+        asked = forum.count("/latest.json", prefix=True)
+    assert kept == [[512, 799, 812], [11, 640]], kept
+    assert asked == (0 if dialect == "c4" else 1)  # read once, cached: only where the list lacks the counts
 
 
 def test_pages_are_read_as_every_list_is(forum, app):

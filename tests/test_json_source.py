@@ -348,6 +348,8 @@ def test_user_feed_falls_back_to_latest_when_refused(app, upstream_json):
     assert upstream_json.count("/latest.json?category=5&order=activity") == 1  # not the category's own sort order
     assert "refused their own topic list" in feed.feed.subtitle
     assert all(e.author == "jansel" for e in feed.entries)
+    # the category's latest list, as core answers `/latest.json?category=5` (the fake served the whole latest list)
+    assert feed.entries and all(e.tags[0].term == "compiler" for e in feed.entries), [e.get("tags") for e in feed.entries]
 
 
 def test_user_feed_on_a_markdown_forum_also_reads_the_json_list(upstream):

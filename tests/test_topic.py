@@ -433,6 +433,17 @@ def test_enrich_resolves_relative_links_on_the_forum_whatever_host_the_page_name
     assert f'href="{HOST}/u/a"' in shown and "evil" not in shown
 
 
+def test_a_category_or_tag_named_by_a_number_is_kept_and_a_post_count_is_not() -> None:
+    # `value.isdigit()` (the post count) was tested before the labels: `**Tags:** 2024` gave no tags.
+    page = read(ABOUT)
+    shown = re.sub(r"\*\*Category:\*\* [^\n]*", "**Category:** 2024", page, count=1)
+    shown = re.sub(r"\*\*Tags:\*\* [^\n]*", "**Tags:** 2025", shown, count=1) if "**Tags:**" in page else \
+        shown.replace("**Category:** 2024", "**Category:** 2024\\\n**Tags:** 2025", 1)
+    parsed = parse_topic(shown)
+    assert (parsed.category, parsed.tags) == ("2024", ("2025",))
+    assert parse_topic(page).category != "2024"  # the fixture's own, for contrast
+
+
 def test_enrich_from_a_later_page_adds_the_header_only() -> None:
     enriched = enrich(listed(467), parse_topic(read(MINCUT_2)), HOST)
     assert enriched.content_html is None

@@ -136,6 +136,7 @@ HUGE_LINE = b"A very large page keeps going and going, long past any sane size l
 # Markdown paths core's markdown_alternate_path refuses (spec/requests/markdown_endpoints_spec.rb
 # "limits Markdown and discovery to the supported routes"): a category's or tag's filtered views, /none, /top/P.
 _NOT_MARKDOWN = re.compile(r"/(?:c|tag)/[^?]{1,600}/(?:l/[\w-]{1,30}|none)\.md|/top/[\w-]{1,30}\.md")
+NO_TOPICS_JSON = "no-topics.json"  # the same as JSON: TopicListSerializer of no topics
 NO_TOPICS = "no-topics.md"  # what `/latest.md?category=ID` answers for a category nobody may see or none has
 _CATEGORY_FILE = re.compile(r"(?P<home>c/[\w/-]{1,400}/(?P<id>\d{1,9}))\.(?P<ext>md|json)")
 # (target, lower-cased request headers, the body otherwise served or None) -> (status, body, headers) or None
@@ -458,11 +459,13 @@ class FakeForum(_Controls):
     def _core_route(self, relative: str, params: Mapping[str, list[str]]) -> str:
         """Where core serves what a URL names, as a file of the fixture site (the module docstring)."""
         category = params.get("category", [""])[-1]
-        if relative in ("latest.md", "top.md") and category.isascii() and category.isdigit():
-            home = self._home(int(category), "md")
+        # ListController#latest and #top with `category=`: the category's list, `.md` and `.json` alike (one action)
+        if relative in ("latest.md", "top.md", "latest.json", "top.json") and category.isascii() and category.isdigit():
+            ext = relative.rpartition(".")[2]
+            home = self._home(int(category), ext)
             if home is None:  # TopicQuery: no topic of it the reader may see, and no word on the category
-                return NO_TOPICS
-            return f"{home}.md" if relative == "latest.md" else f"{home}/l/top.md"
+                return NO_TOPICS if ext == "md" else NO_TOPICS_JSON
+            return f"{home}.{ext}" if relative.startswith("latest.") else f"{home}/l/top.{ext}"
         if relative.endswith("/l/latest.json"):  # ListController#category_latest
             return relative.removesuffix("/l/latest.json") + ".json"
         found = _CATEGORY_FILE.fullmatch(relative)
@@ -562,6 +565,8 @@ class FakeForum(_Controls):
             override = _Body(generated, 200, {}, time.time())
         if override is None and relative == NO_TOPICS:
             override = _Body(_no_topics(target).encode(), 200, {}, time.time())
+        if override is None and relative == NO_TOPICS_JSON:
+            override = _Body(b'{"users":[],"topic_list":{"per_page":30,"topics":[]}}', 200, {}, time.time())
         if override is None and (override := self._file(relative)) is not None \
                 and relative in ("categories.json", "categories.md") \
                 and parse_qs(target.partition("?")[2]).get("include_subcategories") != ["true"]:

@@ -244,12 +244,12 @@ def _header(text: str) -> _Header:
             continue  # whatever it holds, never the category
         elif dated:
             header.created_at = header.created_at or utc(dated["iso"])
-        elif value.isdigit():
-            continue  # the post count, whatever its label: never the category or the tags
-        elif label == "Category":
+        elif label == "Category":  # under its English label, a category or tag named `2024` is one
             header.category = unescape(value) or None
         elif label == "Tags":
             header.tags = _tags(value)
+        elif value.isdigit():
+            continue  # the post count, whatever its (translated) label: never the category or the tags
         elif value:
             plain.append(value)
     # Translated labels: the format puts Category before Tags, and a topic is in a category far more

@@ -226,9 +226,10 @@ PARAMETERS: tuple[Param, ...] = (
           label="Pinned topics", unset="keep them"),
     Param("exclude_author", "names", "drop topics (posts, on a post feed) by these users; case-insensitive",
           most=MAX_AUTHORS, filter_field="exclude_authors", label="Not by", hint="optional, comma-separated"),
-    _threshold("min_replies", "keep topics with at least this many replies (posts − 1)", "replies, at least"),
+    _threshold("min_replies", "keep topics with at least this many replies (posts − 1)", "replies, at least",
+               needs="replies"),
     _threshold("max_replies", "keep topics with at most this many replies: 0 is the unanswered topics",
-               "replies, at most", hint="0: the unanswered topics"),
+               "replies, at most", needs="replies", hint="0: the unanswered topics"),
     _threshold("min_likes", "keep topics with at least this many likes", "likes, at least", needs="likes"),
     _threshold("min_views", "keep topics with at least this many views", "views, at least", needs="views"),
     Param("digest", "choice", "one entry per UTC day or ISO week with matching topics; limit= then counts periods "

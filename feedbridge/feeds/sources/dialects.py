@@ -201,9 +201,19 @@ def source_of(listing: Listing) -> Source:
     return JSON if listing.dialect == JSON.name else MARKDOWN
 
 
+def lacks_of(listing: Listing) -> frozenset[str]:
+    """The `Topic` fields `listing` leaves unset: its source's (`Source.lacks`), and a Markdown list's reply
+    counts where its dialect writes none (only C4 has a `**Replies:**` row: FORMAT.md). A `min_replies=` on a
+    C1 list dropped every topic, its count unknown, where the JSON list of the same page has it."""
+    lacks = source_of(listing).lacks
+    if lacks and listing.topics and all(topic.replies is None for topic in listing.topics):
+        return lacks | {"replies"}
+    return lacks
+
+
 def lacking(listings: Iterable[Listing]) -> frozenset[str]:
-    """The `Topic` fields some of `listings` leave unset (`Source.lacks`): none when all are JSON lists."""
-    return frozenset().union(*(source_of(listing).lacks for listing in listings))
+    """The `Topic` fields some of `listings` leave unset (`lacks_of`): none when all are JSON lists."""
+    return frozenset().union(*(lacks_of(listing) for listing in listings))
 
 
 def user_list_url(base_url: str, user: str, page: int = 0) -> str:

@@ -38,7 +38,7 @@ from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.members.personal import own_pages
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.select.filters import FeedFilter
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, source_of
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, lacks_of
 from feedbridge.feeds.sources.reads import Read, list_page
 from feedbridge.models import Listing, merged
 
@@ -188,7 +188,7 @@ def _completed(feed_filter: FeedFilter, listings: Sequence[Listing],
     left as it is."""
     pages = []
     for number, listing in enumerate(listings):
-        lacks = source_of(listing).lacks
+        lacks = lacks_of(listing)
         needed = feed_filter.json_needed(lacks)
         if needed is None and not (pictures and "image_url" in lacks):
             pages.append(listing)
