@@ -134,7 +134,7 @@ def test_a_flood_of_distinct_urls_does_not_evict_the_polled_feed(upstream):
     after the flood (`len(store)`), which only the app's own process can see. From outside, a feed whose copy
     the flood pushed out and one still kept both answer 200 "stale" once the forum fails (the first built
     again from the kept list page), so no answer tells them apart."""
-    settings = settings_for(upstream.url, cache_max_bytes=512 * 1024, cache_ttl=1, forum_budget=0)
+    settings = settings_for(upstream.url, cache_max_bytes=512 * 1024, cache_ttl=1, forum_budget=0, cpu_allowance=0)
     with serving(settings) as (app, flask_app):
         store = flask_app.extensions["feedbridge"].public.store
         polled = app.feed_url(f"{COMPILER}.atom")
@@ -259,7 +259,8 @@ def test_a_slow_forum_holds_half_the_cold_slots_and_another_forums_cold_feeds_ar
     and forum two's cold feeds got 503 for as long as forum one was slow. With forums more than one, each
     holds half the slots at most (RELIABILITY.md row 67)."""
     with FakeForum() as one, FakeForum() as two:
-        settings = replace(settings_for(one.url, cold_slots=4),
+        # the slots alone: each client's builds at once are the allowance's (tests/test_cpu_fairness.py)
+        settings = replace(settings_for(one.url, cold_slots=4, cpu_allowance=0),
                            forums=(parse_forum(one.url), parse_forum(two.url)))
         with procfile_app(settings) as app:
             one.stall("/", 8, prefix=True)
@@ -309,7 +310,7 @@ def test_readers_waiting_on_a_slow_forums_fetch_take_its_half_of_the_slots_and_a
 @pytest.mark.timeout(120)
 def test_cached_feed_and_healthz_answer_while_32_cold_requests_wait_on_a_slow_forum():
     with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING",
-                                                     trusted_hops=1)) as app:
+                                                     trusted_hops=1, cpu_allowance=0)) as app:
         cached = app.feed_url("/latest.atom")
         assert get(cached).status_code == 200
         # every category list (core's Markdown `/latest.md?category=ID`): long enough for all 32 to arrive
@@ -336,7 +337,7 @@ def test_one_client_waiting_on_a_slow_forum_leaves_a_third_of_the_cold_slots_to_
     budget: they held all six slots, and every other client's cold feed got 503 until the pages came. A client
     holds two thirds of them at most: the others' cold feeds are read meanwhile."""
     with spawn() as forum, procfile_app(settings_for(forum.url, cold_slots=6, log_level="WARNING",
-                                                     trusted_hops=1)) as app:
+                                                     trusted_hops=1, cpu_allowance=0)) as app:
         forum.control.stall("/latest.md?category=", 8, prefix=True)  # the lists the first client asks for
         hog, other = {"X-Forwarded-For": "198.51.100.7"}, {"X-Forwarded-For": "203.0.113.9"}
         with ThreadPoolExecutor(8) as pool:

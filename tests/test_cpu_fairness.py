@@ -239,6 +239,25 @@ def test_a_client_waiting_on_the_forum_is_charged_its_own_cpu_not_what_another_c
 
 
 @pytest.mark.timeout(120)
+def test_a_client_builds_a_few_at_once_however_many_it_sends_together(served):
+    """The allowance is tested as a request starts and charged as it ends: 100 rebuilds of the long topic sent
+    at once were all answered, 36 s of CPU charged as 20 and 2.5 GiB held together. Now a client has at most
+    `BUILDS_AT_ONCE` under way (each takes a few tenths of a second here; all twelve arrive within a few
+    hundredths), the others are told to retry at once, and another client builds all the same."""
+    from feedbridge.web.allowance import BUILDS_AT_ONCE
+
+    with ThreadPoolExecutor(12) as together:
+        answers = list(together.map(
+            lambda n: from_address("127.0.0.7", served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(6000 + n)}")),
+            range(12)))
+    statuses = sorted(a.status_code for a in answers)
+    assert BUILDS_AT_ONCE < 6 and statuses.count(429) >= 6 and statuses.count(200) <= BUILDS_AT_ONCE + 1, statuses
+    assert all("being built at once already" in a.text for a in answers if a.status_code == 429)
+    other = from_address("127.0.0.8", served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(7000)}"))
+    assert other.status_code == 200
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("served", [{"FEEDBRIDGE_CPU_ALLOWANCE": "0.5", "FEEDBRIDGE_TRUSTED_HOPS": "1"}],
                          indirect=True)
 def test_behind_a_router_an_ipv6_client_rotating_addresses_within_its_64_has_one_cpu_allowance(served):

@@ -22,11 +22,16 @@ until its moving window has room again.
   was charged the other's 6 s and refused (issue 43, item 4).
 - The client is the request's (`feedbridge.web.context.client`): its address, an IPv6 one's /64, so
   rotating addresses within a prefix buys no new allowance.
+- A client builds at most `BUILDS_AT_ONCE` at a time in a process; more get `429` (or the last good copy) at
+  once. The window is tested as a request starts and charged as it ends, so requests sent together all found
+  room: 100 rebuilds of a 12 MiB feed at once were all answered, 36 s of CPU charged as 20 and 2.5 GiB held
+  together, another client's cached hits taking up to 17 s.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -40,6 +45,10 @@ from feedbridge.web.context import client, service
 
 UNIT = 0.01
 """Seconds of CPU per unit counted in the window (a request costs at least one)."""
+BUILDS_AT_ONCE = 4
+"""Builds one client may have under way in a process at once: as many as its part of the cold slots
+(`ColdSlots.per_client`), so a reader fetching its new feeds together waits on no refusal the slots would not
+give it anyway."""
 
 
 class CpuAllowance:
@@ -49,6 +58,8 @@ class CpuAllowance:
         self.seconds = seconds
         self.limit = max(math.ceil(seconds / UNIT), 1)
         self.windows = Windows(WINDOW)  # this process's own: the CPU it protects is its own
+        self._building: dict[str, int] = {}  # clients with builds under way, at most one entry a request
+        self._lock = threading.Lock()
 
     @property
     def on(self) -> bool:
@@ -71,15 +82,30 @@ class CpuAllowance:
 
     @contextmanager
     def spending(self, client: str) -> Iterator[None]:
-        """Around work a cache did not answer: CpuSpent at once when the client has no room, else the work,
-        charged with the CPU it took, whatever its outcome."""
+        """Around work a cache did not answer: CpuSpent at once when the client has no room, or has
+        `BUILDS_AT_ONCE` under way, else the work, charged with the CPU it took, whatever its outcome."""
         if not self.has_room(client):
             raise self.refusal(client)
-        with counting() as spent:
-            try:
-                yield
-            finally:
-                self.charge(client, spent())
+        if self.on:
+            with self._lock:
+                under_way = self._building.get(client, 0)
+                if under_way >= BUILDS_AT_ONCE:
+                    metrics.refused("allowance")
+                    raise CpuSpent(f"this client has {under_way} pages and feeds being built at once already, the "
+                                   "most it may; retry in 1s", retry_after=1.0)
+                self._building[client] = under_way + 1
+        try:
+            with counting() as spent:
+                try:
+                    yield
+                finally:
+                    self.charge(client, spent())
+        finally:
+            if self.on:
+                with self._lock:
+                    left = self._building.pop(client) - 1
+                    if left:
+                        self._building[client] = left
 
 
 def allowance() -> CpuAllowance:
