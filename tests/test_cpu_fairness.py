@@ -385,8 +385,27 @@ def test_the_allowance_counts_a_request_whole_even_past_what_was_left():
     refusal = allowance.refusal("a")
     assert refusal.status == 429 and 1 <= (refusal.retry_after or 0) <= WINDOW and "1 s" in refusal.message
     with pytest.raises(type(refusal)):
-        with allowance.spending("a"):
+        with allowance.spending("a", "x"):
             pass
+    # Builds at once: each thing being built counts once, however many of the client's requests join it.
+    from contextlib import ExitStack
+
+    from feedbridge.web.allowance import BUILDS_AT_ONCE
+
+    busy = CpuAllowance(60.0)
+    with ExitStack() as held:
+        for n in range(BUILDS_AT_ONCE):
+            held.enter_context(busy.spending("a", f"feed {n}"))
+        for _ in range(10):
+            held.enter_context(busy.spending("a", "feed 0"))  # joining one under way
+        with pytest.raises(type(refusal), match="being built at once"):
+            with busy.spending("a", "another"):
+                pass
+        with busy.spending("b", "another"):  # another client builds
+            pass
+    with busy.spending("a", "another"):  # they ended: room again
+        pass
+    assert busy._building == {}
     small = CpuAllowance(UNIT)  # a request costs at least one unit
     small.charge("c", 0.0)
     assert not small.has_room("c")

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from flask import current_app, g
+from flask import current_app, g, request
 
 from feedbridge import metrics
 from feedbridge.errors import CpuSpent
@@ -58,7 +58,7 @@ class CpuAllowance:
         self.seconds = seconds
         self.limit = max(math.ceil(seconds / UNIT), 1)
         self.windows = Windows(WINDOW)  # this process's own: the CPU it protects is its own
-        self._building: dict[str, int] = {}  # clients with builds under way, at most one entry a request
+        self._building: dict[str, dict[str, int]] = {}  # client -> what it builds now -> its requests for it
         self._lock = threading.Lock()
 
     @property
@@ -81,19 +81,20 @@ class CpuAllowance:
             self.windows.charge(self.limit, max(math.ceil(seconds / UNIT), 1), client)
 
     @contextmanager
-    def spending(self, client: str) -> Iterator[None]:
-        """Around work a cache did not answer: CpuSpent at once when the client has no room, or has
-        `BUILDS_AT_ONCE` under way, else the work, charged with the CPU it took, whatever its outcome."""
+    def spending(self, client: str, what: str) -> Iterator[None]:
+        """Around work a cache did not answer (`what`: the feed's or the page's key): CpuSpent at once when the
+        client has no room, or `BUILDS_AT_ONCE` other things being built, else the work, charged with the CPU it
+        took, whatever its outcome. Its requests for one thing are one build: they join one flight."""
         if not self.has_room(client):
             raise self.refusal(client)
         if self.on:
             with self._lock:
-                under_way = self._building.get(client, 0)
-                if under_way >= BUILDS_AT_ONCE:
+                building = self._building.setdefault(client, {})
+                if what not in building and len(building) >= BUILDS_AT_ONCE:
                     metrics.refused("allowance")
-                    raise CpuSpent(f"this client has {under_way} pages and feeds being built at once already, the "
-                                   "most it may; retry in 1s", retry_after=1.0)
-                self._building[client] = under_way + 1
+                    raise CpuSpent(f"this client has {len(building)} pages and feeds being built at once already, "
+                                   "the most it may; retry in 1s", retry_after=1.0)
+                building[what] = building.get(what, 0) + 1
         try:
             with counting() as spent:
                 try:
@@ -103,9 +104,12 @@ class CpuAllowance:
         finally:
             if self.on:
                 with self._lock:
-                    left = self._building.pop(client) - 1
-                    if left:
-                        self._building[client] = left
+                    building = self._building[client]
+                    building[what] -= 1
+                    if not building[what]:
+                        del building[what]
+                        if not building:
+                            del self._building[client]
 
 
 def allowance() -> CpuAllowance:
@@ -130,7 +134,7 @@ def charged() -> Iterator[None]:
         return
     g.charged = True
     try:
-        with allowance().spending(client()):
+        with allowance().spending(client(), request.full_path):
             yield
     finally:
         g.charged = False

@@ -135,7 +135,8 @@ def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:
     stale_why = "upstream failed"
     try:  # a hit (a conditional one, or one for a browser) is never charged: the allowance is entered past it
         result = scope.feed(spec, resolved.withheld(resolved.self_url), resolved.stylesheet_url, key=resolved.key,
-                            admitted=lambda: allowance().spending(client()), looked=request.environ.get(LOOKED))
+                            admitted=lambda: allowance().spending(client(), resolved.key),
+                            looked=request.environ.get(LOOKED))
     except CpuSpent as spent:
         held = scope.held(resolved.key)
         if held is None:
