@@ -81,8 +81,9 @@ class Bench:
     def server(self, name: str) -> Iterator[tuple[str, int]]:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
+        # the budget and the allowance off: one address sends every request (`bench/slowforum.py` says why)
         env = {"PORT": str(port), "FEEDBRIDGE_FORUMS": self.forum.url, "FEEDBRIDGE_FORUM_BUDGET": "0",
-               "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
+               "FEEDBRIDGE_CPU_ALLOWANCE": "0", "FEEDBRIDGE_LOG_LEVEL": "WARNING"}
         with Procs(self.procs.workdir) as own:
             process = own.start(f"{name}-{port}", SERVERS[name](port), url + "/healthz", env)
             for path in (COMPILER, LARGE):  # both workers warm: the kernel picks the worker per connection

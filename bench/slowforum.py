@@ -36,9 +36,12 @@ def slow_forum_section(ctx: Context) -> list[Row]:
     outcomes: Counter[int] = Counter()
     with Procs(ctx.workdir) as procs:
         forum = procs.forum()
-        # The budget is off: every round's cold requests come from one address, and what is measured here is
-        # the slots alone (with it on, the later rounds would be turned away by the budget instead).
+        # The budget and the CPU allowance are off: every round's cold requests come from one address, wrk's hits
+        # too, and what is measured here is the slots alone (with the budget on, the later rounds would be turned
+        # away by it instead; with the allowance on, that address's four builds under way at once would refuse a
+        # hit's rebuild in a worker the warm-up missed, `web/allowance.py`'s BUILDS_AT_ONCE).
         app, _ = procs.gunicorn("feedbridge-slowforum", {"FEEDBRIDGE_FORUMS": forum.url, "FEEDBRIDGE_FORUM_BUDGET": "0",
+                                                         "FEEDBRIDGE_CPU_ALLOWANCE": "0",
                                                          "FEEDBRIDGE_LOG_LEVEL": "WARNING"})
         key = forum.url.removeprefix("http://")
         cached = f"{app}/{key}/latest.atom"
