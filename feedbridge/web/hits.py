@@ -37,7 +37,7 @@ from feedbridge.feeds.service import FeedService
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.entries import FeedEntry
 from feedbridge.web.logs import log_request
-from feedbridge.web.responses import NOSNIFF, asks_for_a_page, feed_headers, gzip_body
+from feedbridge.web.responses import CONDITIONS, NOSNIFF, asks_for_a_page, feed_headers, gzip_body
 from feedbridge.web.withheld import restored, withheld
 
 RESOLVED_BYTES = 8 * 2**20
@@ -48,8 +48,7 @@ ENTRY_BYTES = 700
 """What one remembered URL costs beyond its `Resolved`: its digest, the pair kept, and its slots in the
 cache's three tables with their spare room (tracemalloc: 700–750 bytes)."""
 
-_PASS_HEADERS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_MATCH", "HTTP_IF_UNMODIFIED_SINCE",
-                 "HTTP_RANGE")
+_PASS_HEADERS = (*CONDITIONS, "HTTP_RANGE")
 LOOKED = "feedbridge.looked"
 """The WSGI environ's key for the hit path's look at a feed's key (`CachePolicy.look`) that found no fresh
 copy: the route hands it to the service (`FeedService.feed`), so a request looks at its feed's key once."""

@@ -107,8 +107,9 @@ def retry_after(seconds: float) -> str:
     return str(max(int(seconds + 0.999), 1))
 
 
-_CONDITIONS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_MATCH", "HTTP_IF_UNMODIFIED_SINCE")
 _PRECONDITIONS = ("HTTP_IF_MATCH", "HTTP_IF_UNMODIFIED_SINCE")
+CONDITIONS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", *_PRECONDITIONS)
+"""The request headers (WSGI names) that make a request conditional (`conditional`; the hit path leaves them to it)."""
 
 
 def conditional(response: Response, request: Request) -> Response:
@@ -119,7 +120,7 @@ def conditional(response: Response, request: Request) -> Response:
     Only for a conditional request: bench row 1 ("cached Atom hit vs a trivial Flask route") put the
     evaluation at a quarter of the view's time."""
     environ = request.environ
-    if not any(name in environ for name in _CONDITIONS):
+    if not any(name in environ for name in CONDITIONS):
         return response
     etag = response.headers.get("ETag")
     if "HTTP_IF_MATCH" in environ:
