@@ -417,6 +417,18 @@ def test_a_source_file_refuses_what_a_markdown_list_does_not_carry(tmp_path, ups
     assert upstream.count() == 0
 
 
+def test_a_source_file_of_an_older_dialect_refuses_reply_thresholds(tmp_path, upstream):
+    """A C1 list writes no reply counts (`dialects.lacks_of`), so `min_replies` on it would drop every topic:
+    refused by name, as the CLI refuses it for the same saved list."""
+    config = tmp_path / "feeds.toml"
+    older = ROOT / "fixtures" / "dialects" / "widgets-c1.md"
+    config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "{older}"\nmin_replies = 2\n')
+    code, out, err = run(config)
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"{config}:5: ") and "min_replies" in err and "reply counts" in err
+    assert upstream.count() == 0
+
+
 def test_a_source_file_makes_digests_and_reply_thresholds_offline(tmp_path, upstream):
     config = tmp_path / "feeds.toml"
     config.write_text(f'site_url = "{SITE}"\n[[feeds]]\nname = "x"\nsource = "{FIXTURE}"\nmin_replies = 2\n'

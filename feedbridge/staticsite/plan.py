@@ -27,7 +27,7 @@ from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAList
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
-from feedbridge.feeds.sources.dialects import MARKDOWN
+from feedbridge.feeds.sources.dialects import lacks_of
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.lines import Lines
@@ -274,7 +274,7 @@ class _Checker:
             forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
             source = self.string(item, "source", "feeds", index)
             if source is not None:
-                text, forum, path, listed = self.local_list(base / source, item, forum, index)
+                text, forum, path, listed, lacks = self.local_list(base / source, item, forum, index)
                 item = {**listed, **item}
             else:
                 path = self.string(item, "path", "feeds", index) or ""
@@ -283,7 +283,7 @@ class _Checker:
                                     "feeds", index)
             plan = self.plan(index, item, name, forum, _FEED_EXTENSION.sub("", path.strip("/")))
             if source is not None:
-                self.offline(plan.specs[0], name, index)
+                self.offline(plan.specs[0], name, index, lacks)
                 plan = FeedPlan(plan.name, plan.specs, plan.files, source, local_pages=saved_pages(plan.specs[0], text))
             if "credential" in raw:
                 credential = self.credential(raw, forum, index, credentials.get(forum.key))
@@ -387,9 +387,10 @@ class _Checker:
         return FeedPlan(name, tuple(specs), tuple(f"{stem}.{fmt}" for fmt in formats))
 
     def local_list(self, file: Path, item: dict[str, Any], forum: Forum,
-                   index: int) -> tuple[str, Forum, str, dict[str, Any]]:
+                   index: int) -> tuple[str, Forum, str, dict[str, Any], frozenset[str]]:
         """The file's text, the forum and feed path it is a copy of (from its `**URL:**` line, read as the
-        front page reads a pasted URL), and what that URL's query says of the feed (a top list's `period`).
+        front page reads a pasted URL), what that URL's query says of the feed (a top list's `period`), and the
+        `Topic` fields the list leaves out (`lacks_of`: an older dialect's reply counts too).
 
         The forum is read as Markdown, with no detection: the file is a Markdown list, and detecting the
         source would ask the forum for a page the offline build means not to fetch."""
@@ -408,16 +409,17 @@ class _Checker:
             hint = " (give its path and forum)" if isinstance(exc, NoBaseURL) and not explicit else ""
             raise self.fail(f"source {str(file)!r}: {exc}{hint}", "feeds", index, "source") from None
         if explicit:
-            return text, replace(forum, source="markdown"), self.string(item, "path", "feeds", index) or "", {}
+            path = self.string(item, "path", "feeds", index) or ""
+            return text, replace(forum, source="markdown"), path, {}, lacks_of(listing)
         forum = self.forum(listing.base_url, "feeds", index, "source")
         found = feed_for_url(self.settings((forum,)), listing.url or forum.base_url)
         if isinstance(found, NoFeed):
             raise self.fail(f"source {str(file)!r}: {found.message} (give its path)", "feeds", index, "source")
         listed = {key: int(value) if params.NAMED[key].numeric and len(value) <= 18 else value  # else refused as text
                   for key, value in found.params if key in PARAMS}
-        return text, replace(forum, source="markdown"), found.path, listed
+        return text, replace(forum, source="markdown"), found.path, listed, lacks_of(listing)
 
-    def offline(self, spec: FeedSpec, name: str, index: int) -> None:
+    def offline(self, spec: FeedSpec, name: str, index: int, lacks: frozenset[str]) -> None:
         """A feed built from a source file reads nothing else, and a Markdown list carries no likes, views,
         tags or category ids: a parameter that needs them would read the forum (its JSON list, topic pages,
         directory) or filter on nothing, so it is refused here, by name; so is `content = "full"` (each topic's
@@ -430,10 +432,11 @@ class _Checker:
             raise self.fail(f"feed {name!r}: content = {spec.content!r} reads each topic's page from the forum, "
                             "which a source file stands in for; give the feed a path instead", "feeds", index,
                             "content")
-        lacking = spec.filter.saved_list_lacks(MARKDOWN.lacks)
+        lacking = spec.filter.saved_list_lacks(lacks)
         if lacking is not None:
-            raise self.fail(f"feed {name!r}: {lacking} needs what a saved Markdown list does not carry (likes, "
-                            "views, tags, category ids); give the feed a path to read the forum instead",
+            raise self.fail(f"feed {name!r}: {lacking} needs what this saved Markdown list does not carry (likes, "
+                            "views, tags, category ids, or an older dialect's reply counts); give the feed a path "
+                            "to read the forum instead",
                             "feeds", index, lacking)
 
     # typed access
