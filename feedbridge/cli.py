@@ -30,10 +30,9 @@ from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, Request
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
-from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, lacks_of, source_of
 from feedbridge.feeds.sources.lists import saved_pages
-from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.formats import FEED_FORMATS, render
 from feedbridge.staticsite.atomic import write_atomic

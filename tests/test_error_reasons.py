@@ -20,8 +20,8 @@ from feedbridge.errors import (
     UpstreamRefused,
     UpstreamTimeout,
 )
+from feedbridge.feeds.service import build_service
 from feedbridge.feeds.sources.dialects import MARKDOWN
-from feedbridge.feeds.wiring import build_service
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher
 from feedbridge.web.app import create_app

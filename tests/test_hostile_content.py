@@ -34,9 +34,8 @@ from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.discourse.posts import parse_topic_head
 from feedbridge.discourse.topic import MAX_POSTS, parse_topic
 from feedbridge.errors import HostileMarkup
-from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON
-from feedbridge.feeds.wiring import build_service
 from feedbridge.models import Topic
 from feedbridge.render import nesting, sanitize
 from feedbridge.render.nesting import MAX_DEPTH, check_nesting

@@ -33,7 +33,7 @@ import pytest
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import ConfigError
-from feedbridge.feeds.wiring import build_service
+from feedbridge.feeds.service import build_service
 from feedbridge.store import keys
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.fetcher import Fetcher, is_within, normalise_url

@@ -650,8 +650,7 @@ def test_a_file_is_made_from_the_runs_pages_when_the_forum_fails_midway_and_no_f
     a run's store is read by nothing after it, and the feed-level cache is not walked at all."""
     from feedbridge.config import parse_forum
     from feedbridge.feeds.request.spec import parse_feed_request
-    from feedbridge.feeds.service import FeedService
-    from feedbridge.feeds.wiring import build_service
+    from feedbridge.feeds.service import FeedService, build_service
     from feedbridge.store.memory import MemoryStore
     from feedbridge.upstream.fetcher import Fetcher
 

@@ -1,9 +1,9 @@
 """Assembling a feed from a spec, one step after another as `topics` reads: its list pages with what a filter needs
 beyond them (`feeds/sources/lists.py`; the directory's subcategories), the topics' own pages
 (`feeds/sources/topic_pages.py`), the categories' names (`feeds/sources/site.py`), filter and digest, then render.
-What is read from a forum is read through one `Gate` (`feeds/admission/gate.py`); the parts are made and joined in
-`feeds/wiring.py`, so this module only calls them in order, each with the request's `Read` (`feeds/sources/reads.py`:
-the scope it reads in, live or from cached copies only).
+What is read from a forum is read through one `Gate` (`feeds/admission/gate.py`); the parts are made and joined once,
+by `build_service` at the end of this module, so the service only calls them in order, each with the request's `Read`
+(`feeds/sources/reads.py`: the scope it reads in, live or from cached copies only).
 
 Failure policy, in one place (`feedbridge.feeds.admission.policy.CachePolicy`, used for feeds, pages, topic pages
 and the categories directory alike): a fresh cached feed is served as is; otherwise the feed is rebuilt,
@@ -25,24 +25,32 @@ from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from feedbridge import metrics
-from feedbridge.config import Forum, Settings
+from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
-from feedbridge.feeds.admission.callers import Caller, CallerPool
-from feedbridge.feeds.admission.policy import OUTSIDE, Building, Looked
+from feedbridge.feeds.admission.budget import ForumBudget
+from feedbridge.feeds.admission.callers import Caller, CallerPool, ColdSlots, Turns
+from feedbridge.feeds.admission.gate import ForumWaits, Gate, Pace
+from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy, Looked
+from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
+from feedbridge.feeds.sources.detect import SourceDetector
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source, lacking
 from feedbridge.feeds.sources.lists import ListReader
 from feedbridge.feeds.sources.post_feeds import PostFeeds
-from feedbridge.feeds.sources.reads import Read, Scope
+from feedbridge.feeds.sources.reads import PUBLIC, Read, Scope
 from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render
 from feedbridge.render.meta import newest_believed
 from feedbridge.store import keys
+from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import FeedEntry
+from feedbridge.store.memory import SingleFlight
+from feedbridge.store.protocols import Flight, Store
+from feedbridge.store.scoped import ScopedFlight, ScopedStore
 from feedbridge.upstream.fetcher import Fetcher
 
 log = logging.getLogger(__name__)
@@ -84,7 +92,7 @@ class Readers:
 
 @dataclass(frozen=True, slots=True)
 class FeedService:
-    """Feeds, views and previews, built by `feeds.wiring.build_service`: the readers, the scopes this bridge
+    """Feeds, views and previews, built by `build_service`: the readers, the scopes this bridge
     has (`public`; `private`, read with the forums' keys, when it has credentials; `member`, when it has
     personal feeds, which makes the members' scope as one member reads in it), and `current`, the scope this
     service reads in. A scope is a value (`scope`), so the service for a signed or a member's request is this
@@ -336,3 +344,85 @@ def _changed(etag: str, held: FeedEntry | None, built: float) -> float:
             return held.last_modified
         return float(max(int(built), int(held.last_modified) + 1))
     return float(int(built))
+
+# --- making a FeedService: the one place its parts are built and joined -------------------------------------
+#
+#
+#     per scope:  its store, control, flight (wrapped, `store.scoped`) ─┬─ CachePolicy ─┐
+#                 fetcher, ForumWaits, the scope's budget and key ──────┴───────────────┴─ Gate ─┬─ Scope
+#                 its control, flight ── SourceDetector ─────────────────────────────────────────┘
+#     once:       settings, pool ── Readers (Identities over the public Scope) ─┬─ FeedService (current: one
+#                 the Scopes (public; private and member when configured) ──────┘  of its Scopes)
+#
+# Every scope's `CachePolicy` shares one set of cold slots and turns to wait (one process, one bound).
+# A scope is a value (`feeds/sources/reads.py`): the readers are made once, and each request reads in the scope its
+# service was given (`FeedService.scope`), live or from cached copies only.
+#
+# With FEEDBRIDGE_CREDENTIALS set, a private scope is made over the same backends, each wrapped in it
+# (`feedbridge.store.scoped`): its pages, feeds, failures, waits and source decisions are its own, its
+# fetches send the forum's key, and its budget is the key's (under Discourse's limits for one key, counted in
+# the forum's windows too), so a 429 on it never stops public reading. It shares the pool, the cold slots and
+# the turns to wait for a window with the public scope: both kinds of request wait on the same forums in the
+# same process.
+#
+# With FEEDBRIDGE_PERSONAL on, the members' scope is made for each member's request (`FeedService.scope`, from
+# the member `feedbridge.feeds.members.personal` opened from the URL): the same wrappers with the member's id in
+# every key, the member's key on every fetch, and the members' budget counted per key. The member travels as
+# that value, never as ambient state.
+#
+# The forums' basic info (`feeds/sources/site.py`), which every forum shows without a login, is read in the public
+# scope for every request: once for everyone, without a key, in the forum's public budget.
+
+PRIVATE = "private"
+"""The scope of everything read with a forum's key (`feedbridge.store.scoped`)."""
+
+
+def build_service(settings: Settings, store: Store, fetcher: Fetcher, flight: Flight | None = None, *,
+                  control: ControlStore | None = None, windows: Windows | None = None,
+                  pace: Pace | None = None) -> FeedService:
+    """The service in the public scope, with the private one when the bridge has credentials and the members'
+    when it has personal feeds. `store` holds cached copies; `control` what steers requests to forums (their
+    Retry-After, remembered failures, source decisions), beyond the reach of cache floods; `windows` the
+    budgets' counters; `pace` a batch run's gentler pace."""
+    control = control or MemoryControl()
+    flight = flight or SingleFlight()
+    windows = windows or Windows()
+    pool = CallerPool(max_workers=settings.fetch_concurrency * 4, thread_name_prefix="fetch")
+    slots, turns = ColdSlots(settings.cold_slots, len(settings.forums)), Turns()
+    hosts = {key: group[0] for group in settings.multisite for key in group}
+    budget = ForumBudget(windows, settings.forum_budget, per_burst=settings.forum_budget_10s,
+                         processes=settings.workers, address=settings.address_of)
+
+    def scope(name: str, store: Store, control: ControlStore, flight: Flight, budget: ForumBudget, *,
+              signed: bool, member: Credential | None = None) -> Scope:
+        """One scope over its own backends and budget; what every scope shares is taken from here."""
+        policy = CachePolicy(settings, store, flight, control, slots=slots, turns=turns)
+        waits = ForumWaits(control, settings.retry_after_max, hosts)
+        gate = Gate(fetcher, waits, policy, budget, signed=signed, member=member, pace=pace)
+        return Scope(name, policy, gate, SourceDetector(settings, control, flight), store, control, signed)
+
+    public = scope(PUBLIC, store, control, flight, budget, signed=False)
+    private: Scope | None = None
+    members: Callable[[personal.Member], Scope] | None = None
+    if settings.credentials:
+        keyed = ForumBudget(windows, settings.private_budget, scope=PRIVATE, share=1,
+                            per_day=settings.private_daily_budget, processes=settings.workers, forum=budget)
+        private = scope(PRIVATE, ScopedStore(store, PRIVATE), ScopedStore(control, PRIVATE),
+                        ScopedFlight(flight, PRIVATE), keyed, signed=True)
+    if settings.personal:  # the members' scope, made for each member's request: their part of it, their key
+        handshake.RsaKey.load(settings)  # a FEEDBRIDGE_CONNECT_KEY that is no key stops the start, saying so
+        name = personal.MEMBER
+        own = ForumBudget(windows, settings.member_budget, scope=name, share=1, per_day=settings.member_daily_budget,
+                          processes=settings.workers, forum=budget, per_member=True)
+
+        def member_scope(member: personal.Member) -> Scope:
+            """The members' scope as `member` reads in it: their id in every key, their key on every fetch, their
+            windows of the members' budget. A handful of small objects per request over the shared backends."""
+            mine = member.id + "/"
+            return scope(name, ScopedStore(store, name, mine), ScopedStore(control, name, mine),
+                         ScopedFlight(flight, name, mine), own.of(member.id), signed=True, member=member.credential)
+
+        members = member_scope
+    readers = Readers(ListReader(settings, pool), TopicPages(settings, pool), Directory(), PostFeeds(settings, pool),
+                      Identities(public))
+    return FeedService(settings, readers, public, private, members, pool, fetcher, current=public)

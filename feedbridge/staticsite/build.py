@@ -25,9 +25,8 @@ import click
 
 from feedbridge.errors import BuildConfigError, NoForumAnswer
 from feedbridge.feeds.admission.gate import Pace
-from feedbridge.feeds.service import FeedService
+from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH
-from feedbridge.feeds.wiring import build_service
 from feedbridge.staticsite.atomic import is_file_inside, remove_leftovers, write_inside
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.plan import (

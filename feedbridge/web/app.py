@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 from feedbridge import __version__, metrics
 from feedbridge.config import Settings
 from feedbridge.errors import ConfigError, CpuSpent, FeedbridgeError, NoForumAnswer, RequestError
-from feedbridge.feeds.wiring import build_service
+from feedbridge.feeds.service import build_service
 from feedbridge.render.formats import FORMATS
 from feedbridge.store.backends import make_backends
 from feedbridge.store.memory import MemoryStore

@@ -8,7 +8,7 @@ instance with the secret reads any URL; an altered or cut token opens nowhere (4
 token made under FEEDBRIDGE_SECRET_PREVIOUS still opens while members move over, as signed URLs do.
 
 A request's member is one value, `Member`, opened at the edge (`opened`), from which the service makes the
-members' scope as that member reads in it (`FeedService.scope`; `feeds/wiring.py`, a `feeds.sources.reads.Scope`,
+members' scope as that member reads in it (`FeedService.scope`; `feeds/service.py`, a `feeds.sources.reads.Scope`,
 handed down with every read, into the pool's work too). Each of its parts holds the member:
 
     key prefix   every store, control and single-flight key of the scope carries `Member.id`, a SHA-256

@@ -69,7 +69,7 @@ _CACHED_MOVES_ON: tuple[type[FeedbridgeError], ...] = (UpstreamError, NotHeld)
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """One scope's parts, made by `feeds.wiring` (once, or for each member's request): `store` and `control`
+    """One scope's parts, made by `feeds.service` (once, or for each member's request): `store` and `control`
     are the scope's wrapped ones (its policy's, gate's and detector's too), and `signed` says its fetches carry
     a key (the forum's, or the member's: `gate` holds which)."""
 
