@@ -39,7 +39,7 @@ def slow_forum_section(ctx: Context) -> list[Row]:
         # The budget and the CPU allowance are off: every round's cold requests come from one address, wrk's hits
         # too, and what is measured here is the slots alone (with the budget on, the later rounds would be turned
         # away by it instead; with the allowance on, that address's four builds under way at once would refuse a
-        # hit's rebuild in a worker the warm-up missed, `web/allowance.py`'s BUILDS_AT_ONCE).
+        # hit's rebuild in a worker the warm-up missed: `web/allowance.py`'s builds at once).
         app, _ = procs.gunicorn("feedbridge-slowforum", {"FEEDBRIDGE_FORUMS": forum.url, "FEEDBRIDGE_FORUM_BUDGET": "0",
                                                          "FEEDBRIDGE_CPU_ALLOWANCE": "0",
                                                          "FEEDBRIDGE_LOG_LEVEL": "WARNING"})

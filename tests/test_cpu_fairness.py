@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from feedbridge.feeds.admission.callers import CallerPool
+from feedbridge.config import Settings
+from feedbridge.feeds.admission.callers import CallerPool, ColdSlots, client_part
 from feedbridge.feeds.admission.cpu import counting
 from feedbridge.feeds.select import filters
 from feedbridge.feeds.select.filters import make_filter, topic_haystack
@@ -33,8 +34,9 @@ from feedbridge.render.formats import gzipped
 from feedbridge.render.json_feed import render_json
 from feedbridge.render.meta import FeedMeta, topic_entry
 from feedbridge.render.sanitize import sanitize_html
-from feedbridge.web.allowance import UNIT, WINDOW, CpuAllowance
-from tests.appserver import procfile_web
+from feedbridge.web.allowance import UNIT, WINDOW, CpuAllowance, allowance
+from feedbridge.web.app import create_app
+from tests.appserver import procfile_web, settings_for
 from tests.fake_heavy import HEAVY_POSTS, HEAVY_TOPIC, heavy_site
 from tests.upstream import FakeForum
 
@@ -242,10 +244,9 @@ def test_a_client_waiting_on_the_forum_is_charged_its_own_cpu_not_what_another_c
 def test_a_client_builds_a_few_at_once_however_many_it_sends_together(served):
     """The allowance is tested as a request starts and charged as it ends: 100 rebuilds of the long topic sent
     at once were all answered, 36 s of CPU charged as 20 and 2.5 GiB held together. Now a client has at most
-    `BUILDS_AT_ONCE` under way (each takes a few tenths of a second here; all twelve arrive within a few
-    hundredths), the others are told to retry at once, and another client builds all the same."""
-    from feedbridge.web.allowance import BUILDS_AT_ONCE
-
+    its part of the cold slots under way (each takes a few tenths of a second here; all twelve arrive within a
+    few hundredths), the others are told to retry at once, and another client builds all the same."""
+    BUILDS_AT_ONCE = client_part(Settings().cold_slots)  # noqa: N806 (a figure, named as the limit was)
     with ThreadPoolExecutor(12) as together:
         answers = list(together.map(
             lambda n: from_address("127.0.0.7", served.feed(f"/t/{HEAVY_TOPIC}.atom?limit=500&{narrow(6000 + n)}")),
@@ -377,7 +378,7 @@ def test_what_a_requests_pool_work_computes_is_charged_to_it_and_what_other_thre
 def test_the_allowance_counts_a_request_whole_even_past_what_was_left():
     """`limits` refuses a cost larger than the room left and counts nothing: the allowance counts up to the
     window's limit instead, so the most expensive request cannot go through for free."""
-    allowance = CpuAllowance(1.0)
+    allowance = CpuAllowance(1.0, 4)
     allowance.charge("a", 0.6)
     assert allowance.has_room("a")
     allowance.charge("a", 5.0)  # far past the 0.4 s left
@@ -390,11 +391,9 @@ def test_the_allowance_counts_a_request_whole_even_past_what_was_left():
     # Builds at once: each thing being built counts once, however many of the client's requests join it.
     from contextlib import ExitStack
 
-    from feedbridge.web.allowance import BUILDS_AT_ONCE
-
-    busy = CpuAllowance(60.0)
+    busy = CpuAllowance(60.0, 3)
     with ExitStack() as held:
-        for n in range(BUILDS_AT_ONCE):
+        for n in range(3):
             held.enter_context(busy.spending("a", f"feed {n}"))
         for _ in range(10):
             held.enter_context(busy.spending("a", "feed 0"))  # joining one under way
@@ -406,9 +405,21 @@ def test_the_allowance_counts_a_request_whole_even_past_what_was_left():
     with busy.spending("a", "another"):  # they ended: room again
         pass
     assert busy._building == {}
-    small = CpuAllowance(UNIT)  # a request costs at least one unit
+    small = CpuAllowance(UNIT, 4)  # a request costs at least one unit
     small.charge("c", 0.0)
     assert not small.has_room("c")
-    off = CpuAllowance(0)
+    off = CpuAllowance(0, 4)
     off.charge("a", 100.0)
     assert off.has_room("a")
+
+
+@pytest.mark.parametrize("slots", [1, 6, 12])
+def test_a_client_builds_as_many_at_once_as_it_may_hold_cold_slots(slots):
+    """One figure for both limits on a client's concurrent builds: its part of the cold slots
+    (FEEDBRIDGE_COLD_SLOTS), which a private instance raises to let its one reader fetch more feeds together.
+    The allowance had a constant of its own (4), so raising the slots left every fifth build refused."""
+    app = create_app(settings_for("http://127.0.0.1:9", cold_slots=slots, cpu_allowance=30.0))
+    with app.app_context():
+        made = allowance()
+    assert made.builds_at_once == ColdSlots(slots).per_client == client_part(slots)
+    assert made.builds_at_once == {1: 1, 6: 4, 12: 8}[slots]

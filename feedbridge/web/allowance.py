@@ -22,10 +22,11 @@ until its moving window has room again.
   was charged the other's 6 s and refused (issue 43, item 4).
 - The client is the request's (`feedbridge.web.context.client`): its address, an IPv6 one's /64, so
   rotating addresses within a prefix buys no new allowance.
-- A client builds at most `BUILDS_AT_ONCE` at a time in a process; more get `429` (or the last good copy) at
-  once. The window is tested as a request starts and charged as it ends, so requests sent together all found
-  room: 100 rebuilds of a 12 MiB feed at once were all answered, 36 s of CPU charged as 20 and 2.5 GiB held
-  together, another client's cached hits taking up to 17 s.
+- A client builds at most its part of the cold slots at a time in a process (`callers.client_part`: 4 of the
+  default 6); more get `429` (or the last good copy) at once. The window is tested as a request starts and
+  charged as it ends, so requests sent together all found room: 100 rebuilds of a 12 MiB feed at once were
+  all answered, 36 s of CPU charged as 20 and 2.5 GiB held together, another client's cached hits taking up
+  to 17 s.
 """
 
 from __future__ import annotations
@@ -39,23 +40,23 @@ from flask import current_app, g, request
 
 from feedbridge import metrics
 from feedbridge.errors import CpuSpent
+from feedbridge.feeds.admission.callers import client_part
 from feedbridge.feeds.admission.cpu import counting
 from feedbridge.store.control import WINDOW, Windows
 from feedbridge.web.context import client, service
 
 UNIT = 0.01
 """Seconds of CPU per unit counted in the window (a request costs at least one)."""
-BUILDS_AT_ONCE = 4
-"""Builds one client may have under way in a process at once: as many as its part of the cold slots
-(`ColdSlots.per_client`), so a reader fetching its new feeds together waits on no refusal the slots would not
-give it anyway."""
 
 
 class CpuAllowance:
-    """`seconds` of CPU per client in any `WINDOW` seconds; 0 turns it off."""
+    """`seconds` of CPU per client in any `WINDOW` seconds, and `builds_at_once` things being built by one client
+    at a time (its part of the cold slots, `callers.client_part`, so a reader fetching its new feeds together
+    waits on no refusal the slots would not give it anyway); `seconds` 0 turns both off."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, builds_at_once: int):
         self.seconds = seconds
+        self.builds_at_once = builds_at_once
         self.limit = max(math.ceil(seconds / UNIT), 1)
         self.windows = Windows(WINDOW)  # this process's own: the CPU it protects is its own
         self._building: dict[str, dict[str, int]] = {}  # client -> what it builds now -> its requests for it
@@ -83,14 +84,14 @@ class CpuAllowance:
     @contextmanager
     def spending(self, client: str, what: str) -> Iterator[None]:
         """Around work a cache did not answer (`what`: the feed's or the page's key): CpuSpent at once when the
-        client has no room, or `BUILDS_AT_ONCE` other things being built, else the work, charged with the CPU it
+        client has no room, or `builds_at_once` other things being built, else the work, charged with the CPU it
         took, whatever its outcome. Its requests for one thing are one build: they join one flight."""
         if not self.has_room(client):
             raise self.refusal(client)
         if self.on:
             with self._lock:
                 building = self._building.setdefault(client, {})
-                if what not in building and len(building) >= BUILDS_AT_ONCE:
+                if what not in building and len(building) >= self.builds_at_once:
                     metrics.refused("allowance")
                     raise CpuSpent(f"this client has {len(building)} pages and feeds being built at once already, "
                                    "the most it may; retry in 1s", retry_after=1.0)
@@ -113,10 +114,13 @@ class CpuAllowance:
 
 
 def allowance() -> CpuAllowance:
-    """The app's allowance, made on first use from its settings (FEEDBRIDGE_CPU_ALLOWANCE)."""
+    """The app's allowance, made on first use from its settings (FEEDBRIDGE_CPU_ALLOWANCE, and
+    FEEDBRIDGE_COLD_SLOTS for the builds at once)."""
     made: CpuAllowance | None = current_app.extensions.get(_EXTENSION)
     if made is None:
-        made = current_app.extensions.setdefault(_EXTENSION, CpuAllowance(service().settings.cpu_allowance))
+        settings = service().settings
+        made = current_app.extensions.setdefault(
+            _EXTENSION, CpuAllowance(settings.cpu_allowance, client_part(settings.cold_slots)))
     return made
 
 

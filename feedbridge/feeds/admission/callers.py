@@ -104,6 +104,13 @@ class ClientSlot:
         self._slots._give(self._client)
 
 
+def client_part(total: int) -> int:
+    """How many of `total` slots one client may hold: all but `KEPT_FOR_OTHERS`' third, one at least. The CPU
+    allowance lets a client build as many things at once (`feedbridge.web.allowance`), so a reader fetching its
+    new feeds together meets one limit, not two."""
+    return max(total - max(total // KEPT_FOR_OTHERS, 1), 1)
+
+
 Held = threading.BoundedSemaphore | ClientSlot
 """A part of the slots a request holds: the process's, its forum's, its client's."""
 
@@ -118,7 +125,7 @@ class ColdSlots:
     def __init__(self, total: int, forums: int = 1):
         self.total = total
         self.per_forum = total if forums <= 1 else max(total // 2, 1)
-        self.per_client = max(total - max(total // KEPT_FOR_OTHERS, 1), 1)
+        self.per_client = client_part(total)
         self._all = threading.BoundedSemaphore(total)
         self._forums: dict[str, threading.BoundedSemaphore] = {}  # configured forums only: `Gate` reads no other
         self._clients: dict[str, int] = {}  # the clients holding slots, at most `total` of them
