@@ -300,10 +300,12 @@ class PostSite:
         return None if document is None else json.dumps(document, indent=1, ensure_ascii=False).encode()
 
     def latest(self, before: int) -> dict[str, Any]:
-        # core: app/queries/latest_posts_query.rb `public_posts`: `where(post_type: Post.types[:regular])`
+        # core: app/queries/latest_posts_query.rb `public_posts`: `where(post_type: Post.types[:regular])`, newest
+        # id first, 50 (`PAGE_SIZE`), and with `before` (PostsController#latest: `params[:before].to_i`, none when
+        # not positive) `posts.where("posts.id < ?", before_post_id)`: strictly older, the post named not repeated.
         every = [(p, t) for t in self.topics.values() for p in t.visible if p.post_type == REGULAR and not p.hidden]
         every.sort(key=lambda pair: pair[0].id, reverse=True)
-        page = [pair for pair in every if not before or pair[0].id <= before][:50]
+        page = [pair for pair in every if before <= 0 or pair[0].id < before][:50]
         return {"latest_posts": [self.post_json(p, t, with_title=True) for p, t in page]}
 
     def actions(self, username: str, offset: int) -> dict[str, Any]:

@@ -27,11 +27,12 @@ What each costs the forum (every request goes through `Gate.fetch`: budget, slot
   `/t/ID/post_ids.json?post_number=N` (every id after post N, N = highest - limit - SLACK), held while
   `lastId` stays the same, then batches as above. The newest 30 of a 12,000-post topic cost three
   requests; a quiet poll the head's revalidation, a busy one that, the ids of its end and one batch.
-- `/posts`: `pages=` pages of `/posts.json` (50 posts each; `before=` the oldest id read, which the forum
-  repeats: it is dropped), `/u/USER/posts`: `pages=` pages of `/user_actions.json?filter=4,5` (30 rows each,
-  by `offset=`). Each collection is cached for the cache TTL and shared by every format and filter. User
-  actions carry excerpts only; `content=full` reads the newest posts' bodies (up to the topic budget, within
-  the request's deadline) from the same batches and heads, and the rest keep their excerpt.
+- `/posts`: `pages=` pages of `/posts.json` (50 posts each; `before=` the oldest id read, and the forum sends
+  the posts older than it, `LatestPostsQuery#public_posts`; one repeated anyway would be dropped),
+  `/u/USER/posts`: `pages=` pages of `/user_actions.json?filter=4,5` (30 rows each, by `offset=`). Each
+  collection is cached for the cache TTL and shared by every format and filter. User actions carry excerpts
+  only; `content=full` reads the newest posts' bodies (up to the topic budget, within the request's deadline)
+  from the same batches and heads, and the rest keep their excerpt.
 
 A page that repeats what was read, or goes on past `pages=`, ends the paging: loops cost at most `pages=`.
 """
