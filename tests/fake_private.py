@@ -5,8 +5,9 @@ with its own topic page; all of it on Markdown (`.md`) and JSON (`.json`), at co
 (`/latest.md?category=9`, `/c/staff/9/l/latest.json`). A request gets them only when it carries the bot's
 key, as Discourse checks it: `User-Api-Key: USER_API_KEY`, or `Api-Key: ADMIN_API_KEY` with
 `Api-Username: ADMIN_USERNAME`. Anyone else gets what an anonymous visitor gets from core: the staff
-category's own paths answer 403 with the InvalidAccess body (or 404 with `refusal=404`, as a forum hiding
-that the category exists: ListController#set_category), `/latest.md?category=9` a list without a topic (it
+category's own paths answer 403 with the InvalidAccess body, as core does with `detailed_404` on, or 404
+with `refusal=404`, core's default (ListController#set_category: `SiteSetting.detailed_404 ? raise
+Discourse::InvalidAccess : raise Discourse::NotFound`; tests/test_private.py runs both), `/latest.md?category=9` a list without a topic (it
 lists what the reader may see), a private topic page 404 and its posts (`/t/ID/posts.json`) 403, as core's
 topics#show and topics#posts do with `detailed_404` off, and `/latest` and `/categories` exactly the public
 files. A
