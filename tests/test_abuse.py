@@ -63,6 +63,18 @@ def test_a_remembered_failure_is_shared_through_redis(upstream, redis_server: Re
     assert upstream.count("/latest.md") == 1
 
 
+def test_a_remembered_failure_is_told_once_however_often_it_is_answered(upstream):
+    """A feed's build failing on its list's remembered failure remembered that message, note and all, and the
+    next answer noted it again: "… (remembered; …) (remembered; …)", in the body and in X-Feedbridge-Stale."""
+    upstream.fail("/latest.md", 500, prefix=True)
+    with running_app(settings_for(upstream.url)) as app:
+        answers = [get(app.feed_url(f"/latest.{fmt}")) for fmt in ("atom", "atom", "rss", "json", "atom")]
+    assert {a.status_code for a in answers} == {502}
+    assert all(a.text.count("(remembered;") == 1 and "answered 500" in a.text for a in answers[1:]), [
+        a.text for a in answers]
+    assert upstream.count("/latest.md") == 1
+
+
 def test_distinct_unknown_categories_are_bounded_by_the_clients_share(upstream):
     with procfile_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
         # ids no category of the fake forum has (core reads a category by its id)
