@@ -256,6 +256,26 @@ def test_errors_keep_their_headers_preconditions_hold_everywhere_and_http_1_1_ne
 
 
 @pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
+def test_a_feed_built_without_a_host_is_no_hit_for_http_1_1_and_a_targets_host_is_the_one_named(one_worker):
+    """An HTTP/1.0 request without Host built a feed whose links name the bind address, and the hit path (in
+    front of Flask's check) then served it to HTTP/1.1 requests without a Host or with an empty one, which
+    must get 400 (RFC 9112 §3.2). A target in absolute form names the host, and Host is ignored (§3.2.2): the
+    feed's links were the Host header's."""
+    url, forum, _ = one_worker
+    path = f"{forum}{COMPILER}.rss?limit=9".split(url, 1)[1].encode()
+    assert _raw(url, b"GET " + path + b" HTTP/1.0\r\n\r\n", pause=0).split(b" ", 2)[1] == b"200"
+    for request in (b" HTTP/1.1\r\nConnection: close\r\n\r\n", b" HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n"):
+        answer = _raw(url, b"GET " + path + request, pause=0)
+        assert answer.startswith(b"HTTP/1.1 400") and b"X-Feedbridge-Cache: hit" not in answer, answer[:300]
+    target = b"http://feeds.example.org" + path.replace(b"limit=9", b"limit=11")
+    for _ in range(2):  # built, then a hit: both for the target's host
+        answer = _raw(url, b"GET " + target + b" HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n",
+                      pause=0)
+        assert answer.startswith(b"HTTP/1.1 200") and b"attacker.example" not in answer
+        assert b'href="http://feeds.example.org/' in answer or b"<link>http://feeds.example.org/" in answer
+
+
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_control_characters_from_a_request_cannot_forge_a_log_line(one_worker):
     _, forum, log = one_worker
     forged = "2026-01-01 00:00:00,000 WARNING feedbridge.auth admin login ok"

@@ -33,7 +33,9 @@ from feedbridge.web.responses import plain_error, retry_after
 from feedbridge.web.routes import valid_host
 
 if TYPE_CHECKING:
-    from _typeshed.wsgi import WSGIApplication
+    from collections.abc import Iterable
+
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +74,30 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
 
 
 def _edge(app: WSGIApplication, settings: Settings, cache: MemoryStore) -> WSGIApplication:
-    """The layers in front of everything: the request id its log lines carry (with JSON logs), and outermost,
-    where REMOTE_ADDR is still the socket's peer, `/metrics` (when on) for the peers allowed to read it."""
+    """The layers in front of everything: the host a request names in its target, the request id its log lines
+    carry (with JSON logs), and outermost, where REMOTE_ADDR is still the socket's peer, `/metrics` (when on) for
+    the peers allowed to read it."""
+    app = _target_host(app)
     if settings.log_format == "json":
         app = RequestIds(app)
     if settings.metrics:
         metrics.switch_on(cache.held)
         app = metrics.Endpoint(app, settings.metrics_allow)
     return app
+
+
+def _target_host(app: WSGIApplication) -> WSGIApplication:
+    """A request target in absolute form (`GET http://host/path`) names the host, and the Host header is then
+    ignored (RFC 9112 §3.2.2). gunicorn keeps the header in `HTTP_HOST`, which everything reads (the self links,
+    the hit path's key), so the target's authority takes its place first: a proxy's request is answered for the
+    host it asked for. The target is bounded by gunicorn's request line limit."""
+    def targeted(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        target = environ.get("RAW_URI", "")
+        if not target.startswith("/") and "://" in target[:8]:
+            environ["HTTP_HOST"] = urlsplit(target).netloc
+        return app(environ, start_response)
+
+    return targeted
 
 
 def _error(exc: Exception) -> Response:
