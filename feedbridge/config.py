@@ -60,7 +60,7 @@ def parse_forum(url: str, given: str | None = None) -> Forum:
                                 f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
     try:
         parts = urlsplit(text)
-        hostname = parts.hostname
+        hostname = parts.hostname if parts.port != 0 else None  # reading `port` refuses one that is none: 99999, abc
     except ValueError:
         hostname = None
     if not hostname or parts.scheme not in ("http", "https"):

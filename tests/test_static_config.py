@@ -120,6 +120,13 @@ def test_an_exact_collision_names_both_feeds_lines(refused):
     # a port that is none went into every feed's self link and the OPML
     ('site_url = "https://x.example:abc/"\n[[feeds]]\nname = "a"\npath = "latest"\n', 1, "site_url"),
     ('site_url = "https://x.example:99999/"\n[[feeds]]\nname = "a"\npath = "latest"\n', 1, "site_url"),
+    # integers of over 4,300 digits: a ValueError out of tomllib (decimal) or out of writing them (hexadecimal)
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nlimit = 1' + "0" * 5000 + "\n", None, "4300 digits"),
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nlimit = 0x' + "f" * 4000 + "\n", 5, "limit must be a whole number"),
+    (TOP + '[fetch]\ndelay = 0x' + "f" * 4000 + '\n[[feeds]]\nname = "a"\npath = "latest"\n', 3, "delay must be"),
+    # a forum whose port is none was fetched, and the build failed (exit 1)
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nforum = "https://x.example:99999/"\n', 5, "not an http(s) base URL"),
+    (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nforum = "https://x.example:abc/"\n', 5, "not an http(s) base URL"),
     # a thousand feeds 496 folders deep took 12 s to check
     (TOP + '[[feeds]]\nname = "a"\npath = "latest"\nfile = "' + "d/" * 17 + 'a"\n', 5, "16 folders deep"),
 ])

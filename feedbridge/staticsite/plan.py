@@ -97,8 +97,11 @@ class BuildConfig:
 
 def _shown(value: object) -> str:
     """A config value in a message, at most a line of it: TOML's dotted keys nest tables 2,000 deep, whose
-    `repr` raised RecursionError (a traceback, exit 1, for a config error)."""
-    return reprlib.repr(value)
+    `repr` raised RecursionError (a traceback, exit 1, for a config error); a 4,301-digit integer, ValueError."""
+    try:
+        return reprlib.repr(value)
+    except ValueError:
+        return "a number too long to show"
 
 
 def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
@@ -122,6 +125,8 @@ def load_build_config(path: Path, out_dir: Path | None = None) -> BuildConfig:
             line = max(len(text.splitlines()), 1)
         message = re.sub(r"\s*\(at line \d+, column (\d+)\)", r" (column \1)", str(exc))
         raise BuildConfigError(message.replace(" (at end of document)", " at the end of the file"), line) from None
+    except ValueError as exc:  # a decimal integer of over 4,300 digits (sys.get_int_max_str_digits)
+        raise BuildConfigError(f"cannot read the config: {exc}") from None
     return _Checker(path, Lines(text)).config(data, out_dir)
 
 
@@ -477,7 +482,7 @@ class _Checker:
                 raise self.fail(f"{key} must be true or false, not {_shown(value)}", "feeds", index, key)
             return ["1" if value else "0"]
         if param.numeric:
-            ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
+            ok = all(isinstance(v, int) and not isinstance(v, bool) and v.bit_length() < 64 for v in items)
             kind = "a whole number" + (" or a list of them" if param.many else "")
         else:
             ok = all(isinstance(v, str) for v in items)
