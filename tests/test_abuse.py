@@ -252,8 +252,10 @@ def test_a_feed_keeps_its_cold_slot_after_reading_the_directory():
     """A feed that excludes a category reads the directory in a scope of its own, then its topic pages: the
     slot it took must stay taken until the feed is done, or a slow forum holds more builds than there are
     slots (the directory's scope used to give it back)."""
+    # the slots alone: with one slot, a client's builds at once are one too (the allowance, off here)
     with FakeForum(mode="json", json_lists=True) as upstream, \
-            procfile_app(settings_for(upstream.url, cold_slots=1, forum_budget=0, request_deadline=4)) as app:
+            procfile_app(settings_for(upstream.url, cold_slots=1, forum_budget=0, request_deadline=4,
+                                      cpu_allowance=0)) as app:
         upstream.stall("/t/", 3, prefix=True)  # the topic pages, read after the directory
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(get, app.feed_url("/latest.atom?exclude_category=999&content=full"))

@@ -485,6 +485,27 @@ def test_a_feed_built_without_what_the_forum_failed_to_give_keeps_its_better_fil
     assert (tmp_path / "public" / "full.atom").read_bytes() != before["full.atom"][0]
 
 
+def test_a_failure_one_feed_met_keeps_every_feed_it_would_make_worse(tmp_path, upstream):
+    """Only the feed whose request the forum failed was kept: the others got the same failure remembered (or
+    waited on that request) and replaced their better files without the forum's icon and language, "written",
+    and a run whose failing feed was new (no file to keep) exited 0."""
+    config = tmp_path / "feeds.toml"
+    head = f'site_url = "{SITE}"\n[fetch]\ndelay = 0\n[defaults]\nforum = "{upstream.url}"\nformats = ["atom"]\n'
+    feeds = "".join(f'[[feeds]]\nname = "{name}"\npath = "{path}"\n'
+                    for name, path in (("f1", "c/compiler/5"), ("f2", "top"), ("f3", "hot")))
+    config.write_text(head + feeds)
+    assert run(config)[0] == 0
+    before = snapshot(tmp_path / "public")
+    upstream.fail(IDENTITY, 500)
+    config.write_text(head + '[[feeds]]\nname = "f0"\npath = "latest"\n' + feeds)
+    code, _out, err = run(config)
+    assert code == 1 and "which is kept" in err, err
+    after = snapshot(tmp_path / "public")
+    assert {name: after[name] for name in before if name.endswith(".atom")} == {
+        name: value for name, value in before.items() if name.endswith(".atom")}
+    assert 1 <= upstream.count(IDENTITY) < 4  # not asked again by every feed
+
+
 @pytest.mark.timeout(60)
 def test_a_fifo_where_a_feed_file_goes_is_replaced_not_waited_on(tmp_path, upstream):
     # Whether the bytes changed was read from the name as it was: a FIFO there waited for a writer forever.

@@ -51,6 +51,16 @@ class Tally:
 _TALLY: ContextVar[Tally | None] = ContextVar("feedbridge_tally", default=None)
 
 
+def met(exc: UpstreamError) -> None:
+    """A failure of the forum that a read of the feed being built (`BatchFetcher.counting`) met without a request
+    of its own: remembered from another feed's, or the answer of another feed's request it waited on
+    (`CachePolicy`). Counted as its own failed requests are: only the feed that asked was, and the others
+    replaced their better files with what they built without it, exit 0."""
+    tally = _TALLY.get()
+    if tally is not None and not isinstance(exc, UpstreamNotFound | UpstreamRefused):
+        tally.failed(exc)
+
+
 class BatchFetcher(Fetcher):
     """`Fetcher` for a batch run. `local_pages` maps upstream URLs to Markdown served instead.
 

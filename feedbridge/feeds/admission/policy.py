@@ -52,6 +52,7 @@ from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
 from feedbridge.store.entries import FailureEntry, is_fresh
 from feedbridge.store.protocols import Flight, Store
+from feedbridge.upstream import batch
 
 log = logging.getLogger(__name__)
 E = TypeVar("E")
@@ -353,6 +354,10 @@ class CachePolicy:
             except BridgeBusy:
                 if ran:
                     raise
+            except UpstreamError as exc:
+                if not ran:  # a failure met without a request: remembered, or the flight it joined failed
+                    batch.met(exc)
+                raise
             # Another request's build was refused for its own share or slot, or waits for room: that says
             # nothing of this one, which builds (or joins) once more.
             joined += 1
