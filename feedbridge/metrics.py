@@ -188,8 +188,11 @@ class Endpoint:
             return self.app(environ, start_response)
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
-            headers += [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")]
+            # prometheus_client gzips for a scraper that asks (Accept-Encoding), so the body varies with it
+            headers += [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+                        ("Vary", "Accept-Encoding")]
             return start_response(status, headers, exc_info)
 
-        body: Iterable[bytes] = self.metrics(environ, start)
-        return body
+        head = environ.get("REQUEST_METHOD") == "HEAD"  # prometheus_client answered it 405
+        body: Iterable[bytes] = self.metrics({**environ, "REQUEST_METHOD": "GET"} if head else environ, start)
+        return [] if head else body  # GET's headers without its body (RFC 9110 §9.3.2)

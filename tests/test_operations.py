@@ -166,7 +166,12 @@ def test_every_kind_of_refusal_is_counted(refusing):
 
 def test_metrics_are_answered_by_the_peer_never_by_the_forwarded_address(refusing):
     app, _forum = refusing["budget"]  # allowed: 127.0.0.1, the default; the router's header says otherwise
-    assert "feedbridge_feed_requests_total" in get(f"{app.url}/metrics", headers={CLIENT: "203.0.113.9"}).text
+    scraped = get(f"{app.url}/metrics", headers={CLIENT: "203.0.113.9"})
+    assert "feedbridge_feed_requests_total" in scraped.text
+    # HEAD is GET without the body (RFC 9110 §9.3.2): prometheus_client's own app answered it 405
+    headed = httpx.head(f"{app.url}/metrics", timeout=30)
+    assert headed.status_code == 200 and headed.content == b"" and "accept-encoding" in headed.headers["vary"].lower()
+    assert headed.headers["content-type"] == scraped.headers["content-type"]
     hidden, _forum = refusing["hidden"]  # allowed: 203.0.113.9 only, which the header names and the peer is not
     for headers in ({CLIENT: "203.0.113.9"}, {}):
         refused = get(f"{hidden.url}/metrics", headers=headers)
