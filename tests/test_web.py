@@ -291,6 +291,10 @@ def test_conditional_get(app):
     assert get(url, headers={"If-None-Match": '"other"'}).status_code == 200
     earlier = format_datetime(datetime(2026, 1, 1, tzinfo=UTC), usegmt=True)
     assert get(url, headers={"If-Modified-Since": earlier}).status_code == 200
+    # a field of more than one date is ignored (RFC 9110 §13.1.3, §13.1.4): the first was taken, a 304, a 412
+    listed = f"{first.headers['last-modified']}, {earlier}"
+    assert get(url, headers={"If-Modified-Since": listed}).status_code == 200
+    assert get(url, headers={"If-Unmodified-Since": f"{earlier}, {first.headers['last-modified']}"}).status_code == 200
 
 
 def test_a_reader_validating_by_date_alone_gets_a_feed_whose_older_topic_changed(upstream):

@@ -128,14 +128,24 @@ def conditional(response: Response, request: Request) -> Response:
         tag, weak = unquote_etag(etag)
         held = tags.star_tag or (tag is not None and not weak and tags.contains(tag))
     else:
-        since = parse_date(environ.get("HTTP_IF_UNMODIFIED_SINCE"))
+        since = parse_date(_one_date(environ.get("HTTP_IF_UNMODIFIED_SINCE")))
         modified = parse_date(response.headers.get("Last-Modified"))
         held = since is None or (modified is not None and modified <= since)
     if not held:
         return plain_error(412, "the representation has changed: its ETag matches no If-Match, or it is newer "
                                 "than If-Unmodified-Since")
-    response.make_conditional({k: v for k, v in environ.items() if k not in _PRECONDITIONS})
+    asked = {k: v for k, v in environ.items() if k not in _PRECONDITIONS}
+    if _one_date(asked.get("HTTP_IF_MODIFIED_SINCE")) is None:
+        asked.pop("HTTP_IF_MODIFIED_SINCE", None)
+    response.make_conditional(asked)
     return response
+
+
+def _one_date(value: str | None) -> str | None:
+    """`value` when it can be one HTTP-date, None when it is a list of them: a date field of more than one member
+    is ignored (RFC 9110 §13.1.3, §13.1.4), where Werkzeug's lenient `parse_date` took the first. An IMF-fixdate
+    and an RFC 850 date hold one comma, an asctime date none; two fields of one name are joined by one."""
+    return None if value is None or value.count(",") > 1 else value
 
 
 def plain_error(status: int, message: str) -> Response:
