@@ -293,6 +293,15 @@ def test_json_content_text_falls_back_to_excerpt_then_title():
     assert items[2]["content_text"] == TOPICS[2].title
 
 
+def test_an_atom_entry_without_an_excerpt_or_content_is_summed_up_by_its_title():
+    """RFC 4287 §4.1.1.1: an entry without content should carry a summary (the W3C validator's "Missing textual
+    content"): a topic whose list row has no excerpt had only its title; JSON Feed's item had its text."""
+    bare, body = topic(1, excerpt=None), topic(2, excerpt=None, content_html="<p>post</p>")
+    entries = xml_items("atom", xml_root("atom", topics=[bare, body]))
+    assert entries[0].findtext(f"{ATOM}summary") == bare.title
+    assert entries[1].find(f"{ATOM}summary") is None and entries[1].findtext(f"{ATOM}content") == "<p>post</p>"
+
+
 def test_full_content_and_summary_together():
     body = "<p>Full <b>post</b> body &amp; more</p>"
     topics = [topic(1, content_html=body)]

@@ -220,8 +220,10 @@ def _add_atom_entry(fg: Any, entry: Entry, feed_date: datetime, threads: bool) -
     item.updated(utc(updated(entry) or feed_date))  # required by Atom, optional (absent) elsewhere
     if entry.author:
         item.author(name=entry.author, uri=entry.author_url)  # feedgen skips a None uri
-    if entry.summary:
-        item.summary(entry.summary)  # type text: the excerpt is plain text
+    if entry.summary or not entry.content_html:
+        # Type text: the excerpt is plain text. An entry without content should have a summary (RFC 4287
+        # §4.1.1.1): one whose list row has no excerpt is summed up by its title, as its JSON Feed item's text is.
+        item.summary(entry.summary or entry.title)
     if entry.published:
         item.published(utc(entry.published))
     if threads and entry.replies is not None and entry.comments:  # a topic's (a post's or a period's is not known)
