@@ -633,19 +633,26 @@ def test_a_source_must_be_a_regular_file_within_the_body_bound(tmp_path, upstrea
 
 
 def test_a_build_removes_the_temporary_files_an_interrupted_one_left(tmp_path, upstream):
-    public = tmp_path / "public"
+    """Anywhere in the output folder: a folder whose feed has left the config (`old/`) was not swept, and kept
+    publishing its leftover. Never through a link (`elsewhere` is outside)."""
+    public, elsewhere = tmp_path / "public", tmp_path / "elsewhere"
     (public / "kw").mkdir(parents=True)
-    leftovers = [public / ".compiler.atom.a1b2c3d4.tmp", public / "kw" / ".inductor.rss.zz_9yy8x.tmp"]
+    (public / "old" / "deeper").mkdir(parents=True)
+    elsewhere.mkdir()
+    (public / "linked").symlink_to(elsewhere, target_is_directory=True)
+    leftovers = [public / ".compiler.atom.a1b2c3d4.tmp", public / "kw" / ".inductor.rss.zz_9yy8x.tmp",
+                 public / "old" / "deeper" / ".gone.json.a1b2c3d4.tmp"]
     for leftover in leftovers:
         leftover.write_bytes(b"half a feed")
-    others = [public / ".well-known", public / ".compiler.atom.short.tmp", public / "notes.tmp"]
+    others = [public / ".well-known", public / ".compiler.atom.short.tmp", public / "notes.tmp",
+              elsewhere / ".x.atom.a1b2c3d4.tmp"]
     for other in others:
         other.write_bytes(b"mine")
     code, _out, err = run(write_config(tmp_path, upstream.url))
     assert code == 0, err
     assert not any(leftover.exists() for leftover in leftovers)
     assert all(other.read_bytes() == b"mine" for other in others)  # only write_atomic's own names
-    assert "removed kw/.inductor.rss.zz_9yy8x.tmp" in err
+    assert "removed kw/.inductor.rss.zz_9yy8x.tmp" in err and "removed old/deeper/.gone.json.a1b2c3d4.tmp" in err
 
 
 def test_the_environment_reaches_a_static_build(tmp_path, upstream, monkeypatch):

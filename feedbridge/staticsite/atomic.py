@@ -18,7 +18,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -91,25 +91,36 @@ def is_file_inside(root: Path, relative: str) -> bool:
         return False
 
 
-def remove_leftovers(root: Path, relatives: Iterable[str]) -> list[str]:
-    """Remove the temporary files an interrupted `write_atomic` left (a crash, a kill) in `root` and the
-    folders of `relatives`, which a static host would otherwise publish; only regular files named as
-    `write_atomic` names them, and never through a link. Returns the paths removed, relative to `root`.
+MAX_FOLDERS_SWEPT = 4096
+"""Folders of the output folder looked into for leftovers: it holds a site, not a file system."""
+
+
+def remove_leftovers(root: Path) -> list[str]:
+    """Remove the temporary files an interrupted `write_atomic` left (a crash, a kill) in `root` and every folder
+    under it, which a static host would otherwise publish: those of feeds since removed from the config too,
+    where only the current feeds' folders were swept. Only regular files named as `write_atomic` names them,
+    and never through a link (`os.fwalk` from the folder opened, links not followed). Returns the paths
+    removed, relative to `root`.
 
     Two builds into one folder at once are not supported (the docs' cron line takes a lock): this would
     remove the other's file in the making.
     """
     removed: list[str] = []
-    for prefix in sorted({"", *(r.rpartition("/")[0] for r in relatives)}):
-        try:
-            with _opened(root, prefix.split("/") if prefix else ()) as folder:
-                for entry in os.listdir(folder):
-                    if TEMP_FILE.fullmatch(entry) and stat.S_ISREG(os.stat(entry, dir_fd=folder,
-                                                                            follow_symlinks=False).st_mode):
-                        os.unlink(entry, dir_fd=folder)
-                        removed.append(f"{prefix}/{entry}" if prefix else entry)
-        except OSError:
-            pass  # no output folder yet, a folder not made yet, or one the build will refuse to write into
+    try:
+        with _opened(root, ()) as top:
+            for swept, (path, _folders, files, folder) in enumerate(os.fwalk(".", dir_fd=top, follow_symlinks=False)):
+                if swept == MAX_FOLDERS_SWEPT:
+                    break
+                for entry in files:
+                    try:
+                        if TEMP_FILE.fullmatch(entry) and stat.S_ISREG(
+                                os.stat(entry, dir_fd=folder, follow_symlinks=False).st_mode):
+                            os.unlink(entry, dir_fd=folder)
+                            removed.append(os.path.normpath(os.path.join(path, entry)))
+                    except OSError:
+                        pass  # gone meanwhile, or not ours to remove
+    except OSError:
+        pass  # no output folder yet
     return removed
 
 

@@ -85,7 +85,7 @@ def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, a
 def build(config: BuildConfig, progress: Progress) -> BuildReport:
     started = time.perf_counter()
     # A build killed mid-write left its temporary files; a static host would publish them for good.
-    for leftover in remove_leftovers(config.out_dir, [file for plan in config.feeds for file in plan.files]):
+    for leftover in remove_leftovers(config.out_dir):
         progress.note(f"removed {leftover}, left by an interrupted build")
     probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in config.settings.forums
               for source in (MARKDOWN, JSON)}
