@@ -6,6 +6,9 @@ import io
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import replace
@@ -504,6 +507,24 @@ def test_a_failure_one_feed_met_keeps_every_feed_it_would_make_worse(tmp_path, u
     assert {name: after[name] for name in before if name.endswith(".atom")} == {
         name: value for name, value in before.items() if name.endswith(".atom")}
     assert 1 <= upstream.count(IDENTITY) < 4  # not asked again by every feed
+
+
+@pytest.mark.timeout(60)
+def test_an_interrupted_build_exits_130_without_waiting_for_the_forum(tmp_path, upstream):
+    """Ctrl-C (or a CI job cancelled, which sends SIGINT first) was exit 1, the code a CI workflow reads as
+    "published, some feed kept its old file", and only once the requests under way had timed out."""
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "{SITE}"\n[fetch]\ndelay = 0\n[defaults]\nforum = "{upstream.url}"\n'
+                      '[[feeds]]\nname = "latest"\npath = "latest"\n')
+    upstream.stall("/latest.md", 40)
+    build = subprocess.Popen([sys.executable, "-m", "feedbridge", "build", "--config", str(config)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not upstream.count("/latest.md") and time.monotonic() < deadline:
+        time.sleep(0.05)  # the build waits on the forum
+    build.send_signal(signal.SIGINT)
+    _out, err = build.communicate(timeout=20)  # far inside the forum's 40 s
+    assert build.returncode == 130 and b"interrupted" in err, err
 
 
 @pytest.mark.timeout(60)

@@ -14,6 +14,8 @@ config is wrong, and nothing was fetched. A saved list's feed is read by a servi
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +45,8 @@ class _Degraded(Exception):
     """A feed built without some of what the forum failed to give, where its file is kept instead."""
 
 
+INTERRUPTED = 130
+"""The exit status of a build stopped by SIGINT: 128 + the signal's number, as a shell gives it."""
 MAX_PARALLEL_FEEDS = 8  # feeds built at once; upstream requests are bounded per forum by the fetcher
 
 
@@ -69,14 +73,22 @@ class BuildReport:
 
 
 def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, as_json: bool = False) -> int:
-    """The CLI entry: 0 all feeds built, 1 some failed (their old files kept), 2 config error."""
+    """The CLI entry: 0 all feeds built, 1 some failed (their old files kept), 2 config error, 130 interrupted."""
     try:
         build_config = load_build_config(config, out_dir)
     except BuildConfigError as exc:
         where = f"{config}:{exc.line}" if exc.line else str(config)
         click.echo(f"{where}: {exc.message}", err=True)
         return 2
-    report = build(build_config, Progress.for_stderr([f.name for f in build_config.feeds], quiet=quiet or as_json))
+    try:
+        report = build(build_config, Progress.for_stderr([f.name for f in build_config.feeds], quiet=quiet or as_json))
+    except KeyboardInterrupt:
+        # Ctrl-C, or a CI job cancelled (SIGINT first): 130, as a shell reports it, never 1 ("published, some feed
+        # kept its old files"); at once, not after the requests under way, whose threads the exit would wait for.
+        # Every file written is whole (atomic); the others are as they were; a leftover goes at the next build.
+        click.echo("feedbridge: interrupted; the files written are whole, the others as they were", err=True)
+        sys.stderr.flush()
+        os._exit(INTERRUPTED)
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     return 0 if report.ok else 1
@@ -93,11 +105,14 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     pace = Pace(config.concurrency, config.delay, config.max_wait,
                 on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds))
     service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher, pace=pace)
+    pool = ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed")
     try:
-        with ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed") as pool:
-            outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress),
-                                     config.feeds))
+        outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress), config.feeds))
+    except KeyboardInterrupt:  # the requests under way are not waited for (`run_config`)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown(wait=False)
         service.close()
     site, error = _write_site(config, progress)
     report = BuildReport(config.out_dir, outcomes, site, fetcher.requests, (time.perf_counter() - started) * 1000,
