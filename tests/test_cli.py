@@ -98,6 +98,10 @@ def test_build_output_is_atomic_and_failures_keep_the_old_file(tmp_path):
     assert len(failed.stderr.strip().splitlines()) == 1
     assert out.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["feed.atom", "login.html"]  # no temp files left
+    # a name near the file system's 255 bytes: its temporary file's was past them ("File name too long")
+    long = tmp_path / ("é" * 120 + "a.atom")  # 246 bytes
+    assert run("build", str(SEED), "-o", str(long)).returncode == 0 and long.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["feed.atom", "login.html", long.name])
 
 
 def test_build_is_byte_identical_across_runs():

@@ -26,6 +26,8 @@ from feedbridge.errors import UnsafeOutput
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"  # tempfile.mkstemp's, so older leftovers match too
 TEMP_FILE = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
+TEMP_STEM_BYTES = 255 - len(".") - len(".12345678.tmp")
+"""What a temporary name holds of its file's name: a file system's names are 255 bytes at most."""
 """The name of a temporary file of `write_atomic`: `.NAME.XXXXXXXX.tmp`, beside the file NAME it becomes."""
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
@@ -157,8 +159,11 @@ def _unchanged(folder: int, name: str, data: bytes) -> bool:
 
 
 def _replace(folder: int, name: str, data: bytes) -> None:
+    # The temporary name adds 14 bytes to the file's: a name near the system's 255 had none, so the part of it
+    # the temporary name holds is cut to fit (a character cut in two is dropped); `TEMP_FILE` matches it still.
+    stem = os.fsencode(name)[:TEMP_STEM_BYTES].decode("utf-8", "ignore") or "feed"
     for _attempt in range(100):
-        temp = f".{name}.{''.join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))}.tmp"
+        temp = f".{stem}.{''.join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))}.tmp"
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder)
             break
