@@ -276,6 +276,33 @@ def test_a_feed_built_without_a_host_is_no_hit_for_http_1_1_and_a_targets_host_i
 
 
 @pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
+def test_every_answer_the_server_gives_itself_is_dated_plain_text_in_a_version_it_speaks(one_worker):
+    """The worker's own refusals (a body on a GET) and gunicorn's (a request line too long, a bad header)
+    came without `Date` (RFC 9110 §6.6.1), and gunicorn's as an HTML page without `nosniff`; an HTTP/1.9
+    request was answered "HTTP/1.9 200" (§2.5); an unknown method got 405, where it is 501 (§9.1)."""
+    url, forum, _ = one_worker
+    path = f"{forum}{COMPILER}.atom".split(url, 1)[1].encode()
+    refusals = {
+        b"413": b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx",
+        b"414": b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"400": b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n",
+    }
+    for status, request in refusals.items():
+        answer = _raw(url, request, pause=0)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 " + status), answer[:200]
+        assert b"\r\nDate: " in head and b"X-Content-Type-Options: nosniff" in head
+        assert b"text/plain" in head and body.startswith(status + b" ") and body.count(b"\n") == 1, answer
+        assert b"<" not in body
+    later = _raw(url, b"GET " + path + b" HTTP/1.9\r\nHost: x\r\nConnection: close\r\n\r\n", pause=0)
+    assert later.startswith(b"HTTP/1.1 200 "), later[:100]
+    brewed = _raw(url, b"BREW " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", pause=0)
+    assert brewed.startswith(b"HTTP/1.1 501 ") and b"BREW" in brewed, brewed[:300]
+    assert _raw(url, b"PUT " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                pause=0).startswith(b"HTTP/1.1 405 ")
+
+
+@pytest.mark.measures_no_load  # what one request gets: runs beside the rest, not alone (tests/conftest.py)
 def test_control_characters_from_a_request_cannot_forge_a_log_line(one_worker):
     _, forum, log = one_worker
     forged = "2026-01-01 00:00:00,000 WARNING feedbridge.auth admin login ok"

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from flask import Flask, Response, current_app, g, request
+from werkzeug import exceptions
 from werkzeug.exceptions import HTTPException
 
 from feedbridge import __version__, metrics
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
     app.context_processor(_template_globals)
     app.before_request(_start_timer)
     app.before_request(_host_checked)
+    app.before_request(_method_known)
     app.before_request(open_scope)
     app.after_request(_log_request)
     app.teardown_request(close_scope)
@@ -134,6 +136,17 @@ def _host_checked() -> None:
         raise RequestError("no Host header, which an HTTP/1.1 request must send (RFC 9112 §3.2)")
     if not valid_host(request.host):
         raise RequestError("malformed Host header: give a host name or address, with an optional port")
+
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+"""RFC 9110 §9's methods (and PATCH): one of them not allowed on a route is its 405, with `Allow`."""
+
+
+def _method_known() -> None:
+    """A method the server does not know is 501 (RFC 9110 §9.1, §15.6.2), not the 405 of a known one."""
+    if request.method not in KNOWN_METHODS:
+        raise exceptions.NotImplemented(f"{request.method[:32]!r} is no method this service knows; it answers GET "
+                                        "and HEAD")
 
 
 def _log_request(response: Response) -> Response:

@@ -58,7 +58,10 @@ client spends without asking the forum is charged to its allowance (`feedbridge.
 
 from __future__ import annotations
 
+import email.utils
+import html
 import io
+import re
 import socket
 import time
 from collections import OrderedDict
@@ -94,15 +97,45 @@ SWEEP = 0.25
 accepting sees no new connection to shed for."""
 
 
+Refusal = tuple[str, str]
+"""A status line's status and the one line of text that says why, answered by `_answer`."""
+
+
 def _answer(status: str, text: str) -> bytes:
+    """An answer the worker gives itself, as the app's errors are: one line of plain text, dated (RFC 9110
+    §6.6.1), `nosniff`, and the connection closed."""
     body = f"{status[:3]} {text}\n".encode()
-    return (f"HTTP/1.1 {status}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"X-Content-Type-Options: nosniff\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    return (f"HTTP/1.1 {status}\r\nDate: {email.utils.formatdate(usegmt=True)}\r\nConnection: close\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
-_CONTENT_TOO_LARGE = _answer("413 Content Too Large", "this service reads no request body")
-_FORM_TIMEOUT = _answer("408 Request Timeout", "the form took too long to arrive")
-_TOO_LARGE = _answer("431 Request Header Fields Too Large", "request headers too large")
+_CONTENT_TOO_LARGE: Refusal = ("413 Content Too Large", "this service reads no request body")
+_FORM_TIMEOUT: Refusal = ("408 Request Timeout", "the form took too long to arrive")
+_TOO_LARGE: Refusal = ("431 Request Header Fields Too Large", "request headers too large")
+_MESSAGE = re.compile(r"</h1>\s*([^<]{0,300})")
+"""The message of gunicorn's error page (`gunicorn.util.write_error`), escaped there, a line at most."""
+
+
+class _PlainErrors:
+    """The socket gunicorn writes its answer to a request it could not read (400, 414, 431, 417, 501) to: its
+    HTML page, undated and without `nosniff`, is sent as `_answer`'s line of plain text, its message kept."""
+
+    def __init__(self, sock: Any):
+        self.sock = sock
+
+    def sendall(self, data: bytes) -> None:
+        line, _, page = data.partition(b"\r\n")
+        version, _, status = line.decode("latin-1").partition(" ")
+        if version == "HTTP/1.1" and status[:3].isdigit():
+            found = _MESSAGE.search(page.decode("utf-8", "replace"))
+            said = " ".join(html.unescape(found[1]).split()) if found else ""
+            text = "".join(c if c.isprintable() and c.isascii() else "?" for c in said[:200])
+            data = _answer(status, text or status[4:].lower())
+        self.sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
 
 Sockets = OrderedDict[socket.socket, None]
 """A peer's connections in one state, the longest in it first."""
@@ -335,8 +368,14 @@ class Worker(GeventWorker):
         finally:
             self.connections.closed(client)
 
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """gunicorn's answer to a request it could not read, as one line of plain text (`_PlainErrors`)."""
+        super().handle_error(req, _PlainErrors(client), addr, exc)
+
     def handle_request(self, listener_name: Any, req: Any, sock: socket.socket, addr: Any) -> bool:
         self.connections.busy(sock)
+        if req.version > (1, 1):  # HTTP/1.9 was answered "HTTP/1.9 200": a version this server is not (RFC 9110
+            req.version = (1, 1)  # §2.5); a later 1.x is read, and answered, as 1.1 (RFC 9112 §2.3)
         gevent.sleep(0)
         sending = Sending(sock, self.connections)
         form = req.method == "POST" and req.path.endswith("/connect")
@@ -345,7 +384,7 @@ class Worker(GeventWorker):
             if refusal is None and form:
                 refusal = _read_form(req)
             if refusal is not None:
-                sending.sendall(refusal)
+                sending.sendall(_answer(*refusal))
                 raise StopIteration  # gunicorn's way out of its keep-alive loop: it closes the connection
             kept = bool(super().handle_request(listener_name, req, sending, addr))
         except TimeoutError:  # the client did not take the response in time: close it, no traceback in the log
@@ -377,7 +416,7 @@ def _shed(socks: list[socket.socket]) -> None:
             pass
 
 
-def _read_form(req: Any) -> bytes | None:
+def _read_form(req: Any) -> Refusal | None:
     """A connect form's body, read whole within `FORM_WITHIN` seconds and handed to the app as gunicorn's own
     `Body` over those bytes; `408` for a body that trickles past it (each read waits on the send deadline, and
     a reader asked for one byte still waits for the whole body)."""
@@ -390,7 +429,7 @@ def _read_form(req: Any) -> bytes | None:
     return None
 
 
-def _refusal(headers: list[tuple[str, str]], form: bool = False) -> bytes | None:
+def _refusal(headers: list[tuple[str, str]], form: bool = False) -> Refusal | None:
     """`form`: the one request that may have a body, a connect page's form (`feedbridge.web.connect`), of at most
     `FORM_BYTES` (`_read_form` reads it)."""
     size = 0
