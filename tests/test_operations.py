@@ -107,7 +107,10 @@ def test_the_counts_of_two_workers_add_up_in_every_scrape(two_workers):
         assert total(samples, "feedbridge_upstream_requests_total", forum=app.forum_key, kind="site") == identity
         assert total(samples, "feedbridge_cache_entries") >= 2 * len(feeds)  # each worker holds its own copies
         assert total(samples, "feedbridge_cache_bytes") > 0
-    assert get(f"{app.url}/healthz").json()["upstream"][app.forum_key]["last"] in ("200", "304")
+    # each worker says its own last answer from the forum: none from one that never asked it (its requests were
+    # the unknown forum's 404s), which the kernel's choice of worker per connection may make
+    lasts = {get(f"{app.url}/healthz").json()["upstream"][app.forum_key]["last"] for _ in range(12)}
+    assert lasts & {"200", "304"} and lasts <= {"200", "304", None}, lasts
 
 
 @pytest.fixture(scope="module")
