@@ -21,7 +21,8 @@ What is read, as core reads it: terms found by core's scan (`FILTER_EXTRACTION_P
 - `in:pinned` and `in:untagged`; any other `in:` value keeps nothing, as `filter_in` answers an
   anonymous reader (`elsif values.present?` → `@scope.none`);
 - `order:` activity, created, latest-post, likes, views, title, each `-asc` too, the first the primary
-  order; by default `bumped_at` newest first;
+  order; by default `bumped_at` newest first; the globally pinned topics first on page 0 whatever the order
+  (`page_of`);
 - words (no `:`): every one in the title, case-insensitive (core searches the posts' search data).
 Other keys are ignored, as core ignores a key no plugin registered.
 """
@@ -61,13 +62,27 @@ def filter_answer(target: str, read: Callable[[str], bytes | None]) -> bytes | N
     topics = list({t["id"]: t for document in pages for t in document["topic_list"]["topics"]}.values())
     categories = json.loads(read("categories.json") or b'{"category_list": {"categories": []}}')
     kept = filtered(q, topics, _every_level(categories["category_list"]["categories"]), users)
-    shown = kept[page * PER_PAGE:(page + 1) * PER_PAGE]
+    shown = page_of(kept, page)
     topic_list: dict[str, Any] = {"per_page": PER_PAGE, "topics": shown}
     if len(shown) == PER_PAGE:
         topic_list["more_topics_url"] = "/filter?" + urlencode({"q": q, "page": page + 1})
     posters = {p["user_id"] for t in shown for p in t.get("posters", [])}
     return json.dumps({"users": [u for i, u in users.items() if i in posters], "topic_list": topic_list},
                       indent=1, ensure_ascii=False).encode()
+
+
+def page_of(kept: list[Topic], page: int) -> list[Topic]:
+    """Page `page` of `kept`, as core's `TopicQuery#create_list` pages the filter list: `ListController#filter`
+    passes no `order`, so `apply_pinning` holds whatever `order:` the query names, and `prioritize_pinned_topics`
+    (no category: `pinned_globally AND pinned_at IS NOT NULL`, an anonymous reader's `pinned`) puts the
+    globally pinned topics first on page 0, 30 in all; a later page is the others from `page * 30` less the
+    pinned ones, so no topic is shown twice or skipped."""
+    pinned = [t for t in kept if t.get("pinned_globally") and t.get("pinned")]
+    others = [t for t in kept if not (t.get("pinned_globally") and t.get("pinned"))]
+    if page == 0:
+        return (pinned + others)[:PER_PAGE]
+    start = max(page * PER_PAGE - len(pinned), 0)
+    return others[start:start + PER_PAGE]
 
 
 def _latest_pages(read: Callable[[str], bytes | None]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import FeedTarget, feed_for_url
 from feedbridge.web.feedform import form_from_path, recognise
 from tests.appserver import RunningApp, running_app, settings_for
+from tests.fake_filter import filter_answer
 from tests.test_cli import run
 from tests.test_private import private_forum, sign
 from tests.upstream import PROJECT_ROOT, FakeForum
@@ -257,3 +258,38 @@ def test_feedbridge_build_of_a_filter_url_takes_query_as_its_keyword_filter(foru
     feed = json.loads(result.stdout)
     assert feed["title"].endswith("· filter likes-min:10 · keyword: autograd")
     assert {int(item["id"].rsplit("/", 1)[1]) for item in feed["items"]} == {3407, 3282, 3144}
+
+
+def test_the_fake_forum_pages_its_filter_list_as_core_with_pinned_topics_first():
+    """Core's filter list puts the globally pinned topics first on page 0 whatever `order:` says, and starts a
+    later page that many topics early (`TopicQuery#prioritize_pinned_topics`): the fake sorted by its order
+    alone, so no filter feed ever met a pinned topic. Every topic is on one page, once."""
+    json_root = PROJECT_ROOT / "fixtures" / "site-json"
+
+    def read(name: str) -> bytes | None:
+        file = json_root / name
+        if not file.is_file():
+            return None
+        if name != "latest/page-1.json":
+            return file.read_bytes()
+        document = json.loads(file.read_bytes())
+        document["topic_list"]["topics"][-1] |= {"pinned_globally": True, "pinned": True}  # an old pinned topic
+        return json.dumps(document).encode()
+
+    def page(number: int, q: str = "order:created") -> list[int]:
+        target = f"/filter.json?q={q}" + (f"&page={number}" if number else "")
+        answer = filter_answer(target, read)
+        assert answer is not None
+        return [t["id"] for t in json.loads(answer)["topic_list"]["topics"]]
+
+    pinned = json.loads(read("latest/page-1.json") or b"")["topic_list"]["topics"][-1]["id"]
+    first, second = page(0), page(1)
+    assert first[0] == pinned and len(first) == 30 and pinned not in second
+    everything = [t for n in range(10) for t in page(n)]
+    assert len(everything) == len(set(everything)) == len(filter_answer_all(read))
+
+
+def filter_answer_all(read) -> set[int]:
+    """Every topic of the fake's latest list: what the filter list holds without a term that narrows it."""
+    return {t["id"] for name in ("latest.json", *(f"latest/page-{n}.json" for n in range(1, 100)))
+            if (body := read(name)) is not None for t in json.loads(body)["topic_list"]["topics"]}
