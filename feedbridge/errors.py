@@ -69,11 +69,18 @@ import re
 from enum import StrEnum
 from urllib.parse import urlsplit
 
+MAX_MESSAGE_CHARS = 2000
+"""The most of a message an error keeps: a message may quote what a forum sent (a JSON key, a page's URL row),
+and one quoting a 4.9 MB key was the body of every 502, held by each remembered failure and logged whole (a
+worker grew by 383 MB in ten requests). Each quote is cut where it is made; this bounds any that is not."""
+
 
 class FeedbridgeError(Exception):
     status = 500
 
     def __init__(self, message: str):
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS] + "…"
         super().__init__(message)
         self.message = message
 

@@ -31,8 +31,9 @@ import feedparser
 import httpx
 import pytest
 
-from feedbridge.config import Forum, Settings
-from feedbridge.errors import ConfigError
+from feedbridge.config import Forum, Settings, parse_forum
+from feedbridge.discourse.topic import parse_topic
+from feedbridge.errors import MAX_MESSAGE_CHARS, ConfigError, NotATopicError, UpstreamError
 from feedbridge.feeds.service import build_service
 from feedbridge.store import keys
 from feedbridge.store.memory import MemoryStore
@@ -646,3 +647,20 @@ def test_a_topic_with_a_hundred_thousand_tags_is_answered_over_gunicorn_with_its
     entry = next(entry for entry in feed.entries if f"/{tagged['id']}" in entry.link)
     terms = [tag.term for tag in entry.get("tags", []) if tag.term.startswith("tag-")]
     assert terms == [f"tag-{n}" for n in range(MAX_TAGS)], terms[:5]
+
+
+def test_what_a_forum_sent_is_quoted_in_an_error_cut_short(upstream):
+    """A JSON list of one 4.9 MB key made a 4.9 MB message: the body of every 502, held by each remembered
+    failure and logged, and a worker grew by 383 MB in ten requests; a topic page's 4 MB `**URL:**` row was
+    4 MB of log a topic. Each quote is cut where it is made, and any error's message at `MAX_MESSAGE_CHARS`."""
+    upstream.set_body("/latest.json", json.dumps({"a" * 1_000_000 + "\U0001f600": 1}))
+    settings = replace(settings_for(upstream.url, **FAST), forums=(parse_forum(f"json:{upstream.url}"),))
+    with running_app(settings) as app:
+        answers = [get(app.feed_url("/latest.atom")) for _ in range(2)]  # built, then remembered
+    assert [a.status_code for a in answers] == [502, 502]
+    assert all(len(a.content) < 1000 and "JSON object with keys" in a.text for a in answers), [
+        a.text for a in answers]
+    with pytest.raises(NotATopicError) as raised:
+        parse_topic(f"# T\n\n**URL:** https://x.example/{'a' * 1_000_000}\n\nhello\n")
+    assert len(raised.value.message) < 400
+    assert len(UpstreamError("x" * 1_000_000).message) == MAX_MESSAGE_CHARS + 1

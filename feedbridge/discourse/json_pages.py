@@ -125,7 +125,7 @@ def _describe(data: dict[str, Any], expected: str) -> str:
         return f"{expected}, got the forum's error: {errors[0][:200]!r}"
     if isinstance(data.get("error"), str):
         return f"{expected}, got the forum's error: {data['error'][:200]!r}"
-    keys = ", ".join(repr(key) for key in list(data)[:5])
+    keys = ", ".join(repr(str(key)[:40]) for key in list(data)[:5])  # a forum's key may be megabytes long
     return f"{expected}, got a JSON object with keys {keys}" if keys else f"{expected}, got an empty JSON object"
 
 

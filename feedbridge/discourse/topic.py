@@ -117,7 +117,8 @@ def parse_topic(text: str | bytes, base_url: str | None = None, source_url: str 
     base = (base_url or derive_base(url_raw) or derive_base(source_url) or "").rstrip("/")
     topic = _topic_url(absolute(url_raw, base)) if url_raw else None
     if topic is None:
-        raise NotATopicError(f"{_EXPECTED}, got a page whose URL is {url_raw!r}, not a topic URL")
+        shown = url_raw[:200] if url_raw else url_raw  # a forum's row may be megabytes long
+        raise NotATopicError(f"{_EXPECTED}, got a page whose URL is {shown!r}, not a topic URL")
     url, topic_id = topic
 
     if posts:
