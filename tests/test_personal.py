@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import IO
-from urllib.parse import parse_qs, quote_plus, urlsplit
+from urllib.parse import parse_qs, quote, quote_plus, urlsplit
 
 import feedparser
 import httpx
@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from feedbridge.config import AuthRedirect, Credential, Forum, Settings, parse_forum
+from feedbridge.discourse.fields import MAX_USERNAME
 from feedbridge.discourse.personal import parse_bookmarks, parse_notifications
 from feedbridge.errors import ConfigError, Forbidden, RequestError, RouteNotFound
 from feedbridge.feeds.members import handshake, personal
@@ -784,3 +785,13 @@ def test_notifications_and_bookmarks_parse_each_item_as_an_entry_of_its_own() ->
     hostile["notifications"][0]["acting_user_avatar_template"] = "javascript:alert(1)//{size}"
     assert parse_notifications(json.dumps(hostile), base_url="https://f.example").topics[0].author_avatar is None
     assert parse_bookmarks('{"bookmarks": []}', base_url="https://f.example").topics == ()
+
+
+def test_a_members_own_lists_are_found_for_the_longest_name_core_allows() -> None:
+    """A name is quoted into its list's path, up to 12 characters a character (4 UTF-8 bytes, `%XX` each); the
+    paths were matched up to 200, so a member named with 17 CJK Extension B letters had a 500 on every
+    bookmarks and messages feed (`own_pages` found no list)."""
+    for name in ("\U00020000" * 17, "\U00020000" * MAX_USERNAME, "中" * 23, "bob"):
+        for own in personal.OWN.values():
+            path = own.path.format(user=quote(name, safe=""))
+            assert [o for o in personal.OWN.values() if o.pattern.fullmatch(path)] == [own], (name, own.label)

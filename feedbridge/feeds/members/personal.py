@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from feedbridge.config import MAX_KEY_CHARS, Credential, Forum, Settings, parse_credential
+from feedbridge.discourse.fields import MAX_USERNAME
 from feedbridge.discourse.json_pages import parse_json_listing
 from feedbridge.discourse.personal import (
     NOTIFICATIONS_PAGE,
@@ -173,7 +174,9 @@ class Own:
 
     @property
     def pattern(self) -> re.Pattern[str]:
-        return re.compile(re.escape(self.path).replace(re.escape("{user}"), "[^/]{1,200}"))
+        # A name quoted is up to 12 characters a character (4 UTF-8 bytes, `%XX` each): 200 left a member whose
+        # name is 17 characters of CJK Extension B with a 500 on every bookmarks and messages feed.
+        return re.compile(re.escape(self.path).replace(re.escape("{user}"), f"[^/]{{1,{12 * MAX_USERNAME}}}"))
 
 
 OWN: dict[str, Own] = {
