@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 import redis
 from flask import Flask
@@ -134,15 +135,29 @@ def _topic(**fields: object) -> Topic:
     FeedEntry(b"<feed/>", "etag", float("inf"), 1.0), SourceEntry("json", 1.0, float("-inf")),
     PageEntry(Listing("L", "https://f.example", "c4", ()), None, None, 1.0, -10**15),
     TopicEntry(None, 1.0, -1),
+    # finite and typed, and a 500 all the same: no header or date can be made of them
+    FeedEntry(b"<feed/>", "etag", 1e300, 1.0), FeedEntry(b"<feed/>", "etag", -1e12, 1.0),
+    FeedEntry(b"<feed/>", '"x"\r\nX-Injected: 1', None, 1.0),
 ], ids=["topic-id-and-title", "tag", "naive-date", "date", "feed-body", "etag", "category-id", "source", "failure",
         "failure-at-inf", "failure-at-nan", "feed-modified-at-inf", "source-due-at-minus-inf", "page-size-negative",
-        "topic-size-negative"])
+        "topic-size-negative", "feed-modified-past-9999", "feed-modified-before-1", "etag-with-crlf"])
 def test_ill_typed_values_are_refused(value: object) -> None:
     """What a writer to the shared store puts there is used only when it has the declared types: the old
     codec built `Topic(id='not-an-int', title=123)` against its own docstring."""
     data = codec.encode(value)  # encoding does not check types: this is what a forged entry looks like
     with pytest.raises(DecodeError):
         codec.decode(data)
+
+
+@pytest.mark.parametrize("date", ["9999-12-31T23:00:00-14:00", "0001-01-01T00:00:00+14:00"])
+def test_a_date_that_is_no_utc_date_is_refused(date: str) -> None:
+    """A date of a topic no UTC date can be made of: a 500 on every feed built from its page, on every instance
+    (msgspec reads it, with its offset; rendering it in UTC overflows). Written by hand, as a forger would."""
+    good = msgspec.to_builtins(TopicEntry(_topic(last_posted_at=datetime(2026, 1, 2, tzinfo=UTC)), 1.0, 1))
+    assert codec.decode(b"topic\n" + msgspec.msgpack.encode(good)).topic.last_posted_at.year == 2026
+    good["topic"]["last_posted_at"] = date
+    with pytest.raises(DecodeError, match="no UTC date"):
+        codec.decode(b"topic\n" + msgspec.msgpack.encode(good))
 
 
 @pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
@@ -232,6 +247,29 @@ def test_unreadable_entries_are_misses(upstream: fake.FakeForum, redis_server: R
     response = get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url)
     assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
     assert upstream.count() == 4  # the list and the forum's basic info, each read again
+
+
+def test_a_key_of_another_redis_type_is_a_miss_and_redis_stays_in_use(upstream: fake.FakeForum,
+                                                                        redis_server: RedisServer) -> None:
+    """A LIST under a feed's key: Redis answered WRONGTYPE, taken for Redis failing, so each read of it shut
+    Redis off for the process (every other feed rebuilt from the forum, /healthz "does not answer")."""
+    assert get(make_app(upstream.url, redis_server), "/latest.atom", upstream.url).status_code == 200
+    assert get(make_app(upstream.url, redis_server), "/top.atom", upstream.url).status_code == 200
+    client = redis_server.client()
+    feeds = sorted(client.keys(f"{PREFIX}feed:*"))
+    assert len(feeds) == 2
+    for name in client.keys(f"{PREFIX}feed:*"):
+        ttl = client.pttl(name)
+        client.delete(name)
+        client.rpush(name, b"not ours")
+        client.pexpire(name, ttl)
+    second = make_app(upstream.url, redis_server)
+    asked = upstream.count()
+    response = get(second, "/latest.atom", upstream.url)
+    assert response.status_code == 200 and response.headers["X-Feedbridge-Cache"] == "miss"
+    assert upstream.count() == asked  # built from the page Redis still shares
+    assert second.test_client().get("/healthz").get_json()["redis"] == "answers"
+    assert client.type(feeds[0]) == b"string" or client.type(feeds[1]) == b"string"  # the rebuild stored it again
 
 
 def test_ill_typed_entries_are_misses(upstream: fake.FakeForum, redis_server: RedisServer) -> None:

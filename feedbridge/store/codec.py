@@ -21,7 +21,7 @@ import json
 import math
 import typing
 from dataclasses import fields, is_dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -41,6 +41,8 @@ from feedbridge.store.entries import (
 )
 
 VERSION = 2
+LAST_SECOND = 253402300799.0
+"""9999-12-31T23:59:59Z, the last time a date can be made of: no time kept is further from 1970 either way."""
 KINDS: dict[str, type] = {
     "page": PageEntry,
     "feed": FeedEntry,
@@ -124,11 +126,23 @@ def _ill_formed(value: object, name: str = "") -> str | None:
     formatted from it), or a negative `size` (one of -10**15 read from Redis turned the in-process store's byte
     bound off: it held 30 times its bound, and never evicted again)."""
     if isinstance(value, datetime):
-        return "a date without its offset" if value.tzinfo is None else None
+        if value.tzinfo is None:
+            return "a date without its offset"
+        try:
+            value.astimezone(UTC)
+        except OverflowError:  # 9999-12-31T23:00-14:00 is past what a UTC date can be: a 500 wherever it was shown
+            return "a date that is no UTC date"
+        return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"a number that is not finite ({value})"
+        if not math.isfinite(value):
+            return f"a number that is not finite ({value})"
+        # Every float kept is a time (seconds since 1970) or a span of them: past year 9999 no date can be made
+        # of it (a `last_modified` of 1e300 was a 500 on every instance that formatted the header)
+        return None if -LAST_SECOND <= value <= LAST_SECOND else f"a time out of range ({value:g})"
     if isinstance(value, int) and name == "size" and value < 0:
         return f"a negative size ({value})"
+    if isinstance(value, str) and name == "etag" and not (value.isascii() and value.isprintable()):
+        return "an ETag that no header can carry"  # a CR LF in one was a 500 wherever it was sent
     if isinstance(value, tuple):
         return next((wrong for item in value if (wrong := _ill_formed(item)) is not None), None)
     if is_dataclass(value) and not isinstance(value, type):
@@ -139,9 +153,9 @@ def _ill_formed(value: object, name: str = "") -> str | None:
 
 @functools.cache
 def _checked_fields(model: type) -> tuple[str, ...]:
-    """The fields of `model` whose values `_ill_formed` reads at any depth: dates, numbers and sizes."""
+    """The fields of `model` whose values `_ill_formed` reads at any depth: dates, numbers, sizes and ETags."""
     hints = typing.get_type_hints(model)
-    return tuple(f.name for f in fields(model) if f.name == "size" or _holds_checked(hints[f.name]))
+    return tuple(f.name for f in fields(model) if f.name in ("size", "etag") or _holds_checked(hints[f.name]))
 
 
 def _holds_checked(hint: Any) -> bool:
