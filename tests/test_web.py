@@ -646,6 +646,10 @@ def test_hits_on_the_hot_path_match_the_first_response(app, caplog):
     browser = get(url, headers=browser_accept)
     assert browser.headers["content-type"] == "application/xml; charset=utf-8"
     assert browser.content == miss.content
+    # the browser shows it as a page (`/static/feed.xsl`, links and all), with a page's CSP and no-referrer
+    assert "script-src 'self'" in browser.headers["content-security-policy"]
+    assert browser.headers["referrer-policy"] == "no-referrer"
+    assert "content-security-policy" not in hit.headers  # a reader's feed is no page
     assert get(url, headers={"If-None-Match": hit.headers["etag"]}).status_code == 304
     # The browser's answer is another representation (`Vary: Accept`), with an ETag of its own (RFC 9110
     # §8.8.3): with the reader's, a cache in front could answer a browser's 304 with the reader's copy.

@@ -160,9 +160,10 @@ def _log_request(response: Response) -> Response:
 
 
 def content_security_policy(settings: Settings) -> str:
-    """Every HTML answer's (pages, `.html` views, error pages): scripts and styles from this origin only. Images
-    also from https (a forum's pictures, which the pages show as its feeds carry them: a topic's thumbnail, the
-    forum's icon, from its own origin or a CDN's) and from the origin of each forum read over plain http."""
+    """Every page's (pages, `.html` views, error pages, a feed's browser view): scripts and styles from this
+    origin only. Images also from https (a forum's pictures, which the pages show as its feeds carry them: a
+    topic's thumbnail, the forum's icon, from its own origin or a CDN's) and from the origin of each forum read
+    over plain http."""
     plain = sorted({"http://" + urlsplit(forum.base_url).netloc for forum in settings.forums
                     if forum.base_url.startswith("http://")})
     images = " ".join(["'self'", "data:", "https:", *plain])
@@ -171,7 +172,9 @@ def content_security_policy(settings: Settings) -> str:
 
 
 def _security_headers(response: Response) -> Response:
-    if response.mimetype == "text/html":
+    """The CSP and no-referrer on every page a browser shows: HTML, and a feed sent to a browser as
+    `application/xml`, which it shows as the page `/static/feed.xsl` makes of it, links and all."""
+    if response.mimetype in ("text/html", "application/xml"):
         response.headers.setdefault("Content-Security-Policy", current_app.config["FEEDBRIDGE_CSP"])
         response.headers.setdefault("Referrer-Policy", "no-referrer")
     return response
