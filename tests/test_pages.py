@@ -242,6 +242,19 @@ def test_an_html_view_spelled_two_ways_is_one_page_made_of_its_canonical_query(u
                                             "min_likes": "5"}
 
 
+def test_an_html_view_of_full_content_shows_the_posts_its_feed_carries(upstream_json):
+    """Every feed is also a web page with the same entries (docs/entries.md): with `content=full` the `.html` view
+    showed each topic's excerpt only, and a JSON list gives excerpts for pinned topics alone, so most entries
+    were titles."""
+    with running_app(settings_for(upstream_json.url, forum_budget_10s=0)) as app:
+        feed = httpx.get(app.feed_url("/c/compiler/5.json?content=full"), timeout=30).json()
+        page = html.fromstring(httpx.get(app.feed_url("/c/compiler/5.html?content=full"), timeout=30).content)
+    with_content = [item for item in feed["items"] if "content_html" in item]
+    posts = page.xpath("//li[@class='entry']/div[@class='entry-post']")
+    assert with_content and len(posts) == len(with_content)
+    assert not page.xpath("//div[@class='entry-post']//script | //div[@class='entry-post']//*[@onerror]")
+
+
 @pytest.mark.parametrize("fmt", ["atom", "rss"])
 def test_feeds_point_at_the_stylesheet_and_stay_valid(client, key, fmt):
     response = client.get(f"/{key}/latest.{fmt}")
