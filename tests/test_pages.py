@@ -17,7 +17,7 @@ from feedbridge.discourse.categories import parse_categories
 from feedbridge.models import Entry
 from feedbridge.render.documents import render_rss
 from feedbridge.render.meta import FeedMeta
-from feedbridge.web.app import create_app
+from feedbridge.web.app import content_security_policy, create_app
 from feedbridge.web.feedform import FeedForm, form_from_path, recognise
 from feedbridge.web.pages import http_url
 from tests.appserver import running_app, settings_for
@@ -211,6 +211,17 @@ def test_html_pages_carry_security_headers(client, key):
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp, path
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert response.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_pictures_of_a_plain_http_forum_may_come_from_its_bucket_over_http():
+    """A picture a plain-http forum names without a scheme (`//bucket/…`) takes the forum's scheme: the page's CSP
+    allowed plain http from the forum's own origin only, and the browser blocked it there."""
+    def images(*urls: str) -> str:
+        policy = content_security_policy(Settings(forums=tuple(parse_forum(url) for url in urls)))
+        return next(part for part in policy.split("; ") if part.startswith("img-src"))
+
+    assert images("https://a.example") == "img-src 'self' data: https:"
+    assert images("https://a.example", "http://b.example:8080") == "img-src 'self' data: https: http:"
 
 
 def test_html_view_errors_are_pages_with_the_right_status(client, key):

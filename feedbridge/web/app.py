@@ -162,11 +162,11 @@ def _log_request(response: Response) -> Response:
 def content_security_policy(settings: Settings) -> str:
     """Every page's (pages, `.html` views, error pages, a feed's browser view): scripts and styles from this
     origin only. Images also from https (a forum's pictures, which the pages show as its feeds carry them: a
-    topic's thumbnail, the forum's icon, from its own origin or a CDN's) and from the origin of each forum read
-    over plain http."""
-    plain = sorted({"http://" + urlsplit(forum.base_url).netloc for forum in settings.forums
-                    if forum.base_url.startswith("http://")})
-    images = " ".join(["'self'", "data:", "https:", *plain])
+    topic's thumbnail, the forum's icon, from its own origin or a CDN's), and from plain http when a forum is read
+    over it: a picture it names without a scheme (`//bucket/…`) takes the forum's (docs/entries.md), and one on
+    its bucket was blocked where only the forum's own origin was allowed."""
+    plain = any(forum.base_url.startswith("http://") for forum in settings.forums)
+    images = " ".join(["'self'", "data:", "https:", *(["http:"] if plain else [])])
     return (f"default-src 'none'; script-src 'self'; style-src 'self'; img-src {images}; connect-src 'self'; "
             "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
