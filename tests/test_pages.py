@@ -65,6 +65,10 @@ def key(upstream):
         ("HTTP://DEV-DISCUSS.PYTORCH.ORG/c/compiler/5.md", {"list": "category", "category": "compiler/5"}),
         ("http://127.0.0.1:8080/sub/c/x/3", {"forum": "127.0.0.1:8080/sub", "category": "x/3"}),
         (f"{FORUM}/t/some-topic/123", {"list": "topic", "topic": "some-topic/123"}),
+        # a post's link: core routes `t/:topic_id/:post_number` before `t/:slug/:topic_id` (it was topic 45)
+        (f"{FORUM}/t/123/45", {"list": "topic", "topic": "123"}),
+        (f"{FORUM}/t/123/last", {"list": "topic", "topic": "123"}),
+        (f"{FORUM}/t/some-topic/123/45", {"list": "topic", "topic": "some-topic/123"}),
     ],
 )
 def test_recognise_forum_urls(url, expected):

@@ -25,7 +25,10 @@ from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind
 from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, feed_kind_of, keyword_param, kind_of, split_forum
 
 _USER = r"(?P<user>\w[\w.-]{0,59})"  # core's UsernameValidator: a letter, digit or `_` first
-_TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>[0-9]{{1,9}})(?:/[0-9]{{1,9}})?")
+# A topic's page, with a post's number or `last` after it: core routes `t/:topic_id/:post_number` before
+# `t/:slug/:topic_id` (config/routes.rb), so two numbers are the topic and a post of it, never a slug and a topic.
+_TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>[0-9]{{1,9}})(?:/[0-9]{{1,9}}|/last)?")
+_TOPIC_AND_POST = re.compile(r"t/(?P<topic>[0-9]{1,9})/(?:[0-9]{1,9}|last)")
 # A category with one of its views: `/l/top/PERIOD` first, so that `/l/\w` cannot take `top` alone.
 _CATEGORY = re.compile(rf"c/{CATEGORY_VALUE}(?P<view>/l/top/\w{{1,20}}|/l/\w{{1,20}}|/none|/all)?")
 _TAG = re.compile(rf"tags?/(?P<tag>{SLUG})(?:/(?P<id>[0-9]{{1,9}}))?(?:/l/\w{{1,20}})?")
@@ -145,9 +148,9 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
     if rest == "filter":
         return FeedTarget(forum, "filter", (("q", query["q"].strip()),),
                           f"Topics matching the forum's filter {query['q'].strip()[:200]}.")
-    if match := _TOPIC_PATH.fullmatch(rest):
+    if match := _TOPIC_AND_POST.fullmatch(rest) or _TOPIC_PATH.fullmatch(rest):
         # The slug stays for the feed's link to the topic; the post number goes: the feed is the topic's.
-        path = f"t/{match['slug']}/{match['topic']}" if match["slug"] else f"t/{match['topic']}"
+        path = f"t/{match['slug']}/{match['topic']}" if match.groupdict().get("slug") else f"t/{match['topic']}"
         return FeedTarget(forum, path, (), f"The posts of topic {match['topic']}.")
     return None
 
