@@ -211,6 +211,10 @@ class UpstreamError(NoForumAnswer):
     """The forum did not give a usable answer: the failures remembered for the negative TTL (a 429 is kept per
     forum instead, `ForumWaits` in `feeds/admission/gate.py`)."""
 
+    remembered = False
+    """A failure answered from memory (`CachePolicy.remembered`), not met now: never remembered again, under a
+    feed built on it, or it would be so for its TTL from then, nearly twice its own."""
+
 
 class UpstreamNotFound(UpstreamError):
     status = 404

@@ -75,6 +75,21 @@ def test_a_remembered_failure_is_told_once_however_often_it_is_answered(upstream
     assert upstream.count("/latest.md") == 1
 
 
+def test_a_remembered_failure_is_not_remembered_again_by_a_feed_built_on_it(upstream):
+    """A feed built on its list's remembered failure remembered it again, from then: the forum's one failure was
+    answered for nearly twice the negative TTL, and then as a stale copy 'upstream failed' built from a list the
+    forum had just served."""
+    upstream.fail("/latest.md", 500, times=1)
+    with running_app(settings_for(upstream.url, negative_ttl=4)) as app:
+        started = time.monotonic()
+        assert get(app.feed_url("/latest.atom")).status_code == 502  # the forum's one failure
+        time.sleep(max(3 - (time.monotonic() - started), 0))
+        assert get(app.feed_url("/latest.rss")).status_code == 502  # remembered, with a second left
+        time.sleep(max(4.5 - (time.monotonic() - started), 0))
+        later = get(app.feed_url("/latest.rss"))  # the list's failure is forgotten: the forum is asked
+    assert later.status_code == 200 and later.headers["X-Feedbridge-Cache"] == "miss", later.text
+
+
 def test_distinct_unknown_categories_are_bounded_by_the_clients_share(upstream):
     with procfile_app(settings_for(upstream.url, forum_budget=30)) as app, httpx.Client(timeout=30) as client:
         # ids no category of the fake forum has (core reads a category by its id)

@@ -60,8 +60,6 @@ T = TypeVar("T")
 Cache = Literal["hit", "miss", "stale"]
 
 BUSY_RETRY = 5.0
-_REMEMBERED = " (remembered; the forum is asked again in "
-"""What a remembered failure's message is followed by, with the seconds left (`CachePolicy.remembered`)."""
 CLOCK_SKEW = 30.0
 """Seconds by which the clocks of instances sharing a Redis may differ: a failure remembered by another is taken
 as stored up to this far in the future."""
@@ -275,17 +273,18 @@ class CachePolicy:
         if failure is None or not 0 < left <= ttl + CLOCK_SKEW:
             return None
         left = max(left, 1.0)
-        return upstream_error(failure.kind, f"{failure.message}{_REMEMBERED}{left:.0f}s)", left, failure.status)
+        error = upstream_error(failure.kind, f"{failure.message} (remembered; the forum is asked again in {left:.0f}s)",
+                               left, failure.status)
+        error.remembered = True
+        return error
 
     def remember(self, failed: str, exc: UpstreamError) -> None:
         """Under `failed` (`keys.failed` of the entry's key), failures of the forum only: a budget or slot refusal,
-        or a 429 (kept per forum), is not remembered."""
-        if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited):
+        or a 429 (kept per forum), is not remembered, nor one remembered already (a feed's build failing on its
+        list's remembered failure): remembered again from now, it outlived its TTL, and its note was written twice."""
+        if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited) or exc.remembered:
             return
-        # The forum's failure as it was told, without the note a remembered one carries (a feed's build failing on
-        # its list's remembered failure): noted again at each answer, it was noted twice.
-        told = exc.message.partition(_REMEMBERED)[0]
-        failure = FailureEntry(exc.reason, told, time.time(), exc.upstream_status)
+        failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
         self.control.set(failed, failure, self.settings.negative_ttl)
 
     def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, ended: int,
