@@ -201,11 +201,7 @@ class FeedService:
         def from_last_good(reason: str) -> FeedResult:
             cached = read.cached()
             with admitted():
-                entry = self._render(cached, spec, self_url, stylesheet_url)
-            # as old as the oldest page it was made of: its `Age` says so, as a stale copy's does
-            oldest = cached.oldest
-            return FeedResult(entry if oldest is None else replace(entry, stored_at=min(oldest, entry.stored_at)),
-                              "stale", reason)
+                return FeedResult(self._render(cached, spec, self_url, stylesheet_url), "stale", reason)
 
         return self._either(live, from_last_good)
 
@@ -306,7 +302,11 @@ class FeedService:
         their gzip; a signed or a member's feed has none, since each URL is served its own token in its body."""
         body, built = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True)
         etag = hashlib.sha256(body).hexdigest()[:32]
-        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=built,
+        # As old as the oldest list page it was made of (`Read.oldest`), as a stale copy is: fresh for the rest of
+        # that page's TTL, its `Age` counted from it. Dated at the build, an RSS built from the page the Atom feed
+        # had read 5 s before was fresh for a whole TTL more, and served after the Atom feed showed a change.
+        stored_at = built if read.oldest is None else min(read.oldest, built)
+        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=stored_at,
                          gzipped=None if read.signed else gzipped(body))
 
     def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,

@@ -71,13 +71,13 @@ def entity_tag(entry: FeedEntry, gzipped: bool, variant: str = "") -> str:
 def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheStatus,
                  private: bool = False, variant: str = "", stale: str | None = None,
                  gzipped: bool = False) -> list[tuple[str, str]]:
-    """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep. A copy
-    kept (a hit, a stale copy) says how old it is (`Age`, RFC 9111 §5.1), so a cache in front keeps it for what
-    is left of `max_age` rather than the whole of it again. `variant` tells apart, in the ETag, answers of one
-    feed that differ by `Accept` (RFC 9110 §8.8.3: a strong ETag names one representation), so that no cache
+    """`private`: a signed feed's, which no shared cache between the bridge and its reader may keep. A copy kept (a
+    hit, a stale copy), or built from one, says how old it is (`Age`, RFC 9111 §5.1), so a cache in front keeps it
+    for what is left of `max_age` rather than the whole of it again. `variant` tells apart, in the ETag, answers of
+    one feed that differ by `Accept` (RFC 9110 §8.8.3: a strong ETag names one representation), so that no cache
     answers one with the other on a `304`. `stale`: why a stale copy is served, said with its age in
-    `X-Feedbridge-Stale` (one age for both headers). `gzipped`: the body is the entry's gzip
-    (`Content-Encoding`), a representation of its own with an ETag of its own, as `variant`'s."""
+    `X-Feedbridge-Stale` (one age for both headers). `gzipped`: the body is the entry's gzip (`Content-Encoding`), a
+    representation of its own with an ETag of its own, as `variant`'s."""
     headers = [
         ("Content-Type", media_type),
         ("Vary", "Accept, Accept-Encoding"),
@@ -85,8 +85,8 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
         ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]
-    if cache != "miss":
-        age = int(max(time.time() - entry.stored_at, 0.0))
+    age = int(max(time.time() - entry.stored_at, 0.0))
+    if cache != "miss" or age:  # a feed built now from a page read before is as old as that page
         headers.append(("Age", str(age)))
         if stale is not None:
             headers.append(("X-Feedbridge-Stale", _header_safe(f"{stale}; serving the copy from {age}s ago")))

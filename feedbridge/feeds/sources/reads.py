@@ -89,8 +89,8 @@ class Read:
     way that a refusal of its reads marks), live or `cached_only`. Made once where the read path begins
     (`FeedService`), and handed down (each build is handed its own: `entry`), so no layer below looks the
     request up itself, and no state of it is ambient.
-    A read from cached copies notes when each copy it read was stored (`stored`), so that what is built of
-    them says how old it is (`oldest`)."""
+    A read from cached copies notes when each copy it read was stored (`stored`), and a live read each list
+    page's, so that what is built of them says how old it is (`oldest`)."""
 
     scope: Scope
     caller: Caller | None
@@ -127,11 +127,13 @@ class Read:
         return replace(self, building=replace(self.building, ahead=ahead))
 
     def entry(self, key: str, build: Callable[[E | None, Read], E], what: str, forum: Forum, *,
-              fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False) -> E:
+              fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
+              dates: bool = False) -> E:
         """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`).
         `build(held, read)` reads with `read`, this read within the build it makes.
         `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept.
-        `forum`: whose it is, for its part of the cold slots (`ColdSlots`)."""
+        `forum`: whose it is, for its part of the cold slots (`ColdSlots`). `dates`: what is built of this
+        entry is as old as it (a list page's, live too: `stored`, `oldest`)."""
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
             if (stored_at := getattr(held, "stored_at", None)) is not None:
@@ -140,6 +142,8 @@ class Read:
         got = self.scope.policy.get(key, lambda held, building: build(held, replace(self, building=building)),
                                     caller=self.caller, building=self.building, stale=False, what=what,
                                     fresh_for=fresh_for, keep_for=keep_for, any_copy=any_copy, forum=forum.key)
+        if dates and (stored_at := getattr(got.entry, "stored_at", None)) is not None:
+            self.stored.append(stored_at)
         return got.entry
 
     def fetch(self, forum: Forum, url: str, what: str, etag: str | None = None,
@@ -168,5 +172,5 @@ def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> 
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
-    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum)
+    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum, dates=True)
     return entry.listing
