@@ -370,6 +370,20 @@ def test_a_feed_built_from_a_cached_page_is_as_old_as_the_page(upstream):
     assert "Café changed" in later.text and "Café changed" in atom.text, later.headers
 
 
+def test_a_feed_built_from_cached_pages_while_the_forum_fails_keeps_its_date_from_poll_to_poll(upstream):
+    """With no copy of itself held, such a feed is built again at each poll: the same bytes and ETag got a new
+    Last-Modified each time, so a reader validating by date alone downloaded it whole every time."""
+    with running_app(settings_for(upstream.url, cache_ttl=1)) as app:
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # its list page is cached
+        time.sleep(1.2)
+        upstream.fail(LIST, 500)
+        first = get(app.feed_url(f"{COMPILER}.rss"))
+        time.sleep(1.2)
+        again = get(app.feed_url(f"{COMPILER}.rss"), headers={"If-Modified-Since": first.headers["last-modified"]})
+    assert first.status_code == 200 and first.headers["x-feedbridge-cache"] == "stale"
+    assert again.status_code == 304, (first.headers["last-modified"], again.headers.get("last-modified"))
+
+
 def test_a_stale_reason_naming_a_feed_reads_in_its_header_as_in_its_body(upstream):
     """A header is ASCII: the "·" a feed's title joins its parts with reads as "-" there, not as "?"."""
     with running_app(settings_for(upstream.url, cache_ttl=1)) as app:

@@ -305,8 +305,10 @@ class FeedService:
         # As old as the oldest list page it was made of (`Read.oldest`), as a stale copy is: fresh for the rest of
         # that page's TTL, its `Age` counted from it. Dated at the build, an RSS built from the page the Atom feed
         # had read 5 s before was fresh for a whole TTL more, and served after the Atom feed showed a change.
+        # Changed bytes are dated from the same moment: a feed built from the cached pages while the forum fails
+        # (no copy of it held) had a new Last-Modified at every poll for the same bytes, and never a 304.
         stored_at = built if read.oldest is None else min(read.oldest, built)
-        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, built), stored_at=stored_at,
+        return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, stored_at), stored_at=stored_at,
                          gzipped=None if read.signed else gzipped(body))
 
     def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,
@@ -333,12 +335,12 @@ def _listed(first: Listing, built: datetime) -> datetime | None:
 
 
 def _changed(etag: str, held: FeedEntry | None, built: float) -> float:
-    """`Last-Modified`: when these bytes were first built (RFC 9110 §8.8.2: when the representation last
-    changed). The copy held keeps its date while its bytes are the same; changed bytes are dated at their
-    build, a second past the held copy's date at least, so a reader that validates with `If-Modified-Since`
-    alone gets them. It was the newest entry's date, which an edit of an older topic, a topic gained by a
-    filter or a topic deleted does not move forward (or moves back), and such readers got `304` for a feed
-    that had changed; a topic dated in the future dated the feed there too."""
+    """`Last-Modified`: when these bytes were first built (RFC 9110 §8.8.2: when the representation last changed),
+    `built` being the moment the pages they were made of were read. The copy held keeps its date while its bytes are
+    the same; changed bytes are dated at `built`, a second past the held copy's date at least, so a reader that
+    validates with `If-Modified-Since` alone gets them. It was the newest entry's date, which an edit of an older
+    topic, a topic gained by a filter or a topic deleted does not move forward (or moves back), and such readers got
+    `304` for a feed that had changed; a topic dated in the future dated the feed there too."""
     if held is not None and held.last_modified is not None:
         if held.etag == etag:
             return held.last_modified
