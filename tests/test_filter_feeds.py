@@ -293,3 +293,12 @@ def filter_answer_all(read) -> set[int]:
     """Every topic of the fake's latest list: what the filter list holds without a term that narrows it."""
     return {t["id"] for name in ("latest.json", *(f"latest/page-{n}.json" for n in range(1, 100)))
             if (body := read(name)) is not None for t in json.loads(body)["topic_list"]["topics"]}
+
+
+@pytest.mark.parametrize(("q", "ranked"), [("tag:gpu", False), ("order:activity", False), ("order:latest-post", False),
+                                           ("order:likes", True), ("order:created,activity", True),
+                                           ("order:activity-asc", True), ("tag:gpu order:views-asc", True)])
+def test_a_filter_query_says_whether_its_list_is_ranked(q, ranked):
+    """A `/filter` list in another order than newest activity is cut by its own order (`limit=`) and its digest
+    ends where its pages end, not at its last topic's activity (core's first `order:` is the primary)."""
+    assert parse_filter_query(q).ranked is ranked

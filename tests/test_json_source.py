@@ -147,6 +147,20 @@ def test_full_content_takes_the_cooked_first_post_and_sanitizes_it(upstream_json
     assert topic_pages and all(p.endswith(".json") for p in topic_pages)
 
 
+def test_a_limit_on_a_ranked_list_keeps_its_first_topics(upstream_json):
+    """`limit=` on a top list (or hot, or a `/filter` ordered by likes) keeps the forum's first, as it ranks
+    them; the entries are then newest activity first. It kept the most recently active of the whole page."""
+    top = [t["id"] for t in httpx.get(f"{upstream_json.url}/top.json", timeout=30).json()["topic_list"]["topics"]]
+    with running_app(settings_for(upstream_json.url)) as app:
+        feed = get(app.feed_url("/top.json?limit=3")).json()
+        latest = get(app.feed_url("/latest.json?limit=3")).json()
+    ids = {int(item["id"].rsplit("/", 1)[1]) for item in feed["items"]}
+    assert ids == set(top[:3]), (ids, top[:3])
+    dates = [item["date_modified"] for item in feed["items"]]
+    assert dates == sorted(dates, reverse=True)
+    assert len(latest["items"]) == 3  # an activity list: its newest, as before
+
+
 def test_lone_surrogate_escapes_in_the_forums_json_never_make_a_500():
     """A `\\ud800` escape alone (json.dumps writes each below as one) in a list's title, topic, author, tag or
     excerpt, and in a topic's title and cooked post: the `.html` views, the front page's previews and every post

@@ -89,6 +89,17 @@ class FilterQuery:
     def __str__(self) -> str:
         return " ".join(self.terms)
 
+    @property
+    def ranked(self) -> bool:
+        """Whether the forum lists its topics in another order than newest activity first: its first `order:`
+        value (core's primary order) names another column, or activity oldest first."""
+        for term in self.terms:
+            read = term_key(term)
+            if read is not None and ALIASES.get(read[0], read[0]) == "order":
+                first = read[1].split(",")[0]
+                return first not in ("activity", "latest-post")
+        return False
+
     def ignored(self, extra: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
         """Each term core's `/filter` would ignore, with why; `extra` is what the forum's plugins add: a key
         (`assigned`, any value) or a value of a key in `VALUES` (`status:solved`)."""

@@ -34,7 +34,7 @@ from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy, Lo
 from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
-from feedbridge.feeds.select.digest import digested
+from feedbridge.feeds.select.digest import digested, ranked
 from feedbridge.feeds.sources.detect import SourceDetector
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source, lacking
 from feedbridge.feeds.sources.lists import ListReader
@@ -276,7 +276,7 @@ class FeedService:
             candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)
             budget = self.settings.topic_budget
             everything = readers.topics.enriched(read, spec.forum, candidates[:budget]) + candidates[budget:]
-        kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything))
+        kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
         return listings[0], digested(spec, listings, kept, since)
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:

@@ -49,8 +49,7 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
         if topic.last_posted_at is not None:
             periods.setdefault(period_of(digest, topic.last_posted_at), []).append(topic)
     newest = sorted(periods, key=lambda period: period[1], reverse=True)
-    unordered = spec.list_path in ("/top", "/hot") or spec.list_path.endswith("/l/top")  # by score, not activity
-    end = _end_of_pages(listings, by_activity=not unordered)
+    end = _end_of_pages(listings, by_activity=not ranked(spec))
     if end is not None:
         cut = period_of(digest, end)[1]
         newest = [period for period in newest if period[1] > cut] or newest[:1]
@@ -58,6 +57,13 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
         newest = [period for period in newest if datetime.combine(period[1], time(), UTC) >= since]
     newest = newest[: spec.digest_limit]
     return [_entry(spec, label, start, periods[(label, start)]) for label, start in newest]
+
+
+def ranked(spec: FeedSpec) -> bool:
+    """Whether the feed's list is in an order of the forum's other than newest activity first: a score (top,
+    hot) or a `/filter` query's `order:` (likes, views, created...)."""
+    return (spec.list_path in ("/top", "/hot") or spec.list_path.endswith("/l/top")
+            or (spec.forum_query is not None and spec.forum_query.ranked))
 
 
 def _end_of_pages(listings: Sequence[Listing], by_activity: bool) -> datetime | None:

@@ -248,8 +248,10 @@ class FeedFilter:
         an any-of `tag=` when it lacks tags (the topic pages they would come from are not saved with it)."""
         return self.json_needed(lacks) or ("tag" if self.tags and "tags" in lacks else None)
 
-    def apply(self, topics: Iterable[Topic]) -> list[Topic]:
-        """Unique topics, newest activity first (undated last), filtered, then cut to `limit`.
+    def apply(self, topics: Iterable[Topic], ranked: bool = False) -> list[Topic]:
+        """Unique topics, filtered, cut to `limit`, newest activity first (undated last). `ranked`: the list is
+        in an order of the forum's other than activity (top, hot, `/filter`'s `order:`), and the cut keeps its
+        first: `limit=2` of a top list kept the two most recently active, not the top two.
 
         Pages are fetched at different moments, so a topic bumped in between appears on two of
         them: the first sighting is kept. Sorting is stable, so ties keep the upstream order.
@@ -257,9 +259,11 @@ class FeedFilter:
         unique: dict[int, Topic] = {}
         for topic in topics:
             unique.setdefault(topic.id, topic)
-        ordered = sorted(unique.values(), key=lambda t: t.last_posted_at or _OLDEST, reverse=True)
-        kept = [t for t in ordered if self.keeps(t)] if self.narrows else ordered
-        return kept if self.limit is None else kept[: self.limit]
+        kept = [t for t in unique.values() if self.keeps(t)] if self.narrows else list(unique.values())
+        if ranked and self.limit is not None:
+            kept = kept[: self.limit]
+        ordered = sorted(kept, key=lambda t: t.last_posted_at or _OLDEST, reverse=True)
+        return ordered if self.limit is None else ordered[: self.limit]
 
     def describe(self, keyword: str = "q") -> str:
         """The filter for a feed title, e.g. "author: alice, bob · q: gpu OR cuda"; "" when none. The query
