@@ -1,3 +1,4 @@
+import unicodedata
 from datetime import UTC, datetime
 
 import pytest
@@ -182,3 +183,15 @@ def test_describe():
     both = make_filter(authors=["Bob", "@alice"], query="GPU OR cuda")
     assert both.describe() == "author: alice, bob · q: gpu OR cuda"
     assert make_filter(tags=["Inductor"], query="-weekly").describe() == "tag: inductor · q: -weekly"
+
+
+def test_tags_match_however_their_letters_are_composed() -> None:
+    """A tag typed decomposed (`u` and a combining diaeresis, as some keyboards and URLs give it) matched
+    nothing, and `exclude_tag=` excluded nothing, where `author=` was normalised (NFC) already."""
+    composed, decomposed = "über", unicodedata.normalize("NFD", "über")
+    assert composed != decomposed
+    topic = Topic(id=1, title="t", url="https://f.example/t/t/1", tags=(composed,))
+    assert make_filter(tags=[decomposed]).keeps(topic)
+    assert not make_filter(exclude_tags=[decomposed]).keeps(topic)
+    assert make_filter(tags=[composed.upper()]).keeps(Topic(id=2, title="t", url="https://f.example/t/t/2",
+                                                            tags=(decomposed,)))

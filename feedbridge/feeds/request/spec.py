@@ -20,7 +20,7 @@ from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import FeedMoved, RequestError, RouteNotFound
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import DIGESTS, FeedKind, reaches_back, shorten
-from feedbridge.feeds.select.filters import FeedFilter, make_filter
+from feedbridge.feeds.select.filters import FeedFilter, make_filter, tag_key
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.models import Listing, Site, Topic
 from feedbridge.render.formats import FORMATS
@@ -180,7 +180,7 @@ class FeedSpec:
         if self.filter.query is not None:
             query.append((self.keyword, str(self.filter.query)))
         query += [("tag", t) for t in sorted(self.filter.tags)]
-        if own := self.filter.tags_all - {unquote(t).casefold() for t in self.intersection}:
+        if own := self.filter.tags_all - {tag_key(unquote(t)) for t in self.intersection}:
             query.append(("tag", "+".join(sorted(own))))
         if self.digest is not None:
             query.append(("digest", self.digest))

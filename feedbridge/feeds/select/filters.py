@@ -81,6 +81,12 @@ def _author(raw: str) -> str:
     return _username_key(name)
 
 
+def tag_key(tag: str) -> str:
+    """How a tag is compared: NFC-normalised and casefolded, as usernames are (`_username_key`): `über` typed
+    decomposed, as some keyboards and URLs give it, matched nothing."""
+    return unicodedata.normalize("NFC", tag).casefold()
+
+
 def _tag(raw: str) -> str:
     tag = raw.strip()
     if not tag or len(tag) > MAX_TAG_LENGTH or _TAG_FORBIDDEN.search(tag):
@@ -88,7 +94,7 @@ def _tag(raw: str) -> str:
             f"{raw!r} is not a valid tag"
             f" (no spaces or /?#[]@!$&'()*+,;=.%\\`^|{{}}\"<>, at most {MAX_TAG_LENGTH} characters)"
         )
-    return tag.casefold()
+    return tag_key(tag)
 
 
 def _as_names(values: Iterable[str] | str) -> list[str]:
@@ -156,7 +162,7 @@ class FeedFilter:
     authors: frozenset[str] = frozenset()  # username keys (NFC, casefolded); empty = any author
     query: Query | None = None
     limit: int | None = None
-    tags: frozenset[str] = frozenset()  # casefolded; empty = any. Lists carry no tags: full mode only
+    tags: frozenset[str] = frozenset()  # `tag_key`s; empty = any. Lists carry no tags: full mode only
     # What only JSON lists carry (a Markdown list is completed from the JSON list of the same page, see
     # `feeds.sources.lists`); a topic whose figure is unknown is not kept by a threshold on it.
     tags_all: frozenset[str] = frozenset()  # every one of them
@@ -183,7 +189,7 @@ class FeedFilter:
         if not self._keeps_written(topic.author, topic.last_posted_at):
             return False
         if self.tags or self.tags_all or self.exclude_tags:
-            tags = {tag.casefold() for tag in topic.tags}
+            tags = {tag_key(tag) for tag in topic.tags}
             if ((self.tags and self.tags.isdisjoint(tags)) or not self.tags_all <= tags
                     or not self.exclude_tags.isdisjoint(tags)):
                 return False
