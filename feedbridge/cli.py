@@ -337,8 +337,12 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
     if isinstance(found, NoFeed):
         raise click.BadParameter(found.message)
     path, listed, feed = found.request(fmt) if found else (f"{forum.key}/latest.{fmt}", {}, "latest")
+    given = _parameters(feed, options)
+    if twice := next((name for name in given if name in listed), None):  # the web refuses a parameter given twice
+        raise click.BadParameter(f"the URL gives {twice}={','.join(listed[twice])} already: give it in the URL or "
+                                 "as the option, not both", param_hint=_option_of(twice, options))
     try:
-        return parse_feed_request(settings, path, {**listed, **_parameters(feed, options)})
+        return parse_feed_request(settings, path, {**listed, **given})
     except RequestError as exc:
         raise click.BadParameter(exc.message, param_hint=_option_of(exc.param, options)) from None
 

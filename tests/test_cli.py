@@ -306,3 +306,17 @@ def test_a_saved_json_list_is_built_without_asking_its_forum(upstream_json, tmp_
     result = run("build", str(saved), "--base-url", upstream_json.url, "--format", "json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["items"] and upstream_json.count() == asked  # not even its category names
+
+
+@pytest.mark.parametrize(("url", "option"), [
+    ("http://127.0.0.1:9/top?period=weekly", ("--period", "daily")),
+    ("http://127.0.0.1:9/latest?category=5", ("--category", "9")),
+    ("http://127.0.0.1:9/search?q=foo", ("--query", "bar")),
+    ("http://127.0.0.1:9/tags/c/compiler/5/gpu", ("--tag", "rfc")),
+])
+def test_an_option_the_urls_query_gives_already_is_refused_by_name(url, option):
+    """The option replaced the URL's value without a word (`--tag rfc` on a gpu tag's URL read rfc alone), where
+    the web refuses a parameter given twice. Refused before anything is fetched (the forum is a closed port)."""
+    result = invoke("build", url, *option)
+    assert result.exit_code == 2 and f"Invalid value for {option[0]}" in result.stderr, result.stderr
+    assert "already" in result.stderr
