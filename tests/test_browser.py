@@ -103,6 +103,18 @@ def test_category_feed_built_through_the_form(page, base_url, key):
     screenshot(page, "front-page.png")
 
 
+def test_a_field_the_chosen_list_hides_is_not_sent(page, base_url, key):
+    """A value typed for one list stays in its field when another list hides it; the script sent it all the
+    same, and the server now names a value the list's feed does not take: the hidden one is left out."""
+    page.goto(base_url + "/")
+    page.fill("#min_likes", "3")
+    wait_for_url(page, f"/{key}/latest.atom?min_likes=3")
+    page.get_by_label("posts", exact=True).check()
+    wait_for_url(page, f"/{key}/posts.atom")
+    assert feed_url(page) == f"{base_url}/{key}/posts.atom"
+    assert page.locator("#result [role=alert]").count() == 0
+
+
 def test_author_feed_and_formats(page, base_url, key):
     page.goto(base_url + "/")
     page.fill("#author", "Chillee")

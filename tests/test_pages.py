@@ -195,6 +195,21 @@ def test_validation_errors_are_shown_escaped(client):
     assert html.fromstring(response.data).xpath("//*[@role='alert']")
 
 
+@pytest.mark.parametrize(("args", "label"), [({"list": "posts", "min_likes": "3"}, "likes, at least"),
+                                             ({"list": "topic", "topic": "467", "content": "full"}, "Content"),
+                                             ({"list": "latest", "period": "weekly"}, "Period")])
+def test_a_value_in_a_field_the_list_does_not_take_is_named_not_dropped(client, key, args, label):
+    """The page's script hides the fields a list's feed does not take; without it they show, and a value typed
+    there was dropped from the feed built (`/posts.atom` for "likes, at least 3"), as the web refuses it."""
+    page = html.fromstring(client.get("/", query_string={"forum": key, **args}).data)
+    alert = " ".join(page.xpath("//*[@role='alert']//text()"))
+    assert label in alert and "does not apply" in alert, alert
+    assert not page.xpath("//a[@class='format-link']")  # no feed built without it
+    plain = html.fromstring(client.get("/", query_string={"forum": key, "list": args["list"],
+                                                           **({"topic": "467"} if "topic" in args else {})}).data)
+    assert not plain.xpath("//*[@role='alert']")
+
+
 def test_user_text_and_upstream_titles_are_escaped_everywhere(client, key):
     response = client.get("/", query_string={"q": SCRIPT + ' OR "x"', "url": SCRIPT})
     body = response.data.decode()

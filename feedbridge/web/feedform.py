@@ -189,6 +189,12 @@ class FeedForm:
             return "Type the user's name."
         if self.list == "filter" and not self.filter_query.strip():
             return "Type a filter query, as on the forum's /filter page (e.g. status:open likes-min:5)."
+        # A value in a field this list's feed does not take (the page's script hides such fields; without it they
+        # show): named, where the feed was built without it, as the web refuses a parameter a feed does not take.
+        taken = {p.form_name for p in params.rows(self.feed) if p.label}
+        if stray := next((p for p in FIELDS if p.form_name not in taken
+                          and self._values[p.form_name].strip() not in ("", p.default)), None):
+            return f"“{stray.label}” does not apply to this list: clear it, or choose a list it applies to."
         return None
 
 

@@ -14,8 +14,14 @@
   let timer = null;
 
   function query() {
+    // The fields the chosen list does not take are hidden, and not sent: the server names a value given in one.
+    const hidden = new Set();
+    for (const field of form.querySelectorAll("[data-for-list][hidden] [name], [data-for-list][hidden][name]")) {
+      hidden.add(field.name);
+    }
     const params = new URLSearchParams();
     for (const [key, value] of new FormData(form)) {
+      if (hidden.has(key)) continue;
       if (typeof value === "string" && value.trim() !== "") params.append(key, value.trim());
     }
     return params.toString();
