@@ -92,7 +92,7 @@ def _parameter_options(command: Callable[..., None]) -> Callable[..., None]:
         elif param.value == "choice":
             command = click.option(*declared, type=click.Choice([v for v, _ in param.choices]), help=help)(command)
         else:
-            command = click.option(*declared, type=int if param.numeric else str,
+            command = click.option(*declared, type=str,  # as typed: the table reads it, as a URL's (`1_0`, `٣`)
                                    multiple=param.many, help=help)(command)
     return command
 

@@ -320,3 +320,14 @@ def test_an_option_the_urls_query_gives_already_is_refused_by_name(url, option):
     result = invoke("build", url, *option)
     assert result.exit_code == 2 and f"Invalid value for {option[0]}" in result.stderr, result.stderr
     assert "already" in result.stderr
+
+
+@pytest.mark.parametrize(("option", "value"), [("--limit", "1_0"), ("--limit", "\u0663"), ("--min-replies", "1_000"),
+                                               ("--limit", "0x10")])
+def test_a_number_option_is_read_as_the_table_reads_a_url(option, value):
+    """click's `int` read `1_0` and an Arabic-Indic digit as numbers, which the web refuses (ASCII digits
+    only): the options are read by the parameter table, as a URL's values are, and refused naming the option."""
+    result = invoke("build", str(SEED), option, value)
+    assert result.exit_code == 2 and f"Invalid value for {option}" in result.stderr, result.stderr
+    assert "whole number" in result.stderr
+    assert invoke("build", str(SEED), option, "5").exit_code == 0
