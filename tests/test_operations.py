@@ -275,3 +275,17 @@ def test_the_master_checks_a_redis_url_without_importing_redis():
     env = {**os.environ, **procfile_env(Settings(forums=(parse_forum("http://127.0.0.1:9"),))),
            "REDIS_URL": "redis://127.0.0.1:9/0"}
     assert subprocess.run([sys.executable, "-c", check], env=env, cwd=PROJECT_ROOT, timeout=60).returncode == 0
+
+
+def test_a_request_under_way_at_sigterm_has_its_whole_deadline_and_a_blank_setting_is_unset(monkeypatch):
+    """gunicorn waited 20 s for the requests under way on SIGTERM (a deploy, a restart), where one may take the
+    25 s of FEEDBRIDGE_REQUEST_DEADLINE: those 20 to 25 s old were cut with no answer. And FORWARDED_ALLOW_IPS
+    set blank was passed on blank (no proxy trusted), where a blank setting is its default (127.0.0.1)."""
+    import runpy
+
+    monkeypatch.setenv("FEEDBRIDGE_REQUEST_DEADLINE", "25")
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", " ")
+    conf = runpy.run_module("feedbridge.web.gunicorn_conf")
+    assert 25 < conf["graceful_timeout"] < 30 and conf["forwarded_allow_ips"] == "127.0.0.1"
+    monkeypatch.setenv("FEEDBRIDGE_REQUEST_DEADLINE", "8")
+    assert runpy.run_module("feedbridge.web.gunicorn_conf")["graceful_timeout"] == 10

@@ -632,6 +632,22 @@ def test_one_log_line_per_request_and_fetch(app, capsys, caplog):
     assert len(fetches) == 2 and sum(IDENTITY in line for line in fetches) == 1  # the list, the forum's basic info
 
 
+def test_a_failed_fetch_has_its_log_line(upstream, caplog):
+    """Only fetches the forum answered were logged: a forum failing (5xx, a timeout, a connection refused) left
+    no line, and with the access log off an operator could not see it. A failure is a WARNING; a page the forum
+    says is gone, an answer as any other (INFO)."""
+    caplog.set_level("INFO", logger="feedbridge")
+    upstream.fail(LIST, 500)
+    with running_app(settings_for(upstream.url)) as app:
+        assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 502
+        assert get(app.feed_url("/c/no-such/999.atom")).status_code == 404
+    failed = [r for r in caplog.records if r.getMessage().startswith(f"upstream GET {upstream.url}{LIST} failed")]
+    assert failed and failed[0].levelname == "WARNING" and "500" in failed[0].getMessage()
+    assert failed[0].fields["status"] == 500 and failed[0].fields["url"] == f"{upstream.url}{LIST}"
+    gone = [r for r in caplog.records if "failed" in r.getMessage() and "no-such" in r.getMessage()]
+    assert gone and {r.levelname for r in gone} == {"INFO"}
+
+
 def test_procfile_serves_a_feed_through_gunicorn(upstream, tmp_path):
     env = {"FEEDBRIDGE_FORUMS": upstream.url, "WEB_CONCURRENCY": "2", "FEEDBRIDGE_ACCESS_LOG": "on"}
     # Append mode, as a pipe would behave: gunicorn reopens /dev/stdout, and two offsets must not overwrite.

@@ -262,6 +262,12 @@ class Fetcher:
                 fetched, location, status = self._once(url, headers, timeout, deadline, hop)
             except UpstreamError as exc:
                 self._answered(forum, url, str(exc.upstream_status or exc.reason))
+                # A forum failing is what an operator looks for first (WARNING); a page it says is gone or refuses,
+                # an answer like any other (INFO, as each fetch's line).
+                ms = (time.monotonic() - started) * 1000
+                level = logging.INFO if isinstance(exc, UpstreamNotFound | UpstreamRefused) else logging.WARNING
+                log.log(level, "upstream GET %s failed: %s %.0fms", url, exc.message, ms, extra={"fields": {
+                    "url": url, "status": exc.upstream_status or str(exc.reason), "ms": round(ms, 1)}})
                 raise
             self._answered(forum, url, str(status))
             ms = (time.monotonic() - started) * 1000

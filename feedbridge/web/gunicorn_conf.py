@@ -47,7 +47,9 @@ worker_connections = 1000
 # Longer than the request deadline (FEEDBRIDGE_REQUEST_DEADLINE, checked against it): a slow forum gives an
 # answer, not a killed worker.
 timeout = _settings.worker_timeout
-graceful_timeout = 20
+# On SIGTERM (a deploy, a restart) a request under way may take its whole deadline: it was cut at 20 s, of 25.
+# Two seconds more to send the answer, within the 30 s a PaaS waits before it kills the process.
+graceful_timeout = _settings.request_deadline + 2
 # Also the deadline for a request's headers: the gevent worker reads each request under this timeout.
 keepalive = 5
 # A file response (Flask's static files: the feed stylesheet, the pages' script) goes out through the worker's
@@ -68,7 +70,7 @@ forwarder_headers = ""
 accesslog = None
 errorlog = "/dev/stdout"
 loglevel = _settings.log_level.lower()
-forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "").strip() or "127.0.0.1"  # blank is unset, as for all
 # No runtime management socket: nothing may reconfigure a public instance, and instances on one machine
 # would share its default path.
 control_socket_disable = True
