@@ -287,5 +287,21 @@ def test_a_request_under_way_at_sigterm_has_its_whole_deadline_and_a_blank_setti
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", " ")
     conf = runpy.run_module("feedbridge.web.gunicorn_conf")
     assert 25 < conf["graceful_timeout"] < 30 and conf["forwarded_allow_ips"] == "127.0.0.1"
-    monkeypatch.setenv("FEEDBRIDGE_REQUEST_DEADLINE", "8")
+    assert isinstance(conf["graceful_timeout"], int)  # gunicorn refuses a float, and did not start
+    monkeypatch.setenv("FEEDBRIDGE_REQUEST_DEADLINE", "7.5")
     assert runpy.run_module("feedbridge.web.gunicorn_conf")["graceful_timeout"] == 10
+
+
+def test_a_feed_the_forum_fails_is_counted_as_its_kind_and_format():
+    """The kind and format of a feed request were read from the URLs answered before, which an error never
+    fills: a 502 (the forum failing) or a 404 (a topic the forum does not have) of a feed path was counted as
+    `unknown`, which the docs keep for a path that names no feed."""
+    with FakeForum() as forum, procfile_app(settings_for(forum.url, **ON), workers=1) as app:
+        forum.fail(read_at("/c/compiler/5"), 500)
+        assert get(app.feed_url("/c/compiler/5.atom")).status_code == 502
+        assert get(app.feed_url("/t/99999999.rss")).status_code == 404
+        assert get(f"{app.url}/no.such.forum/latest.atom").status_code == 404
+        samples = scrape(app)
+    assert total(samples, "feedbridge_feed_requests_total", kind="category", format="atom", status="502") == 1
+    assert total(samples, "feedbridge_feed_requests_total", kind="topic_posts", format="rss", status="404") == 1
+    assert total(samples, "feedbridge_feed_requests_total", kind="unknown", format="unknown", status="404") == 1

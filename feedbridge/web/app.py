@@ -153,8 +153,9 @@ def _log_request(response: Response) -> Response:
     started, cache = g.get("started", time.perf_counter()), g.get("cache", "-")
     log_request(request.method, request.full_path.rstrip("?"), response.status_code, started, cache)
     if metrics.on() and request.endpoint == "feeds.feed":
-        resolved = current_app.extensions["feedbridge.resolved"].get(request.environ)
-        kind, fmt = (resolved.spec.kind, resolved.spec.fmt) if resolved else (metrics.UNKNOWN, metrics.UNKNOWN)
+        # the feed the path named, whether it was answered or refused (a 502, a 404 of the forum, a 503)
+        spec = g.get("feed")
+        kind, fmt = (spec.kind, spec.fmt) if spec is not None else (metrics.UNKNOWN, metrics.UNKNOWN)
         metrics.feed_answered(kind, fmt, response.status_code, cache)
     return response
 

@@ -23,6 +23,7 @@ request line (FEEDBRIDGE_ACCESS_LOG), tokens hidden.
 """
 
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -49,7 +50,7 @@ worker_connections = 1000
 timeout = _settings.worker_timeout
 # On SIGTERM (a deploy, a restart) a request under way may take its whole deadline: it was cut at 20 s, of 25.
 # Two seconds more to send the answer, within the 30 s a PaaS waits before it kills the process.
-graceful_timeout = _settings.request_deadline + 2
+graceful_timeout = math.ceil(_settings.request_deadline) + 2  # whole seconds: gunicorn takes nothing else
 # Also the deadline for a request's headers: the gevent worker reads each request under this timeout.
 keepalive = 5
 # A file response (Flask's static files: the feed stylesheet, the pages' script) goes out through the worker's

@@ -107,6 +107,7 @@ def feed(path: str) -> Response:
         resolved = known or _resolved(svc, path)
     except FeedMoved as moved:
         return _moved(svc, path, moved)
+    g.feed = resolved.spec  # what the request's metrics count it as, answered or not (`web.app._log_request`)
     response = _answer(svc, resolved, path)
     if known is None:
         urls.remember(request.environ, resolved)
