@@ -373,14 +373,16 @@ def _url_forum(url: str, base_url: str | None) -> Forum:
     parts = urlsplit(url)
     source = next((name for name, suffix in (("markdown", ".md"), ("json", ".json")) if parts.path.endswith(suffix)),
                   "auto")
-    return _forum(base_url or f"{parts.scheme}://{parts.netloc}", source)
+    return _forum(base_url or f"{parts.scheme}://{parts.netloc}", source, "--base-url" if base_url else "SOURCE")
 
 
-def _forum(base_url: str, source: str | None = None) -> Forum:
+def _forum(base_url: str, source: str | None = None, given: str | None = None) -> Forum:
+    """The forum at `base_url`; a usage error naming what gave it (`given`: an option, the SOURCE), never the
+    setting the service reads forums from, which a CLI run does not."""
     try:
         return parse_forum(base_url, source)
     except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(exc.detail, param_hint=given) from None
 
 
 def _settings(forum: Forum) -> Settings:

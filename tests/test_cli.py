@@ -331,3 +331,15 @@ def test_a_number_option_is_read_as_the_table_reads_a_url(option, value):
     assert result.exit_code == 2 and f"Invalid value for {option}" in result.stderr, result.stderr
     assert "whole number" in result.stderr
     assert invoke("build", str(SEED), option, "5").exit_code == 0
+
+
+def test_a_forum_address_the_cli_refuses_is_named_as_given_not_as_a_setting():
+    """The errors named FEEDBRIDGE_FORUMS, a setting a CLI run does not read, for a SOURCE URL with a user and
+    for a `--base-url` that is no http(s) URL."""
+    from_url = invoke("build", "http://user@host.example/latest")
+    assert from_url.exit_code == 2 and "SOURCE" in from_url.stderr and "no query, fragment or user" in from_url.stderr
+    given = invoke("build", "http://host.example/latest", "--base-url", "ftp://x")
+    assert given.exit_code == 2 and "--base-url" in given.stderr
+    saved = invoke("build", str(SEED), "--base-url", "ftp://x")
+    assert saved.exit_code == 2
+    assert all("FEEDBRIDGE_FORUMS" not in r.stderr for r in (from_url, given, saved)), saved.stderr
