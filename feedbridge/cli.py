@@ -338,7 +338,9 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
         raise click.BadParameter(found.message)
     path, listed, feed = found.request(fmt) if found else (f"{forum.key}/latest.{fmt}", {}, "latest")
     given = _parameters(feed, options)
-    if twice := next((name for name in given if name in listed), None):  # the web refuses a parameter given twice
+    # The web refuses a parameter given twice; the URL's own default (`/top` is every period) is no value given.
+    if twice := next((name for name in given if listed.get(name, [params.NAMED[name].default]) !=
+                      [params.NAMED[name].default]), None):
         raise click.BadParameter(f"the URL gives {twice}={','.join(listed[twice])} already: give it in the URL or "
                                  "as the option, not both", param_hint=_option_of(twice, options))
     try:

@@ -192,6 +192,9 @@ class FeedForm:
         # A value in a field this list's feed does not take (the page's script hides such fields; without it they
         # show): named, where the feed was built without it, as the web refuses a parameter a feed does not take.
         taken = {p.form_name for p in params.rows(self.feed) if p.label}
+        own = self.author.strip().casefold() == self.user.strip().casefold()
+        if self.list in ("user_topics", "user_posts") and own:
+            taken.add("author")  # the user's own name, which a pasted user's URL fills in for the lists it switches to
         if stray := next((p for p in FIELDS if p.form_name not in taken
                           and self._values[p.form_name].strip() not in ("", p.default)), None):
             return f"“{stray.label}” does not apply to this list: clear it, or choose a list it applies to."
