@@ -309,8 +309,8 @@ def _networks(raw: str) -> tuple[Network, ...]:
     """Addresses and CIDR networks, separated by commas (or spaces): a network with host bits set
     (`10.0.0.5/8`) is refused rather than widened, since it names more peers than its writer likely meant."""
     items = [item for item in re.split(r"[,\s]+", raw) if item]
-    if len(items) > MAX_NETWORKS:
-        raise ValueError(f"at most {MAX_NETWORKS} addresses or networks")
+    if not items or len(items) > MAX_NETWORKS:  # ",,," named none: every scrape a 404, without a word
+        raise ValueError(f"one to {MAX_NETWORKS} addresses or networks")
     networks = []
     for item in items:
         try:

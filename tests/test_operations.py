@@ -187,6 +187,8 @@ def test_without_metrics_there_is_no_endpoint_and_the_setting_is_checked(upstrea
     assert Settings.from_env({}).metrics is False
     with pytest.raises(ValueError, match="FEEDBRIDGE_METRICS_ALLOW.*host bits"):
         Settings.from_env({"FEEDBRIDGE_METRICS_ALLOW": "10.0.0.5/8"})
+    with pytest.raises(ValueError, match="FEEDBRIDGE_METRICS_ALLOW.*one to"):  # commas naming nobody: every
+        Settings.from_env({"FEEDBRIDGE_METRICS_ALLOW": ",,,"})  # scrape was a 404, without a word
     allowed = Settings.from_env({"FEEDBRIDGE_METRICS_ALLOW": "10.0.0.0/8, ::1 192.0.2.7"}).metrics_allow
     assert [str(network) for network in allowed] == ["10.0.0.0/8", "::1/128", "192.0.2.7/32"]
 
