@@ -347,8 +347,8 @@ def _changed(etag: str, held: FeedEntry | None, built: float) -> float:
         return float(max(int(built), int(held.last_modified) + 1))
     return float(int(built))
 
+
 # --- making a FeedService: the one place its parts are built and joined -------------------------------------
-#
 #
 #     per scope:  its store, control, flight (wrapped, `store.scoped`) ─┬─ CachePolicy ─┐
 #                 fetcher, ForumWaits, the scope's budget and key ──────┴───────────────┴─ Gate ─┬─ Scope

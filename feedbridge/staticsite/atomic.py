@@ -26,9 +26,9 @@ from feedbridge.errors import UnsafeOutput
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"  # tempfile.mkstemp's, so older leftovers match too
 TEMP_FILE = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
+"""The name of a temporary file of `write_atomic`: `.NAME.XXXXXXXX.tmp`, beside the file NAME it becomes."""
 TEMP_STEM_BYTES = 255 - len(".") - len(".12345678.tmp")
 """What a temporary name holds of its file's name: a file system's names are 255 bytes at most."""
-"""The name of a temporary file of `write_atomic`: `.NAME.XXXXXXXX.tmp`, beside the file NAME it becomes."""
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
 _NO_FOLLOW_DIR = _DIR | os.O_NOFOLLOW

@@ -108,11 +108,8 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     pool = ThreadPoolExecutor(min(MAX_PARALLEL_FEEDS, len(config.feeds)), thread_name_prefix="feed")
     try:
         outcomes = list(pool.map(lambda plan: _build_feed(config, service, fetcher, plan, progress), config.feeds))
-    except KeyboardInterrupt:  # the requests under way are not waited for (`run_config`)
+    finally:  # nothing is left under way once every outcome is in; interrupted, nothing is waited for (`run_config`)
         pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    finally:
-        pool.shutdown(wait=False)
         service.close()
     site, error = _write_site(config, progress)
     report = BuildReport(config.out_dir, outcomes, site, fetcher.requests, (time.perf_counter() - started) * 1000,

@@ -116,16 +116,13 @@ class RedisLink:
         except redis.OutOfMemoryError as exc:
             self._say(f"Redis is full ({exc}); what it refuses is kept in this process only")
             return None
-        except redis.ResponseError as exc:
-            if "WRONGTYPE" not in str(exc):  # alone, or in a pipeline's error
-                self._failed(exc)
-                return None
-            # A key holding a list or a hash, which none of ours is: that key is a miss, and Redis answers. It was
-            # taken for Redis failing, and every read of the key shut Redis off for the process for the cooldown.
-            self._say(f"a key in Redis holds a value of another type than feedbridge writes ({exc}); read as none")
-            return None
         except (redis.RedisError, OSError) as exc:
-            self._failed(exc)
+            if isinstance(exc, redis.ResponseError) and "WRONGTYPE" in str(exc):  # alone, or in a pipeline's error
+                # A key holding a list or a hash, which none of ours is: that key is a miss, and Redis answers. It
+                # was taken for Redis failing, and every read of the key shut Redis off for the process.
+                self._say(f"a key in Redis holds a value of another type than feedbridge writes ({exc}); read as none")
+            else:
+                self._failed(exc)
             return None
         finally:
             self._slots.release()

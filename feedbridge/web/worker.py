@@ -137,6 +137,7 @@ class _PlainErrors:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
 
+
 Sockets = OrderedDict[socket.socket, None]
 """A peer's connections in one state, the longest in it first."""
 
