@@ -235,15 +235,18 @@ def _forums(raw: str) -> tuple[Forum, ...]:
 
 
 def _redis_url(raw: str) -> str:
-    """A URL of the shape redis-py reads, with a host and a port that is one (a unix:// URL, a path), so a bad one
-    is this line, not each worker's traceback. Not read by redis-py here: imported in gunicorn's master, before
-    the gevent worker patches `ssl`, it has every worker warn. Shown without its password (`shown_url`)."""
+    """A URL of the shape redis-py reads, with a host, a port that is one and a database that is a number (a
+    unix:// URL, a path), so a bad one is this line, not each worker's traceback, nor database 0 without a word
+    (redis-py's reading of `/abc`). Not read by redis-py here: imported in gunicorn's master, before the gevent
+    worker patches `ssl`, it has every worker warn. Shown without its password (`shown_url`)."""
     kind = raw.partition("://")[0].lower() if "://" in raw else ""
     try:
         parts = urlsplit(raw)  # .port: a ValueError when it is no number or past 65535
         where = parts.path if kind == "unix" else parts.hostname if parts.port != 0 else None
     except ValueError:
         where = None
+    if kind in ("redis", "rediss") and where and (db := parts.path.strip("/")) and not (db.isascii() and db.isdigit()):
+        raise ValueError("a database number after the port (redis://HOST:PORT/0): its path is no number")
     if kind not in ("redis", "rediss", "unix") or not where:
         given = shown_url(raw) if "://" in raw else "a value without :// (not shown: it may be a password)"
         raise ValueError(f"a redis://, rediss:// or unix:// URL with a host (redis://:PASSWORD@HOST:PORT/DB), "
@@ -379,8 +382,7 @@ class Settings:
     port: int = number(8000, "PORT", 1, 65535)
     web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64, required="give the worker processes (1 to 64), or "
                                   "leave it unset for 2")
-    # The processes of this instance that split every budget between them (feedbridge.store.control.Windows):
-    # gunicorn_conf hands each worker the count; a process on its own (tests, the static build) is 1.
+    # The processes that split every budget (store.control.Windows): gunicorn_conf tells each worker; else 1.
     workers: int = number(1, "FEEDBRIDGE_WORKERS", 1, 64)
     # Proxies in front whose X-Forwarded-For hop is trusted for the client's address (feedbridge.web.context).
     trusted_hops: int = number(0, "FEEDBRIDGE_TRUSTED_HOPS", 0, 5)
@@ -390,8 +392,7 @@ class Settings:
     # The IPv6 prefix that is one client (feedbridge.web.context.client_of): a subscriber's line is given a
     # /64 (RFC 6177), and rotating addresses within it must not buy new shares. 128: each address alone.
     ipv6_prefix: int = number(64, "FEEDBRIDGE_IPV6_PREFIX", 16, 128)
-    # Who runs this instance, for the forums' admins: a page's URL, sent in every request's User-Agent
-    # (`feedbridge/VERSION (+URL)`, feedbridge.upstream.fetcher.user_agent).
+    # Who runs this instance: a page's URL for the forums' admins, in every request's User-Agent (fetcher.user_agent).
     contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
     # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
     # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so
@@ -401,10 +402,9 @@ class Settings:
     # the bridge otherwise refuses as core would ignore them.
     filter_terms: tuple[tuple[str, tuple[str, ...]], ...] = text((), "FEEDBRIDGE_FILTER_TERMS", read=_filter_terms)
     # Private forums (feedbridge.feeds.request.signing): the keys the bridge signs in with, the secret its feed
-    # URLs' tokens are made with (and the one before it, still accepted while readers move over), and
-    # the credentialed requests' own budget, under Discourse's default limits for one key (20 a minute,
-    # 2,880 a day: `max_user_api_reqs_per_minute`, `_per_day`; an admin key 60 a minute,
-    # `max_admin_api_reqs_per_minute`, in config/discourse_defaults.conf).
+    # URLs' tokens are made with (and the one before it, still accepted while readers move over), and the
+    # credentialed requests' own budget, under Discourse's default limits for one key (20 a minute, 2,880 a day:
+    # `max_user_api_reqs_per_minute`, `_per_day`; an admin key 60, `max_admin_api_reqs_per_minute`).
     credentials: tuple[Credential, ...] = text((), "FEEDBRIDGE_CREDENTIALS", read=_credentials)
     secret: str | None = text(None, "FEEDBRIDGE_SECRET", read=str, secret=True)
     secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)

@@ -257,7 +257,7 @@ def procfile_exit(bad: Mapping[str, str]) -> tuple[int | None, str]:
 @pytest.mark.parametrize("bad", [
     {"PORT": "0"},
     {"REDIS_URL": "http://x"}, {"REDIS_URL": "redis://:hunter2@[bad"}, {"FEEDBRIDGE_CACHE_URL": "hunter2"},
-    {"FEEDBRIDGE_CACHE_URL": "redis://:hunter2@cache:port/0"},
+    {"FEEDBRIDGE_CACHE_URL": "redis://:hunter2@cache:port/0"}, {"REDIS_URL": "redis://:hunter2@127.0.0.1:9/abc"},
 ], ids=lambda bad: "=".join(*bad.items()))
 def test_a_bad_server_setting_is_one_line_naming_it(bad):
     """As a PaaS may set them: the server exits at once with one `Error:` line naming the variable, never each
@@ -268,6 +268,24 @@ def test_a_bad_server_setting_is_one_line_naming_it(bad):
     assert code not in (0, None), output
     assert output.strip().splitlines() == [output.strip()] and output.strip().startswith(f"Error: {name} must be")
     assert "Traceback" not in output and "hunter2" not in output
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"REDIS_URL": "redis://:hunter2@127.0.0.1:9/0?db=x"}, "Error: FEEDBRIDGE_CACHE_URL / REDIS_URL: Invalid value "
+     "for 'db'"),
+    ({"FEEDBRIDGE_PERSONAL": "on", "FEEDBRIDGE_SECRET": "0123456789abcdef0", "FEEDBRIDGE_CONNECT_KEY": "hunter2"},
+     "Error: FEEDBRIDGE_CONNECT_KEY is not an unencrypted RSA private key"),
+], ids=["redis-query", "connect-key"])
+def test_a_setting_only_a_worker_can_check_is_one_line_too(bad, words):
+    """What only the app's assembly can read (a Redis URL's query as redis-py reads it, the connect key: neither
+    library may be imported in the master) stopped each worker with a traceback; now each worker that boots
+    says one `Error:` line and the server halts, its reason gunicorn's own line."""
+    code, output = procfile_exit({**bad, "WEB_CONCURRENCY": "1"})
+    assert code not in (0, None), output
+    assert "Traceback" not in output and "hunter2" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("Error: ")]
+    assert errors == [errors[0]] and errors[0].startswith(words), output
+    assert output.rstrip().endswith("Reason: Worker failed to boot."), output
 
 
 def test_the_master_checks_a_redis_url_without_importing_redis():

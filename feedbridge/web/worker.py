@@ -63,6 +63,7 @@ import html
 import io
 import re
 import socket
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -71,10 +72,12 @@ from itertools import chain
 from typing import Any
 
 import gevent
+from gunicorn.arbiter import Arbiter
 from gunicorn.http.body import Body
 from gunicorn.workers.ggevent import GeventWorker
 
 from feedbridge.config import Settings
+from feedbridge.errors import ConfigError
 from feedbridge.render.turns import take_turn
 
 SEND_TIMEOUT = 20.0
@@ -349,6 +352,16 @@ class Worker(GeventWorker):
         self.connections = Connections(int(self.worker_connections * HIGH_WATER), share)
         self.ipv6_prefix = settings.ipv6_prefix
         super().init_process()  # runs the worker
+
+    def load_wsgi(self) -> None:
+        """A setting only the app's assembly can check (a Redis URL's query as redis-py reads it, the connect key:
+        neither library may be imported in the master, before gevent patches `ssl`) stops the worker with one
+        `Error:` line, as a setting the master checks does, and the boot error that halts the server."""
+        try:
+            super().load_wsgi()
+        except ConfigError as exc:
+            print(f"Error: {exc.message}", file=sys.stderr, flush=True)
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
 
     def run(self) -> None:
         gevent.spawn(self._sweep)
