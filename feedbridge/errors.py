@@ -26,6 +26,7 @@ carrying the HTTP status it means, and the few that never reach one below it.
     │   │   ├── BotWall               503   bot_wall      a bot challenge (Cloudflare's "Just a moment...") instead
     │   │   ├── UpstreamRateLimited   503   rate_limited  the forum says wait (429), or a wait it asked for is on
     │   │   └── UpstreamTimeout       504   timeout       the forum, or another request for the same thing, was slow
+    │   │       └── DeadlinePassed                        ... past the request's deadline (never remembered)
     │   └── BridgeBusy                503   busy          the bridge did not ask: its own budget or slots say wait
     │       └── RoomSoon                                  ... for now: a build waits for the room (admission/policy.py)
     ├── CpuSpent                      429                 a client spent its CPU allowance (web/allowance.py)
@@ -286,6 +287,11 @@ class UpstreamRateLimited(UpstreamError):
 class UpstreamTimeout(UpstreamError):
     status = 504
     default_reason = Reason.TIMEOUT
+
+
+class DeadlinePassed(UpstreamTimeout):
+    """The request's own deadline cut short a fetch it waited on (`Gate.fetch`): a 504 as a slow forum's, for this
+    request, but no failure of the forum's, so never remembered: the next request has its whole deadline."""
 
 
 class BridgeBusy(NoForumAnswer):

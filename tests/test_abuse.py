@@ -227,6 +227,23 @@ def test_a_request_whose_list_spent_its_deadline_marks_no_topic_page_slow_for_ev
     assert "greedily" in second.text  # only in a first post, not in any excerpt
 
 
+def test_a_fetch_the_request_waits_on_ends_by_its_deadline_and_is_not_remembered(upstream):
+    """A fetch the request waited on itself (its list page) had the whole FEEDBRIDGE_TOTAL_TIMEOUT however late
+    it began: a request answered past its deadline (27 s of 25 after a slow list and a basic-info read). It now
+    ends by the request's deadline, and is not remembered as the forum's failure: the forum may have been about
+    to answer, and the next request, with its whole deadline, asks again."""
+    upstream.stall(read_at(COMPILER), 30, times=1)
+    settings = settings_for(upstream.url, cache_ttl=0, request_deadline=2.0, read_timeout=20.0, total_timeout=25.0)
+    with procfile_app(settings) as app:
+        started = time.monotonic()
+        first = get(app.feed_url(f"{COMPILER}.atom"))
+        elapsed = time.monotonic() - started
+        second = get(app.feed_url(f"{COMPILER}.atom"))
+    assert first.status_code == 504 and "deadline passed" in first.text, first.text
+    assert elapsed < 2.0 + 8.0  # the deadline plus generous slack; before, the read timeout's 20 s
+    assert second.status_code == 200 and upstream.count(read_at(COMPILER)) == 2
+
+
 def test_the_deadline_must_be_below_the_worker_timeout():
     from feedbridge.errors import ConfigError
 

@@ -79,7 +79,7 @@ class BatchFetcher(Fetcher):
         self.requests = 0
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False, credential: Credential | None = None) -> Fetched:
+            signed: bool = False, credential: Credential | None = None, until: float | None = None) -> Fetched:
         if url in self.local_pages:
             return Fetched(url, 200, self.local_pages[url])
         tally = _TALLY.get()
@@ -88,7 +88,7 @@ class BatchFetcher(Fetcher):
         with self._count_lock:
             self.requests += 1
         try:
-            return super().get(forum, url, etag, last_modified, signed, credential)
+            return super().get(forum, url, etag, last_modified, signed, credential, until)
         except (UpstreamNotFound, UpstreamRefused):  # a topic deleted, a list refused: what the feed is now
             raise
         except UpstreamError as exc:  # the forum failed: what is built without it is the worse for it
@@ -115,7 +115,7 @@ class SavedList(BatchFetcher):
     before (the CLI's options, the static config's checks)."""
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False, credential: Credential | None = None) -> Fetched:
+            signed: bool = False, credential: Credential | None = None, until: float | None = None) -> Fetched:
         if url not in self.local_pages:
             raise UpstreamRefused(f"a saved list is built from the file alone, without reading {url}")
-        return super().get(forum, url, etag, last_modified, signed, credential)
+        return super().get(forum, url, etag, last_modified, signed, credential, until)

@@ -32,6 +32,7 @@ from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import (
     BotWall,
     CrawlerRefused,
+    DeadlinePassed,
     LoginRequired,
     Reason,
     UnsafePath,
@@ -228,8 +229,9 @@ class Fetcher:
         self.transport.close()
 
     def get(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None,
-            signed: bool = False, credential: Credential | None = None) -> Fetched:
-        """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`; `signed`
+            signed: bool = False, credential: Credential | None = None, until: float | None = None) -> Fetched:
+        """`url`, following redirects within the forum, all within `FEEDBRIDGE_TOTAL_TIMEOUT`, and by `until` (a
+        `time.monotonic()`: the deadline of the request waiting on it) when that comes sooner; `signed`
         sends the forum's key (FEEDBRIDGE_CREDENTIALS), and fails when there is none; `credential` (a
         member's key, `feedbridge.feeds.members.personal`) is sent instead, to its own forum only.
 
@@ -241,6 +243,8 @@ class Fetcher:
                                 "forum's", reason=Reason.OFF_FORUM)
         url = normalise_url(url)
         deadline = time.monotonic() + self.settings.total_timeout
+        if cut := until is not None and until < deadline:
+            deadline = until
         headers = dict(self.headers)
         if credential is not None:
             if credential.host != forum.key:
@@ -261,6 +265,8 @@ class Fetcher:
             try:
                 fetched, location, status = self._once(url, headers, timeout, deadline, hop)
             except UpstreamError as exc:
+                if cut and isinstance(exc, UpstreamTimeout) and time.monotonic() >= deadline - DEADLINE_SLACK:
+                    exc = DeadlinePassed(f"the request's deadline passed while the forum was asked for {url}")
                 self._answered(forum, url, str(exc.upstream_status or exc.reason))
                 # A forum failing is what an operator looks for first (WARNING); a page it says is gone or refuses,
                 # an answer like any other (INFO, as each fetch's line).
@@ -268,7 +274,7 @@ class Fetcher:
                 level = logging.INFO if isinstance(exc, UpstreamNotFound | UpstreamRefused) else logging.WARNING
                 log.log(level, "upstream GET %s failed: %s %.0fms", url, exc.message, ms, extra={"fields": {
                     "url": url, "status": exc.upstream_status or str(exc.reason), "ms": round(ms, 1)}})
-                raise
+                raise exc from None
             self._answered(forum, url, str(status))
             ms = (time.monotonic() - started) * 1000
             log.info("upstream GET %s -> %s %.0fms", url, fetched.status if fetched else "redirect", ms,

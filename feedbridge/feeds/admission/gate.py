@@ -94,21 +94,25 @@ class Gate:
     pace: Pace | None = None
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None, *,
-              caller: Caller | None, building: Building = OUTSIDE) -> Fetched:
+              caller: Caller | None, building: Building = OUTSIDE, pooled: bool = False) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
-        web request's fetches (`caller`, None outside one) take its slot and are charged to the forum's
-        budget (a refusal marks the builds of `building`); a batch run's go at its `pace`."""
+        web request's fetches (`caller`, None outside one) take its slot, are charged to the forum's budget (a
+        refusal marks the builds of `building`) and end by its deadline (`DeadlinePassed`), but for `pooled`
+        work, which the request stops waiting for at its deadline and which goes on to keep what it read for
+        the next reader (`CallerPool.waves`); a batch run's go at its `pace`."""
+        until = None if caller is None or pooled else caller.deadline
         if self.pace is not None:
             return self.pace.paced(forum, url, self.waits,
-                                   lambda: self._fetch(forum, url, etag, last_modified, caller, building))
-        return self._fetch(forum, url, etag, last_modified, caller, building)
+                                   lambda: self._fetch(forum, url, etag, last_modified, caller, building, until))
+        return self._fetch(forum, url, etag, last_modified, caller, building, until)
 
     def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None,
-               caller: Caller | None, building: Building) -> Fetched:
+               caller: Caller | None, building: Building, until: float | None) -> Fetched:
         self._admit(forum, caller, building)
         credential = self.member
         try:
-            return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential)
+            return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential,
+                                    until=until)
         except UpstreamRateLimited as exc:
             self.waits.remember(forum, exc)
             raise

@@ -39,6 +39,7 @@ from feedbridge import metrics
 from feedbridge.config import Settings
 from feedbridge.errors import (
     BridgeBusy,
+    DeadlinePassed,
     NoForumAnswer,
     NotHeld,
     RoomSoon,
@@ -279,10 +280,11 @@ class CachePolicy:
         return error
 
     def remember(self, failed: str, exc: UpstreamError) -> None:
-        """Under `failed` (`keys.failed` of the entry's key), failures of the forum only: a budget or slot refusal,
-        or a 429 (kept per forum), is not remembered, nor one remembered already (a feed's build failing on its
-        list's remembered failure): remembered again from now, it outlived its TTL, and its note was written twice."""
-        if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited) or exc.remembered:
+        """Under `failed` (`keys.failed` of the entry's key), failures of the forum only: a budget or slot refusal, a
+        429 (kept per forum) or a fetch the request's deadline cut short is not remembered, nor one remembered already
+        (a feed's build failing on its list's remembered failure): remembered again from now, it outlived its TTL,
+        and its note was written twice."""
+        if self.settings.negative_ttl <= 0 or isinstance(exc, UpstreamRateLimited | DeadlinePassed) or exc.remembered:
             return
         failure = FailureEntry(exc.reason, exc.message, time.time(), exc.upstream_status)
         self.control.set(failed, failure, self.settings.negative_ttl)

@@ -26,12 +26,12 @@ from dataclasses import dataclass, replace
 
 from feedbridge.config import Forum, Settings
 from feedbridge.errors import (
+    DeadlinePassed,
     NoForumAnswer,
     NotHeld,
     RequestError,
     UpstreamNotFound,
     UpstreamRefused,
-    UpstreamTimeout,
     explained,
 )
 from feedbridge.feeds.admission.callers import CallerPool
@@ -145,8 +145,8 @@ class ListReader:
                 if listing.next_page_url is None:
                     return listings
         except FutureTimeout:
-            raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while reading "
-                                  f"{spec.pages} pages of {url(0)}") from None
+            raise DeadlinePassed(f"the {self.settings.request_deadline:g}s deadline passed while reading "
+                                 f"{spec.pages} pages of {url(0)}") from None
         return listings
 
     def page(self, read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:

@@ -58,12 +58,12 @@ from feedbridge.discourse.posts import (
     parse_user_actions,
 )
 from feedbridge.errors import (
+    DeadlinePassed,
     NoForumAnswer,
     NotATopicError,
     NotHeld,
     NotPostsError,
     UpstreamRefused,
-    UpstreamTimeout,
     explained,
 )
 from feedbridge.feeds.admission.callers import CallerPool
@@ -330,8 +330,8 @@ class PostFeeds:
                     done = [got.result() for _b, got in self.pool.waves(batches, run, self.settings.fetch_concurrency,
                                                                            caller=read.caller)]
                 except FutureTimeout:
-                    raise UpstreamTimeout(f"the {self.settings.request_deadline:g}s deadline passed while "
-                                          f"reading {len(batches)} batches of posts") from None
+                    raise DeadlinePassed(f"the {self.settings.request_deadline:g}s deadline passed while "
+                                         f"reading {len(batches)} batches of posts") from None
             for batch, got in zip(batches, done, strict=True):
                 asked = set(batch)  # what else a batch brings was not asked for, and is not read
                 read_now.update(dict.fromkeys(batch))

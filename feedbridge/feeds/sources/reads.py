@@ -96,6 +96,7 @@ class Read:
     caller: Caller | None
     cached_only: bool = False
     building: Building = OUTSIDE
+    pooled: bool = False
     stored: list[float] = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -123,8 +124,9 @@ class Read:
         return replace(self, building=replace(self.building, optional_from=len(self.building.builds)))
 
     def stepping(self, ahead: int) -> Read:
-        """This read as a job of a wave with `ahead` reads left in its step (`CallerPool.waves`)."""
-        return replace(self, building=replace(self.building, ahead=ahead))
+        """This read as a job of a wave with `ahead` reads left in its step (`CallerPool.waves`): `pooled`, so its
+        fetches outlive the request's deadline to keep what they read (`Gate.fetch`)."""
+        return replace(self, building=replace(self.building, ahead=ahead), pooled=True)
 
     def entry(self, key: str, build: Callable[[E | None, Read], E], what: str, forum: Forum, *,
               fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
@@ -150,7 +152,8 @@ class Read:
               last_modified: str | None = None) -> Fetched:
         if self.cached_only:
             raise NotHeld(f"no copy of {what} to fall back on")
-        return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller, building=self.building)
+        return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller, building=self.building,
+                                     pooled=self.pooled)
 
     def source(self, forum: Forum) -> Source:
         if self.cached_only:
