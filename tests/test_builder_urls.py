@@ -35,6 +35,7 @@ PASTED = [
     ("/top?period=monthly", "/top.atom?period=monthly"),
     ("/top/yearly", "/top.atom?period=yearly"),
     ("/latest?category=5", "/latest.atom?category=5"),
+    ("/c/5", "/latest.atom?category=5"),  # core finds a category by its id alone; its slug is not known here
     ("/tag/gpu", "/tag/gpu.atom"),
     ("/tag/gpu/7/l/latest", "/tag/gpu.atom"),  # `/tag/gpu.md` answers 301 to `/tag/gpu/7.md`
     ("/tags/c/hardware/gpu/12/gpu", "/c/hardware/gpu/12.atom?tag=gpu"),
@@ -101,6 +102,26 @@ SETTINGS = Settings(forums=(parse_forum("https://forum.example.org"),))
 def test_urls_that_name_no_feed_say_why(url):
     found = feed_for_url(SETTINGS, url)
     assert isinstance(found, NoFeed) and found.message
+
+
+def test_a_pasted_host_is_read_as_the_forums_whatever_its_port_user_or_final_dot():
+    """`https://forum:443/...` (a browser's copy after a redirect), `forum.example.org.` and a user's name and
+    password in the URL named no forum, and the message quoted the password back."""
+    for url in ("https://forum.example.org:443/c/compiler/5", "https://u:hunter2@FORUM.example.org./c/compiler/5"):
+        found = feed_for_url(SETTINGS, url)
+        assert isinstance(found, FeedTarget) and found.feed_path("atom") == "forum.example.org/c/compiler/5.atom", url
+    on_443 = Settings(forums=(parse_forum("https://forum.example.org:443"),))
+    found = feed_for_url(on_443, "https://forum.example.org/latest")
+    assert isinstance(found, FeedTarget) and found.forum == on_443.forums[0]
+    for url, named in (("https://forum.example.org:8443/latest", "forum.example.org:8443 is not a forum"),
+                       ("https://u:hunter2@other.example/latest", "other.example is not a forum")):
+        missed = feed_for_url(SETTINGS, url)
+        assert isinstance(missed, NoFeed) and missed.message.startswith(named) and "hunter2" not in missed.message
+
+
+def test_a_category_named_by_its_slug_alone_says_what_to_paste():
+    found = feed_for_url(SETTINGS, "https://forum.example.org/c/compiler")
+    assert isinstance(found, NoFeed) and "by its slug alone" in found.message and "/c/SLUG/ID" in found.message
 
 
 def test_the_one_converter_keeps_the_lists_own_query_and_drops_paging():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from feedbridge.config import Forum, Settings
 from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind
@@ -31,6 +31,10 @@ _TOPIC_PATH = re.compile(rf"t/(?:(?P<slug>{SLUG})/)?(?P<topic>[0-9]{{1,9}})(?:/[
 _TOPIC_AND_POST = re.compile(r"t/(?P<topic>[0-9]{1,9})/(?:[0-9]{1,9}|last)")
 # A category with one of its views: `/l/top/PERIOD` first, so that `/l/\w` cannot take `top` alone.
 _CATEGORY = re.compile(rf"c/{CATEGORY_VALUE}(?P<view>/l/top/\w{{1,20}}|/l/\w{{1,20}}|/none|/all)?")
+# Core finds a category by its id alone (`Category.find_by_slug_path_with_id`, "c/5"), or its slugs alone (the
+# legacy "c/compiler"), and redirects to its whole path: the bridge, which never fetches here, cannot.
+_CATEGORY_ID = re.compile(r"c/(?P<id>[0-9]{1,9})(?:/l/latest|/none|/all)?")
+_CATEGORY_SLUGS = re.compile(rf"c/(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)(?:/l/\w{{1,20}}|/none|/all)?")
 _TAG = re.compile(rf"tags?/(?P<tag>{SLUG})(?:/(?P<id>[0-9]{{1,9}}))?(?:/l/\w{{1,20}})?")
 _TAG_IN_CATEGORY = re.compile(rf"tags/c/{CATEGORY_VALUE}/(?P<tag>{SLUG})(?:/l/\w{{1,20}})?")
 _INTERSECTION = re.compile(rf"tags/intersection/(?P<tags>{SLUG}(?:/{SLUG}){{1,4}})")
@@ -92,18 +96,38 @@ def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
         parts = urlsplit(text if "://" in text else "https://" + text)
     except ValueError:  # a host that NFKC-normalises to '/' or '?' ('．．／'), a broken IPv6 literal
         return NoFeed(f"{text[:80]} is not a web address.")
-    host = (parts.netloc or "").lower()
-    found = split_forum(settings, f"{host}{unquote(parts.path)}/")
+    hosts = _hosts(parts)
+    found = next((got for name in hosts if (got := split_forum(settings, f"{name}{unquote(parts.path)}/"))), None)
     if found is None:
         served = ", ".join(f.key for f in settings.forums)
-        return NoFeed(f"{host or text[:80]} is not a forum this bridge serves (it serves {served}).")
+        named = hosts[0] if hosts and hosts[0] else parts.netloc.rpartition("@")[2][:80] or text[:80]
+        return NoFeed(f"{named} is not a forum this bridge serves (it serves {served}).")
     forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
     query = {key: values[-1] for key, values in parse_qs(parts.query).items() if values}
     target = feed_of_path(forum, rest, query)
+    if target is None and (match := _CATEGORY_SLUGS.fullmatch(rest)) and not match["slugs"][-1].isdigit():
+        return NoFeed(f"/c/{match['slugs'][:80]} names a category by its slug alone: open it on {forum.key} and "
+                      "paste the address it shows, which ends in the category's number (/c/SLUG/ID).")
     if target is None:
         return NoFeed(f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, tag, "
                       "latest, top, topic, user, search or filter URL.")
     return target
+
+
+def _hosts(parts: SplitResult) -> list[str]:
+    """The names a pasted URL's host may have among the forums' keys: as written (its user left out), and
+    without its scheme's default port, or with it (`https://forum:443`, the forum configured either way), and
+    without a final dot (`forum.example.`, the same host)."""
+    try:
+        port = parts.port
+    except ValueError:
+        return []
+    name = (parts.hostname or "").rstrip(".")
+    name = f"[{name}]" if ":" in name else name
+    default = {"https": 443, "http": 80}.get(parts.scheme.lower())
+    if port is not None and port != default:
+        return [f"{name}:{port}"]
+    return [name, f"{name}:{default}"]
 
 
 def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarget | None:
@@ -127,6 +151,9 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
             return FeedTarget(forum, path + "/l/top", (("period", period),),
                               f"Top topics ({period}) of category {match['slugs']}.")
         return FeedTarget(forum, path, (), f"Category {match['slugs']}.")
+    if match := _CATEGORY_ID.fullmatch(rest):  # core's /latest?category=ID lists the same topics
+        return FeedTarget(forum, "latest", (("category", match["id"]),),
+                          f"Latest topics of category {match['id']} on {forum.key}.")
     if match := _TAG_IN_CATEGORY.fullmatch(rest):
         return FeedTarget(forum, f"c/{match['slugs']}/{match['id']}", (("tag", match["tag"]),),
                           f"Topics tagged {match['tag']} in category {match['slugs']}.")
