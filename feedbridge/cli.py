@@ -335,7 +335,10 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
     forum = settings.forums[0]
     found = feed_for_url(settings, list_url) if list_url else None
     if isinstance(found, NoFeed):
-        raise click.BadParameter(found.message)
+        # the forum was taken from the URL's host: one in a subfolder is named by --base-url, which nothing else says
+        first = urlsplit(list_url or "").path.strip("/").partition("/")[0][:40]
+        hint = f" A forum in a subfolder ({forum.base_url}/{first}) is named with --base-url." if first else ""
+        raise click.BadParameter(found.message + hint)
     path, listed, feed = found.request(fmt) if found else (f"{forum.key}/latest.{fmt}", {}, "latest")
     given = _parameters(feed, options)
     # The web refuses a parameter given twice; the URL's own default (`/top` is every period) is no value given.

@@ -343,3 +343,13 @@ def test_a_forum_address_the_cli_refuses_is_named_as_given_not_as_a_setting():
     saved = invoke("build", str(SEED), "--base-url", "ftp://x")
     assert saved.exit_code == 2
     assert all("FEEDBRIDGE_FORUMS" not in r.stderr for r in (from_url, given, saved)), saved.stderr
+
+
+def test_a_url_of_a_forum_in_a_subfolder_says_how_to_name_it():
+    """The forum is taken from a SOURCE URL's host, so a subfolder forum's path was refused as no feed, and
+    nothing said that `--base-url` names its root. Refused before anything is fetched (the forum is a closed port)."""
+    result = invoke("build", "http://127.0.0.1:9/community/c/compiler/5")
+    assert result.exit_code == 2 and "does not recognise /community/c/compiler/5" in result.stderr, result.stderr
+    assert "(http://127.0.0.1:9/community) is named with --base-url" in result.stderr
+    named = invoke("build", "http://127.0.0.1:9/community/c/compiler/5", "--base-url", "http://127.0.0.1:9/community")
+    assert named.exit_code == 1 and "does not recognise" not in named.stderr  # read: the closed port fails it
