@@ -309,8 +309,10 @@ class PostSite:
         return {"latest_posts": [self.post_json(p, t, with_title=True) for p, t in page]}
 
     def actions(self, username: str, offset: int) -> dict[str, Any]:
+        # core: app/models/user_action.rb `UserAction.stream` selects no `user_deleted`: a withdrawn post is listed,
+        # its placeholder as its excerpt, until the deletion job sets `deleted_at` (24 h later).
         rows = [(p, t) for t in self.topics.values() for p in t.visible
-                if p.username == username and p.post_type == REGULAR and not p.user_deleted]
+                if p.username == username and p.post_type == REGULAR]
         rows.sort(key=lambda pair: pair[0].created_at, reverse=True)
         return {"user_actions": [self.action_json(p, t) for p, t in rows[offset: offset + 30]]}
 

@@ -18,7 +18,7 @@ import pytest
 
 from feedbridge.feeds.sources.post_feeds import MAX_SKIPPED, SLACK
 from tests.appserver import RunningApp, procfile_web, running_app, settings_for
-from tests.fake_posts import BOT, CLOSED, MEGA, MEGA_POSTS, MIXED, SMALL_ACTION, WHISPER, PostSite
+from tests.fake_posts import BOT, CLOSED, MEGA, MEGA_POSTS, MIXED, SMALL_ACTION, WHISPER, WITHDRAWN, PostSite
 from tests.test_posts import entries, post_of
 from tests.upstream import FakeForum, list_reads
 
@@ -215,3 +215,59 @@ def test_reading_back_past_what_is_no_post_stops_at_the_stated_bound(served: Ser
     assert looked == [1 + SLACK, 50, 1 + MAX_SKIPPED - (1 + SLACK) - 50] and len(list_reads(forum.requests)) == 4
     # With room for them, the five posts are found past the 150 small actions.
     assert numbers(app, f"/t/{BOT}.json?limit=100") == [5, 4, 3, 2, 1]
+
+
+# --- what becomes no post after it was read -------------------------------------------------------------------
+
+def test_a_post_hidden_or_withdrawn_after_it_was_read_leaves_the_topic_feed(polled: Served) -> None:
+    """A post read once stood in the topic's feed with its old text after the forum hid it (flags) or its author
+    withdrew it, until the topic TTL (7 days) ended: the topic's head, read again, says so (`hidden`,
+    `user_deleted`, core's placeholder as its text), and was not believed. Shown again once the forum shows it."""
+    site, _forum, app = polled
+    small = site.topics[9003]
+    assert numbers(app, "/t/9003.json") == [5, 4, 3, 2, 1]
+    small.posts[2].hidden = True  # core: Post#hide!
+    small.posts[3].user_deleted, small.posts[3].cooked = True, WITHDRAWN  # core: PostDestroyer#mark_for_deletion
+    response = httpx.get(app.feed_url("/t/9003.json"), timeout=30)
+    assert [post_of(e["id"])[1] for e in entries(response.content, "json")] == [5, 2, 1]
+    assert "Small thread post 3" not in response.text and "Small thread post 4" not in response.text
+    small.posts[2].hidden = False  # core: Post#unhide!
+    assert numbers(app, "/t/9003.json") == [5, 3, 2, 1]
+
+
+def test_a_reply_its_author_withdrew_leaves_their_content_full_posts_feed() -> None:
+    """core lists a withdrawn reply among its author's actions (`UserAction.stream`) until the deletion job runs,
+    its placeholder for an excerpt; with `content=full` the topic is read, says the post is none, and the
+    entry went on with the placeholder as its text."""
+    site = PostSite.standard()
+    small = site.topics[9003]
+    small.posts[3].user_deleted, small.posts[3].cooked = True, WITHDRAWN  # bob's reply, post 4
+    with FakeForum(mode="json", posts=site.answer) as forum, running_app(settings_for(forum.url)) as app:
+        response = httpx.get(app.feed_url("/u/bob/posts.json?content=full&limit=100"), timeout=30)
+    assert response.status_code == 200, response.text[:300]
+    shown = [post_of(e["id"]) for e in entries(response.content, "json")]
+    assert (9003, 1) in shown and (9003, 4) not in shown
+    assert "withdrawn" not in response.text
+
+
+def test_a_first_post_hidden_by_flags_gives_content_full_no_text() -> None:
+    """core sends anonymous readers a hidden post's placeholder (`cooked_hidden`): it was taken as the topic's
+    first post for `content=full`, the text every entry of the topic then showed."""
+    from feedbridge.discourse.posts import parse_topic_head
+
+    site = PostSite.standard()
+    site.topics[9003].posts[0].hidden = True
+    head = parse_topic_head(json.dumps(site.topic_view(site.topics[9003])))
+    assert head.first_post_html is None
+    site.topics[9003].posts[0].hidden = False
+    assert "Small thread post 1" in (parse_topic_head(json.dumps(site.topic_view(site.topics[9003]))).first_post_html or "")
+
+
+def test_an_emoji_in_an_excerpt_is_its_name_not_nothing() -> None:
+    """core's excerpts keep an emoji as its image (`PrettyText.excerpt`, `keep_emoji_images`): the text of the
+    excerpt dropped it with every other tag."""
+    from feedbridge.discourse.fields import html_text
+
+    emoji = '<img src="/images/emoji/twitter/tada.png?v=12" title=":tada:" class="emoji" alt=":tada:" width="20">'
+    assert html_text(f"Shipped it {emoji} thanks all") == "Shipped it :tada: thanks all"
+    assert html_text('A <img src="/uploads/x.png" alt="a diagram"> picture') == "A picture"

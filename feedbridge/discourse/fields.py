@@ -77,9 +77,20 @@ def one_line(text: str) -> str:
 
 
 def html_text(value: str) -> str | None:
-    """Plain text of core's HTML excerpts (entities, the odd tag), on one line; None when nothing is left."""
-    text = html.unescape(TAG.sub(" ", value)) if ("<" in value or "&" in value) else value
+    """Plain text of core's HTML excerpts (entities, the odd tag), on one line; None when nothing is left. An
+    emoji, which core's excerpts keep as its image (`PrettyText.excerpt`, `keep_emoji_images`), is its name."""
+    text = html.unescape(TAG.sub(_tag_text, value)) if ("<" in value or "&" in value) else value
     return " ".join(text.split()) or None
+
+
+_EMOJI_NAME = re.compile(r'\balt="(:[\w+-]{1,60}:)"')
+
+
+def _tag_text(tag: re.Match[str]) -> str:
+    """What a tag of an excerpt is in its text: an emoji image's name (`:tada:`, its alt), else a space."""
+    text = tag.group()
+    name = _EMOJI_NAME.search(text) if text.startswith("<img") and 'class="emoji' in text else None
+    return f" {name[1]} " if name else " "
 
 
 _ESCAPE = re.compile(r"\\(.)")

@@ -76,7 +76,8 @@ def parse_topic_head(text: str | bytes) -> TopicHead:
     category_id = category_id if _is_id(category_id) else None
     raw_posts = stream.get("posts")
     first = raw_posts[0] if isinstance(raw_posts, list) and raw_posts and isinstance(raw_posts[0], dict) else {}
-    cooked = first.get("cooked") if first.get("post_number", 1) == 1 else None
+    # A first post hidden by flags sends a placeholder for its text (`cooked_hidden`): no content for a feed.
+    cooked = first.get("cooked") if first.get("post_number", 1) == 1 and _readable(first) else None
     created = _moment(data.get("created_at")) or (_moment(first.get("created_at")) if cooked is not None else None)
     head = TopicHead(id=topic_id, title=title, slug=slug, category_id=category_id, stream=(), posts=(),
                      created_at=created, tags=tag_names(data.get("tags")),

@@ -243,7 +243,8 @@ class PostFeeds:
             return first, kept(spec.filter, posts, base, limit=limit)
         candidates = [s for s, _ in _kept(replace(spec.filter, query=None), posts, base, limit=None)]
         full = self._full(read, spec.forum, candidates[: self.settings.topic_budget])
-        return first, kept(spec.filter, (full.get(_key(s), s) for s in candidates), base, limit=limit)
+        shown = (full.get(_key(s), s) for s in candidates)
+        return first, kept(spec.filter, (s for s in shown if s is not None), base, limit=limit)
 
     # --- one topic ---------------------------------------------------------------------------------------
 
@@ -379,24 +380,29 @@ class PostFeeds:
 
         return _paged(read, spec, parse_user_actions, ACTIONS_PAGE, url(0), url)
 
-    def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[tuple[int, int], Shown]:
+    def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[tuple[int, int], Shown | None]:
         """The bodies of user-action posts (which carry excerpts), by their place (`_key`): per topic its head
-        (which holds the first post) and batches of the replies' ids, read and cached as a topic feed's are. A
-        post whose topic fails, or is not reached within the deadline, keeps its excerpt."""
+        (which holds the first post) and batches of the replies' ids, read and cached as a topic feed's are;
+        None for a post its topic says is none. A post whose topic fails, or is not reached within the
+        deadline, keeps its excerpt."""
         groups: dict[int, list[Shown]] = {}
         for post in posts:
             groups.setdefault(post.post.topic_id, []).append(post)
 
-        def bodies(topic_id: int, read: Read) -> dict[tuple[int, int], Shown]:
+        def bodies(topic_id: int, read: Read) -> dict[tuple[int, int], Shown | None]:
             head = self._head(read, forum, topic_id)
             ids = [s.post.post_id for s in groups[topic_id] if s.post.post_id is not None]
             if any(s.post.post_id is None for s in groups[topic_id]):
                 ids += [i for i, p in head.read if p is not None and p.post_number == 1]
             known = self._read(read, forum, head, ids, inline=True)
+            # A post the topic says is no post (withdrawn by its author: core's user actions list it until the
+            # deletion job runs, with a placeholder for its excerpt; hidden; a whisper) drops out: None.
+            gone = {_key(s): None for s in groups[topic_id]
+                    if s.post.post_id in known and known[s.post.post_id] is None}
             # A post kept without its HTML (past `FEED_CONTENT_CHARS`, or nested past what is parsed) keeps its excerpt.
-            return {_key(s): s for s in known.values() if s is not None and s.content_html is not None}
+            return gone | {_key(s): s for s in known.values() if s is not None and s.content_html is not None}
 
-        found: dict[tuple[int, int], Shown] = {}
+        found: dict[tuple[int, int], Shown | None] = {}
         order = list(groups)
         taken = 0
         try:
@@ -472,7 +478,11 @@ def _merged(kept: Mapping[int, Shown | None], read_now: Mapping[int, Post | None
 
 
 def _edited(held: Shown | None, post: Post | None) -> bool:
-    """Whether the head holds a newer edit of a post than the one read before."""
+    """Whether the head holds a newer edit of a post than the one read before, or says it can be read no more
+    (hidden by flags, withdrawn by its author, made a whisper: core keeps it in the stream, `None` here) or can
+    be read again: a copy read before stood in the feed, its old text and all, until the topic TTL ended."""
+    if (held is None) != (post is None):
+        return True
     if held is None or post is None or post.updated_at is None:
         return False
     before = _updated(held.post)
