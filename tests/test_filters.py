@@ -136,12 +136,15 @@ def test_html_to_text_separates_blocks_and_decodes_entities():
 # --- de-duplication, ordering, limit -------------------------------------------------------------
 
 
-def test_duplicates_keep_first_sighting():
+def test_duplicates_keep_the_copy_of_latest_activity():
+    """A topic bumped between the reads of two pages is on both: the first sighting was kept, an older copy
+    when the later page was read after the bump (the feed then showed it at its old date and place)."""
     first = topic(7, title="First sighting", day=3)
     again = topic(7, title="Bumped copy", day=9)
     result = FeedFilter().apply([first, topic(8, day=5), again])
-    assert ids(result) == [8, 7]
-    assert result[1].title == "First sighting"
+    assert ids(result) == [7, 8]
+    assert result[0].title == "Bumped copy"
+    assert FeedFilter().apply([again, topic(8, day=5), first])[0].title == "Bumped copy"
 
 
 def test_newest_first_undated_last_and_ties_stable():

@@ -260,11 +260,14 @@ class FeedFilter:
         first: `limit=2` of a top list kept the two most recently active, not the top two.
 
         Pages are fetched at different moments, so a topic bumped in between appears on two of
-        them: the first sighting is kept. Sorting is stable, so ties keep the upstream order.
+        them: the copy of its latest activity is kept, in the place of its first sighting. Sorting is stable,
+        so ties keep the upstream order.
         """
         unique: dict[int, Topic] = {}
         for topic in topics:
-            unique.setdefault(topic.id, topic)
+            held = unique.get(topic.id)
+            if held is None or (topic.last_posted_at or _OLDEST) > (held.last_posted_at or _OLDEST):
+                unique[topic.id] = topic
         kept = [t for t in unique.values() if self.keeps(t)] if self.narrows else list(unique.values())
         if ranked and self.limit is not None:
             kept = kept[: self.limit]

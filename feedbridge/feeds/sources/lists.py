@@ -20,6 +20,7 @@ the forum a second list for every feed.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
@@ -37,10 +38,10 @@ from feedbridge.errors import (
 from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.members.personal import own_pages
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.select.filters import FeedFilter
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, lacks_of
-from feedbridge.feeds.sources.reads import Read, list_page
+from feedbridge.feeds.sources.reads import Read, list_entry, list_page
 from feedbridge.models import Listing, merged
+from feedbridge.store.entries import PageEntry
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,13 @@ class ListReader:
         author, only when the forum refuses that.
         """
         try:
-            listings = self._read(read, spec)
+            entries = self._read(read, spec)
         except NoForumAnswer as exc:
             raise explained(exc, spec.forum.key, spec.label, keyed=self.settings.credential_for(spec.forum) is not None,
                             signed=read.signed, missing=spec.missing) from None
-        return _completed(spec.filter, listings,
-                          lambda n, optional: self.page(read.optional() if optional else read, spec.forum,
-                                                        spec.page_url(n, JSON), JSON),
-                          pictures=spec.content == "full")
+        return _completed(read, spec, entries)
 
-    def _read(self, read: Read, spec: FeedSpec) -> list[Listing]:
+    def _read(self, read: Read, spec: FeedSpec) -> list[PageEntry]:
         """`listings` before the forum's answer is put in the reader's words. A bot wall on a user's own list
         is not a refusal of that list: the latest list is behind the same wall, and is not asked. A `/filter`
         feed reads `/filter.json` on every forum (core's filtered list has no Markdown twin), so it needs no
@@ -93,7 +91,7 @@ class ListReader:
         if spec.started_by is not None:
             try:
                 own = self._pages(read, spec, lambda n: spec.user_list_url(n) or "", JSON)
-                return [replace(listing, started_by=spec.started_by) for listing in own]
+                return [replace(entry, listing=replace(entry.listing, started_by=spec.started_by)) for entry in own]
             except read.moves_on as exc:
                 log.info("%s on %s: %s; reading the latest list instead", spec.label, spec.forum.key, exc.message)
         if spec.intersection:  # /tag/a+b: Discourse's own list where it has one, else the first tag's, filtered
@@ -102,10 +100,10 @@ class ListReader:
             except read.moves_on as exc:
                 log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
-            listings = self._pages(read, spec, lambda n: spec.page_url(n, source), source)
-            if source is MARKDOWN and spec.kind == "category" and not listings[0].topics:
+            entries = self._pages(read, spec, lambda n: spec.page_url(n, source), source)
+            if source is MARKDOWN and spec.kind == "category" and not entries[0].listing.topics:
                 self._category_is_readable(read, spec)
-            return listings
+            return entries
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise read.scope.detector.refused(spec, source, exc) from None
 
@@ -126,32 +124,68 @@ class ListReader:
         return (f"q: {' '.join(terms)} only means something to a signed-in user of the forum (core's /filter reads "
                 f"it for the signed-in user alone, and gives anyone else no topics): {how}")
 
-    def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[Listing]:
-        listings = [self.page(read, spec.forum, url(0), source)]
-        if listings[-1].next_page_url is None or spec.pages == 1:
-            return listings
+    def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[PageEntry]:
+        return _in_step([(entry, _again(read, spec.forum, url(n), source))
+                         for n, entry in enumerate(self._entries(read, spec, url, source))])
+
+    def _entries(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[PageEntry]:
+        entries = [list_entry(read, spec.forum, url(0), source)]
+        if entries[-1].listing.next_page_url is None or spec.pages == 1:
+            return entries
         try:
             for _n, done in self.pool.waves(range(1, spec.pages),
-                                            lambda n, ahead: self.page(read.stepping(ahead), spec.forum, url(n),
-                                                                       source),
+                                            lambda n, ahead: list_entry(read.stepping(ahead), spec.forum, url(n),
+                                                                        source),
                                             self.settings.fetch_concurrency, caller=read.caller):
                 try:
-                    listing = done.result()
+                    entry = done.result()
                 except UpstreamNotFound:
-                    return listings
-                if not listing.topics:
-                    return listings
-                listings.append(listing)
-                if listing.next_page_url is None:
-                    return listings
+                    return entries
+                if not entry.listing.topics:
+                    return entries
+                entries.append(entry)
+                if entry.listing.next_page_url is None:
+                    return entries
         except FutureTimeout:
             raise DeadlinePassed(f"the {self.settings.request_deadline:g}s deadline passed while reading "
                                  f"{spec.pages} pages of {url(0)}") from None
-        return listings
+        return entries
 
     def page(self, read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
         """One parsed list page (`reads.list_page`, which the source probes read through too)."""
         return list_page(read, forum, url, source)
+
+
+PAGE_SKEW = 30.0
+"""Seconds apart the copies of one list's pages may have been read: a topic bumped in between moves up from a
+later page read before to an earlier one read before it was bumped, and is on neither (a page read later loses
+the topics pushed down to it the same way). Page 0 is shared by every one-page feed of the list, so it is
+often the oldest copy."""
+
+
+Again = Callable[[float], PageEntry | None]
+"""How `_in_step` reads a page again, fresh within so many seconds (`_again`): None when it cannot."""
+
+
+def _in_step(pages: list[tuple[PageEntry, Again]]) -> list[PageEntry]:
+    """The pages of one list, each whose copy is older than the newest by more than `PAGE_SKEW` read again,
+    fresh from then on: one request more, for the pages out of step alone."""
+    if len(pages) < 2:
+        return [entry for entry, _ in pages]
+    since = max(entry.stored_at for entry, _ in pages) - PAGE_SKEW
+    return [(again(time.time() - since) or entry) if entry.stored_at < since else entry for entry, again in pages]
+
+
+def _again(read: Read, forum: Forum, url: str, source: Source) -> Again:
+    """A page read again as a read the feed can do without (`Read.optional`): refused or failed, None, and the
+    copy held is kept."""
+    def again(fresh_for: float) -> PageEntry | None:
+        try:
+            return list_entry(read.optional(), forum, url, source, fresh_for=fresh_for)
+        except (NoForumAnswer, NotHeld) as exc:
+            log.info("%s is read as it was: %s", url, exc.message)
+            return None
+    return again
 
 
 def _own_path(spec: FeedSpec) -> str:
@@ -179,33 +213,43 @@ FIGURES = ("likes", "views", "tags", "pinned", "category_id", "replies", "image_
 (`image_url` and `author_avatar`: its pictures, read for `content=full`)."""
 
 
-def _completed(feed_filter: FeedFilter, listings: Sequence[Listing],
-              json_page: Callable[[int, bool], Listing], pictures: bool = False) -> list[Listing]:
-    """`listings` with each page's topics given the figures of page `n` of the JSON list (`json_page(n, optional)`:
-    read as one the build can do without when `optional`, `Read.optional`),
-    when the filter needs what its source lacks, or (`pictures`) the feed wants the topics' pictures; a topic
-    not on that page keeps its own (none). Read for the pictures alone, a page the forum does not give is
-    left as it is."""
-    pages = []
-    for number, listing in enumerate(listings):
-        lacks = lacks_of(listing)
-        needed = feed_filter.json_needed(lacks)
+def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list[Listing]:
+    """The listings of `entries` with each page's topics given their figures from the JSON list's pages of the
+    same numbers, read as ones the build can do without where only pictures are wanted (`Read.optional`),
+    when the filter needs what its source lacks, or (`content=full`) the feed wants the topics' pictures.
+    Those pages are read in step with the Markdown ones (`_in_step`), and each topic takes its figures from
+    whichever of them lists it: a topic bumped between the reads of a Markdown page and the JSON one of its
+    number is on another, and was left without its category (through `exclude_category=`) or its views (out,
+    by `min_views=`). A topic on none keeps its own (none). Read for the pictures alone, a page the forum does
+    not give is left as it is."""
+    pictures, forum = spec.content == "full", spec.forum
+    both: list[tuple[PageEntry, Again]] = []
+    completed = []
+    for number, entry in enumerate(entries):
+        lacks = lacks_of(entry.listing)
+        needed = spec.filter.json_needed(lacks)
         if needed is None and not (pictures and "image_url" in lacks):
-            pages.append(listing)
             continue
+        url = spec.page_url(number, JSON)
         try:
             # the pictures alone: a read the build can do without
-            figures = {topic.id: topic for topic in json_page(number, needed is None).topics}
+            figures = list_entry(read.optional() if needed is None else read, forum, url, JSON)
         except (NoForumAnswer, NotHeld) as exc:
             if needed is None:  # the pictures alone: a failure, a refused read (the build kept all the same), no copy
-                log.info("no thumbnails for page %d of %s: %s", number, listing.url, exc.message)
-                pages.append(listing)
+                log.info("no thumbnails for page %d of %s: %s", number, entry.listing.url, exc.message)
                 continue
             if not isinstance(exc, UpstreamNotFound | UpstreamRefused):
                 raise
             raise RequestError(f"{needed} needs the forum's JSON list, since its Markdown list carries no likes, "
                                f"views, tags or category ids, and the forum refused it: {exc.message}",
                                param=needed) from None
-        pages.append(replace(listing, topics=tuple(merged(topic, figures.get(topic.id), FIGURES, keep=True)
-                                                   for topic in listing.topics)))
+        completed.append(number)
+        both += [(entry, _again(read, forum, spec.page_url(number, MARKDOWN), MARKDOWN)),
+                 (figures, _again(read, forum, url, JSON))]
+    stepped = _in_step(both)
+    pages = [entry.listing for entry in entries]
+    found = {topic.id: topic for entry in stepped[1::2] for topic in entry.listing.topics}
+    for number, entry in zip(completed, stepped[::2], strict=True):
+        pages[number] = replace(entry.listing, topics=tuple(merged(topic, found.get(topic.id), FIGURES, keep=True)
+                                                            for topic in entry.listing.topics))
     return pages

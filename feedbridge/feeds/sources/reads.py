@@ -164,6 +164,13 @@ class Read:
 def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
     """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or NotHeld
     (read from cached copies)."""
+    return list_entry(read, forum, url, source).listing
+
+
+def list_entry(read: Read, forum: Forum, url: str, source: Source = MARKDOWN, *,
+               fresh_for: float | None = None) -> PageEntry:
+    """`list_page` with when its copy was stored (`PageEntry.stored_at`), fresh within `fresh_for` seconds
+    (the cache TTL by default): what a list read of several pages brings into line (`feeds/sources/lists.py`)."""
     def fetch(held: PageEntry | None, read: Read) -> PageEntry:
         fetched = read.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
         now = time.time()
@@ -175,5 +182,5 @@ def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> 
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
-    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum, dates=True)
-    return entry.listing
+    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum, dates=True, fresh_for=fresh_for)
+    return entry
