@@ -125,3 +125,19 @@ def test_rate_limited_topic_fetches_fall_back(app, upstream):
     assert "content" not in by_id(parsed.entries)["3341"]
     # The forum asked for quiet: the topics after the 429 were not requested.
     assert len(topic_requests(upstream)) < 30
+
+
+def test_a_topic_past_the_topic_budget_keeps_what_is_cached_of_its_page(upstream):
+    """The topic budget bounds the topic pages a build asks for; the topics past it were left to their excerpts,
+    even when an earlier build had read their pages: a topic pushed past the budget by newer ones lost its
+    content, and its RSS date went from its creation to its last activity. They now take what is cached."""
+    with running_app(settings_for(upstream.url, topic_budget=3)) as app:
+        one = feedparser.parse(get(app.feed_url(f"{COMPILER}.atom?content=full&author=tom")).content)
+        (first,) = one.entries  # topic 3306, the seventh newest: its page read for this feed
+        asked = len(topic_requests(upstream))
+        whole = feedparser.parse(get(app.feed_url(f"{COMPILER}.atom?content=full")).content)
+        assert len(topic_requests(upstream)) == asked + 3  # the three newest topics' pages, no more
+    (again,) = [entry for entry in whole.entries if entry.id == first.id]
+    assert list(whole.entries).index(again) >= 3
+    assert "content" in again and again.content[0].value == first.content[0].value
+    assert again.published == first.published

@@ -87,6 +87,16 @@ class TopicPages:
             log.warning("content=full: %d of %d topic fetches failed", failures, len(topics))
         return results
 
+    def held(self, read: Read, forum: Forum, topics: list[Topic]) -> list[Topic]:
+        """Each topic with what is cached of its page, asking the forum nothing: the topics past the topic budget.
+        They were left to their excerpts, so a topic whose page an earlier build had read lost its content, and
+        its RSS date (its creation, where the list has none) went to its last activity, when a newer topic
+        pushed it past the budget."""
+        if not topics:
+            return topics
+        source = read.source(forum)
+        return [self._held(read, forum, source, topic) for topic in topics]
+
     def _held(self, read: Read, forum: Forum, source: Source, topic: Topic) -> Topic:
         if source.from_head is not None:
             head: HeadEntry | None = read.scope.store.get(keys.topic_head(forum.base_url, topic.id))
