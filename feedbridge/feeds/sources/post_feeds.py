@@ -382,9 +382,8 @@ class PostFeeds:
 
     def _full(self, read: Read, forum: Forum, posts: list[Shown]) -> dict[tuple[int, int], Shown | None]:
         """The bodies of user-action posts (which carry excerpts), by their place (`_key`): per topic its head
-        (which holds the first post) and batches of the replies' ids, read and cached as a topic feed's are;
-        None for a post its topic says is none. A post whose topic fails, or is not reached within the
-        deadline, keeps its excerpt."""
+        (which holds the first post) and batches of the replies' ids, read and cached as a topic feed's are (None:
+        its topic says it is no post). A post whose topic fails, or is not reached in time, keeps its excerpt."""
         groups: dict[int, list[Shown]] = {}
         for post in posts:
             groups.setdefault(post.post.topic_id, []).append(post)
@@ -395,10 +394,8 @@ class PostFeeds:
             if any(s.post.post_id is None for s in groups[topic_id]):
                 ids += [i for i, p in head.read if p is not None and p.post_number == 1]
             known = self._read(read, forum, head, ids, inline=True)
-            # A post the topic says is no post (withdrawn by its author: core's user actions list it until the
-            # deletion job runs, with a placeholder for its excerpt; hidden; a whisper) drops out: None.
-            gone = {_key(s): None for s in groups[topic_id]
-                    if s.post.post_id in known and known[s.post.post_id] is None}
+            # What the topic says is no post (withdrawn: core's actions list it until it is deleted) drops out.
+            gone = {_key(s): None for s in groups[topic_id] if known.get(s.post.post_id or 0, s) is None}
             # A post kept without its HTML (past `FEED_CONTENT_CHARS`, or nested past what is parsed) keeps its excerpt.
             return gone | {_key(s): s for s in known.values() if s is not None and s.content_html is not None}
 
@@ -478,9 +475,8 @@ def _merged(kept: Mapping[int, Shown | None], read_now: Mapping[int, Post | None
 
 
 def _edited(held: Shown | None, post: Post | None) -> bool:
-    """Whether the head holds a newer edit of a post than the one read before, or says it can be read no more
-    (hidden by flags, withdrawn by its author, made a whisper: core keeps it in the stream, `None` here) or can
-    be read again: a copy read before stood in the feed, its old text and all, until the topic TTL ended."""
+    """Whether the head holds a newer edit of a post than the one read before, or says it is no post now (hidden,
+    withdrawn, a whisper: kept in core's stream) or again: a copy read before stood until the topic TTL ended."""
     if (held is None) != (post is None):
         return True
     if held is None or post is None or post.updated_at is None:
