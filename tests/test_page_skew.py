@@ -8,15 +8,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 import feedparser
 import httpx
 import pytest
 
 from feedbridge.feeds.sources import lists
-from tests.appserver import RunningApp, running_app, settings_for
+from tests.appserver import RunningApp, procfile_app, running_app, settings_for
 from tests.upstream import FakeForum
 
 START = datetime(2026, 5, 10, 12, tzinfo=UTC)
@@ -136,16 +138,79 @@ def test_a_markdown_topic_bumped_to_another_json_page_keeps_its_figures(skew: fl
             assert topic_ids(app, "/latest.atom?min_views=5") == [103, 102, 101]
 
 
-def test_an_empty_list_rebuilt_is_the_same_bytes() -> None:
-    """A list with no topic (an empty category, a user's list with none) gave a feed dated at its build: each
-    rebuild, a second later, was new bytes, a new ETag and a new download for the same empty list."""
-    with FakeForum(mode="json") as forum:
-        Lists(forum, count=0).serve()
-        with running_app(settings_for(f"json:{forum.url}", cache_ttl=0)) as app:
-            first = httpx.get(app.feed_url("/latest.atom"), timeout=30)
-            time.sleep(1.2)  # past the second the first was dated in
-            again = httpx.get(app.feed_url("/latest.atom"), timeout=30)
-    assert first.status_code == again.status_code == 200
-    assert feedparser.parse(first.content).bozo == 0 and not feedparser.parse(first.content).entries
-    assert again.content == first.content and again.headers["ETag"] == first.headers["ETag"]
 
+def test_a_page_read_again_takes_half_the_time_left_and_its_failure_is_no_ones(skew: float) -> None:
+    """Reading a page again to bring the list in step is a read the feed can do without. It could take the
+    request's whole deadline when the forum was slow to answer it, and the feed then failed (a 504, remembered
+    as the forum's failure for the next reader too). It now has half of what is left, then the copy held
+    stands: the feed is built, and the next request is too."""
+    with FakeForum(mode="markdown") as forum:
+        site = Lists(forum)
+        site.serve()
+        with running_app(settings_for(f"markdown:{forum.url}", cache_ttl=300, request_deadline=2.0)) as app:
+            assert topic_ids(app, "/latest.atom") == [106, 105, 104]
+            time.sleep(skew + 0.5)
+            forum.stall("/latest.md", 30, times=1)  # page 0 read again, after page 1 was read
+            started = time.monotonic()
+            first = topic_ids(app, "/latest.atom?pages=2&min_views=5")
+            elapsed = time.monotonic() - started
+            again = topic_ids(app, "/latest.atom?pages=2&min_views=4")
+    assert first == again == [106, 105, 104, 103, 102, 101]
+    assert elapsed < 2.0 + 5.0  # the deadline and generous slack, not the 30 s stall
+
+
+def test_a_request_that_joined_a_fetch_its_leaders_deadline_cut_asks_again() -> None:
+    """A fetch a request waits on ends by that request's deadline. Another request, which joined it with most of
+    its own deadline left, was answered the first one's `DeadlinePassed`: it now asks the forum itself. On the
+    Procfile's gunicorn (one worker: the two share a single flight)."""
+    with FakeForum(mode="markdown") as forum:
+        site = Lists(forum)
+        site.serve()
+        with procfile_app(settings_for(f"markdown:{forum.url}", cache_ttl=300, request_deadline=3.0)) as app:
+            forum.stall("/latest.md", 1.5, times=1)  # the leader's list: 1.5 s of its 3 s
+            forum.stall("/latest.json", 5.0, times=1)  # its JSON page: cut at its deadline, 1.5 s later
+            with ThreadPoolExecutor(1) as pool:
+                leader = pool.submit(httpx.get, app.feed_url("/latest.atom?min_views=5"), timeout=30)
+                deadline = time.monotonic() + 10
+                while not forum.count("/latest.json") and time.monotonic() < deadline:
+                    time.sleep(0.02)  # the leader is waiting on the JSON page
+                joined = httpx.get(app.feed_url("/latest.atom?min_views=3"), timeout=30)
+                led = leader.result()
+    assert led.status_code == 504 and "deadline passed" in led.text
+    assert joined.status_code == 200, joined.text[:300]
+    assert forum.count("/latest.json") == 2  # the joined request asked again
+
+
+def test_a_static_build_reads_each_page_once_however_long_it_runs(tmp_path, skew: float) -> None:
+    """A static build keeps every page it read for the whole run, so that each is asked once; a paced run is
+    longer than the skew allowed between a list's pages, and its later feeds read the earlier feeds' pages
+    again (10 requests for 6 pages). A run reads each page once, its copies as far apart as it is long."""
+    from tests.test_cli import invoke
+
+    with FakeForum(mode="markdown") as forum:
+        Lists(forum).serve()
+        config = tmp_path / "feeds.toml"
+        config.write_text(f'site_url = "https://x.example/"\n[fetch]\ndelay = {skew + 0.5}\nconcurrency = 1\n'
+                          f'[defaults]\nforum = "markdown:{forum.url}"\n'
+                          '[[feeds]]\nname = "one"\npath = "latest"\nformats = ["atom"]\n'
+                          '[[feeds]]\nname = "two"\npath = "latest"\npages = 2\nmin_views = 5\nformats = ["atom"]\n',
+                          encoding="utf-8")
+        result = invoke("build", "--config", str(config), "--out-dir", str(tmp_path / "out"))
+        asked = [request.target for request in forum.requests]
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == len(set(asked)), asked
+
+
+def test_a_feed_built_from_a_page_read_again_is_as_old_as_what_it_kept(served: tuple[Lists, RunningApp],
+                                                                       skew: float) -> None:
+    """What is built of a list is as old as its oldest page (`Age`, `Last-Modified`, how long it stays fresh):
+    a page read again to bring the list in step left its old copy's time behind as well, and the feed was
+    dated by a copy it did not use."""
+    _site, app = served
+    assert topic_ids(app, "/latest.atom") == [106, 105, 104]
+    time.sleep(skew + 1.5)
+    response = httpx.get(app.feed_url("/latest.atom?pages=2"), timeout=30)
+    assert response.status_code == 200
+    assert int(response.headers.get("Age", "0")) < skew + 1.5
+    assert parsedate_to_datetime(response.headers["Last-Modified"]) >= parsedate_to_datetime(response.headers["Date"]) - \
+        timedelta(seconds=1)

@@ -301,8 +301,7 @@ class FeedService:
                 held: FeedEntry | None = None) -> FeedEntry:
         """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held), and
         their gzip; a signed or a member's feed has none, since each URL is served its own token in its body."""
-        body, built = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True,
-                                     undated=None if held is None else held.last_modified)
+        body, built = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True)
         etag = hashlib.sha256(body).hexdigest()[:32]
         # As old as the oldest list page it was made of (`Read.oldest`), as a stale copy is: fresh for the rest of
         # that page's TTL, its `Age` counted from it. Dated at the build, an RSS built from the page the Atom feed
@@ -314,18 +313,15 @@ class FeedService:
                          gzipped=None if read.signed else gzipped(body))
 
     def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,
-                  refresh: bool, identity: bool, undated: float | None = None) -> tuple[bytes, float]:
+                  refresh: bool, identity: bool) -> tuple[bytes, float]:
         """The feed's bytes, read as `read` says, and when they were built: with the refresh hints of the cache
-        TTL (`refresh`) and the forum's icon, logo and language (`identity`). `undated`: the date of a list with
-        no dated topic (an empty category, a user's list with none), the held copy's `Last-Modified`: dated
-        at each build, its bytes and ETag changed at every rebuild of the same empty list."""
+        TTL (`refresh`) and the forum's icon, logo and language (`identity`)."""
         with metrics.building(spec.kind):
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
             moment = datetime.fromtimestamp(int(built), UTC)
-            since = moment if undated is None else min(datetime.fromtimestamp(int(undated), UTC), moment)
-            head = spec.head(first, self_url, stylesheet_url, _listed(first, moment) or since, built=moment,
+            head = spec.head(first, self_url, stylesheet_url, _listed(first, moment) or moment, built=moment,
                              site=site, ttl=self.settings.cache_ttl if refresh else None)
             return render(spec.fmt, head, entries), built
 
