@@ -337,7 +337,8 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
     if isinstance(found, NoFeed):
         # the forum was taken from the URL's host: one in a subfolder is named by --base-url, which nothing else says
         first = urlsplit(list_url or "").path.strip("/").partition("/")[0][:40]
-        hint = f" A forum in a subfolder ({forum.base_url}/{first}) is named with --base-url." if first else ""
+        hint = (f" A forum in a subfolder ({forum.base_url}/{first}) is named with --base-url."
+                if first and "/" not in forum.key else "")
         raise click.BadParameter(found.message + hint)
     path, listed, feed = found.request(fmt) if found else (f"{forum.key}/latest.{fmt}", {}, "latest")
     given = _parameters(feed, options)

@@ -261,7 +261,12 @@ class Fetcher:
             headers["If-Modified-Since"] = last_modified
         for hop in range(self.settings.max_redirects + 1):
             started = time.monotonic()
-            timeout = self._hop_timeout(url, deadline, hop)
+            try:
+                timeout = self._hop_timeout(url, deadline, hop)
+            except UpstreamTimeout:  # nothing sent: begun (or redirected) past the deadline
+                if cut:
+                    raise DeadlinePassed(f"the request's deadline passed before {url} was asked for") from None
+                raise
             try:
                 fetched, location, status = self._once(url, headers, timeout, deadline, hop)
             except UpstreamError as exc:

@@ -94,13 +94,15 @@ class Gate:
     pace: Pace | None = None
 
     def fetch(self, forum: Forum, url: str, etag: str | None = None, last_modified: str | None = None, *,
-              caller: Caller | None, building: Building = OUTSIDE, pooled: bool = False) -> Fetched:
+              caller: Caller | None, building: Building = OUTSIDE, pooled: bool = False,
+              until: float | None = None) -> Fetched:
         """Every upstream request goes through here: nothing is sent to a forum that asked us to wait, and a
         web request's fetches (`caller`, None outside one) take its slot, are charged to the forum's budget (a
         refusal marks the builds of `building`) and end by its deadline (`DeadlinePassed`), but for `pooled`
         work, which the request stops waiting for at its deadline and which goes on to keep what it read for
-        the next reader (`CallerPool.waves`); a batch run's go at its `pace`."""
-        until = None if caller is None or pooled else caller.deadline
+        the next reader (`CallerPool.waves`); by `until` too when it comes sooner (`Read.hurried`); a batch run's
+        go at its `pace`."""
+        until = None if caller is None or pooled else caller.deadline if until is None else min(until, caller.deadline)
         if self.pace is not None:
             return self.pace.paced(forum, url, self.waits,
                                    lambda: self._fetch(forum, url, etag, last_modified, caller, building, until))

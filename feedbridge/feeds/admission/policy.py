@@ -245,7 +245,7 @@ class CachePolicy:
 
         Taken where the fetch happens, not where a build starts: a feed built from pages that are cached or
         being fetched by another request needs none. Work that outlives its request (pool work the request
-        stopped waiting for) gets UpstreamTimeout: no slot is ever taken that nobody gives back. Reads outside
+        stopped waiting for) gets DeadlinePassed: no slot is ever taken that nobody gives back. Reads outside
         a web request (a static build, the CLI; `caller` None) take none. `forum`: the one it waits on, whose
         part of the slots it takes too (`ColdSlots`); `building`, the builds a refusal marks."""
         if caller is None:
@@ -255,7 +255,7 @@ class CachePolicy:
             if admission.slot is not None:
                 return
             if admission.ended:
-                raise UpstreamTimeout("the request this read was for has ended; nothing is fetched for it")
+                raise DeadlinePassed("the request this read was for has ended; nothing is fetched for it")
             taken = self.slots.take(forum, caller.client)
             if isinstance(taken, str):
                 metrics.refused("slot")
@@ -337,7 +337,7 @@ class CachePolicy:
         while True:
             wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
             if wait <= 0:
-                raise UpstreamTimeout(f"the request's {self.settings.request_deadline:g}s deadline passed before "
+                raise DeadlinePassed(f"the request's {self.settings.request_deadline:g}s deadline passed before "
                                       f"{what or 'the fetch'} could start")
             ran = False
             try:
@@ -352,15 +352,15 @@ class CachePolicy:
                     continue
                 if ran:  # a part: the build it is part of gives its attempt up, and waits, whole
                     raise
-            except BridgeBusy:
-                if ran:
+            except (BridgeBusy, DeadlinePassed) as exc:
+                if ran or (isinstance(exc, DeadlinePassed) and caller is not None and caller.left() <= 0):
                     raise
             except UpstreamError as exc:
                 if not ran:  # a failure met without a request: remembered, or the flight it joined failed
                     batch.met(exc)
                 raise
-            # Another request's build was refused for its own share or slot, or waits for room: that says
-            # nothing of this one, which builds (or joins) once more.
+            # Another request's build was refused for its own share or slot, waits for room, or was cut by its own
+            # deadline: that says nothing of this one, which builds (or joins) once more.
             joined += 1
             if joined == 2:
                 raise UpstreamTimeout(f"{what or key}: two other requests' builds were refused in turn; retry")

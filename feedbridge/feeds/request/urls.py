@@ -105,7 +105,8 @@ def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
     forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
     query = {key: values[-1] for key, values in parse_qs(parts.query).items() if values}
     target = feed_of_path(forum, rest, query)
-    if target is None and (match := _CATEGORY_SLUGS.fullmatch(rest)) and not match["slugs"][-1].isdigit():
+    if (target is None and (match := _CATEGORY_SLUGS.fullmatch(rest))
+            and not any(part.isdigit() for part in match["slugs"].split("/"))):
         return NoFeed(f"/c/{match['slugs'][:80]} names a category by its slug alone: open it on {forum.key} and "
                       "paste the address it shows, which ends in the category's number (/c/SLUG/ID).")
     if target is None:

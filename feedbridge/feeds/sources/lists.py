@@ -125,17 +125,17 @@ class ListReader:
                 f"it for the signed-in user alone, and gives anyone else no topics): {how}")
 
     def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[PageEntry]:
-        return _in_step([(entry, _again(read, spec.forum, url(n), source))
-                         for n, entry in enumerate(self._entries(read, spec, url, source))])
+        return _in_step(read, [(entry, _again(read, spec.forum, url(n), source))
+                               for n, entry in enumerate(self._entries(read, spec, url, source))])
 
     def _entries(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[PageEntry]:
-        entries = [list_entry(read, spec.forum, url(0), source)]
+        entries = [list_entry(read, spec.forum, url(0), source, dates=False)]
         if entries[-1].listing.next_page_url is None or spec.pages == 1:
             return entries
         try:
             for _n, done in self.pool.waves(range(1, spec.pages),
                                             lambda n, ahead: list_entry(read.stepping(ahead), spec.forum, url(n),
-                                                                        source),
+                                                                        source, dates=False),
                                             self.settings.fetch_concurrency, caller=read.caller):
                 try:
                     entry = done.result()
@@ -167,21 +167,25 @@ Again = Callable[[float], PageEntry | None]
 """How `_in_step` reads a page again, fresh within so many seconds (`_again`): None when it cannot."""
 
 
-def _in_step(pages: list[tuple[PageEntry, Again]]) -> list[PageEntry]:
+def _in_step(read: Read, pages: list[tuple[PageEntry, Again]]) -> list[PageEntry]:
     """The pages of one list, each whose copy is older than the newest by more than `PAGE_SKEW` read again,
-    fresh from then on: one request more, for the pages out of step alone."""
-    if len(pages) < 2:
-        return [entry for entry, _ in pages]
-    since = max(entry.stored_at for entry, _ in pages) - PAGE_SKEW
-    return [(again(time.time() - since) or entry) if entry.stored_at < since else entry for entry, again in pages]
+    fresh from then on: one request more, for the pages out of step alone. Then what is built of them is as
+    old as the oldest copy kept (`Read.stored`), not one read again. Not for a read outside a web request (a
+    static build, the CLI): a run reads each page once, its copies as far apart as the run is long."""
+    if len(pages) > 1 and read.caller is not None:
+        since = max(entry.stored_at for entry, _ in pages) - PAGE_SKEW
+        pages = [((again(time.time() - since) or entry) if entry.stored_at < since else entry, again)
+                 for entry, again in pages]
+    read.stored.extend(entry.stored_at for entry, _ in pages)
+    return [entry for entry, _ in pages]
 
 
 def _again(read: Read, forum: Forum, url: str, source: Source) -> Again:
-    """A page read again as a read the feed can do without (`Read.optional`): refused or failed, None, and the
-    copy held is kept."""
+    """A page read again as a read the feed can do without, in half the time its request has left
+    (`Read.hurried`): refused, failed or late, None, and the copy held is kept."""
     def again(fresh_for: float) -> PageEntry | None:
         try:
-            return list_entry(read.optional(), forum, url, source, fresh_for=fresh_for)
+            return list_entry(read.hurried(), forum, url, source, fresh_for=fresh_for, dates=False)
         except (NoForumAnswer, NotHeld) as exc:
             log.info("%s is read as it was: %s", url, exc.message)
             return None
@@ -233,7 +237,7 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
         url = spec.page_url(number, JSON)
         try:
             # the pictures alone: a read the build can do without
-            figures = list_entry(read.optional() if needed is None else read, forum, url, JSON)
+            figures = list_entry(read.optional() if needed is None else read, forum, url, JSON, dates=False)
         except (NoForumAnswer, NotHeld) as exc:
             if needed is None:  # the pictures alone: a failure, a refused read (the build kept all the same), no copy
                 log.info("no thumbnails for page %d of %s: %s", number, entry.listing.url, exc.message)
@@ -246,7 +250,7 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
         completed.append(number)
         both += [(entry, _again(read, forum, spec.page_url(number, MARKDOWN), MARKDOWN)),
                  (figures, _again(read, forum, url, JSON))]
-    stepped = _in_step(both)
+    stepped = _in_step(read, both)
     pages = [entry.listing for entry in entries]
     found = {topic.id: topic for entry in stepped[1::2] for topic in entry.listing.topics}
     for number, entry in zip(completed, stepped[::2], strict=True):

@@ -97,6 +97,7 @@ class Read:
     cached_only: bool = False
     building: Building = OUTSIDE
     pooled: bool = False
+    until: float | None = None
     stored: list[float] = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -122,6 +123,13 @@ class Read:
         window's room, so a feed goes without its icon for now rather than unkept, or waiting ten seconds for
         it. Builds begun inside (the read's own entry) are marked as usual: a refused read is never kept."""
         return replace(self, building=replace(self.building, optional_from=len(self.building.builds)))
+
+    def hurried(self) -> Read:
+        """This read as one its build can do without (`optional`), its fetches given half of what is left of
+        its request's deadline (`until`, a `time.monotonic()`), so that the build keeps the rest whatever the
+        forum does: a page read again to bring a list in step (`feeds/sources/lists.py`)."""
+        optional = self.optional()
+        return optional if self.caller is None else replace(optional, until=time.monotonic() + self.caller.left() / 2)
 
     def stepping(self, ahead: int) -> Read:
         """This read as a job of a wave with `ahead` reads left in its step (`CallerPool.waves`): `pooled`, so its
@@ -153,7 +161,7 @@ class Read:
         if self.cached_only:
             raise NotHeld(f"no copy of {what} to fall back on")
         return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller, building=self.building,
-                                     pooled=self.pooled)
+                                     pooled=self.pooled, until=self.until)
 
     def source(self, forum: Forum) -> Source:
         if self.cached_only:
@@ -168,9 +176,10 @@ def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> 
 
 
 def list_entry(read: Read, forum: Forum, url: str, source: Source = MARKDOWN, *,
-               fresh_for: float | None = None) -> PageEntry:
+               fresh_for: float | None = None, dates: bool = True) -> PageEntry:
     """`list_page` with when its copy was stored (`PageEntry.stored_at`), fresh within `fresh_for` seconds
-    (the cache TTL by default): what a list read of several pages brings into line (`feeds/sources/lists.py`)."""
+    (the cache TTL by default): what a list read of several pages brings into line (`feeds/sources/lists.py`),
+    which says itself which copies date the feed (`dates` False: `Read.stored`)."""
     def fetch(held: PageEntry | None, read: Read) -> PageEntry:
         fetched = read.fetch(forum, url, url, held.etag if held else None, held.last_modified if held else None)
         now = time.time()
@@ -182,5 +191,5 @@ def list_entry(read: Read, forum: Forum, url: str, source: Source = MARKDOWN, *,
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
-    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum, dates=True, fresh_for=fresh_for)
+    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum, dates=dates, fresh_for=fresh_for)
     return entry

@@ -16,7 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from feedbridge.config import Forum, Settings
-from feedbridge.errors import NoForumAnswer, NotATopicError, NotHeld, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from feedbridge.errors import DeadlinePassed, NoForumAnswer, NotATopicError, NotHeld, UpstreamError, UpstreamNotFound
 from feedbridge.feeds.admission.callers import CallerPool
 from feedbridge.feeds.sources.dialects import PAGE_FIELDS, Source
 from feedbridge.feeds.sources.post_feeds import read_head
@@ -110,7 +110,7 @@ class TopicPages:
         `fresh_for`, `keep_for`: the policy's for a copy and for what is keyed by its own version."""
         caller = read.caller
         if caller is not None and caller.left() <= 0:
-            raise UpstreamTimeout(f"the request's deadline passed before topic {topic.id} was read")
+            raise DeadlinePassed(f"the request's deadline passed before topic {topic.id} was read")
         if not is_within(forum, topic.url, self.settings.forums):
             raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
         if source.from_head is not None:
