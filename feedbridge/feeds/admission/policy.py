@@ -196,7 +196,7 @@ class CachePolicy:
             building: Building = OUTSIDE, stale: bool = True, what: str = "", fresh_for: float | None = None,
             keep_for: float | None = None, any_copy: bool = False,
             admitted: Callable[[], AbstractContextManager[object]] = nullcontext, forum: str | None = None,
-            looked: Looked | None = None) -> Got[E]:
+            looked: Looked | None = None, until: float | None = None) -> Got[E]:
         """The entry for `key`: fresh, else built once by `build(held_copy, building)`, else (with `stale`) the held
         copy. `caller` is the web request it is read for (its deadline, slot and turn to wait), None outside one;
         `building` the builds this read is part of, and `build` is given them with its own as the innermost.
@@ -210,6 +210,8 @@ class CachePolicy:
         for as long as it is kept (what changes so rarely that any copy will do: a forum's basic info).
         `forum`: whose it is (its key), for its part of the cold slots a wait on another's fetch takes.
         `looked`: this request's look at `key` with the same rule already made (`look`), not made again.
+        `until`: a `time.monotonic()` sooner than the caller's deadline that waits on another's fetch end by too
+        (a read its build can do without, `Read.hurried`: it would have waited the whole deadline out).
         """
         fresh_for = self.keep_for if any_copy else self.fresh_for if fresh_for is None else fresh_for
         keep_for = self.keep_for if keep_for is None else keep_for
@@ -221,7 +223,7 @@ class CachePolicy:
         try:
             with admitted():
                 return Got(self._build(key, build, held, looked.ended, fresh_for, keep_for, what, caller, building,
-                                       forum), "miss")
+                                       forum, until), "miss")
         except NoForumAnswer as exc:
             if stale and held is not None:
                 log.warning("serving a stale copy (%.0fs old): %s", time.time() - held.stored_at,  # type: ignore[attr-defined]
@@ -291,7 +293,7 @@ class CachePolicy:
 
     def _build(self, key: str, build: Callable[[E | None, Building], E], held: E | None, ended: int,
                fresh_for: float, keep_for: float, what: str, caller: Caller | None, building: Building,
-               forum: str | None) -> E:
+               forum: str | None, until: float | None = None) -> E:
         # A copy is held and another request is fetching it already: waiting on that fetch takes a slot, and
         # with every slot taken it would hold one more thread away from the hits, so the copy is served.
         if held is not None and self.flight.busy(key):
@@ -336,6 +338,8 @@ class CachePolicy:
         joined = 0
         while True:
             wait = self.settings.singleflight_wait if caller is None else caller.wait(self.settings.singleflight_wait)
+            if until is not None:
+                wait = min(wait, until - time.monotonic())
             if wait <= 0:
                 raise DeadlinePassed(f"the request's {self.settings.request_deadline:g}s deadline passed before "
                                       f"{what or 'the fetch'} could start")

@@ -151,7 +151,8 @@ class Read:
             return held
         got = self.scope.policy.get(key, lambda held, building: build(held, replace(self, building=building)),
                                     caller=self.caller, building=self.building, stale=False, what=what,
-                                    fresh_for=fresh_for, keep_for=keep_for, any_copy=any_copy, forum=forum.key)
+                                    fresh_for=fresh_for, keep_for=keep_for, any_copy=any_copy, forum=forum.key,
+                                    until=self.until)
         if dates and (stored_at := getattr(got.entry, "stored_at", None)) is not None:
             self.stored.append(stored_at)
         return got.entry
