@@ -301,7 +301,8 @@ class FeedService:
                 held: FeedEntry | None = None) -> FeedEntry:
         """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held), and
         their gzip; a signed or a member's feed has none, since each URL is served its own token in its body."""
-        body, built = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True)
+        body, built, undated = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True,
+                                              undated=None if held is None else held.undated)
         etag = hashlib.sha256(body).hexdigest()[:32]
         # As old as the oldest list page it was made of (`Read.oldest`), as a stale copy is: fresh for the rest of
         # that page's TTL, its `Age` counted from it. Dated at the build, an RSS built from the page the Atom feed
@@ -310,20 +311,26 @@ class FeedService:
         # (no copy of it held) had a new Last-Modified at every poll for the same bytes, and never a 304.
         stored_at = built if read.oldest is None else min(read.oldest, built)
         return FeedEntry(body=body, etag=etag, last_modified=_changed(etag, held, stored_at), stored_at=stored_at,
-                         gzipped=None if read.signed else gzipped(body))
+                         gzipped=None if read.signed else gzipped(body), undated=undated)
 
     def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,
-                  refresh: bool, identity: bool) -> tuple[bytes, float]:
-        """The feed's bytes, read as `read` says, and when they were built: with the refresh hints of the cache
-        TTL (`refresh`) and the forum's icon, logo and language (`identity`)."""
+                  refresh: bool, identity: bool, undated: float | None = None) -> tuple[bytes, float, float | None]:
+        """The feed's bytes, read as `read` says, when they were built, and the date they give a list that has
+        none (`FeedEntry.undated`; None when it has one): with the refresh hints of the cache TTL (`refresh`) and
+        the forum's icon, logo and language (`identity`). `undated`: that date as the copy held gave it, given
+        again, so that the same empty list is the same bytes; it was the build's, a new ETag at every rebuild."""
         with metrics.building(spec.kind):
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
             moment = datetime.fromtimestamp(int(built), UTC)
-            head = spec.head(first, self_url, stylesheet_url, _listed(first, moment) or moment, built=moment,
-                             site=site, ttl=self.settings.cache_ttl if refresh else None)
-            return render(spec.fmt, head, entries), built
+            listed = _listed(first, moment)
+            # a date the held copy gave (a shared Redis holds whatever was written to it) is taken when it could be one
+            held = undated is not None and 0 <= undated <= built
+            dated = None if listed is not None else undated if held else float(int(built))
+            head = spec.head(first, self_url, stylesheet_url, listed or datetime.fromtimestamp(dated or built, UTC),
+                             built=moment, site=site, ttl=self.settings.cache_ttl if refresh else None)
+            return render(spec.fmt, head, entries), built, dated
 
 
 def _listed(first: Listing, built: datetime) -> datetime | None:

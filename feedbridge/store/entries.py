@@ -39,13 +39,15 @@ class PageEntry:
 @dataclass(frozen=True, slots=True)
 class FeedEntry:
     """Rendered feed bytes: a hit is served without parsing or rendering anything. `gzipped`: the body's gzip,
-    for the readers that take it (`render.formats.gzipped`), None when it has none."""
+    for the readers that take it (`render.formats.gzipped`), None when it has none. `undated`: the date the feed
+    gave itself where its list had none (an empty list), which its next build gives again."""
 
     body: bytes
     etag: str
     last_modified: float | None
     stored_at: float
     gzipped: bytes | None = None
+    undated: float | None = None
 
     @property
     def size(self) -> int:
