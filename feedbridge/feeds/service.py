@@ -324,12 +324,13 @@ class FeedService:
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
             moment = datetime.fromtimestamp(int(built), UTC)
-            listed = _listed(first, moment)
-            # a date the held copy gave (a shared Redis holds whatever was written to it) is taken when it could be one
-            held = undated is not None and 0 <= undated <= built
-            dated = None if listed is not None else undated if held else float(int(built))
-            head = spec.head(first, self_url, stylesheet_url, listed or datetime.fromtimestamp(dated or built, UTC),
-                             built=moment, site=site, ttl=self.settings.cache_ttl if refresh else None)
+            dated, listed = None, _listed(first, moment)
+            if listed is None:
+                # the held copy's date (a shared Redis holds whatever was written to it) when it could be one
+                dated = undated if undated is not None and 0 <= undated <= built else float(int(built))
+                listed = datetime.fromtimestamp(dated, UTC)
+            head = spec.head(first, self_url, stylesheet_url, listed, built=moment, site=site,
+                             ttl=self.settings.cache_ttl if refresh else None)
             return render(spec.fmt, head, entries), built, dated
 
 

@@ -356,8 +356,11 @@ class CachePolicy:
                     continue
                 if ran:  # a part: the build it is part of gives its attempt up, and waits, whole
                     raise
-            except (BridgeBusy, DeadlinePassed) as exc:
-                if ran or (isinstance(exc, DeadlinePassed) and caller is not None and caller.left() <= 0):
+            except BridgeBusy:
+                if ran:
+                    raise
+            except DeadlinePassed:
+                if ran or (caller is not None and caller.left() <= 0):
                     raise
             except UpstreamError as exc:
                 if not ran:  # a failure met without a request: remembered, or the flight it joined failed

@@ -250,7 +250,7 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
         completed.append(number)
         both += [(entry, _again(read, forum, spec.page_url(number, MARKDOWN), MARKDOWN)),
                  (figures, _again(read, forum, url, JSON))]
-    stepped = _in_step(read, both)
+    stepped = _in_step(read, both)  # in pairs, as `both` is: each Markdown page, then its JSON one
     pages = [entry.listing for entry in entries]
     found = {topic.id: topic for entry in stepped[1::2] for topic in entry.listing.topics}
     for number, entry in zip(completed, stepped[::2], strict=True):

@@ -192,5 +192,4 @@ def list_entry(read: Read, forum: Forum, url: str, source: Source = MARKDOWN, *,
             raise UpstreamRefused(f"upstream sent something that is not a topic list for {url}: {exc}") from None
         return PageEntry(listing, fetched.etag, fetched.last_modified, now, listing_bytes(listing))
 
-    entry: PageEntry = read.entry(keys.page(url), fetch, url, forum, dates=dates, fresh_for=fresh_for)
-    return entry
+    return read.entry(keys.page(url), fetch, url, forum, dates=dates, fresh_for=fresh_for)
