@@ -207,13 +207,14 @@ def test_a_feed_built_from_a_page_read_again_is_as_old_as_what_it_kept(served: t
     a page read again to bring the list in step left its old copy's time behind as well, and the feed was
     dated by a copy it did not use."""
     _site, app = served
-    assert topic_ids(app, "/latest.atom") == [106, 105, 104]
+    first = httpx.get(app.feed_url("/latest.atom"), timeout=30)
+    assert first.status_code == 200
     time.sleep(skew + 1.5)
     response = httpx.get(app.feed_url("/latest.atom?pages=2"), timeout=30)
     assert response.status_code == 200
     assert int(response.headers.get("Age", "0")) < skew + 1.5
-    assert parsedate_to_datetime(response.headers["Last-Modified"]) >= parsedate_to_datetime(response.headers["Date"]) - \
-        timedelta(seconds=1)
+    # dated by the page read again, seconds after the copy it replaced (which dated the first feed), not by it
+    assert parsedate_to_datetime(response.headers["Last-Modified"]) > parsedate_to_datetime(first.headers["Last-Modified"])
 
 
 def test_an_empty_list_rebuilt_is_the_same_bytes_whatever_it_held_before() -> None:
@@ -242,10 +243,6 @@ def test_a_page_read_again_that_joins_another_requests_fetch_waits_half_the_time
     as its own request had left: then the JSON page the feed's filter needs could not start, and the feed was a
     504. It waits half of what is left, as its own fetch would, and the copy held stands. In this process (the
     skew allowed is set here; both requests go through one single-flight either way)."""
-    def timed(path: str) -> tuple[list[int], float]:
-        began = time.monotonic()
-        return topic_ids(app, path), time.monotonic() - began
-
     with FakeForum(mode="markdown") as forum:
         site = Lists(forum)
         site.serve()
@@ -255,10 +252,9 @@ def test_a_page_read_again_that_joins_another_requests_fetch_waits_half_the_time
             time.sleep(2.0)  # page 0 is still fresh for the next request
             forum.stall("/latest.md?page=1", 3.0, times=1)
             with ThreadPoolExecutor(1) as pool:
-                first = pool.submit(timed, "/latest.atom?pages=2&min_views=5")
+                first = pool.submit(topic_ids, app, "/latest.atom?pages=2&min_views=5")
                 time.sleep(max(warmed + 3.2 - time.monotonic(), 0.0))  # page 0 is stale now, for another feed
                 forum.stall("/latest.md", 30.0, times=1)
                 httpx.get(app.feed_url("/latest.rss"), timeout=30)  # its fetch of page 0, cut at its deadline
-                shown, elapsed = first.result()
+                shown = first.result()  # a 200 (`topic_ids`): it was a 504, its deadline spent on the wait
     assert shown == [106, 105, 104, 103, 102, 101]
-    assert elapsed < 8.0  # answered within its deadline, not cut at it
