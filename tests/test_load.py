@@ -36,19 +36,26 @@ local paths = {%s}
 local threads = {}
 local i = 0
 function setup(thread) table.insert(threads, thread) end
-function init(args) bad = 0; stale = 0; ok = 0 end
+function init(args) bad = 0; stale = 0; ok = 0; seen = "" end
 function request()
   i = i + 1
   return wrk.format("GET", paths[(i %% #paths) + 1])
 end
 function response(status, headers, body)
-  if status >= 200 and status < 300 then ok = ok + 1 else bad = bad + 1 end
+  if status >= 200 and status < 300 then ok = ok + 1 else
+    bad = bad + 1
+    if #seen < 400 then seen = seen .. status .. ":" .. (headers["X-Request-Id"] or "") .. ":" .. body:sub(1, 80):gsub("%%s", " ") .. "; " end
+  end
   if headers["X-Feedbridge-Cache"] == "stale" then stale = stale + 1 end
 end
 function done(summary, latency, requests)
   local b, s, o = 0, 0, 0
-  for _, t in ipairs(threads) do b = b + t:get("bad"); s = s + t:get("stale"); o = o + t:get("ok") end
+  local seen = ""
+  for _, t in ipairs(threads) do
+    b = b + t:get("bad"); s = s + t:get("stale"); o = o + t:get("ok"); seen = seen .. t:get("seen")
+  end
   io.write(string.format("COUNTS ok=%%d bad=%%d stale=%%d\\n", o, b, s))
+  io.write("BAD " .. seen .. "\\n")
 end
 """
 
@@ -110,7 +117,7 @@ def test_cached_feeds_survive_an_upstream_outage_under_load(tmp_path):
             output = run.stdout
             assert run.returncode == 0, run.stderr
             requests = int(re.search(r"(\d+) requests in", output)[1])
-            counts = dict(map(lambda kv: (kv[0], int(kv[1])), re.findall(r"(\w+)=(\d+)", output.split("COUNTS")[1])))
+            counts = dict(map(lambda kv: (kv[0], int(kv[1])), re.findall(r"(\w+)=(\d+)", output.split("COUNTS")[1].split("BAD")[0])))
 
             assert outage_at and outage_at[0] - started < SECONDS, "the outage never started"
             assert forum.control.count("/", prefix=True) > 0  # rebuilds did ask the failing forum

@@ -307,12 +307,30 @@ def test_a_reader_validating_by_date_alone_gets_a_feed_whose_older_topic_changed
         first = get(url)
         listed = httpx.get(upstream.url + LIST, timeout=10).text
         oldest = next(e.title for e in reversed(feedparser.parse(first.content).entries) if e.title in listed)
+        time.sleep(1.1)  # a reader's next poll, past the second of the first answer's date (`Last-Modified` <= `Date`)
         upstream.set_body(LIST, listed.replace(oldest, f"{oldest} (edited)", 1))
         changed = get(url, headers={"If-Modified-Since": first.headers["last-modified"]})
         again = get(url, headers={"If-Modified-Since": changed.headers["last-modified"]})
     assert changed.status_code == 200 and f"{oldest} (edited)" in changed.text
     assert parsedate_to_datetime(changed.headers["last-modified"]) > parsedate_to_datetime(first.headers["last-modified"])
     assert again.status_code == 304
+
+
+def test_a_feed_that_changes_at_each_request_is_never_dated_past_its_answer(upstream):
+    """RFC 9110 §8.8.2.1: `Last-Modified` is never later than the answer's `Date`. Changed bytes are dated a second
+    past the copy they replace, so a feed rebuilt into new bytes at each of a few requests within a second (cache
+    TTL 0) was dated seconds ahead of the answers carrying it."""
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        listed = httpx.get(upstream.url + LIST, timeout=10).text
+        oldest = next(e.title for e in reversed(feedparser.parse(get(url).content).entries) if e.title in listed)
+        answers = []
+        for n in range(5):
+            upstream.set_body(LIST, listed.replace(oldest, f"{oldest} (edit {n})", 1))
+            answers.append(get(url))
+    assert [f"{oldest} (edit {n})" in answer.text for n, answer in enumerate(answers)] == [True] * 5
+    for answer in answers:
+        assert parsedate_to_datetime(answer.headers["last-modified"]) <= parsedate_to_datetime(answer.headers["date"])
 
 
 def test_a_feed_whose_filters_keep_nothing_is_the_same_bytes_while_its_list_is(upstream):

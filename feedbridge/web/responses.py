@@ -85,13 +85,17 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
         ("Cache-Control", f"{'private' if private else 'public'}, max-age={max_age}"),
         ("X-Feedbridge-Cache", cache),
     ]
-    age = int(max(time.time() - entry.stored_at, 0.0))
+    now = time.time()
+    age = int(max(now - entry.stored_at, 0.0))
     if cache != "miss" or age:  # a feed built now from a page read before is as old as that page
         headers.append(("Age", str(age)))
         if stale is not None:
             headers.append(("X-Feedbridge-Stale", _header_safe(f"{stale}; serving the copy from {age}s ago")))
     if entry.last_modified is not None:
-        headers.append(("Last-Modified", formatdate(entry.last_modified, usegmt=True)))
+        # Never later than the answer's `Date` (RFC 9110 §8.8.2.1 says to send the time of the answer instead): bytes
+        # that changed twice within one second are dated a second past their predecessor (`FeedService._changed`),
+        # and with a cache TTL of 0 a feed rebuilt into new bytes at every request ran seconds into the future.
+        headers.append(("Last-Modified", formatdate(min(entry.last_modified, now), usegmt=True)))
     if gzipped:
         headers.append(("Content-Encoding", "gzip"))
     return headers
