@@ -345,7 +345,18 @@ def test_user_feed_category_filters_by_category_id(app, upstream_json):
     items = get(app.feed_url("/u/jansel.json?category=5")).json()["items"]
     everything = get(app.feed_url("/u/jansel.json")).json()["items"]
     assert 0 < len(items) < len(everything) and all(i["tags"][0] == "compiler" for i in items)
-    assert upstream_json.count("/topics/created-by/jansel.json") == 1
+    # the forum's own list of their topics in it, as core's lists take `category=` (`ListController#topics_by`)
+    assert upstream_json.count("/topics/created-by/jansel.json?category=5") == 1
+
+
+def test_user_feed_category_takes_its_subcategories_as_the_latest_list_does(app, upstream_json):
+    """`category=` of a user's topics feed is the category and its subcategories, as core's lists read it
+    (`TopicQuery#default_results`) and as `/latest?category=` does: a topic of jansel's in hardware/gpu (12) was
+    missing from `/u/jansel?category=11` (hardware), which was an empty feed, where it is a topic of hardware's."""
+    items = get(app.feed_url("/u/jansel.json?category=11")).json()["items"]
+    assert [i["url"].rsplit("/", 1)[-1] for i in items] == ["3401"], items
+    latest = get(app.feed_url("/latest.json?category=11&author=jansel")).json()["items"]
+    assert {i["id"] for i in latest} <= {i["id"] for i in items}
 
 
 def test_user_feed_pages_through_its_list(app, upstream_json):
@@ -355,7 +366,7 @@ def test_user_feed_pages_through_its_list(app, upstream_json):
 
 
 def test_user_feed_falls_back_to_latest_when_refused(app, upstream_json):
-    upstream_json.json_error("/topics/created-by/jansel.json", status=403)
+    upstream_json.json_error("/topics/created-by/jansel.json?category=5", status=403)
     feed = parsed(get(app.feed_url("/u/jansel.rss?category=5")))
     assert upstream_json.count("/latest.json?category=5&order=activity") == 1  # not the category's own sort order
     assert "refused their own topic list" in feed.feed.subtitle
@@ -425,7 +436,7 @@ def test_a_user_feed_from_cached_copies_moves_on_to_the_latest_list_it_holds(ups
     """The user's own list never read (the forum refused it), the latest list held: a build from cached copies
     goes on from the list it lacks to the one it holds, as the live build went on from the refused one."""
     with running_app(settings_for(upstream_json.url, cache_ttl=0)) as app:
-        upstream_json.json_error("/topics/created-by/jansel.json", status=403)
+        upstream_json.json_error("/topics/created-by/jansel.json?category=5", status=403)
         assert get(app.feed_url("/u/jansel.rss?category=5")).status_code == 200
         upstream_json.fail(read_at("/latest", "json", params=(("category", "5"),)), 500)
         stale = get(app.feed_url("/u/jansel.json?category=5"))

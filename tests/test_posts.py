@@ -21,7 +21,7 @@ import pytest
 
 from feedbridge.web.feedform import FeedForm, recognise
 from tests.appserver import RunningApp, running_app, settings_for
-from tests.fake_posts import HIDDEN_PLACEHOLDER, PostSite
+from tests.fake_posts import HIDDEN_PLACEHOLDER, START, PostSite
 from tests.test_static import run as run_static
 from tests.test_static import write_config
 from tests.test_validity import feed_urls, is_uri, parsed
@@ -128,6 +128,22 @@ def test_filters_apply_to_posts_and_limit_counts_matches(served):
     assert [post_of(e["id"])[1] for e in found] == [430]
     found = entries(get(app, "/posts.json?category=6").content, "json")
     assert found and {post_of(e["id"])[0] for e in found} == {9003}
+
+
+def test_latest_posts_of_a_category_take_its_subcategories_as_its_lists_do():
+    """`/posts?category=` keeps the posts of the category and of its subcategories, as the forum's lists take
+    `category=` (`TopicQuery#default_results`); core's `/posts.json` has no such filter, so the bridge asks the
+    forum's directory which they are. A post of hardware/gpu (12) was missing from `/posts?category=11`."""
+    site = PostSite.standard()
+    gpu = site.topic(9500, "Triton kernels on the new GPUs", "triton-kernels-on-the-new-gpus", 12,
+                     START + timedelta(days=45))
+    site.add(gpu, "carol", "<p>A gpu post.</p>")
+    with FakeForum(mode="json", posts=site.answer) as forum, running_app(settings_for(forum.url)) as app:
+        hardware = {post_of(e["id"])[0] for e in entries(get(app, "/posts.json?category=11").content, "json")}
+        compiler = {post_of(e["id"])[0] for e in entries(get(app, "/posts.json?category=5").content, "json")}
+        gpu_only = {post_of(e["id"])[0] for e in entries(get(app, "/posts.json?category=12").content, "json")}
+    assert hardware == gpu_only == {9500}
+    assert compiler == {9446}
 
 
 def test_topic_only_parameters_are_refused_with_a_400_naming_them(served):

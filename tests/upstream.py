@@ -514,6 +514,30 @@ class FakeForum(_Controls):
             document["topic_list"]["more_topics_url"] = f"/{home}?page={number + 1}"
         return json.dumps(document, indent=1, ensure_ascii=False).encode()
 
+    def _in_category(self, content: bytes, category: int) -> bytes:
+        """A list with `category=` (a user's own, `ListController#topics_by`): the topics of that category and of its
+        subcategories at any depth (lib/topic_query.rb `TopicQuery#default_results`, `Category.subcategory_ids`),
+        which the forum's directory names (its `subcategory_ids`, and the nested ones' files)."""
+        directory = self._file("categories.json")
+        children: dict[int, list[int]] = {}
+        if directory is not None:
+            for listed in json.loads(directory.content)["category_list"]["categories"]:
+                for one in (listed, *(listed.get("subcategory_list") or ())):
+                    children.setdefault(one["id"], []).extend(one.get("subcategory_ids") or ())
+        for nested in NESTED_ROOT.glob("parent-*.json"):
+            parent = int(nested.stem.removeprefix("parent-"))
+            for child in json.loads(nested.read_text(encoding="utf-8"))["category_list"]["categories"]:
+                children.setdefault(parent, []).append(child["id"])
+        inside, frontier = {category}, [category]
+        while frontier:
+            for child in children.get(frontier.pop(), ()):
+                if child not in inside:
+                    inside.add(child)
+                    frontier.append(child)
+        document = json.loads(content)
+        document["topic_list"]["topics"] = [t for t in document["topic_list"]["topics"] if t.get("category_id") in inside]
+        return json.dumps(document, indent=1, ensure_ascii=False).encode()
+
     def _tag_redirect(self, target: str) -> str | None:
         path, _, query = target.partition("?")
         match = re.fullmatch(r"/tag/([^/]+)\.md", path)
@@ -573,6 +597,8 @@ class FakeForum(_Controls):
             override = replace(override, content=_top_level(override.content, relative))
         if override is not None and self._by_likes(target):
             override = replace(override, content=self._most_liked_page(target))
+        if override is not None and (category := _user_list_category(target)) is not None:
+            override = replace(override, content=self._in_category(override.content, category))
         if self.private is not None:
             answer = self.private(target, headers, None if override is None else override.content)
             if answer is not None:
@@ -583,6 +609,15 @@ class FakeForum(_Controls):
         for origin in self.rewrite:
             content = content.replace(origin.encode(), self.url.encode())
         return _Body(content, override.status, override.headers, override.modified)
+
+
+def _user_list_category(target: str) -> int | None:
+    """The `category=` of a user's own list (`/topics/created-by/NAME.json`), which core reads as its other lists do."""
+    path, _, query = target.partition("?")
+    category = parse_qs(query).get("category", [""])[-1]
+    if re.fullmatch(r"/topics/created-by/[^/]+\.json", path) and category.isascii() and category.isdigit():
+        return int(category)
+    return None
 
 
 def _no_topics(target: str) -> str:

@@ -265,10 +265,10 @@ class FeedService:
             if spec.digest is None:  # a digest keeps whole periods instead (feeds/select/digest.py)
                 spec = replace(spec, filter=replace(spec.filter, since=since))
         if spec.kind in POST_KINDS:
-            return readers.posts.entries(read, spec)
+            return readers.posts.entries(read, readers.directory.within(read, spec))
         listings = readers.lists.listings(read, spec)
         spec = readers.directory.excluding(read, spec)
-        everything = spec.topics_of(listings)
+        everything = [t for listing in listings for t in listing.topics]
         # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.
         tags_listed = "tags" not in lacking(listings)
         if spec.content == "full" or (spec.filter.tags and not tags_listed):

@@ -193,7 +193,8 @@ def _threshold(name: str, help: str, label: str, needs: str = "", hint: str = ""
 PARAMETERS: tuple[Param, ...] = (
     Param("period", "choice", "the period of a top list", feeds=frozenset({"top", "category_top"}),
           default="all", choices=tuple((p, p) for p in TOP_PERIODS), lists=True, label="Period (top)"),
-    Param("category", "whole", "stay inside one category (its numeric id): the forum's own list of it is read",
+    Param("category", "whole",
+          "stay inside one category (its numeric id) and its subcategories, as the forum's lists do",
           feeds=frozenset({"latest", "user_topics", "posts"}), low=1, high=MAX_ID, lists=True,
           label="Inside category", hint="optional: its id, the number ending its address", form_field="in_category"),
     Param("q", "text", "the forum's own filter query, as on its /filter page (Discourse's filter terms)",

@@ -22,7 +22,7 @@ from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import DIGESTS, FeedKind, reaches_back, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter, tag_key
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
-from feedbridge.models import Listing, Site, Topic
+from feedbridge.models import Listing, Site
 from feedbridge.render.formats import FORMATS
 from feedbridge.render.meta import FeedMeta
 
@@ -127,7 +127,8 @@ class FeedSpec:
 
     def user_list_url(self, page: int) -> str | None:
         """A user's topics feed's own list (`/topics/created-by/USER.json`); None for every other kind of feed."""
-        return None if self.started_by is None else user_list_url(self.forum.base_url, self.started_by, page)
+        return None if self.started_by is None else user_list_url(self.forum.base_url, self.started_by, page,
+                                                                  self.category_id)
 
     def intersection_url(self, page: int) -> str:
         """Discourse's own list of topics with every tag of a `/tag/a+b` feed: JSON only, on every release."""
@@ -143,7 +144,8 @@ class FeedSpec:
 
     @property
     def category_id(self) -> int | None:
-        """The `category=` of a latest or user's topics feed, which a user's own list has to filter itself."""
+        """The `category=` of a latest, user's topics or posts feed: the forum's lists take it (subcategories
+        included), `/posts` has to filter itself."""
         return next((int(v) for k, v in self.list_params if k == "category"), None)
 
     @property
@@ -198,14 +200,6 @@ class FeedSpec:
         name = (f"{self.forum.base_url}|{self.kind}|{self.list_path}|{self.list_params}|{self.fmt}|"
                 f"{self.canonical_query()}" + (f"|{self.started_by}" if self.started_by is not None else ""))
         return name
-
-    def topics_of(self, listings: Sequence[Listing]) -> list[Topic]:
-        """Every topic of the list pages read for this feed, before its filter. A user's own list has no
-        category filter of its own, so a user's topics feed's `category=` is applied here."""
-        everything = [t for listing in listings for t in listing.topics]
-        if self.category_id is not None and listings and listings[0].started_by is not None:
-            everything = [t for t in everything if t.category_id == self.category_id]
-        return everything
 
     def feed_title(self, first: Listing) -> str:
         """What a reader lists the feed as. A post feed's request names a topic by its number and a user as

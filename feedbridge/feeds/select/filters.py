@@ -169,6 +169,7 @@ class FeedFilter:
     exclude_tags: frozenset[str] = frozenset()
     exclude_categories: frozenset[int] = frozenset()  # as given
     subcategories: frozenset[int] = frozenset()  # theirs, from the forum's directory
+    within: frozenset[int] = frozenset()  # a `/posts?category=`'s category and its subcategories, from the directory
     min_replies: int | None = None
     # A ceiling: 0 keeps the topics nobody has answered yet, so it is never turned into "no threshold".
     max_replies: int | None = None

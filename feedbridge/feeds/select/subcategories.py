@@ -1,8 +1,9 @@
-"""Which subcategories an `exclude_category=` drops: only the forum's categories directory knows them, its top
-level, with the second level beside or inside it on most releases, and the third level (Discourse nests no
-deeper) only in `/categories.json?parent_category_id=ID`, one request per parent. A JSON directory also says
-which categories have children (`subcategory_ids`): only those are asked for, so a leaf costs nothing. Pure
-but for `children`, the directory's reader's read of one parent's subcategories (`Directory.excluding`).
+"""Which subcategories an `exclude_category=` drops, and which a `/posts?category=` keeps: only the forum's
+categories directory knows them, its top level, with the second level beside or inside it on most releases,
+and the third level (Discourse nests no deeper) only in `/categories.json?parent_category_id=ID`, one request
+per parent. A JSON directory also says which categories have children (`subcategory_ids`): only those are
+asked for, so a leaf costs nothing. Pure but for `children`, the directory's reader's read of one parent's
+subcategories (`Directory.excluding`, `Directory.within`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,23 @@ DEPTH = 3  # Discourse's `max_category_nesting` is 2 or 3: a third-level categor
 
 def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
               children: Callable[[int], Sequence[Category]]) -> FeedFilter:
-    """The filter with the subcategories (at any depth) of its excluded categories. The directory gives a
+    """The filter with the subcategories (at any depth) of its excluded categories (`below`)."""
+    return replace(feed_filter, subcategories=below(feed_filter.exclude_categories, directory, children,
+                                                    "exclude_category"))
+
+
+def within(feed_filter: FeedFilter, category: int, directory: Sequence[Category],
+           children: Callable[[int], Sequence[Category]]) -> FeedFilter:
+    """The filter of a feed that stays inside `category` and does so itself (`/posts?category=`, whose list the
+    forum does not filter): that category and its subcategories at any depth (`below`), as the forum's own lists
+    take `category=` (`TopicQuery#default_results`)."""
+    return replace(feed_filter, within=frozenset({category}) | below(frozenset({category}), directory, children,
+                                                                      "category"))
+
+
+def below(categories: frozenset[int], directory: Sequence[Category], children: Callable[[int], Sequence[Category]],
+          param: str) -> frozenset[int]:
+    """The subcategories (at any depth) of `categories`, which `param` named. The directory gives a
     category's path (`slugs`), which starts with its parent's, and on current releases its children's ids;
     `children(id)` asks the forum for the rest, once per category that has children the directory leaves out.
 
@@ -34,9 +51,8 @@ def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
     `parent_category_id` and sent its whole directory: it adds nothing."""
     listed = {c.id: c for c in directory}
     shows_subcategories = any("/" in c.slugs for c in directory)
-    below: set[int] = set()
-    frontier: list[tuple[int, Category | None, int]] = [
-        (c, None, _depth(listed.get(c))) for c in sorted(feed_filter.exclude_categories)]
+    found_below: set[int] = set()
+    frontier: list[tuple[int, Category | None, int]] = [(c, None, _depth(listed.get(c))) for c in sorted(categories)]
     asked = 0
     while frontier:
         parent, category, depth = frontier.pop(0)
@@ -50,19 +66,18 @@ def excluding(feed_filter: FeedFilter, directory: Sequence[Category],
             found = [c for c in directory if c.slugs.startswith(path) and "/" not in c.slugs[len(path):]]
         else:
             if asked == MAX_PARENTS:
-                raise RequestError(f"exclude_category: more than {MAX_PARENTS} categories would each cost a "
-                                   "request for their subcategories; exclude fewer categories",
-                                   param="exclude_category")
+                raise RequestError(f"{param}: more than {MAX_PARENTS} categories would each cost a request for their "
+                                   "subcategories; name fewer or narrower categories", param=param)
             asked += 1
             found = list(children(parent))
             if any(c.id == parent or (c.id in listed and (path is None or not listed[c.id].slugs.startswith(path)))
                    for c in found):
                 found = []
         for child in found:
-            if child.id not in below and child.id not in feed_filter.exclude_categories:
-                below.add(child.id)
+            if child.id not in found_below and child.id not in categories:
+                found_below.add(child.id)
                 frontier.append((child.id, child, depth + 1))
-    return replace(feed_filter, subcategories=frozenset(below))
+    return frozenset(found_below)
 
 
 def _subcategory_ids(*sources: Category | None) -> tuple[int, ...] | None:

@@ -216,6 +216,9 @@ def lacking(listings: Iterable[Listing]) -> frozenset[str]:
     return frozenset().union(*(lacks_of(listing) for listing in listings))
 
 
-def user_list_url(base_url: str, user: str, page: int = 0) -> str:
-    """A user's own topics, newest first, 30 a page: JSON only, on every release and whatever the source."""
-    return JSON.list_url(base_url, f"/topics/created-by/{quote(user, safe='')}", (), page)
+def user_list_url(base_url: str, user: str, page: int = 0, category: int | None = None) -> str:
+    """A user's own topics, newest first, 30 a page: JSON only, on every release and whatever the source. With
+    `category`, those in that category and its subcategories, as core's other lists take `category=`
+    (`TopicQuery#default_results`, which `ListController#topics_by` reaches through `create_list`)."""
+    params = () if category is None else (("category", str(category)),)
+    return JSON.list_url(base_url, f"/topics/created-by/{quote(user, safe='')}", params, page)

@@ -185,23 +185,23 @@ def _key(shown: Shown) -> tuple[int, int]:
     return shown.post.topic_id, shown.post.post_number
 
 
-def kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: int | None = None,
-         limit: int | None = DEFAULT_LIMIT) -> list[Entry]:
+def kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, limit: int | None = DEFAULT_LIMIT) -> list[Entry]:
     """Unique posts, newest first by creation then post number, as entries, filtered, then cut to the limit;
     the newest carry their content while it fits `FEED_CONTENT_CHARS`."""
     room = _Room()
     return [entry if room.fits(len(entry.content_html or "")) else replace(entry, content_html=None)
-            for _, entry in _kept(feed_filter, posts, base, category, limit)]
+            for _, entry in _kept(feed_filter, posts, base, limit)]
 
 
-def _kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, category: int | None = None,
+def _kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str,
           limit: int | None = DEFAULT_LIMIT) -> list[tuple[Shown, Entry]]:
-    """`kept`, each entry beside the post it was made of."""
+    """`kept`, each entry beside its post; a `/posts?category=` keeps its category's and subcategories' (`within`)."""
     unique: dict[tuple[int, int], Shown] = {}
     for post in posts:
         unique.setdefault(_key(post), post)
     ordered = sorted(unique.values(), key=lambda s: (s.post.created_at or _OLDEST, s.post.post_number), reverse=True)
-    pairs = [(s, post_entry(s, base)) for s in ordered if category is None or s.post.category_id == category]
+    inside = feed_filter.within
+    pairs = [(s, post_entry(s, base)) for s in ordered if not inside or s.post.category_id in inside]
     if feed_filter.narrows:
         pairs = [(s, entry) for s, entry in pairs if feed_filter.keeps_post(entry)]
     return pairs if limit is None else pairs[:limit]
@@ -234,7 +234,7 @@ class PostFeeds:
         if spec.kind == "posts":
             posts = self._collected(read, spec, self._latest_pages)
             first = Listing(title="latest posts", base_url=base, dialect="json", topics=())
-            return first, kept(spec.filter, posts, base, spec.category_id, limit)
+            return first, kept(spec.filter, posts, base, limit)
         posts = self._collected(read, spec, self._action_pages)
         poster = (spec.poster or "").casefold()  # the title spells the user as the forum does, not as typed
         spelled = next((s.post.username for s in posts if (s.post.username or "").casefold() == poster), spec.poster)

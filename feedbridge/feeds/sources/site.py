@@ -40,7 +40,7 @@ from feedbridge.errors import (
     upstream_error,
 )
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.select.subcategories import excluding
+from feedbridge.feeds.select.subcategories import excluding, within
 from feedbridge.feeds.sources.dialects import JSON
 from feedbridge.feeds.sources.reads import Read, Scope
 from feedbridge.models import Category, Site, Topic
@@ -92,6 +92,14 @@ class Directory:
             return spec
         return replace(spec, filter=excluding(spec.filter, self.categories(read, spec.forum),
                                               lambda parent: self.categories(read, spec.forum, parent)))
+
+    def within(self, read: Read, spec: FeedSpec) -> FeedSpec:
+        """`spec` of a `/posts?category=` feed, which keeps its category's posts itself, with the subcategories of
+        that category too (`FeedFilter.within`): the forum's own lists take `category=` so."""
+        if spec.kind != "posts" or spec.category_id is None:
+            return spec
+        return replace(spec, filter=within(spec.filter, spec.category_id, self.categories(read, spec.forum),
+                                           lambda parent: self.categories(read, spec.forum, parent)))
 
     def named(self, read: Read, forum: Forum, topics: list[Topic]) -> list[Topic]:
         """The topics with their categories' names where their list gave only ids.
