@@ -311,7 +311,7 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         asked = f"--pages {spec.pages} reads further pages" if spec.pages != 1 else "--content full reads topic pages"
         raise click.UsageError(f"a saved list is one page of excerpts: {asked} of the forum, which it does not "
                                "carry: build from the list's URL")
-    if lacking := spec.filter.saved_list_lacks(lacks_of(listing)):
+    if lacking := spec.filter.json_needed(lacks_of(listing)):
         raise click.UsageError(f"{lacking} needs what a saved Markdown list does not carry (likes, views, tags, "
                                "category ids): build from a saved JSON list, or from the list's URL")
     if spec.filter.exclude_categories:

@@ -116,8 +116,11 @@ class Listing:
     # Topic blocks that were malformed and left out; a good list with a bad block is still a list.
     skipped: int = 0
     # Set by the service on a page of a user's own list (`/topics/created-by/USER`), never by a parser: that
-    # list holds every topic they started and nothing else, and has no category filter of its own.
+    # list holds the topics they started (of the feed's category, when it names one) and nothing else.
     started_by: str | None = None
+    # Set by the service on a Markdown page whose topics took their figures from the JSON list of the same page
+    # (`feeds.sources.lists._completed`), never by a parser: the fields it no longer lacks (`lacks_of`).
+    completed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import pytest
 from lxml import etree
 
 from tests.appserver import running_app, settings_for
-from tests.upstream import DEFAULT_ROOT, read_at
+from tests.upstream import DEFAULT_ROOT, FakeForum, read_at
 
 COMPILER = "/c/compiler/5"
 POLYHEDRAL = "/t/rfc-polyhedral-optimization-pass-for-pytorch-inductor/3341.md"
@@ -116,6 +116,32 @@ def test_tag_filter_reads_topic_tags(app):
     items = get(app.feed_url(f"{COMPILER}.json?tag=loop-fusion")).json()["items"]
     assert [i["id"].rsplit("/", 1)[1] for i in items] == ["3341"]
     assert "loop-fusion" in items[0]["tags"]
+
+
+def test_tag_on_a_markdown_list_takes_the_tags_of_its_json_list_not_topic_pages(upstream):
+    """An any-of `tag=` on a Markdown list reads the JSON list of the same page, as `exclude_tag=` and `tag=a+b` do
+    (core lists every topic's tags there: `TopicListItemSerializer`, `TopicTagsMixin`). It read the topics' own
+    pages, as many as the topic budget: a tagged topic past it was left out, a topic whose page failed too, and
+    every entry came with its first post, a feed of excerpts on a JSON forum and of whole posts here."""
+    with FakeForum(json_lists=True) as forum, running_app(settings_for(forum.url, topic_budget=1)) as app:
+        items = get(app.feed_url(f"{COMPILER}.json?tag=rfc")).json()["items"]
+        excerpts = {i["id"]: i for i in get(app.feed_url(f"{COMPILER}.json?exclude_tag=none")).json()["items"]}
+        assert topic_requests(forum) == []
+    assert sorted(i["id"].rsplit("/", 1)[1] for i in items) == ["3341", "3441"]
+    assert all(i == excerpts[i["id"]] for i in items)
+
+
+def test_tag_on_a_forum_that_refuses_its_json_lists_reads_topic_pages_for_their_tags_alone(upstream, app):
+    """Where the forum refuses the JSON list, the topics' own pages give their tags, and nothing else: the entries
+    stay the list's excerpts (`content=full` is what adds each first post)."""
+    upstream.fail(read_at(COMPILER, "json"), 403)
+    response = get(app.feed_url(f"{COMPILER}.json?tag=rfc"))
+    assert response.status_code == 200, response.text
+    items = response.json()["items"]
+    excerpts = {i["id"]: i for i in get(app.feed_url(f"{COMPILER}.json")).json()["items"]}
+    assert sorted(i["id"].rsplit("/", 1)[1] for i in items) == ["3341", "3441"]
+    assert topic_requests(upstream)
+    assert all("rfc" in i["tags"] and {**i, "tags": None} == {**excerpts[i["id"]], "tags": None} for i in items)
 
 
 def test_rate_limited_topic_fetches_fall_back(app, upstream):

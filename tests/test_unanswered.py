@@ -90,7 +90,7 @@ def test_max_replies_zero_keeps_only_the_topics_without_replies_and_drops_unknow
     assert kept(unanswered) == {1, 5}
     assert not unanswered.keeps(topic(4, None))  # the list did not say: not kept, as min_replies does
     # replies: on every list
-    assert unanswered.json_needed(MARKDOWN.lacks) is None and unanswered.saved_list_lacks(MARKDOWN.lacks) is None
+    assert unanswered.json_needed(MARKDOWN.lacks) is None
 
 
 def test_a_floor_of_zero_is_no_threshold_but_a_ceiling_of_zero_is_one():

@@ -269,14 +269,18 @@ class FeedService:
         listings = readers.lists.listings(read, spec)
         spec = readers.directory.excluding(read, spec)
         everything = [t for listing in listings for t in listing.topics]
-        # Lists that carry every topic's tags (JSON's): tag= then costs no topic page.
+        # Lists that carry every topic's tags (JSON's, a Markdown list completed from them): tag= then costs no topic
+        # page. A forum that refuses its JSON lists gives them on the topics' pages, as many as the topic budget.
         tags_listed = "tags" not in lacking(listings)
         if spec.content == "full" or (spec.filter.tags and not tags_listed):
             keep_tags = spec.filter.tags if tags_listed else frozenset()
             candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)
             budget = self.settings.topic_budget
-            everything = (readers.topics.enriched(read, spec.forum, candidates[:budget])
-                          + readers.topics.held(read, spec.forum, candidates[budget:]))
+            enriched = (readers.topics.enriched(read, spec.forum, candidates[:budget])
+                        + readers.topics.held(read, spec.forum, candidates[budget:]))
+            tagged = {topic.id: topic.tags for topic in enriched}  # their tags alone, for a feed of excerpts
+            everything = enriched if spec.content == "full" else [replace(t, tags=tagged.get(t.id, t.tags))
+                                                                  for t in everything]
         kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
         return listings[0], digested(spec, listings, kept, since)
 

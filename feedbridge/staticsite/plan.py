@@ -437,7 +437,7 @@ class _Checker:
             raise self.fail(f"feed {name!r}: content = {spec.content!r} reads each topic's page from the forum, "
                             "which a source file stands in for; give the feed a path instead", "feeds", index,
                             "content")
-        lacking = spec.filter.saved_list_lacks(lacks)
+        lacking = spec.filter.json_needed(lacks)
         if lacking is not None:
             raise self.fail(f"feed {name!r}: {lacking} needs what this saved Markdown list does not carry (likes, "
                             "views, tags, category ids, or an older dialect's reply counts); give the feed a path "

@@ -243,17 +243,13 @@ class FeedFilter:
         return next((p.name for p in PARAMETERS if p.needs in lacks and self._reads_list(p)), None)
 
     def _reads_list(self, param: Param) -> bool:
-        """Whether this filter reads `param`'s field from the list: its value is set. Of `tag=`, only the all-of
-        form (`a+b`): the service reads a list's missing tags for an any-of one from the topics' own pages."""
+        """Whether this filter reads `param`'s field from the list: its value is set (`tag=`: either form). An
+        any-of `tag=` read its tags from the topics' own pages, as many as the topic budget, and a tagged topic
+        past it was left out of the feed, and every topic read came with its first post."""
         if param.name == "tag":
-            return bool(self.tags_all)
+            return bool(self.tags or self.tags_all)
         value = getattr(self, param.filter_field)
         return value is not None and value is not False and value != frozenset()
-
-    def saved_list_lacks(self, lacks: frozenset[str]) -> str | None:
-        """The first parameter a saved list lacking `lacks` cannot serve alone: what `json_needed` names, and
-        an any-of `tag=` when it lacks tags (the topic pages they would come from are not saved with it)."""
-        return self.json_needed(lacks) or ("tag" if self.tags and "tags" in lacks else None)
 
     def apply(self, topics: Iterable[Topic], ranked: bool = False) -> list[Topic]:
         """Unique topics, filtered, cut to `limit`, newest activity first (undated last). `ranked`: the list is

@@ -204,11 +204,12 @@ def source_of(listing: Listing) -> Source:
 def lacks_of(listing: Listing) -> frozenset[str]:
     """The `Topic` fields `listing` leaves unset: its source's (`Source.lacks`), and a Markdown list's reply
     counts where its dialect writes none (only C4 has a `**Replies:**` row: FORMAT.md). A `min_replies=` on a
-    C1 list dropped every topic, its count unknown, where the JSON list of the same page has it."""
+    C1 list dropped every topic, its count unknown, where the JSON list of the same page has it. None of
+    what the page took from that JSON list (`Listing.completed`)."""
     lacks = source_of(listing).lacks
     if lacks and listing.topics and all(topic.replies is None for topic in listing.topics):
-        return lacks | {"replies"}
-    return lacks
+        lacks |= {"replies"}
+    return lacks - listing.completed
 
 
 def lacking(listings: Iterable[Listing]) -> frozenset[str]:

@@ -244,6 +244,8 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
                 continue
             if not isinstance(exc, UpstreamNotFound | UpstreamRefused):
                 raise
+            if needed == "tag" and not spec.filter.tags_all and spec.filter.json_needed(lacks - {"tags"}) is None:
+                continue  # an any-of `tag=` alone: the topics' own pages give their tags (`FeedService`)
             raise RequestError(f"{needed} needs the forum's JSON list, since its Markdown list carries no likes, "
                                f"views, tags or category ids, and the forum refused it: {exc.message}",
                                param=needed) from None
@@ -255,5 +257,6 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
     found = {topic.id: topic for entry in stepped[1::2] for topic in entry.listing.topics}
     for number, entry in zip(completed, stepped[::2], strict=True):
         pages[number] = replace(entry.listing, topics=tuple(merged(topic, found.get(topic.id), FIGURES, keep=True)
-                                                            for topic in entry.listing.topics))
+                                                            for topic in entry.listing.topics),
+                                completed=frozenset(FIGURES))
     return pages
