@@ -559,3 +559,13 @@ def test_round_trip_of_the_dev_discuss_fixture():
     feed = json_feed(meta, listing.topics)
     assert_json_feed_1_1(feed)
     assert [i["id"] for i in feed["items"]] == want_ids
+
+
+def test_a_time_in_milliseconds_is_written_as_the_same_time_in_whole_seconds_in_every_format() -> None:
+    """A JSON list dates to the millisecond (core's `2026-03-05T12:30:15.789Z`), a Markdown list to the second: Atom
+    wrote the milliseconds, so every entry's `updated` changed, and readers marked them all again, when a forum's
+    lists came to be read through the other source. Each format now writes the same whole seconds for both."""
+    exact = [topic(7, last_posted_at=at(5), created_at=at(4))]
+    fine = [topic(7, last_posted_at=at(5) + timedelta(milliseconds=789), created_at=at(4) + timedelta(microseconds=250))]
+    for fmt in ("atom", "rss", "json"):
+        assert render(fmt, META, entries(fine)) == render(fmt, META, entries(exact)), fmt

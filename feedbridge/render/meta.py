@@ -139,9 +139,11 @@ def topic_entries(topics: Iterable[Topic], forum_url: str) -> list[Entry]:
 
 def utc(moment: datetime) -> datetime:
     """Equal times give equal text (`Entry`s that compare equal give equal feeds, and ETags): written in
-    UTC, as JSON Feed's are; the parsers give UTC already. A naive time is passed on as it is, for feedgen
-    to refuse rather than read as the server's local time."""
-    return moment.astimezone(UTC) if moment.tzinfo else moment
+    UTC and in whole seconds, as JSON Feed's and RSS's are; the parsers give UTC already. A JSON list's
+    milliseconds were written into Atom's dates, and a Markdown list has none: every entry's `updated` changed,
+    and readers marked them all again, when a forum's lists came to be read through the other source. A naive
+    time is passed on as it is, for feedgen to refuse rather than read as the server's local time."""
+    return moment.astimezone(UTC).replace(microsecond=0) if moment.tzinfo else moment
 
 
 def updated(entry: Entry) -> datetime | None:
