@@ -244,6 +244,23 @@ def test_output_names_escaping_the_folder_are_refused(tmp_path, upstream, name):
     assert not (tmp_path / "public").exists()
 
 
+@pytest.mark.parametrize("name", ["con", "NUL", "kw/aux", "com1.feeds", "Lpt9/x", "kw./inductor", "dots."])
+def test_output_names_windows_cannot_hold_are_refused(tmp_path, upstream, name):
+    """A built folder may be copied to or served from Windows, where `con.atom` is the console and `kw./` is `kw/`:
+    the build wrote such files here, and they were lost or unopenable there."""
+    feeds = f'[[feeds]]\nname = "x"\npath = "latest"\nfile = {json.dumps(name)}\n'
+    code, _out, err = run(write_config(tmp_path, upstream.url, feeds))
+    assert code == 2 and "feeds.toml:" in err and "Windows device" in err, err
+    assert upstream.count() == 0
+
+
+def test_output_names_that_only_look_like_windows_devices_are_built(tmp_path, upstream):
+    feeds = '[[feeds]]\nname = "x"\npath = "latest"\nfile = "console/comic.v2"\nformats = ["atom"]\n'
+    code, _out, err = run(write_config(tmp_path, upstream.url, feeds))
+    assert code == 0, err
+    assert (tmp_path / "public" / "console" / "comic.v2.atom").is_file()
+
+
 @pytest.mark.parametrize(("text", "line", "words"), [
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = "latest"\nlimit = [1\n', 5, "Unclosed"),
     ('site_url = "https://x.example/"\n[[feeds]]\nname = "a"\npath = latest\n', 4, "Invalid value"),

@@ -44,8 +44,10 @@ _TOP_KEYS = ("title", "site_url", "out_dir", "fetch", "defaults", "feeds")
 # forum, and the longest Retry-After worth waiting for (longer: that forum's feeds fail for this run).
 _FETCH = {"concurrency": (1, 8, 2), "delay": (0, 60, 0.5), "max_wait": (0, 3600, 30)}
 # One or more path segments of letters, digits, `_ . -`, none starting with a dot: no `..`, no hidden
-# files, no absolute paths, nothing a static host treats specially.
+# files, no absolute paths, nothing a static host treats specially. None is a name Windows gives a device
+# (`con.atom` is the console, whatever its extension) or ends in a dot (Windows drops it: `a./` is `a/`).
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+_UNPORTABLE = re.compile(r"(?i)(?:con|prn|aux|nul|com[0-9]|lpt[0-9])(?:\..*)?|.*\.")
 _FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
 # What the build writes besides the feeds (staticsite/build.py `_write_site`): no feed may take their names.
 SITE_FILES = ("index.html", "feeds.opml")
@@ -366,9 +368,10 @@ class _Checker:
             raise self.fail("file is empty: give an output name, or leave file out to use the feed's name", "feeds",
                             index, "file")
         stem = stem or name
-        if not _SAFE_NAME.fullmatch(stem) or ".." in stem.split("/"):
+        if not _SAFE_NAME.fullmatch(stem) or any(map(_UNPORTABLE.fullmatch, stem.split("/"))):
             raise self.fail(f"output name {stem!r} is not a plain relative name inside the output folder "
-                            "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.')",
+                            "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.', no part "
+                            "ending in '.' or named as a Windows device: con, nul, com1, ...)",
                             "feeds", index, "file" if "file" in item else "name")
         longest = max((part for fmt in FEED_FORMATS for part in f"{stem}.{fmt}".split("/")), key=len)
         if len(longest) > MAX_PART or len(stem) + 5 > MAX_PATH or stem.count("/") > MAX_FOLDERS:
@@ -437,12 +440,10 @@ class _Checker:
             raise self.fail(f"feed {name!r}: content = {spec.content!r} reads each topic's page from the forum, "
                             "which a source file stands in for; give the feed a path instead", "feeds", index,
                             "content")
-        lacking = spec.filter.json_needed(lacks)
-        if lacking is not None:
+        if (lacking := spec.filter.json_needed(lacks)) is not None:
             raise self.fail(f"feed {name!r}: {lacking} needs what this saved Markdown list does not carry (likes, "
                             "views, tags, category ids, or an older dialect's reply counts); give the feed a path "
-                            "to read the forum instead",
-                            "feeds", index, lacking)
+                            "to read the forum instead", "feeds", index, lacking)
 
     # typed access
     def unknown(self, table: dict[str, Any], allowed: tuple[str, ...], name: str, index: int = 0) -> None:
@@ -467,8 +468,7 @@ class _Checker:
         return value
 
     def number(self, data: dict[str, Any], key: str, low: float, high: float) -> None:
-        value = data.get(key, low)
-        whole = key == "concurrency"
+        value, whole = data.get(key, low), key == "concurrency"
         if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not low <= value <= high:
             kind = "a whole number" if whole else "a number"
             raise self.fail(f"{key} must be {kind} from {low} to {high}, not {_shown(value)}", "fetch", 0, key)
