@@ -41,8 +41,10 @@ HOSTILE = {
     "oversized": "a" * 10_000,
 }
 # Safe, well-formed values the routes below fill in where the hostile value does not go.
-FORUM_PATH = re.compile(r"/(?:(?:latest|hot|top|categories|c(?:/[\w%.-]{1,300}){1,2}/\d{1,9}|tag/[\w%.-]{1,300}(?:/\d{1,9})?|"
-                        r"t/[\w%.-]{1,300}/\d{1,9})\.md|topics/created-by/[\w%.-]{1,300}\.json"
+# A list is read as Markdown, and as JSON where a filter needs what Markdown lacks (`tag=`: feeds/sources/lists.py).
+FORUM_PATH = re.compile(r"/(?:(?:latest|hot|top|categories|c(?:/[\w%.-]{1,300}){1,2}/\d{1,9}(?:/l/latest)?"
+                        r"|tag/[\w%.-]{1,300}(?:/\d{1,9})?)\.(?:md|json)|t/[\w%.-]{1,300}/\d{1,9}\.md"
+                        r"|topics/created-by/[\w%.-]{1,300}\.json"
                         r"|site/basic-info\.json)")  # the forum's icon (feeds/sources/site.py): a fixed path
 
 # (name, URL template relative to the bridge; {forum} is the fake forum's key, {v} the quoted hostile value)
