@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import click
 
@@ -29,7 +29,7 @@ from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, SavedFileError
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
-from feedbridge.feeds.request.urls import NoFeed, feed_for_url
+from feedbridge.feeds.request.urls import FeedTarget, NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, lacks_of, source_of
 from feedbridge.feeds.sources.lists import saved_pages
@@ -87,14 +87,25 @@ def _parameter_options(command: Callable[..., None]) -> Callable[..., None]:
     for param in reversed(OPTIONS):
         declared = [f"--{param.option_name}", *([param.short] if param.short else [])]
         help = param.help[0].upper() + param.help[1:] + (" (repeatable)." if param.many else ".")
+        # Every option is read as repeatable, and one given once at most refuses a repeat (`_once`), as the web
+        # refuses `?limit=1&limit=2`: click kept the last, and `--limit 1 --limit 2` was a feed of 2.
+        once = None if param.many else _once
         if param.value == "flag":
-            command = click.option(*declared, is_flag=True, default=None, help=help)(command)
+            command = click.option(*declared, is_flag=True, multiple=True, callback=once, help=help)(command)
         elif param.value == "choice":
-            command = click.option(*declared, type=click.Choice([v for v, _ in param.choices]), help=help)(command)
+            command = click.option(*declared, type=click.Choice([v for v, _ in param.choices]), multiple=True,
+                                   callback=once, help=help)(command)
         else:
             command = click.option(*declared, type=str,  # as typed: the table reads it, as a URL's (`1_0`, `٣`)
-                                   multiple=param.many, help=help)(command)
+                                   multiple=True, callback=once, help=help)(command)
     return command
+
+
+def _once(_ctx: click.Context, _param: click.Parameter, values: tuple[object, ...]) -> object:
+    """The one value of an option given once at most, None when it is not given."""
+    if len(values) > 1:
+        raise click.BadParameter(f"given {len(values)} times; give it once")
+    return values[0] if values else None
 
 
 def _dest(param: params.Param) -> str:
@@ -139,7 +150,7 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
     given = {name: value for name, value in options.items() if value is not None and value is not False and value != ()}
     if source.startswith(("http://", "https://")):
-        settings = _settings(_url_forum(source, base_url))
+        settings = _settings(_url_forum(source, base_url, by_suffix=False))
         spec = _spec(settings, source, fmt, given)
         with _service(settings) as service:
             body = _upstream(lambda: service.document(spec, self_url))
@@ -340,6 +351,8 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
         hint = (f" A forum in a subfolder ({forum.base_url}/{first}) is named with --base-url."
                 if first and "/" not in forum.key else "")
         raise click.BadParameter(found.message + hint)
+    if found and list_url:
+        _refuse_unread(list_url, found)
     path, listed, feed = found.request(fmt) if found else (f"{forum.key}/latest.{fmt}", {}, "latest")
     given = _parameters(feed, options)
     # The web refuses a parameter given twice; the URL's own default (`/top` is every period) is no value given.
@@ -351,6 +364,28 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
         return parse_feed_request(settings, path, {**listed, **given})
     except RequestError as exc:
         raise click.BadParameter(exc.message, param_hint=_option_of(exc.param, options)) from None
+
+
+def _refuse_unread(url: str, target: FeedTarget) -> None:
+    """A bridge parameter in SOURCE's query that the feed it names does not read: `?period=montly`, a
+    `category=` that is no number, `?min_likes=5` on a forum list. The paste box reads such a URL as the forum
+    would and says what feed it made; a build printed that other feed (a top list of every period, the whole
+    forum's latest, an unfiltered one) and exit 0. The forum's own (`page=`, `order=`) are ignored, as there."""
+    read = set(target.params)
+    for key, values in parse_qs(urlsplit(url).query).items():
+        param = params.NAMED.get(key)
+        unread = next((v for v in values if (key, v.strip()) not in read), None) if param else None
+        if param is None or unread is None:
+            continue
+        if param.lists:
+            how = {"period": f"a top list's period is one of {', '.join(params.TOP_PERIODS)}",
+                   "category": "category= is a category's number, on the latest list, a user's or /posts"}.get(
+                       key, f"the forum's {key}= is read on its /search and /filter pages only (the bridge's "
+                            "keyword query is --query)")
+        else:
+            how = f"the feed's {key}= is given as --{param.option_name}, not in the forum's URL"
+        raise click.BadParameter(f"{key}={unread[:40]} is not read by the feed the URL names: {how}",
+                                 param_hint="SOURCE")
 
 
 def _option_of(name: str | None, options: Mapping[str, object]) -> str | None:
@@ -374,11 +409,13 @@ def _parameters(feed: params.FeedKind, options: Mapping[str, object]) -> dict[st
     return found
 
 
-def _url_forum(url: str, base_url: str | None) -> Forum:
-    """The forum a list URL is on, read through the source its suffix names (detected when it has none)."""
+def _url_forum(url: str, base_url: str | None, by_suffix: bool = True) -> Forum:
+    """The forum a list URL is on, read through the source its suffix names (`parse`, which reads that page) or,
+    `by_suffix` False, the one detected, as the service does (`build`: `…/c/compiler/5.md` names the category's
+    feed, and its `.md` said nothing of a forum whose Markdown is off, which it read as missing or private)."""
     parts = urlsplit(url)
-    source = next((name for name, suffix in (("markdown", ".md"), ("json", ".json")) if parts.path.endswith(suffix)),
-                  "auto")
+    source = next((name for name, suffix in (("markdown", ".md"), ("json", ".json"))
+                   if by_suffix and parts.path.endswith(suffix)), "auto")
     return _forum(base_url or f"{parts.scheme}://{parts.netloc}", source, "--base-url" if base_url else "SOURCE")
 
 

@@ -353,3 +353,49 @@ def test_a_url_of_a_forum_in_a_subfolder_says_how_to_name_it():
     assert "(http://127.0.0.1:9/community) is named with --base-url" in result.stderr
     named = invoke("build", "http://127.0.0.1:9/community/c/compiler/5", "--base-url", "http://127.0.0.1:9/community")
     assert named.exit_code == 1 and "does not recognise" not in named.stderr  # read: the closed port fails it
+
+
+def test_a_once_only_option_given_twice_is_refused_as_the_web_refuses_it(upstream):
+    """click kept the last of a repeated option: `--limit 1 --limit 2` was a feed of 2 (exit 0), where the web answers
+    `?limit=1&limit=2` with a 400 naming `limit`."""
+    for args in (["--limit", "1", "--limit", "2"], ["-q", "dynamo", "-q", "zzzz"], ["--content", "full", "--content",
+                                                                                   "excerpt"]):
+        result = invoke("build", f"{upstream.url}/c/compiler/5", *args)
+        assert result.exit_code == 2 and "given 2 times; give it once" in result.stderr, (args, result.stderr)
+        assert args[0] in result.stderr
+    assert upstream.count() == 0
+    assert invoke("build", f"{upstream.url}/c/compiler/5", "--tag", "a", "--tag", "b").exit_code == 0  # repeatable
+
+
+def test_a_url_ending_in_md_names_the_feed_on_a_forum_whose_markdown_is_off(upstream_json):
+    """`…/c/compiler/5.md` names the category's feed, as on the server, whatever the forum serves: the build read the
+    forum through Markdown because of the suffix, and a JSON-only forum's category was "missing, or private"."""
+    with running_app(settings_for(upstream_json.url)) as app:
+        served = feedparser.parse(httpx.get(app.feed_url("/c/compiler/5.atom"), timeout=20).content)
+    for suffix in (".md", ".json", ""):
+        result = invoke("build", f"{upstream_json.url}/c/compiler/5{suffix}")
+        assert result.exit_code == 0, (suffix, result.stderr)
+        built = feedparser.parse(result.stdout_bytes)
+        assert [e.id for e in built.entries] == [e.id for e in served.entries], suffix
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("/top?period=montly", "period=montly"), ("/top/bogus", None), ("/latest?category=abc", "category=abc"),
+    ("/c/compiler/5?min_likes=5", "--min-likes"), ("/c/compiler/5?author=x", "--author"),
+    ("/latest?q=inductor", "--query")])
+def test_a_bridge_parameter_the_urls_feed_does_not_read_is_refused(upstream, query, named):
+    """The paste box reads such a URL as the forum would and says which feed it made; a build printed that other
+    feed (every period's top list, the whole forum's latest, an unfiltered category) with exit 0."""
+    result = invoke("build", f"{upstream.url}{query}")
+    if named is None:  # the forum's own path: its view is the top list of every period, as the paste box says
+        assert result.exit_code == 0, result.stderr
+        return
+    assert result.exit_code == 2 and named in result.stderr and "SOURCE" in result.stderr, result.stderr
+    assert upstream.count() == 0
+
+
+def test_the_forums_own_query_and_the_urls_read_parameters_are_built(upstream):
+    for query in ("/latest?page=2&order=activity", "/top?period=weekly", "/latest?category=5",
+                  "/search?q=inductor", "/c/compiler/5/l/top/monthly"):
+        result = invoke("build", f"{upstream.url}{query}")
+        assert result.exit_code == 0, (query, result.stderr)
