@@ -34,8 +34,9 @@ from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, lacks_of, source_of
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.models import Listing, listing_to_dict
+from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
 from feedbridge.render.formats import FEED_FORMATS, render
-from feedbridge.staticsite.atomic import write_atomic
+from feedbridge.staticsite.atomic import read_inside, write_atomic
 from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import SavedList
@@ -152,8 +153,11 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
     if source.startswith(("http://", "https://")):
         settings = _settings(_url_forum(source, base_url, by_suffix=False))
         spec = _spec(settings, source, fmt, given)
+        # the date the file written before gave a list without one (`feed_date`), given again: the same bytes
+        written = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
+        undated = None if written is None else feed_date(written)
         with _service(settings) as service:
-            body = _upstream(lambda: service.document(spec, self_url))
+            body = _upstream(lambda: service.document(spec, self_url, undated=undated))
     else:
         listing, text = _read_saved(source, base_url)
         body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))

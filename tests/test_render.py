@@ -569,3 +569,13 @@ def test_a_time_in_milliseconds_is_written_as_the_same_time_in_whole_seconds_in_
     fine = [topic(7, last_posted_at=at(5) + timedelta(milliseconds=789), created_at=at(4) + timedelta(microseconds=250))]
     for fmt in ("atom", "rss", "json"):
         assert render(fmt, META, entries(fine)) == render(fmt, META, entries(exact)), fmt
+
+
+def test_feed_date_reads_back_the_date_an_atom_feed_gave_itself() -> None:
+    from feedbridge.render.documents import feed_date
+
+    written = render("atom", META, [])
+    assert feed_date(written) == META.updated.timestamp()
+    assert feed_date(render("atom", META, entries(TOPICS))) == at(25).timestamp()  # the newest entry's
+    for junk in (b"", b"<updated>yesterday</updated>", b"<updated>2026-13-40T99:00:00Z</updated>", b"\xff" * 70_000):
+        assert feed_date(junk) is None

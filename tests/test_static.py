@@ -739,3 +739,24 @@ def test_a_file_is_made_from_the_runs_pages_when_the_forum_fails_midway_and_no_f
     assert 0 < len(filtered.entries) < 30 and all("torch" in (e.title + e.get("summary", "")).lower() for e in filtered.entries)
     assert [r.target for r in upstream.requests].count("/latest.md") == 2  # the second feed asked, and was failed
     assert [store.get(FeedService.feed_key(spec, None)) for spec in specs] == [None, None]
+
+
+def test_an_empty_lists_feed_keeps_its_date_and_its_file_from_run_to_run(tmp_path, upstream):
+    """A list with no topic has no date of its own: its Atom feed was dated at each run, so an empty category's
+    file changed at every run of a cron job (a commit an hour for a site kept in git). Its date is now the one
+    the file written before gave itself, as the service's rebuild gives its held copy's; so is the CLI's `-o`."""
+    feeds = '[[feeds]]\nname = "empty"\npath = "latest"\ncategory = 77\nformats = ["atom", "rss", "json"]\n'
+    config = write_config(tmp_path, upstream.url, feeds)
+    assert run(config)[0] == 0
+    first = snapshot(tmp_path / "public")
+    time.sleep(1.1)  # past the second the first run was in
+    assert run(config)[0] == 0
+    assert {k: v for k, v in snapshot(tmp_path / "public").items() if k.startswith("empty")} == \
+        {k: v for k, v in first.items() if k.startswith("empty")}
+    assert b"<entry>" not in first["empty.atom"][0] and b"<updated>" in first["empty.atom"][0]
+    output = tmp_path / "cli" / "empty.atom"
+    assert invoke("build", f"{upstream.url}/latest?category=77", "-o", str(output)).exit_code == 0
+    written = output.read_bytes()
+    time.sleep(1.1)
+    assert invoke("build", f"{upstream.url}/latest?category=77", "-o", str(output)).exit_code == 0
+    assert output.read_bytes() == written

@@ -205,16 +205,17 @@ class FeedService:
 
         return self._either(live, from_last_good)
 
-    def document(self, spec: FeedSpec, self_url: str | None, *, identity: bool = True) -> bytes:
+    def document(self, spec: FeedSpec, self_url: str | None, *, identity: bool = True,
+                 undated: float | None = None) -> bytes:
         """The feed's bytes for a file (the CLI's and the static build's): built now, else from the last good
         pages, as `feed` builds them, without the feed's own cache around the build. A run starts with an empty
         store, so no copy of the feed is there to look up, and one kept would never be asked for again (each
         of a run's outputs is another feed), nor its gzip and ETag used; the pages and the forum's basic info
         are still read through the cache, shared by the run's feeds. No refresh hints: the file is rebuilt on
         its own schedule. Without `identity` (a saved list, which reads nothing but its file), no icon, logo or
-        language of the forum."""
+        language of the forum. `undated`: the date the file written before gave a list without one (`_document`)."""
         def body(read: Read) -> bytes:
-            return self._document(read, spec, self_url, None, refresh=False, identity=identity)[0]
+            return self._document(read, spec, self_url, None, refresh=False, identity=identity, undated=undated)[0]
 
         read = self._read()
         return self._either(lambda: body(read), lambda _reason: body(read.cached()))

@@ -45,6 +45,7 @@ serialising call at the end (lxml's `tostring`, `json.dumps`), about 10 ms per 1
 from __future__ import annotations
 
 import html
+import re
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -185,6 +186,24 @@ class _Entry(FeedEntry):
         if (published := self.pubDate()) is not None and published.year < 1000:
             item.find("pubDate").text = _rss_date(published)
         return item
+
+
+FEED_DATE_BYTES = 1 << 16
+"""Of an Atom feed written before, what `feed_date` reads: its head, before the entries, is a few KiB."""
+_FEED_DATE = re.compile(rb"<updated>([0-9T:+.Z-]{10,40})</updated>")
+
+
+def feed_date(written: bytes) -> float | None:
+    """The date an Atom feed this renderer wrote gave itself (its first `updated`, the feed's own: feedgen writes
+    it before the entries), from its first `FEED_DATE_BYTES`; None when it has none to read. What a file's
+    rebuild gives again to a list with no date of its own (an empty list, topics dated in the future: the
+    service's `undated`), as the web's rebuild does from its held copy: it was the run's time, and an empty
+    category's file changed at every run of a static build."""
+    found = _FEED_DATE.search(written[:FEED_DATE_BYTES])
+    try:
+        return None if found is None else datetime.fromisoformat(found[1].decode().replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def render_atom(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:

@@ -82,6 +82,19 @@ def write_inside(root: Path, relative: str, data: bytes) -> bool:
         return True
 
 
+def read_inside(root: Path, relative: str, limit: int) -> bytes | None:
+    """The first `limit` bytes of the regular file `root/relative` (reached as `write_inside` reaches it), None
+    when there is none or it cannot be read: what a rebuild compares itself with (`feed_date`)."""
+    *folders, name = relative.split("/")
+    try:
+        with _opened(root, folders) as folder:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=folder)
+            with os.fdopen(fd, "rb") as handle:
+                return handle.read(limit) if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
 def is_file_inside(root: Path, relative: str) -> bool:
     """Whether `root/relative` is a file reached without a link among its folders (what `write_inside` would
     replace); never raises, so a feed's failure report (kept or missing) cannot fail itself."""

@@ -27,9 +27,11 @@ import click
 
 from feedbridge.errors import BuildConfigError, NoForumAnswer
 from feedbridge.feeds.admission.gate import Pace
+from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH
-from feedbridge.staticsite.atomic import is_file_inside, remove_leftovers, write_inside
+from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
+from feedbridge.staticsite.atomic import is_file_inside, read_inside, remove_leftovers, write_inside
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.plan import (
     BuildConfig,
@@ -122,6 +124,12 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     return report
 
 
+def _written_date(config: BuildConfig, spec: FeedSpec, file: str) -> float | None:
+    """The date the Atom file written before gave itself (`render.documents.feed_date`), for a list with none."""
+    written = read_inside(config.out_dir, file, FEED_DATE_BYTES) if spec.fmt == "atom" else None
+    return None if written is None else feed_date(written)
+
+
 def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher, plan: FeedPlan,
                 progress: Progress) -> FeedOutcome:
     progress.started(plan.name)
@@ -136,7 +144,8 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
         with fetcher.counting() as tally:
             # no basic info read for a saved list
             bodies = [(own or service).scope(plan.signed).document(spec, urljoin(config.site_url, quote(file)),
-                                                                   identity=own is None)
+                                                                   identity=own is None,
+                                                                   undated=_written_date(config, spec, file))
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
