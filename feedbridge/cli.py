@@ -27,20 +27,20 @@ from feedbridge.demo import FORUM as DEMO_FORUM
 from feedbridge.demo import FORUM_NAME
 from feedbridge.demo import NOTE as DEMO_NOTE
 from feedbridge.errors import ConfigError, NoForumAnswer, NotAListError, RequestError, SavedFileError
+from feedbridge.feeds.admission.gate import Pace
 from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import FeedTarget, NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService, build_service
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, lacks_of, source_of
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH, lacks_of, source_of
 from feedbridge.feeds.sources.lists import saved_pages
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
 from feedbridge.render.formats import FEED_FORMATS, render
-from feedbridge.staticsite.atomic import read_inside, write_atomic
+from feedbridge.staticsite.atomic import is_file_inside, read_inside, write_atomic
 from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.batch import SavedList
-from feedbridge.upstream.fetcher import Fetcher
+from feedbridge.upstream.batch import BatchFetcher, SavedList
 
 LOOPBACK = "127.0.0.1"
 T = TypeVar("T")
@@ -156,8 +156,12 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         # the date the file written before gave a list without one (`feed_date`), given again: the same bytes
         written = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
         undated = None if written is None else feed_date(written)
-        with _service(settings) as service:
+        with _service(settings) as service, BatchFetcher.counting() as tally:
             body = _upstream(lambda: service.document(spec, self_url, undated=undated))
+        if tally.failures and output is not None and is_file_inside(output.parent, output.name):
+            # as a static build keeps a feed's file (`staticsite.build`): built without what the forum failed to give
+            raise Failure(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); the feed built "
+                          f"without them would replace a better one in {output}, which is kept")
     else:
         listing, text = _read_saved(source, base_url)
         body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))
@@ -442,9 +446,14 @@ def _settings(forum: Forum) -> Settings:
 
 @contextlib.contextmanager
 def _service(settings: Settings) -> Iterator[FeedService]:
-    """A service of its own, over an empty memory store: one run reads the forum as one server request does."""
-    fetcher = Fetcher(settings)
-    service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher)
+    """A service of its own, over an empty memory store: one run reads the forum as one server request does, at a
+    batch run's pace (`Pace`: two requests at a time, a short Retry-After sat out), counting what the forum fails
+    (`BatchFetcher.counting`; its source probes' failures leave no feed the worse)."""
+    probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in settings.forums for source in (MARKDOWN, JSON)}
+    fetcher = BatchFetcher(settings, unjudged=probes)
+    service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher, pace=Pace(delay=0.0,
+                            on_wait=lambda forum, seconds: click.echo(f"{forum.key} asked to wait {seconds:.0f}s; "
+                                                                      "waiting", err=True)))
     try:
         yield service
     finally:

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from feedbridge.cli import main
 from tests.appserver import free_port, running_app, settings_for
+from tests.upstream import IDENTITY, read_at
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "fixtures" / "dev-discuss-compiler.md"
@@ -399,3 +400,32 @@ def test_the_forums_own_query_and_the_urls_read_parameters_are_built(upstream):
                   "/search?q=inductor", "/c/compiler/5/l/top/monthly"):
         result = invoke("build", f"{upstream.url}{query}")
         assert result.exit_code == 0, (query, result.stderr)
+
+
+def test_build_o_keeps_a_better_file_when_the_forum_failed_part_of_the_feed(upstream, tmp_path):
+    """As a static build keeps a feed's file: with the forum's basic info answering 500, `-o` replaced a feed that
+    had the forum's icon with one without it, exit 0 (a cron job published the worse feed without a word)."""
+    output = tmp_path / "compiler.atom"
+    assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(output)).exit_code == 0
+    good = output.read_bytes()
+    assert b"<icon>" in good
+    upstream.fail(IDENTITY, 500)
+    result = invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(output))
+    assert result.exit_code == 1 and "which is kept" in result.stderr and "500" in result.stderr, result.stderr
+    assert output.read_bytes() == good
+    printed = invoke("build", f"{upstream.url}/c/compiler/5")  # to stdout: nothing better to keep
+    assert printed.exit_code == 0 and b"<icon>" not in printed.stdout_bytes
+    fresh = tmp_path / "new.atom"  # no file yet: the feed as the forum gives it now
+    assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(fresh)).exit_code == 0 and fresh.is_file()
+
+
+def test_build_sits_out_a_short_retry_after_as_a_static_build_does(upstream):
+    """A 429 with a Retry-After of a second was exit 1 at once, where a static build of the same feed waits and
+    succeeds (`Pace`); a long one still fails the run, naming the wait."""
+    upstream.rate_limit(read_at("/c/compiler/5"), retry_after=1, times=1)
+    result = invoke("build", f"{upstream.url}/c/compiler/5")
+    assert result.exit_code == 0, result.stderr
+    assert "asked to wait 1s" in result.stderr and feedparser.parse(result.stdout_bytes).entries
+    upstream.rate_limit(read_at("/c/compiler/5"), retry_after=600)
+    result = invoke("build", f"{upstream.url}/c/compiler/5")
+    assert result.exit_code == 1 and "429" in result.stderr, result.stderr
