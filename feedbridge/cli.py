@@ -41,6 +41,7 @@ from feedbridge.staticsite.atomic import is_file_inside, read_inside, write_atom
 from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
 from feedbridge.upstream.batch import BatchFetcher, SavedList
+from feedbridge.upstream.fetcher import Fetcher
 
 LOOPBACK = "127.0.0.1"
 T = TypeVar("T")
@@ -156,9 +157,11 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         # the date the file written before gave a list without one (`feed_date`), given again: the same bytes
         written = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
         undated = None if written is None else feed_date(written)
-        with _service(settings) as service, BatchFetcher.counting() as tally:
+        kept = output is not None and is_file_inside(output.parent, output.name)
+        with _service(settings, counted=kept) as service, \
+                BatchFetcher.counting() if kept else contextlib.nullcontext() as tally:
             body = _upstream(lambda: service.document(spec, self_url, undated=undated))
-        if tally.failures and output is not None and is_file_inside(output.parent, output.name):
+        if tally is not None and tally.failures:
             # as a static build keeps a feed's file (`staticsite.build`): built without what the forum failed to give
             raise Failure(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); the feed built "
                           f"without them would replace a better one in {output}, which is kept")
@@ -445,12 +448,13 @@ def _settings(forum: Forum) -> Settings:
 
 
 @contextlib.contextmanager
-def _service(settings: Settings) -> Iterator[FeedService]:
+def _service(settings: Settings, counted: bool = False) -> Iterator[FeedService]:
     """A service of its own, over an empty memory store: one run reads the forum as one server request does, at a
-    batch run's pace (`Pace`: two requests at a time, a short Retry-After sat out), counting what the forum fails
-    (`BatchFetcher.counting`; its source probes' failures leave no feed the worse)."""
+    batch run's pace (`Pace`: two requests at a time, a short Retry-After sat out). `counted`: what the forum fails
+    is counted (`BatchFetcher.counting`; its source probes' failures leave no feed the worse), for a run with a
+    file to keep."""
     probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in settings.forums for source in (MARKDOWN, JSON)}
-    fetcher = BatchFetcher(settings, unjudged=probes)
+    fetcher = BatchFetcher(settings, unjudged=probes) if counted else Fetcher(settings)
     service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher, pace=Pace(delay=0.0,
                             on_wait=lambda forum, seconds: click.echo(f"{forum.key} asked to wait {seconds:.0f}s; "
                                                                       "waiting", err=True)))

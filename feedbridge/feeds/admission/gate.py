@@ -103,14 +103,14 @@ class Gate:
         the next reader (`CallerPool.waves`); by `until` too when it comes sooner (`Read.hurried`); a batch run's
         go at its `pace`."""
         until = None if caller is None or pooled else caller.deadline if until is None else min(until, caller.deadline)
-        if self.pace is not None:
-            return self.pace.paced(forum, url, self.waits,
-                                   lambda: self._fetch(forum, url, etag, last_modified, caller, building, until))
+        if self.pace is not None:  # which sits out the forum's waits itself, just before `send`
+            return self.pace.paced(forum, url, self.waits, lambda: self._fetch(forum, url, etag, last_modified, caller,
+                                                                                building, until, waited=True))
         return self._fetch(forum, url, etag, last_modified, caller, building, until)
 
     def _fetch(self, forum: Forum, url: str, etag: str | None, last_modified: str | None,
-               caller: Caller | None, building: Building, until: float | None) -> Fetched:
-        self._admit(forum, caller, building)
+               caller: Caller | None, building: Building, until: float | None, waited: bool = False) -> Fetched:
+        self._admit(forum, caller, building, waited)
         credential = self.member
         try:
             return self.fetcher.get(forum, url, etag, last_modified, signed=self.signed, credential=credential,
@@ -134,9 +134,12 @@ class Gate:
             self.waits.remember(forum, exc)
             raise
 
-    def _admit(self, forum: Forum, caller: Caller | None, building: Building) -> None:
+    def _admit(self, forum: Forum, caller: Caller | None, building: Building, waited: bool = False) -> None:
+        """The forum's waits (unless a batch run's `Pace` has just `waited` them out), then a web request's slot
+        and budget."""
         try:
-            self.waits.check(forum)
+            if not waited:
+                self.waits.check(forum)
         except UpstreamRateLimited:
             metrics.refused("retry_after")
             raise
