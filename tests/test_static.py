@@ -23,6 +23,7 @@ from feedbridge.staticsite.atomic import is_file_inside
 from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
 from tests.appserver import running_app, settings_for
+from tests.fake_posts import PostSite
 from tests.test_cli import invoke
 from tests.upstream import IDENTITY, FakeForum, read_at
 
@@ -760,3 +761,20 @@ def test_an_empty_lists_feed_keeps_its_date_and_its_file_from_run_to_run(tmp_pat
     time.sleep(1.1)
     assert invoke("build", f"{upstream.url}/latest?category=77", "-o", str(output)).exit_code == 0
     assert output.read_bytes() == written
+
+
+def test_a_default_is_for_the_feeds_that_take_it(tmp_path):
+    """`[defaults] content = "full"` made every post feed of the config impossible (`content=` is for every feed but
+    /t/… and /posts), with no way out: a feed's own `content = "excerpt"` was refused as well. A default is now
+    given to the feeds that take it; a feed's own value is still checked as the web checks it."""
+    with FakeForum(posts=PostSite.standard().answer) as forum:
+        head = f'site_url = "{SITE}"\n[fetch]\ndelay = 0\n[defaults]\nforum = "{forum.url}"\nformats = ["atom"]\n'
+        feeds = '[[feeds]]\nname = "c"\npath = "c/compiler/5"\nlimit = 3\n[[feeds]]\nname = "posts"\npath = "posts"\n'
+        config = tmp_path / "feeds.toml"
+        config.write_text(head + 'content = "full"\n' + feeds)
+        code, _out, err = run(config)
+    assert code == 0, err
+    assert b"<content" in (tmp_path / "public" / "c.atom").read_bytes()  # the category's feed took it
+    config.write_text(head + feeds.replace('path = "posts"\n', 'path = "posts"\ncontent = "full"\n'))
+    code, _out, err = run(config)
+    assert code == 2 and "content" in err and "feeds.toml:" in err, err

@@ -25,7 +25,7 @@ from feedbridge.config import Credential, Forum, Settings, parse_credential, par
 from feedbridge.discourse.listing import parse_listing
 from feedbridge.errors import BuildConfigError, ConfigError, NoBaseURL, NotAListError, RequestError, SavedFileError
 from feedbridge.feeds.request import params
-from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
+from feedbridge.feeds.request.spec import FeedSpec, feed_kind_of, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.sources.dialects import lacks_of
 from feedbridge.feeds.sources.lists import saved_pages
@@ -380,11 +380,12 @@ class _Checker:
                             "file" if "file" in item else "name")
         formats = item.get("formats", list(FEED_FORMATS))
         if (not isinstance(formats, list) or not formats or not all(isinstance(f, str) for f in formats)
-                or len(set(formats)) != len(formats)
-                or not set(formats) <= set(FEED_FORMATS)):
+                or len(set(formats)) != len(formats) or not set(formats) <= set(FEED_FORMATS)):
             raise self.fail(f"formats must be a list of some of {', '.join(FEED_FORMATS)}", "feeds", index,
                             "formats" if "formats" in item else None)
-        args = {key: self.values(item, key, index) for key in PARAMS if key in item}
+        kind = feed_kind_of(path)  # a default is the feeds' that take it: `content = "full"` beside a /t/ feed
+        args = {key: self.values(item, key, index) for key in PARAMS
+                if key in item and (key in self.raw_feeds[index] or kind in params.NAMED[key].feeds)}
         specs = []
         for fmt in formats:
             try:
@@ -481,12 +482,10 @@ class _Checker:
             if not isinstance(value, bool):
                 raise self.fail(f"{key} must be true or false, not {_shown(value)}", "feeds", index, key)
             return ["1" if value else "0"]
-        if param.numeric:
-            ok = all(isinstance(v, int) and not isinstance(v, bool) and v.bit_length() < 64 for v in items)
-            kind = "a whole number" + (" or a list of them" if param.many else "")
-        else:
-            ok = all(isinstance(v, str) for v in items)
-            kind = "a string" + (" or a list of strings" if param.many else "")
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and v.bit_length() < 64 if param.numeric
+                 else isinstance(v, str) for v in items)
+        kind = ("a whole number" + (" or a list of them" if param.many else "") if param.numeric
+                else "a string" + (" or a list of strings" if param.many else ""))
         if not ok:
             raise self.fail(f"{key} must be {kind}, not {_shown(value)}", "feeds", index, key)
         return [str(v) for v in items]
