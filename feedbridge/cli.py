@@ -360,7 +360,7 @@ def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[s
         # the forum was taken from the URL's host: one in a subfolder is named by --base-url, which nothing else says
         first = urlsplit(list_url or "").path.strip("/").partition("/")[0][:40]
         hint = (f" A forum in a subfolder ({forum.base_url}/{first}) is named with --base-url."
-                if first and "/" not in forum.key else "")
+                if first and "/" not in forum.key and first not in _CORE_FIRST else "")
         raise click.BadParameter(found.message + hint)
     if found and list_url:
         _refuse_unread(list_url, found)
@@ -397,6 +397,11 @@ def _refuse_unread(url: str, target: FeedTarget) -> None:
             how = f"the feed's {key}= is given as --{param.option_name}, not in the forum's URL"
         raise click.BadParameter(f"{key}={unread[:40]} is not read by the feed the URL names: {how}",
                                  param_hint="SOURCE")
+
+
+_CORE_FIRST = frozenset({"c", "t", "u", "tag", "tags", "top", "latest", "hot", "posts", "search", "filter", "topics",
+                         "categories", "new", "unread"})
+"""The first part of Discourse's own paths (config/routes.rb), which no subfolder forum is named by."""
 
 
 def _option_of(name: str | None, options: Mapping[str, object]) -> str | None:

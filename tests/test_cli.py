@@ -354,6 +354,8 @@ def test_a_url_of_a_forum_in_a_subfolder_says_how_to_name_it():
     assert "(http://127.0.0.1:9/community) is named with --base-url" in result.stderr
     named = invoke("build", "http://127.0.0.1:9/community/c/compiler/5", "--base-url", "http://127.0.0.1:9/community")
     assert named.exit_code == 1 and "does not recognise" not in named.stderr  # read: the closed port fails it
+    slug = invoke("build", "http://127.0.0.1:9/c/compiler")  # a category by its slug: no subfolder to name
+    assert slug.exit_code == 2 and "slug alone" in slug.stderr and "--base-url" not in slug.stderr, slug.stderr
 
 
 def test_a_once_only_option_given_twice_is_refused_as_the_web_refuses_it(upstream):

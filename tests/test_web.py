@@ -751,3 +751,10 @@ def test_new_filter_on_a_failing_forum_is_built_from_stale_pages(upstream):
     assert response.headers["x-feedbridge-cache"] == "stale"
     assert [i["authors"][0]["name"] for i in response.json()["items"]] == ["jansel"]
     assert upstream.count(LIST) == 2  # the first build, and the one failed rebuild
+
+
+def test_a_category_feed_path_without_its_number_says_what_it_lacks(app):
+    """`/c/compiler.atom` answered only "no feed route matches", where the CLI and the paste box explain."""
+    response = get(app.feed_url("/c/compiler.atom"))
+    assert response.status_code == 404 and "/c/compiler/ID" in response.text, response.text
+    assert "ends in its number" not in get(app.feed_url("/c/nothing/at/all/here.atom")).text

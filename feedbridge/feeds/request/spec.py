@@ -49,6 +49,7 @@ SLUG = r"[\w-]{1,100}"
 # (max_category_nesting, config/site_settings.yml). A slug holds no "/", so each optional level is decided
 # by the next "/" alone.
 CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)/(?P<id>[0-9]{{1,9}})"
+_SLUGS_ALONE = re.compile(rf"c/({SLUG}(?:/{SLUG})?(?:/{SLUG})?)\.\w{{1,5}}")  # `/c/compiler.atom`: no number
 ROUTES: dict[RouteKind, str] = {
     "list": r"(?P<list>latest|top|hot)",
     # core: config/routes.rb, scope "c/*category_slug_path_with_id": "/" (its default view) and "/l/top"
@@ -295,6 +296,8 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         if match:
             break
     else:
+        if (slugs := _SLUGS_ALONE.fullmatch(rest)) and not any(s.isdigit() for s in slugs[1].split("/")):
+            unmatched += f": a category's feed ends in its number, /c/{shorten(slugs[1])}/ID, as its forum address does"
         raise _moved(rest) or RouteNotFound(unmatched)
     parts = match.groupdict()
     fmt = parts["fmt"]
