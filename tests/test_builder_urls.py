@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx
 import pytest
@@ -179,3 +179,33 @@ def test_build_of_a_third_level_category_without_pinned_topics(served):
     assert refused.returncode == 2 and b"exclude_pinned" in refused.stderr
     unknown = run("build", f"{forum.url}/admin/users")
     assert unknown.returncode == 2 and b"does not recognise" in unknown.stderr
+
+
+MARKED = ["अनिल", "สวัสดี", "zoe\u0308", "বাংলা"]  # Devanagari, Thai, a decomposed ë, Bengali: combining marks
+
+
+@pytest.mark.parametrize("name", MARKED)
+def test_names_and_slugs_with_combining_marks_name_their_feeds(name):
+    """Core's usernames, slugs and tags hold combining marks (`UsernameValidator`'s `\\p{M}`, `Slug`), which `re`'s
+    `\\w` does not take: `/u/अनिल`, a Hindi tag or category and a pasted profile of theirs were no feed (404)."""
+    from feedbridge.feeds.request.spec import parse_feed_request
+
+    settings = Settings(forums=(parse_forum("https://forum.example"),))
+    for path, kind in ((f"u/{name}.atom", "user_topics"), (f"u/{name}/posts.rss", "user_posts"),
+                       (f"tag/{name}.json", "tag"), (f"c/{name}/7.atom", "category"), (f"t/{name}/12.atom", "topic_posts")):
+        spec = parse_feed_request(settings, f"forum.example/{path}", {})
+        assert spec.kind == kind, path
+    assert parse_feed_request(settings, f"forum.example/u/{name}.atom", {}).label.endswith(name)
+    pasted = feed_for_url(settings, f"https://forum.example/u/{name}/summary")
+    assert isinstance(pasted, FeedTarget) and pasted.path == f"u/{name}", pasted
+    assert isinstance(feed_for_url(settings, f"https://forum.example/t/{name}/12/3"), FeedTarget)
+    assert isinstance(feed_for_url(settings, f"https://forum.example/u/{name}\u200b"), NoFeed)  # no mark: no name
+
+
+def test_a_user_feed_of_a_name_with_combining_marks_reads_their_list(upstream_json):
+    theirs = httpx.get(f"{upstream_json.url}/topics/created-by/jansel.json", timeout=10).text
+    upstream_json.set_body(quote("/topics/created-by/अनिल.json"), theirs.replace('"jansel"', '"अनिल"'))
+    with running_app(settings_for(upstream_json.url)) as app:
+        response = httpx.get(app.feed_url("/u/अनिल.json"), timeout=20)
+    assert response.status_code == 200 and response.json()["items"], response.text
+    assert upstream_json.count("/topics/created-by/%E0%A4%85%E0%A4%A8%E0%A4%BF%E0%A4%B2.json") == 1

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from feedbridge.config import Settings
 from feedbridge.feeds.request import params
-from feedbridge.feeds.request.params import FeedKind, Param
+from feedbridge.feeds.request.params import FeedKind, Param, fullmatch
 from feedbridge.feeds.request.spec import CATEGORY_VALUE, feed_kind, route_of, split_forum
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.render.formats import FORMATS
@@ -179,11 +179,11 @@ class FeedForm:
     @property
     def missing(self) -> str | None:
         """What the form still needs before it names a feed, as a sentence; None when complete."""
-        if self.list == "category" and not _CATEGORY_VALUE.fullmatch(self.category.strip("/")):
+        if self.list == "category" and not fullmatch(_CATEGORY_VALUE, self.category.strip("/")):
             return "Choose a category (or paste its URL, e.g. https://forum/c/compiler/5)."
         if self.list == "tag" and not self.tag:
             return "Type a tag name."
-        if self.list == "topic" and not _TOPIC_VALUE.fullmatch(self.topic.strip("/")):
+        if self.list == "topic" and not fullmatch(_TOPIC_VALUE, self.topic.strip("/")):
             return "Paste the topic's URL (e.g. https://forum/t/some-topic/123), or type its id."
         if self.list in ("user_topics", "user_posts") and not self.user.strip():
             return "Type the user's name."

@@ -22,6 +22,7 @@ keyword filter on most feeds and the forum's own filter query on `/filter` (whos
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from feedbridge.config import Settings
 from feedbridge.discourse.filter_query import MAX_FILTER_CHARS, MAX_FILTER_TERMS
 from feedbridge.errors import RequestError
-from feedbridge.feeds.select.query import MAX_QUERY_LENGTH, MAX_TERMS
+from feedbridge.feeds.select.query import MAX_QUERY_LENGTH, MAX_TERMS, marks
 
 if TYPE_CHECKING:
     from feedbridge.feeds.select.filters import FeedFilter
@@ -381,6 +382,37 @@ def _tags(values: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def _and(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+@functools.cache
+def _marks_as_letters() -> dict[int, str]:
+    """A `str.translate` table writing each combining mark as a letter (`query._marks`' marks)."""
+    return dict.fromkeys(marks(), "a")
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """A path pattern's match on `text` read with its combining marks as letters (`fullmatch`): its groups are
+    `text`'s own."""
+
+    match: re.Match[str]
+    text: str
+
+    def __getitem__(self, name: str) -> Any:
+        start, end = self.match.span(name)
+        return None if start < 0 else self.text[start:end]
+
+    def groupdict(self) -> dict[str, Any]:
+        return {name: self[name] for name in self.match.groupdict()}
+
+
+def fullmatch(pattern: re.Pattern[str], text: str) -> Marked | None:
+    """`pattern.fullmatch(text)`, a combining mark taken for the letter it belongs to: core's usernames, slugs and
+    tags hold them (`UsernameValidator`'s `\\p{M}`, `Slug`), and `re`'s `\\w` takes none, so `/u/अनिल`, a
+    Thai tag or a decomposed `zoë` was no feed path. Each mark is one character read as one: the groups' spans
+    are the text's."""
+    match = pattern.fullmatch(text if text.isascii() else text.translate(_marks_as_letters()))
+    return None if match is None else Marked(match, text)
 
 
 def shorten(text: str, size: int = 80) -> str:

@@ -61,7 +61,7 @@ _WORD = re.compile(r"[^\W_]+[+#]*")
 
 
 @functools.cache
-def _marks() -> dict[int, None]:
+def marks() -> dict[int, None]:
     """A `str.translate` table deleting every combining mark (category M), built on first use.
 
     `re` has no \\p{M}, and a regex class of ~2,400 marks is several times slower than translate.
@@ -76,7 +76,7 @@ def normalize(text: str) -> str:
     # NFKD first so compatibility characters (ℌ, ﬁ) are cased as what they stand for, and again
     # after casefold, which can yield composed characters.
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
-    return folded.translate(_marks())
+    return folded.translate(marks())
 
 
 def words(text: str) -> list[str]:
