@@ -358,3 +358,13 @@ def test_a_row_at_the_edge_of_max_row_is_read_alike_by_both_paths(past: int) -> 
     assert fast == general
     assert (general.topics[0].author is not None) == (past <= 0)  # the padded row is the first topic's
     assert general.topics[0].author_url is None and general.topics[1].author_url is not None
+
+
+def test_a_leap_second_dates_its_topic_the_second_before():
+    """RFC 3339 (§5.6) and ISO 8601 allow `23:59:60`, which `datetime` cannot hold: the topic's block was dropped as
+    malformed ("skipped 1"), where the same topic of a JSON list was kept undated."""
+    text = (FIXTURES / "dev-discuss-compiler.md").read_text(encoding="utf-8")
+    listing = parse_listing(text.replace('"2021-01-22T19:19:40Z"', '"2016-12-31T23:59:60Z"', 1))
+    whole = parse_listing(text)
+    assert listing.skipped == 0 and len(listing.topics) == len(whole.topics)
+    assert listing.topics[0].last_posted_at == datetime(2016, 12, 31, 23, 59, 59, tzinfo=UTC)

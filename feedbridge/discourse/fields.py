@@ -181,9 +181,14 @@ def unescape(text: str) -> str:
 
 
 def utc(value: str) -> datetime | None:
-    """An ISO 8601 timestamp (any offset, the reader's time zone included) as aware UTC; None if invalid."""
+    """An ISO 8601 timestamp (any offset, the reader's time zone included) as aware UTC; None if invalid. A leap
+    second (`23:59:60`, which RFC 3339 allows and `datetime` cannot hold) is the second before it: it was invalid,
+    and its Markdown topic block was dropped as malformed."""
+    value = value.strip()
+    if value[17:19] == "60" and value[16:17] == ":":
+        value = value[:17] + "59" + value[19:]
     try:
-        moment = datetime.fromisoformat(value.strip())
+        moment = datetime.fromisoformat(value)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         return moment.astimezone(UTC)
