@@ -333,6 +333,24 @@ def test_a_feed_that_changes_at_each_request_is_never_dated_past_its_answer(upst
         assert parsedate_to_datetime(answer.headers["last-modified"]) <= parsedate_to_datetime(answer.headers["date"])
 
 
+
+def test_a_reader_validating_by_date_alone_gets_bytes_changed_within_the_second(upstream):
+    """While the copy's date is ahead of the clock, `Last-Modified` says now, which tells nothing from the copy a
+    reader got earlier in the same second: `If-Modified-Since` answered `304` for bytes changed since (cache TTL 0).
+    It is not read then; the ETag still is."""
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        url = app.feed_url(f"{COMPILER}.atom")
+        listed = httpx.get(upstream.url + LIST, timeout=10).text
+        previous = get(url)
+        oldest = next(e.title for e in reversed(feedparser.parse(previous.content).entries) if e.title in listed)
+        for n in range(5):
+            upstream.set_body(LIST, listed.replace(oldest, f"{oldest} (edit {n})", 1))
+            answer = get(url, headers={"If-Modified-Since": previous.headers["last-modified"]})
+            assert answer.status_code == 200 and f"{oldest} (edit {n})" in answer.text, (n, answer.status_code)
+            previous = answer
+        assert get(url, headers={"If-None-Match": previous.headers["etag"]}).status_code == 304
+
+
 def test_a_feed_whose_filters_keep_nothing_is_the_same_bytes_while_its_list_is(upstream):
     """An Atom feed must have a date: one with no entry was dated at its build, so a keyword feed that matched
     nothing was a new ETag, and a whole download, at every poll. Its date is now its list's newest."""

@@ -150,7 +150,7 @@ def _feed(scope: FeedService, resolved: Resolved, path: str) -> Response:
     headers = feed_headers(result.entry, media_type, scope.settings.cache_ttl, result.cache,
                            private=resolved.private, variant=variant, gzipped=gzipped,
                            stale=f"{stale_why} ({result.stale_reason})" if result.cache == "stale" else None)
-    return conditional(Response(body, headers=headers), request)
+    return conditional(Response(body, headers=headers), request, result.entry.last_modified)
 
 
 def _moved(svc: FeedService, path: str, moved: FeedMoved) -> Response:
