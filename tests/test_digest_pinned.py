@@ -133,3 +133,16 @@ def test_a_tag_or_category_named_top_or_hot_is_still_in_activity_order(path):
     listed = [welcome(None), *TOPICS]
     entries = digested(spec(path), [listing(listed, more=True)], listed)
     assert [day_of(e) for e in entries] == ["2026-11-20", "2026-11-19"]
+
+
+def test_a_topic_dated_past_the_build_is_in_no_period():
+    """A topic dated 9999 (a hostile forum, a broken clock) made a period that had not begun, forever the newest,
+    and took one of `limit=`'s periods from the real ones; it dates no feed, and now is in no period either."""
+    now = DAY + timedelta(hours=22)
+    future = [topic(900, datetime(9999, 12, 31, tzinfo=UTC)), topic(901, now + timedelta(days=3))]
+    days = [day_of(e) for e in digested(spec(query="digest=daily&limit=2"), [listing(future + TOPICS, more=False)],
+                                        future + TOPICS, now=now)]
+    assert days == [(DAY).date().isoformat(), (DAY - timedelta(days=1)).date().isoformat()]
+    near = [topic(902, now + timedelta(minutes=2))]  # within the clock skew between machines: believed
+    assert day_of(digested(spec(), [listing(near + TOPICS, more=False)], near + TOPICS, now=now)[0]) == \
+        now.date().isoformat()

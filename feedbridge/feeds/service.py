@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar
 
 from feedbridge import metrics
@@ -260,9 +260,9 @@ class FeedService:
         those filters see the whole first post and every tag.
         """
         readers = self.readers
-        since = None
-        if spec.filter.max_age is not None:  # the window ends when the feed is built: the clock read once
-            since = datetime.fromtimestamp(int(time.time()) - spec.filter.max_age.seconds, UTC)
+        since, now = None, datetime.fromtimestamp(int(time.time()), UTC)  # the clock read once
+        if spec.filter.max_age is not None:  # the window ends when the feed is built
+            since = now - timedelta(seconds=spec.filter.max_age.seconds)
             if spec.digest is None:  # a digest keeps whole periods instead (feeds/select/digest.py)
                 spec = replace(spec, filter=replace(spec.filter, since=since))
         if spec.kind in POST_KINDS:
@@ -283,7 +283,7 @@ class FeedService:
             everything = enriched if spec.content == "full" else [replace(t, tags=tagged.get(t.id, t.tags))
                                                                   for t in everything]
         kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
-        return listings[0], digested(spec, listings, kept, since)
+        return listings[0], digested(spec, listings, kept, since, now)
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:
         """The forum's directory (`Directory.categories`), read live; UpstreamError only with nothing cached."""

@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.models import Entry, Listing, Topic
-from feedbridge.render.meta import topic_entries
+from feedbridge.render.meta import CLOCK_SKEW, topic_entries
 
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
@@ -37,16 +37,19 @@ def period_of(digest: str, moment: datetime) -> tuple[str, date]:
 
 
 def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic],
-             since: datetime | None = None) -> list[Entry]:
+             since: datetime | None = None, now: datetime | None = None) -> list[Entry]:
     """`topics` (the feed's, filtered) as the feed's entries: the spec's digest's, newest period first, or one
     per topic (`render.meta.topic_entries`) when it asks for no digest. With `since` (`max_age=`), only the periods that
-    start from it: whole periods, so that a window moving on drops a period rather than changing one."""
+    start from it: whole periods, so that a window moving on drops a period rather than changing one. A topic
+    dated past `now` (the build's time) by more than `CLOCK_SKEW` is in no period, as it dates no feed: a topic of
+    9999 made a period that had not begun, forever the newest, which took one of `limit=`'s."""
     digest = spec.digest
     if digest is None:
         return topic_entries(topics, spec.forum.base_url)
+    latest = None if now is None else now + CLOCK_SKEW
     periods: dict[tuple[str, date], list[Topic]] = {}
     for topic in topics:
-        if topic.last_posted_at is not None:
+        if topic.last_posted_at is not None and (latest is None or topic.last_posted_at <= latest):
             periods.setdefault(period_of(digest, topic.last_posted_at), []).append(topic)
     newest = sorted(periods, key=lambda period: period[1], reverse=True)
     end = _end_of_pages(listings, by_activity=not ranked(spec))
