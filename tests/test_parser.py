@@ -368,3 +368,22 @@ def test_a_leap_second_dates_its_topic_the_second_before():
     whole = parse_listing(text)
     assert listing.skipped == 0 and len(listing.topics) == len(whole.topics)
     assert listing.topics[0].last_posted_at == datetime(2016, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def test_a_directorys_percent_encoded_slugs_are_the_feed_paths_names():
+    """Core stores a slug percent-encoded when `slug_generation_method` is `encoded` (`Slug.encoded_generator`), and
+    its directory links `/c/%E4%B8%AD%E6%96%87/7`: a Markdown directory left such categories out (no front page
+    choice, no OPML line), and a JSON one offered `c/%E4…/7`, which no feed route reads (a 404). Both are `中文`."""
+    from feedbridge.discourse.categories import parse_categories
+    from feedbridge.discourse.json_pages import parse_json_categories
+
+    hindi = "%E0%A4%B9%E0%A4%BF%E0%A4%A8%E0%A5%8D%E0%A4%A6%E0%A5%80"
+    markdown = (f"# Categories\n\n## [中文](https://f.example/c/%E4%B8%AD%E6%96%87/7)\n\nChinese\n\n"
+                f"## [Hindi](https://f.example/c/{hindi}/8)\n\nHindi\n\n## [compiler](https://f.example/c/compiler/5)\n\nx\n")
+    document = {"category_list": {"categories": [
+        {"id": 7, "name": "中文", "slug": "%E4%B8%AD%E6%96%87"}, {"id": 8, "name": "Hindi", "slug": hindi},
+        {"id": 5, "name": "compiler", "slug": "compiler"},
+        {"id": 9, "name": "Party", "slug": "%F0%9F%8E%89-news"}]}}  # an emoji's: named, though no path reads it
+    assert [(c.slugs, c.id) for c in parse_categories(markdown)] == [("中文", 7), ("हिन्दी", 8), ("compiler", 5)]
+    assert [(c.slugs, c.id) for c in parse_json_categories(json.dumps(document))] == [
+        ("中文", 7), ("हिन्दी", 8), ("compiler", 5), ("%F0%9F%8E%89-news", 9)]

@@ -17,13 +17,13 @@ import re
 from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
-from feedbridge.discourse.fields import one_line, unescape
+from feedbridge.discourse.fields import category_slug, one_line, unescape
 from feedbridge.models import Category
 
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
 # Up to three levels, as core nests them (`max_category_nesting`, config/site_settings.yml).
 _CATEGORY_PATH = re.compile(
-    r"/c/(?P<slugs>[\w-]{1,100}(?:/[\w-]{1,100})?(?:/[\w-]{1,100})?)/(?P<id>[0-9]{1,9})(?:\.md)?/?$")
+    r"/c/(?P<slugs>[\w%-]{1,300}(?:/[\w%-]{1,300})?(?:/[\w%-]{1,300})?)/(?P<id>[0-9]{1,9})(?:\.md)?/?$")
 _LINK = re.compile(r"\]\((?P<url>[^()\s]{1,2000})(?:\s+\"[^\"]{0,500}\")?\)")
 DIRECTORY = "/categories.md"
 MAX_CATEGORIES = 500
@@ -52,9 +52,9 @@ def parse_categories(text: str) -> tuple[Category, ...]:
             finish()
             current, description = None, []
             path = _path(heading["url"]) if heading else ""
-            if heading and (match := _CATEGORY_PATH.search(path)):
-                name = one_line(unescape(heading["name"])) or match["slugs"]
-                current = Category(name, match["slugs"], int(match["id"]))
+            if heading and (match := _CATEGORY_PATH.search(path)) and (slugs := _slugs(match["slugs"])):
+                name = one_line(unescape(heading["name"])) or slugs
+                current = Category(name, slugs, int(match["id"]))
         elif current is not None and stripped and not stripped.startswith("<"):
             links = _links(stripped)
             if any(path.endswith(DIRECTORY) for path, _ in links):  # the page links
@@ -71,6 +71,12 @@ def parse_categories(text: str) -> tuple[Category, ...]:
         if child in found:
             children.setdefault(parent, []).append(child)
     return tuple(replace(c, subcategory_ids=tuple(children.get(c.id, ()))) for c in found.values())
+
+
+def _slugs(path: str) -> str | None:
+    """A category path's slugs, each as a feed path names it (`fields.category_slug`); None if one is unusable."""
+    slugs = [category_slug(slug) for slug in path.split("/")]
+    return None if None in slugs else "/".join(slugs)  # type: ignore[arg-type]
 
 
 def _path(url: str) -> str:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import html
 import operator
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from feedbridge.models import XML_INVALID, has_xml_invalid
 
@@ -69,6 +70,22 @@ def links(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
 TAG = re.compile(r"<[^<>]*>")
 # What a name or a description drops: what XML cannot carry (`models.XML_INVALID`), and DEL.
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
+
+
+def category_slug(raw: str) -> str | None:
+    """A category's slug as a feed path names it: decoded, as core stores it percent-encoded when its
+    `slug_generation_method` is `encoded` (`Slug.encoded_generator`: `/c/%E4%B8%AD%E6%96%87/7`), where it is
+    letters, digits, `_`, `-` and combining marks, what the feed routes read; else as written, when that is such
+    a slug or percent-encoded (an emoji's: kept for the category's name, though no feed path names it); None for
+    any other."""
+    decoded = unquote(raw) if "%" in raw else raw
+    if _slug_of(decoded, "_-"):
+        return decoded
+    return raw if _slug_of(raw, "_-%") else None
+
+
+def _slug_of(text: str, marks: str) -> bool:
+    return 0 < len(text) <= 100 and all(c.isalnum() or c in marks or unicodedata.category(c)[0] == "M" for c in text)
 
 
 def one_line(text: str) -> str:

@@ -30,6 +30,7 @@ import msgspec
 from feedbridge.discourse.fields import (
     TAG,
     avatar_url,
+    category_slug,
     html_text,
     kept_tags,
     leading_text,
@@ -53,7 +54,6 @@ MAX_TOPIC_CHARS = 8 * 1024 * 1024
 suggested topics: larger than a Markdown page, still far from this."""
 
 MAX_ID = 10**18
-_CATEGORY_SLUG = re.compile(r"[\w%-]{1,100}")
 MAX_CATEGORIES = 500
 MAX_DESCRIPTION_CHARS = 500
 
@@ -357,18 +357,17 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     if not isinstance(raw, list):
         return ()
     entries = _with_children(raw, NESTING)
-    slugs = {e["id"]: e["slug"] for e in entries if type(e.get("id")) is int and isinstance(e.get("slug"), str)}
+    slugs = {e["id"]: slug for e in entries if type(e.get("id")) is int and isinstance(e.get("slug"), str)
+             and (slug := category_slug(e["slug"][:300])) is not None}
     parents = {e["id"]: e.get("parent_category_id") for e in entries if type(e.get("id")) is int}
     found: dict[int, Category] = {}
     for entry in entries:
         category_id, slug = entry.get("id"), entry.get("slug")
         if type(category_id) is not int or category_id in found or not 0 < category_id < MAX_ID:
             continue
-        if not isinstance(slug, str) or not _CATEGORY_SLUG.fullmatch(slug) or len(found) >= MAX_CATEGORIES:
+        if category_id not in slugs or len(found) >= MAX_CATEGORIES:
             continue
         path = _category_path(category_id, slugs, parents)
-        if path is None:
-            continue
         name = entry.get("name")
         name = one_line(name) if isinstance(name, str) else ""
         found[category_id] = Category(name or path, path, category_id, _description(entry),
@@ -424,19 +423,17 @@ def _subcategory_ids(value: object) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(value))
 
 
-def _category_path(category_id: int, slugs: dict[int, str], parents: dict[int, object]) -> str | None:
-    """`parent/child` (up to core's three levels); None when a parent's slug is unusable. A parent that
-    is not in the list (a private one) leaves the child's own slug, which core also answers to."""
+def _category_path(category_id: int, slugs: dict[int, str], parents: dict[int, object]) -> str:
+    """`parent/child` (up to core's three levels). A parent that is not in the list (a private one), or whose slug
+    is unusable, leaves the child's own slug, which core also answers to."""
     chain = [slugs[category_id]]
     current = category_id
     for _ in range(2):
         parent = parents.get(current)
         if type(parent) is not int or parent == category_id:
             break
-        if parent not in slugs:
+        if parent not in slugs:  # not listed, or its slug unusable: the child's own, which core answers to too
             break
-        if not _CATEGORY_SLUG.fullmatch(slugs[parent]):
-            return None
         chain.append(slugs[parent])
         current = parent
     return "/".join(reversed(chain))
