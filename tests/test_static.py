@@ -781,3 +781,11 @@ def test_a_default_is_for_the_feeds_that_take_it(tmp_path):
     config.write_text(head + feeds.replace('path = "posts"\n', 'path = "posts"\ncontent = "full"\n'))
     code, _out, err = run(config)
     assert code == 2 and "content" in err and "feeds.toml:" in err, err
+
+
+def test_a_feed_name_that_is_no_output_name_is_told_to_take_a_file(tmp_path, upstream):
+    feeds = '[[feeds]]\nname = "Café"\npath = "latest"\n'
+    code, _out, err = run(write_config(tmp_path, upstream.url, feeds))
+    assert code == 2 and "give the feed a file" in err, err
+    code, _out, err = run(write_config(tmp_path, upstream.url, feeds + 'file = "cafe"\nformats = ["atom"]\n'))
+    assert code == 0 and (tmp_path / "public" / "cafe.atom").is_file(), err

@@ -371,7 +371,8 @@ class _Checker:
         if not _SAFE_NAME.fullmatch(stem) or any(map(_UNPORTABLE.fullmatch, stem.split("/"))):
             raise self.fail(f"output name {stem!r} is not a plain relative name inside the output folder "
                             "(letters, digits, _ . - and / between parts; no '..', no leading '/' or '.', no part "
-                            "ending in '.' or named as a Windows device: con, nul, com1, ...)",
+                            "ending in '.' or named as a Windows device: con, nul, com1, ...)"
+                            + ("" if "file" in item else "; give the feed a file"),
                             "feeds", index, "file" if "file" in item else "name")
         longest = max((part for fmt in FEED_FORMATS for part in f"{stem}.{fmt}".split("/")), key=len)
         if len(longest) > MAX_PART or len(stem) + 5 > MAX_PATH or stem.count("/") > MAX_FOLDERS:
