@@ -19,7 +19,7 @@ from feedbridge.config import Forum, Settings
 from feedbridge.discourse.filter_query import FilterQuery, parse_filter_query
 from feedbridge.errors import FeedMoved, RequestError, RouteNotFound
 from feedbridge.feeds.request import params
-from feedbridge.feeds.request.params import DIGESTS, FeedKind, fullmatch, reaches_back, shorten
+from feedbridge.feeds.request.params import DIGESTS, FeedKind, Marked, fullmatch, reaches_back, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter, tag_key
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
 from feedbridge.models import Listing, Site
@@ -50,6 +50,11 @@ SLUG = r"[\w-]{1,100}"
 # by the next "/" alone.
 CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)/(?P<id>[0-9]{{1,9}})"
 _ONE_SLUG = re.compile(SLUG)
+
+
+def _fullmatch(pattern: re.Pattern[str], text: str) -> re.Match[str] | Marked | None:
+    """`params.fullmatch`, which reads combining marks as letters, for the text that may hold one."""
+    return pattern.fullmatch(text) if text.isascii() else fullmatch(pattern, text)
 _SLUGS_ALONE = re.compile(rf"c/({SLUG}(?:/{SLUG})?(?:/{SLUG})?)\.\w{{1,5}}")  # `/c/compiler.atom`: no number
 ROUTES: dict[RouteKind, str] = {
     "list": r"(?P<list>latest|top|hot)",
@@ -293,7 +298,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     forum, rest = found
     unmatched = f"no feed route matches /{shorten(rest)} on {forum.key}"
     for name, pattern in _FEED_ROUTES:  # noqa: B007 (the match and its name are used after the loop)
-        match = fullmatch(pattern, rest)
+        match = _fullmatch(pattern, rest)
         if match:
             break
     else:
@@ -392,7 +397,7 @@ def _category_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> Ki
 
 def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     names = parts["tag"].split("+")
-    if len(names) > MAX_INTERSECTION or not all(fullmatch(_ONE_SLUG, n) for n in names) or (
+    if len(names) > MAX_INTERSECTION or not all(_fullmatch(_ONE_SLUG, n) for n in names) or (
             len(names) > 1 and parts["id"]):
         raise RouteNotFound(f"{unmatched}: a tag, or up to {MAX_INTERSECTION} tags joined by + (tag/a+b)")
     path = f"/tag/{quote(names[0])}" + (f"/{parts['id']}" if parts["id"] else "")
@@ -460,7 +465,7 @@ def keyword_param(kind: str | None) -> str:
 def route_of(path: str) -> tuple[RouteKind, dict[str, str | Any]] | None:
     """The kind of the feed path `path` (after the forum's key, without its format) and the parts its route
     names (`slugs`, `id`, `user`, ...), as the routes read it; None when no route matches."""
-    return next(((kind, match.groupdict()) for kind, pattern in _PATHS if (match := fullmatch(pattern, path))), None)
+    return next(((kind, match.groupdict()) for kind, pattern in _PATHS if (match := _fullmatch(pattern, path))), None)
 
 
 def feed_kind_of(path: str) -> FeedKind | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from feedbridge.config import Forum, Settings
-from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind, fullmatch
+from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind, Marked, fullmatch
 from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, feed_kind_of, keyword_param, kind_of, split_forum
 
 _USER = r"(?P<user>\w[\w.-]{0,59})"  # core's UsernameValidator: a letter, digit or `_` first
@@ -44,6 +44,11 @@ _USER_OTHER = re.compile(rf"u/{_USER}/[\w/-]{{1,100}}")
 _TOP = re.compile(r"top(?:/(?P<period>\w{1,20}))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 _LATEST = ("", "latest", "new", "unread", "categories")
+
+
+def _fullmatch(pattern: re.Pattern[str], text: str) -> re.Match[str] | Marked | None:
+    """`params.fullmatch`, which reads combining marks as letters, for the text that may hold one."""
+    return pattern.fullmatch(text) if text.isascii() else fullmatch(pattern, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +110,7 @@ def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
     forum, rest = found[0], _SUFFIX.sub("", found[1].strip("/"))
     query = {key: values[-1] for key, values in parse_qs(parts.query).items() if values}
     target = feed_of_path(forum, rest, query)
-    if (target is None and (match := fullmatch(_CATEGORY_SLUGS, rest))
+    if (target is None and (match := _fullmatch(_CATEGORY_SLUGS, rest))
             and not any(part.isdigit() for part in match["slugs"].split("/"))):
         return NoFeed(f"/c/{match['slugs'][:80]} names a category by its slug alone: open it on {forum.key} and "
                       "paste the address it shows, which ends in the category's number (/c/SLUG/ID).")
@@ -141,10 +146,10 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
         return FeedTarget(forum, "posts", category, f"Latest posts on {forum.key}.")
     if rest == "hot":
         return FeedTarget(forum, "hot", (), f"Hot topics on {forum.key}.")
-    if match := fullmatch(_TOP, rest):
+    if match := _fullmatch(_TOP, rest):
         period = _top_period(match["period"], query)
         return FeedTarget(forum, "top", (("period", period),), f"Top topics ({period}) on {forum.key}.")
-    if match := fullmatch(_CATEGORY, rest):
+    if match := _fullmatch(_CATEGORY, rest):
         path = f"c/{match['slugs']}/{match['id']}"
         view = match["view"] or ""
         if view == "/l/top" or view.startswith("/l/top/"):
@@ -152,21 +157,21 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
             return FeedTarget(forum, path + "/l/top", (("period", period),),
                               f"Top topics ({period}) of category {match['slugs']}.")
         return FeedTarget(forum, path, (), f"Category {match['slugs']}.")
-    if match := fullmatch(_CATEGORY_ID, rest):  # core's /latest?category=ID lists the same topics
+    if match := _fullmatch(_CATEGORY_ID, rest):  # core's /latest?category=ID lists the same topics
         return FeedTarget(forum, "latest", (("category", match["id"]),),
                           f"Latest topics of category {match['id']} on {forum.key}.")
-    if match := fullmatch(_TAG_IN_CATEGORY, rest):
+    if match := _fullmatch(_TAG_IN_CATEGORY, rest):
         return FeedTarget(forum, f"c/{match['slugs']}/{match['id']}", (("tag", match["tag"]),),
                           f"Topics tagged {match['tag']} in category {match['slugs']}.")
-    if match := fullmatch(_INTERSECTION, rest):
+    if match := _fullmatch(_INTERSECTION, rest):
         tags = match["tags"].split("/")
         return FeedTarget(forum, "tag/" + "+".join(tags), (), f"Topics tagged {' and '.join(tags)}.")
-    if match := fullmatch(_TAG, rest):
+    if match := _fullmatch(_TAG, rest):
         path = f"tag/{match['tag']}" + (f"/{match['id']}" if match["id"] else "")
         return FeedTarget(forum, path, (), f"Tag {match['tag']}.")
-    if match := fullmatch(_USER_POSTS, rest):
+    if match := _fullmatch(_USER_POSTS, rest):
         return FeedTarget(forum, f"u/{match['user']}/posts", (), f"Posts by {match['user']}.")
-    if (match := fullmatch(_USER_TOPICS, rest)) or (match := fullmatch(_USER_OTHER, rest)):
+    if (match := _fullmatch(_USER_TOPICS, rest)) or (match := _fullmatch(_USER_OTHER, rest)):
         return FeedTarget(forum, f"u/{match['user']}", category, f"Topics started by {match['user']}.")
     if rest == "search" and query.get("q", "").strip():
         return FeedTarget(forum, "latest", (("q", query["q"].strip()), *category),
@@ -176,7 +181,7 @@ def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarge
     if rest == "filter":
         return FeedTarget(forum, "filter", (("q", query["q"].strip()),),
                           f"Topics matching the forum's filter {query['q'].strip()[:200]}.")
-    if match := fullmatch(_TOPIC_AND_POST, rest) or fullmatch(_TOPIC_PATH, rest):
+    if match := _fullmatch(_TOPIC_AND_POST, rest) or _fullmatch(_TOPIC_PATH, rest):
         # The slug stays for the feed's link to the topic; the post number goes: the feed is the topic's.
         path = f"t/{match['slug']}/{match['topic']}" if match.groupdict().get("slug") else f"t/{match['topic']}"
         return FeedTarget(forum, path, (), f"The posts of topic {match['topic']}.")
