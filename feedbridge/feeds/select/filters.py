@@ -60,8 +60,9 @@ _OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
 def _username_key(name: str) -> str:
-    # Discourse compares usernames NFC-normalised and lower-cased; casefold is the Unicode-correct lower.
-    return unicodedata.normalize("NFC", name).casefold()
+    # Discourse compares usernames NFC-normalised and lower-cased (`User.normalize_username`: `unicode_normalize`,
+    # `downcase`). Not casefolded: `Straße` and `strasse` are two users there, and were one author here.
+    return unicodedata.normalize("NFC", name).lower()
 
 
 def _has_valid_username_chars(name: str) -> bool:
@@ -82,8 +83,8 @@ def _author(raw: str) -> str:
 
 
 def tag_key(tag: str) -> str:
-    """How a tag is compared: NFC-normalised and casefolded, as usernames are (`_username_key`): `über` typed
-    decomposed, as some keyboards and URLs give it, matched nothing."""
+    """How a tag is compared: NFC-normalised and casefolded: `über` typed decomposed, as some keyboards and URLs give
+    it, matched nothing."""
     return unicodedata.normalize("NFC", tag).casefold()
 
 
