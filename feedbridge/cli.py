@@ -458,8 +458,8 @@ def _service(settings: Settings, counted: bool = False) -> Iterator[FeedService]
     batch run's pace (`Pace`: two requests at a time, a short Retry-After sat out). `counted`: what the forum fails
     is counted (`BatchFetcher.counting`; its source probes' failures leave no feed the worse), for a run with a
     file to keep."""
-    probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in settings.forums for source in (MARKDOWN, JSON)}
-    fetcher = BatchFetcher(settings, unjudged=probes) if counted else Fetcher(settings)
+    fetcher = Fetcher(settings) if not counted else BatchFetcher(settings, unjudged={
+        source.list_url(forum.base_url, PROBE_PATH) for forum in settings.forums for source in (MARKDOWN, JSON)})
     service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher, pace=Pace(delay=0.0,
                             on_wait=lambda forum, seconds: click.echo(f"{forum.key} asked to wait {seconds:.0f}s; "
                                                                       "waiting", err=True)))

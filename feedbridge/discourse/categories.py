@@ -75,8 +75,9 @@ def parse_categories(text: str) -> tuple[Category, ...]:
 
 def _slugs(path: str) -> str | None:
     """A category path's slugs, each as a feed path names it (`fields.category_slug`); None if one is unusable."""
-    slugs = [category_slug(slug) for slug in path.split("/")]
-    return None if None in slugs else "/".join(slugs)  # type: ignore[arg-type]
+    parts = path.split("/")
+    slugs = [slug for part in parts if (slug := category_slug(part)) is not None]
+    return "/".join(slugs) if len(slugs) == len(parts) else None
 
 
 def _path(url: str) -> str:

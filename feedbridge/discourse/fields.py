@@ -84,8 +84,9 @@ def category_slug(raw: str) -> str | None:
     return raw if _slug_of(raw, "_-%") else None
 
 
-def _slug_of(text: str, marks: str) -> bool:
-    return 0 < len(text) <= 100 and all(c.isalnum() or c in marks or unicodedata.category(c)[0] == "M" for c in text)
+def _slug_of(text: str, allowed: str) -> bool:
+    """Letters, digits, combining marks and the `allowed` characters, 1 to 100 of them."""
+    return 0 < len(text) <= 100 and all(c.isalnum() or c in allowed or unicodedata.category(c)[0] == "M" for c in text)
 
 
 def one_line(text: str) -> str:

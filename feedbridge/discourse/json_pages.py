@@ -362,7 +362,7 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
     parents = {e["id"]: e.get("parent_category_id") for e in entries if type(e.get("id")) is int}
     found: dict[int, Category] = {}
     for entry in entries:
-        category_id, slug = entry.get("id"), entry.get("slug")
+        category_id = entry.get("id")
         if type(category_id) is not int or category_id in found or not 0 < category_id < MAX_ID:
             continue
         if category_id not in slugs or len(found) >= MAX_CATEGORIES:
@@ -430,9 +430,7 @@ def _category_path(category_id: int, slugs: dict[int, str], parents: dict[int, o
     current = category_id
     for _ in range(2):
         parent = parents.get(current)
-        if type(parent) is not int or parent == category_id:
-            break
-        if parent not in slugs:  # not listed, or its slug unusable: the child's own, which core answers to too
+        if type(parent) is not int or parent == category_id or parent not in slugs:  # not listed, or unusable
             break
         chain.append(slugs[parent])
         current = parent

@@ -279,9 +279,11 @@ class FeedService:
             budget = self.settings.topic_budget
             enriched = (readers.topics.enriched(read, spec.forum, candidates[:budget])
                         + readers.topics.held(read, spec.forum, candidates[budget:]))
-            tagged = {topic.id: topic.tags for topic in enriched}  # their tags alone, for a feed of excerpts
-            everything = enriched if spec.content == "full" else [replace(t, tags=tagged.get(t.id, t.tags))
-                                                                  for t in everything]
+            if spec.content == "full":
+                everything = enriched
+            else:  # their tags alone, for a feed of excerpts
+                tagged = {topic.id: topic.tags for topic in enriched}
+                everything = [replace(t, tags=tagged.get(t.id, t.tags)) for t in everything]
         kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
         return listings[0], digested(spec, listings, kept, since, now)
 

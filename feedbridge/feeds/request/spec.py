@@ -50,11 +50,6 @@ SLUG = r"[\w-]{1,100}"
 # by the next "/" alone.
 CATEGORY_VALUE = rf"(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)/(?P<id>[0-9]{{1,9}})"
 _ONE_SLUG = re.compile(SLUG)
-
-
-def _fullmatch(pattern: re.Pattern[str], text: str) -> re.Match[str] | Marked | None:
-    """`params.fullmatch`, which reads combining marks as letters, for the text that may hold one."""
-    return pattern.fullmatch(text) if text.isascii() else fullmatch(pattern, text)
 _SLUGS_ALONE = re.compile(rf"c/({SLUG}(?:/{SLUG})?(?:/{SLUG})?)\.\w{{1,5}}")  # `/c/compiler.atom`: no number
 ROUTES: dict[RouteKind, str] = {
     "list": r"(?P<list>latest|top|hot)",
@@ -460,6 +455,11 @@ def _category(given: Given) -> tuple[tuple[str, str], ...]:
 def keyword_param(kind: str | None) -> str:
     """The name of the keyword filter on feeds of `kind` (`KEYWORD_PARAMS`; `q` for the rest)."""
     return KEYWORD_PARAMS.get(kind or "", "q")
+
+
+def _fullmatch(pattern: re.Pattern[str], text: str) -> re.Match[str] | Marked | None:
+    """`params.fullmatch` for a path that may hold a combining mark; an ASCII one is matched here, no call out."""
+    return pattern.fullmatch(text) if text.isascii() else fullmatch(pattern, text)
 
 
 def route_of(path: str) -> tuple[RouteKind, dict[str, str | Any]] | None:

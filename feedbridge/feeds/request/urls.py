@@ -47,7 +47,7 @@ _LATEST = ("", "latest", "new", "unread", "categories")
 
 
 def _fullmatch(pattern: re.Pattern[str], text: str) -> re.Match[str] | Marked | None:
-    """`params.fullmatch`, which reads combining marks as letters, for the text that may hold one."""
+    """`params.fullmatch` for a path that may hold a combining mark; an ASCII one is matched here, no call out."""
     return pattern.fullmatch(text) if text.isascii() else fullmatch(pattern, text)
 
 
