@@ -33,7 +33,7 @@ from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import FeedTarget, NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH, lacks_of, source_of
-from feedbridge.feeds.sources.lists import saved_pages
+from feedbridge.feeds.sources.reads import saved_pages
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
 from feedbridge.render.formats import FEED_FORMATS, render

@@ -396,7 +396,7 @@ class Settings:
     contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
     # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
     # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so
-    # their public budgets are one (feedbridge.feeds.admission.budget.ForumBudget, `Settings.address_of`).
+    # their public budgets are one (feedbridge.feeds.admission.callers.ForumBudget, `Settings.address_of`).
     multisite: tuple[tuple[str, ...], ...] = text((), "FEEDBRIDGE_MULTISITE", read=_multisite)
     # The `/filter` keys and values a forum's plugins add to core's (feedbridge.discourse.filter_query), which
     # the bridge otherwise refuses as core would ignore them.

@@ -61,7 +61,7 @@ def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool
     """`topic` with `more`'s value of each field in `names` that `more` has (anything but None or an empty
     tuple): in place of the topic's own, or with `keep` only where the topic has none. The one way a topic
     takes what another read of it adds: its own page (`feeds/sources/topic_pages.py`), the JSON list of a Markdown
-    list's page (`feeds/sources/lists.py`)."""
+    list's page (`feeds/sources/reads.py`)."""
     if more is None:
         return topic
     found: dict[str, Any] = {}
@@ -119,7 +119,7 @@ class Listing:
     # list holds the topics they started (of the feed's category, when it names one) and nothing else.
     started_by: str | None = None
     # Set by the service on a Markdown page whose topics took their figures from the JSON list of the same page
-    # (`feeds.sources.lists._completed`), never by a parser: the fields it no longer lacks (`lacks_of`).
+    # (`feeds.sources.reads._completed`), never by a parser: the fields it no longer lacks (`lacks_of`).
     completed: frozenset[str] = frozenset()
 
 

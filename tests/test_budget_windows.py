@@ -3,12 +3,12 @@
 The fake forum runs in its own process with core's rate limits (`python -m tests.upstream --core-limits`,
 tests/core_limits.py): every request of the bridge's address in two windows, every request with a key in
 the key's. Core answers past any of them with 429 and Retry-After, and a bridge that honours it stops every
-reader until then: `feedbridge.feeds.admission.budget.ForumBudget` keeps below them. The bridge runs two gevent
+reader until then: `feedbridge.feeds.admission.callers.ForumBudget` keeps below them. The bridge runs two gevent
 workers without Redis (each allows itself half of every window, `feedbridge.store.control.Windows`), or two
 instances sharing one Redis. Before the split each worker spent the whole budget, so the forum saw twice
 it: every test here checks a bound that code broke, and that both workers (or both instances) took part.
 Windows are checked on the forum's log, as core counts: when a request arrives, a moment after the bridge
-counted it (which `feedbridge.feeds.admission.budget.LEEWAY` covers).
+counted it (which `feedbridge.feeds.admission.callers.LEEWAY` covers).
 
 The readers are hostile (`bench.burst.burst`): 20 clients behind a trusted router (FEEDBRIDGE_TRUSTED_HOPS=1,
 X-Forwarded-For), each asking for its share of distinct cold feeds (`/latest.atom?category=N`: one upstream

@@ -40,7 +40,7 @@ COMPILER = "/c/compiler/5"
 POLLED = "/latest.json?pages=5"
 SHARE = 40  # a third of the default FEEDBRIDGE_FORUM_BUDGET (120)
 # The forum's 10 s window, a third of which (50) is above one client's share of the minute: these tests are
-# about the minute's shares. (At the default, 40, a client's share of the 10 s window is 13: admission/budget.py.)
+# about the minute's shares. (At the default, 40, a client's share of the 10 s window is 13: admission/callers.py.)
 BURST = "150"
 FLOOD = 150
 

@@ -495,7 +495,7 @@ def test_topic_urls_cannot_leave_the_subfolder(upstream, prefix):
     assert outside_sub(upstream) == []
     links = [entry.link for entry in feedparser.parse(response.content).entries]
     assert all(re.fullmatch(rf"{upstream.url}/sub/t/[^/]+/\d+", link) for link in links)
-    # the list, its JSON twin for the topics' pictures (feeds/sources/lists.py), and each topic's page
+    # the list, its JSON twin for the topics' pictures (feeds/sources/reads.py), and each topic's page
     assert [r.target for r in list_reads(upstream.requests)][:2] == [SUB_LIST, "/sub/latest.json"]
     assert sorted(r.target for r in list_reads(upstream.requests)[2:]) == sorted(
         f"{link.removeprefix(upstream.url)}.md" for link in links)

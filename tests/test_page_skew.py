@@ -1,4 +1,4 @@
-"""A list read over several pages whose copies were read at different moments (`feeds/sources/lists.py`,
+"""A list read over several pages whose copies were read at different moments (`feeds/sources/reads.py`,
 `_in_step`): page 0 is shared by every one-page feed of a list, so a feed of two pages read it from the cache
 and its page 1 fresh, and a topic bumped in between was on neither. Over a real socket, the app in this
 process (nothing here depends on the server), the forum's lists served by `Lists` through `FakeForum`."""
@@ -17,7 +17,7 @@ import feedparser
 import httpx
 import pytest
 
-from feedbridge.feeds.sources import lists
+from feedbridge.feeds.sources import reads
 from tests.appserver import RunningApp, procfile_app, running_app, settings_for
 from tests.upstream import FakeForum
 
@@ -87,7 +87,7 @@ def _iso(moment: datetime) -> str:
 @pytest.fixture
 def skew(monkeypatch: pytest.MonkeyPatch) -> float:
     """The pages' copies may be this far apart (a second, not 30: the test waits past it)."""
-    monkeypatch.setattr(lists, "PAGE_SKEW", 1.0)
+    monkeypatch.setattr(reads, "PAGE_SKEW", 1.0)
     return 1.0
 
 

@@ -41,7 +41,7 @@ HOSTILE = {
     "oversized": "a" * 10_000,
 }
 # Safe, well-formed values the routes below fill in where the hostile value does not go.
-# A list is read as Markdown, and as JSON where a filter needs what Markdown lacks (`tag=`: feeds/sources/lists.py).
+# A list is read as Markdown, and as JSON where a filter needs what Markdown lacks (`tag=`: feeds/sources/reads.py).
 FORUM_PATH = re.compile(r"/(?:(?:latest|hot|top|categories|c(?:/[\w%.-]{1,300}){1,2}/\d{1,9}(?:/l/latest)?"
                         r"|tag/[\w%.-]{1,300}(?:/\d{1,9})?)\.(?:md|json)|t/[\w%.-]{1,300}/\d{1,9}\.md"
                         r"|topics/created-by/[\w%.-]{1,300}\.json"

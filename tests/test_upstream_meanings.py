@@ -27,8 +27,8 @@ from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.feeds.sources.reads import Read
 from feedbridge.store.entries import SourceEntry
 from feedbridge.store.memory import MemoryStore
-from feedbridge.upstream.bodies import CHALLENGE_PEEK
 from feedbridge.upstream.fetcher import Fetcher
+from feedbridge.upstream.transport import CHALLENGE_PEEK
 from tests.appserver import procfile_web, running_app
 from tests.fake_private import PRIVATE_MARKER, STAFF_PATH, TOPICS, USER_API_KEY
 from tests.test_private import private_forum, sign

@@ -13,10 +13,10 @@ What it does refuse is what a feed would serve wrong. A term core does not know 
 `status:closed` gives the closed topics, and a reader would never learn why. `FilterQuery.ignored` names
 every such term, from core's keys and values (`KEYS`, `VALUES`, `NUMBERS`, `DATES`, as lib/topics_filter.rb
 has them) and those an operator lists for a forum's plugins (FEEDBRIDGE_FILTER_TERMS: `assigned`,
-`status:solved`); `feeds.sources.lists` refuses them before anything is fetched. And the terms core reads for the
+`status:solved`); `feeds.sources.reads` refuses them before anything is fetched. And the terms core reads for the
 signed-in user alone. To an anonymous reader `filter_in` gives no topics at all for them (`elsif values.present?` →
 `@scope.none`) and `order:read` orders by nothing, so a public feed of `in:bookmarked` would be an empty
-feed forever; `FilterQuery.signed_in_only` names them, and `feeds.sources.lists` refuses them to an unsigned read.
+feed forever; `FilterQuery.signed_in_only` names them, and `feeds.sources.reads` refuses them to an unsigned read.
 
 The query is outside text: it is cut to `MAX_FILTER_CHARS` and `MAX_FILTER_TERMS` before it is read, and
 read piece by piece with string methods, no regex. A term with a colon must be a real `key:value` term, so

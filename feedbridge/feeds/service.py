@@ -1,5 +1,5 @@
 """Assembling a feed from a spec, one step after another as `topics` reads: its list pages with what a filter needs
-beyond them (`feeds/sources/lists.py`; the directory's subcategories), the topics' own pages
+beyond them (`feeds/sources/reads.py`; the directory's subcategories), the topics' own pages
 (`feeds/sources/topic_pages.py`), the categories' names (`feeds/sources/site.py`), filter and digest, then render.
 What is read from a forum is read through one `Gate` (`feeds/admission/gate.py`); the parts are made and joined once,
 by `build_service` at the end of this module, so the service only calls them in order, each with the request's `Read`
@@ -27,8 +27,7 @@ from typing import Literal, TypeVar
 from feedbridge import metrics
 from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
-from feedbridge.feeds.admission.budget import ForumBudget
-from feedbridge.feeds.admission.callers import Caller, CallerPool, ColdSlots, Turns
+from feedbridge.feeds.admission.callers import Caller, CallerPool, ColdSlots, ForumBudget, Turns
 from feedbridge.feeds.admission.gate import ForumWaits, Gate, Pace
 from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy, Looked
 from feedbridge.feeds.members import handshake, personal
@@ -37,9 +36,8 @@ from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested, ranked
 from feedbridge.feeds.sources.detect import SourceDetector
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source, lacking
-from feedbridge.feeds.sources.lists import ListReader
 from feedbridge.feeds.sources.post_feeds import PostFeeds
-from feedbridge.feeds.sources.reads import PUBLIC, Read, Scope
+from feedbridge.feeds.sources.reads import PUBLIC, ListReader, Read, Scope
 from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site

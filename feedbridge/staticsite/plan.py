@@ -28,7 +28,7 @@ from feedbridge.feeds.request import params
 from feedbridge.feeds.request.spec import FeedSpec, feed_kind_of, parse_feed_request
 from feedbridge.feeds.request.urls import NoFeed, feed_for_url
 from feedbridge.feeds.sources.dialects import lacks_of
-from feedbridge.feeds.sources.lists import saved_pages
+from feedbridge.feeds.sources.reads import saved_pages
 from feedbridge.render.formats import FEED_FORMATS
 from feedbridge.staticsite.lines import Lines
 from feedbridge.staticsite.saved import read_saved

@@ -4,7 +4,7 @@ Redirects are followed by hand so that each hop can be checked against the forum
 redirect is the classic way to turn a fetcher into an open proxy (to 169.254.169.254, to localhost).
 The body is read as a stream and abandoned as soon as it passes the size limit or the overall deadline,
 so a 20 MB body or a server dripping one byte a second costs bounded memory and time. Compressed bodies
-are inflated as they are read, a bounded piece at a time (`feedbridge.upstream.bodies`), so the size limit
+are inflated as they are read, a bounded piece at a time (`feedbridge.upstream.transport`), so the size limit
 counts decoded bytes as they are produced.
 
 Everything the forum sends is untrusted: paths are normalised before they are checked against the forum,
@@ -42,9 +42,10 @@ from feedbridge.errors import (
     UpstreamRefused,
     UpstreamTimeout,
 )
-from feedbridge.upstream.bodies import (
+from feedbridge.upstream.transport import (
     ACCEPT_ENCODING,
     CRAWLER_REFUSAL,
+    BoundedTransport,
     Inflater,
     challenge,
     content_encoding,
@@ -53,7 +54,6 @@ from feedbridge.upstream.bodies import (
     peek,
     retry_after_seconds,
 )
-from feedbridge.upstream.transport import BoundedTransport
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +436,7 @@ class Fetcher:
                        valid_last_modified(response.headers.get("Last-Modified"))), ""
 
     def _read_bounded(self, response: httpx.Response, url: str, deadline: float, hop: int) -> bytes:
-        """The decoded body, read raw and inflated as it comes (`bodies.Inflater`), so that the limit counts every
+        """The decoded body, read raw and inflated as it comes (`transport.Inflater`), so that the limit counts every
         decoded byte as it is produced, and the compressed bytes count against it too."""
         limit = self.settings.max_body_bytes
         declared = response.headers.get("Content-Length", "")

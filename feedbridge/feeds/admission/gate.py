@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from feedbridge import metrics
 from feedbridge.config import Credential, Forum
 from feedbridge.errors import BridgeBusy, KeyRefused, RoomSoon, UpstreamRateLimited, UpstreamRefused
-from feedbridge.feeds.admission.budget import ForumBudget
-from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller
+from feedbridge.feeds.admission.callers import WAIT_MARGIN, Caller, ForumBudget
 from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore

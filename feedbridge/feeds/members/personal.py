@@ -222,7 +222,7 @@ def feed_spec(settings: Settings, member: Member, rest: str, args: Mapping[str, 
 
 
 def own_pages(spec: FeedSpec) -> tuple[Callable[[int], str], Source]:
-    """A personal list's page URLs and how they are read (`feedbridge.feeds.sources.lists`), for a personal feed."""
+    """A personal list's page URLs and how they are read (`feedbridge.feeds.sources.reads`), for a personal feed."""
     own = next(own for own in OWN.values() if own.pattern.fullmatch(spec.list_path))
     if own.offset:
         return (lambda n: JSON.list_url(spec.forum.base_url, spec.list_path,

@@ -165,7 +165,7 @@ class FeedFilter:
     limit: int | None = None
     tags: frozenset[str] = frozenset()  # `tag_key`s; empty = any. Lists carry no tags: full mode only
     # What only JSON lists carry (a Markdown list is completed from the JSON list of the same page, see
-    # `feeds.sources.lists`); a topic whose figure is unknown is not kept by a threshold on it.
+    # `feeds.sources.reads`); a topic whose figure is unknown is not kept by a threshold on it.
     tags_all: frozenset[str] = frozenset()  # every one of them
     exclude_tags: frozenset[str] = frozenset()
     exclude_categories: frozenset[int] = frozenset()  # as given

@@ -26,7 +26,7 @@ filters, the figures' completion, the service and the saved-list builds learn it
 - Markdown (core since September 2026, admins can turn it off): title, author, replies, last activity
   and an excerpt for every topic; no creation date, tags or category (content=full reads those from
   each topic's `.md` page), no likes, views, pinned flag or picture (the JSON list of the same page has
-  them; content=full reads it for the pictures, `feeds/sources/lists.py`).
+  them; content=full reads it for the pictures, `feeds/sources/reads.py`).
 - JSON (every Discourse release since 2013): title, author, replies, last activity, creation date,
   tags, category id and picture (`image_url`) for every topic, an excerpt only for pinned topics;
   content=full takes the first post's cooked HTML from `/t/ID.json`, the topic's head, read once for it and
