@@ -1,4 +1,4 @@
-"""Source detection (`feedbridge.feeds.sources.detect`): one test per transition of its state machine, over a real socket.
+"""Source detection (`feedbridge.feeds.sources.dialects`): one test per transition of its state machine, over a real socket.
 
 The fake forum answers the probes; the bridge is the Procfile's gunicorn with its gevent worker, as in
 production: one server per settings combination, each test with a fake forum of its own (`served`, as in

@@ -26,7 +26,7 @@ from feedbridge.errors import ConfigError, DecodeError
 from feedbridge.feeds.request.spec import parse_feed_request
 from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources import site
-from feedbridge.feeds.sources.detect import SourceDetector
+from feedbridge.feeds.sources.dialects import SourceDetector
 from feedbridge.store import codec
 from feedbridge.store.control import MemoryControl
 from feedbridge.store.entries import SourceEntry

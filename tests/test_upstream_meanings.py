@@ -22,8 +22,7 @@ from lxml import html as lxml_html
 from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import BotWall, NotPublic, UpstreamError, UpstreamNotFound, UpstreamRefused
 from feedbridge.feeds.service import FeedService, build_service
-from feedbridge.feeds.sources.detect import UNDECIDED
-from feedbridge.feeds.sources.dialects import MARKDOWN
+from feedbridge.feeds.sources.dialects import MARKDOWN, UNDECIDED
 from feedbridge.feeds.sources.reads import Read
 from feedbridge.store.entries import SourceEntry
 from feedbridge.store.memory import MemoryStore

@@ -33,16 +33,16 @@ from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy, Lo
 from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
-from feedbridge.feeds.select.digest import digested, ranked
-from feedbridge.feeds.sources.detect import SourceDetector
-from feedbridge.feeds.sources.dialects import MARKDOWN, Source, lacking
+from feedbridge.feeds.select.digest import digested
+from feedbridge.feeds.select.filters import ranked
+from feedbridge.feeds.sources.dialects import MARKDOWN, Source, SourceDetector, lacking
 from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import PUBLIC, ListReader, Read, Scope
 from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render
-from feedbridge.render.meta import newest_believed
+from feedbridge.render.meta import newest_believed, topic_entries
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import FeedEntry
@@ -283,6 +283,8 @@ class FeedService:
                 tagged = {topic.id: topic.tags for topic in enriched}
                 everything = [replace(t, tags=tagged.get(t.id, t.tags)) for t in everything]
         kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
+        if spec.digest is None:
+            return listings[0], topic_entries(kept, spec.forum.base_url)
         return listings[0], digested(spec, listings, kept, since, now)
 
     def categories(self, forum: Forum, parent: int | None = None) -> tuple[Category, ...]:

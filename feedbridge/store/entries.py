@@ -95,7 +95,7 @@ class SiteEntry:
 
 @dataclass(frozen=True, slots=True)
 class SourceEntry:
-    """The source decision of an `auto` forum (`feedbridge.feeds.sources.detect`): control state, never evicted.
+    """The source decision of an `auto` forum (`feedbridge.feeds.sources.dialects`): control state, never evicted.
 
     `source` is `markdown`, `json`, or `undecided` (no probe has decided yet). `stored_at` is when the
     probe last ran, `due_at` when it runs again. Shared through Redis so every worker detects a forum once

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
 from feedbridge.feeds.request.spec import FeedSpec
+from feedbridge.feeds.select.filters import ranked
 from feedbridge.models import Entry, Listing, Topic
-from feedbridge.render.meta import CLOCK_SKEW, topic_entries
+from feedbridge.render.meta import CLOCK_SKEW
 
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
@@ -38,14 +39,13 @@ def period_of(digest: str, moment: datetime) -> tuple[str, date]:
 
 def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic],
              since: datetime | None = None, now: datetime | None = None) -> list[Entry]:
-    """`topics` (the feed's, filtered) as the feed's entries: the spec's digest's, newest period first, or one
-    per topic (`render.meta.topic_entries`) when it asks for no digest. With `since` (`max_age=`), only the periods that
+    """`topics` (the feed's, filtered) as the entries of the spec's digest, newest period first (a feed of no
+    digest has one entry per topic: `render.meta.topic_entries`). With `since` (`max_age=`), only the periods that
     start from it: whole periods, so that a window moving on drops a period rather than changing one. A topic
     dated past `now` (the build's time) by more than `CLOCK_SKEW` is in no period, as it dates no feed: a topic of
     9999 made a period that had not begun, forever the newest, which took one of `limit=`'s."""
     digest = spec.digest
-    if digest is None:
-        return topic_entries(topics, spec.forum.base_url)
+    assert digest is not None, "a feed of no digest has an entry per topic, not periods"
     latest = None if now is None else now + CLOCK_SKEW
     periods: dict[tuple[str, date], list[Topic]] = {}
     for topic in topics:
@@ -60,13 +60,6 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
         newest = [period for period in newest if datetime.combine(period[1], time(), UTC) >= since]
     newest = newest[: spec.digest_limit]
     return [_entry(spec, label, start, periods[(label, start)]) for label, start in newest]
-
-
-def ranked(spec: FeedSpec) -> bool:
-    """Whether the feed's list is in an order of the forum's other than newest activity first: a score (top,
-    hot) or a `/filter` query's `order:` (likes, views, created...)."""
-    return (spec.list_path in ("/top", "/hot") or spec.list_path.endswith("/l/top")
-            or (spec.forum_query is not None and spec.forum_query.ranked))
 
 
 def _end_of_pages(listings: Sequence[Listing], by_activity: bool) -> datetime | None:

@@ -21,11 +21,13 @@ test the mode, they call the read, which answers each way:
     moves_on            what lets a read try its second list (a user's own list → the latest list):
                         live: the forum's refusal of the first        cached: no copy of the first
 
-`list_page` is here, below the source detector (`feeds/sources/detect.py`), because both the lists' reader and the
-detector's probes read a list page, and the probes must read it through the same page cache and gate as a
-feed does (a `/latest` feed built just after a probe reads the probe's page from there): with it here, the
-detector calls it with the read it was given instead of reaching back up to the readers through a callback.
-This module names the detector only for the type checker, so at run time it sits below `detect.py`.
+    list_page(...)      one list page through the page cache and the gate (live), or its copy (cached)
+
+`list_page` is the read's own, because both the lists' reader and the source detector's probes read a list
+page, and the probes must read it through the same page cache and gate as a feed does (a `/latest` feed built
+just after a probe reads the probe's page from there): the detector calls it on the read it was given instead
+of reaching back up to the readers through a callback. This module names the detector only for the type
+checker, so at run time it sits below it (`feeds/sources/dialects.py`).
 
 The lists themselves are read here too (`ListReader`), the work a read does most:
 
@@ -84,7 +86,7 @@ from feedbridge.store.protocols import Store
 from feedbridge.upstream.fetcher import Fetched
 
 if TYPE_CHECKING:
-    from feedbridge.feeds.sources.detect import SourceDetector
+    from feedbridge.feeds.sources.dialects import SourceDetector
 
 E = TypeVar("E")
 log = logging.getLogger(__name__)
@@ -198,16 +200,15 @@ class Read:
             return self.scope.detector.decided(forum)
         return self.scope.detector.source(self, forum)
 
-
-def list_page(read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
-    """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or NotHeld
-    (read from cached copies)."""
-    return list_entry(read, forum, url, source).listing
+    def list_page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
+        """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or NotHeld
+        (read from cached copies)."""
+        return list_entry(self, forum, url, source).listing
 
 
 def list_entry(read: Read, forum: Forum, url: str, source: Source = MARKDOWN, *,
                fresh_for: float | None = None, dates: bool = True) -> PageEntry:
-    """`list_page` with when its copy was stored (`PageEntry.stored_at`), fresh within `fresh_for` seconds
+    """`Read.list_page` with when its copy was stored (`PageEntry.stored_at`), fresh within `fresh_for` seconds
     (the cache TTL by default): what a list read of several pages brings into line (`ListReader`),
     which says itself which copies date the feed (`dates` False: `Read.stored`)."""
     def fetch(held: PageEntry | None, read: Read) -> PageEntry:
@@ -239,7 +240,7 @@ class ListReader:
         reading a long list one page at a time. A missing or empty page ends the list. A page not read
         within the request's deadline fails the build (a shorter feed must not pass for the whole one).
 
-        The list is read through the forum's source (`feedbridge.feeds.sources.detect`). A user feed reads the user's
+        The list is read through the forum's source (`feedbridge.feeds.sources.dialects`). A user feed reads the user's
         own topic list (`/topics/created-by/USER.json`, on every forum) and the latest list, filtered by
         author, only when the forum refuses that.
         """
@@ -330,8 +331,8 @@ class ListReader:
         return entries
 
     def page(self, read: Read, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
-        """One parsed list page (`reads.list_page`, which the source probes read through too)."""
-        return list_page(read, forum, url, source)
+        """One parsed list page (`Read.list_page`, which the source probes read through too)."""
+        return read.list_page(forum, url, source)
 
 
 PAGE_SKEW = 30.0
