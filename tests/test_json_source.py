@@ -98,6 +98,21 @@ def test_category_feed_matches_the_markdown_forum(app, upstream_json):
     assert upstream_json.count(f"{COMPILER}.json?page=4") == 0  # page 2 carries no more_topics_url
 
 
+
+@pytest.mark.parametrize("route", ["/c/compiler/5", "/c/hardware/gpu/12", "/latest", "/top?period=weekly"])
+def test_a_feed_says_where_its_topics_came_from_in_the_same_words_on_either_source(upstream, upstream_json, route):
+    """A Markdown list's heading is the list it was read at: a category's is read at `/latest.md?category=ID`,
+    whose heading is "Latest", where a JSON list has none. The description said "from Latest" on one forum and
+    "from compiler" on the other for the same feed; both now name the list the request names."""
+    path, _, query = route.partition("?")
+    said = []
+    for forum in (upstream, upstream_json):
+        with running_app(settings_for(forum.url)) as running:
+            feed = parsed(get(running.feed_url(f"{path}.rss" + (f"?{query}" if query else ""))))
+            said.append(feed.feed.description.replace(running.forum_key, "FORUM"))
+    assert said[0] == said[1], said
+    assert "Latest" not in said[0] or route == "/latest", said
+
 # --- what the JSON lists carry -----------------------------------------------------------------------
 
 def test_creation_date_tags_and_category_name_come_from_the_list(app, upstream_json):

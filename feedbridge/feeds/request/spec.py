@@ -214,12 +214,12 @@ class FeedSpec:
         return self.title
 
     def description(self, first: Listing, title: str) -> str:
-        """Says where the topics came from; for a user's topics feed, whether it is complete. `title` is the
-        feed's (`feed_title`)."""
+        """Where the topics came from, in the request's words (a Markdown category list's heading is "Latest", a
+        JSON list has none); for a user's topics feed, whether it is complete. `title`: `feed_title`'s."""
         if self.kind in POST_KINDS:
             return f"{title}, newest first: {self.label} on {self.forum.key}"
         if self.started_by is None:
-            return f"{title}, from {first.title or self.label} on {self.forum.key}"
+            return f"{title}, from {self.label} on {self.forum.key}"
         if first.started_by is not None:
             return f"{title}: every topic they started, from their own topic list on {self.forum.key}"
         return (f"{title}: only those among the latest topics of {self.forum.key} ({self.pages} page(s)), "
