@@ -20,7 +20,8 @@ SECRET = "Sekr1tTokenValue"
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[ProcfileApp, FakeForum]]:
-    with FakeForum() as forum, procfile_app(settings_for(forum.url, log_format="json", access_log=True)) as app:
+    with FakeForum() as forum, procfile_app(settings_for(forum.url, log_format="json", access_log=True,
+                                                                   metrics=True)) as app:
         yield app, forum
 
 
@@ -65,6 +66,16 @@ def test_a_requests_upstream_fetches_carry_its_id_and_every_request_has_its_own(
         "GET", f"/{app.forum_key}{COMPILER}", 200, "miss")
     (hit,) = [line for line in printed if line.get("request_id") == warm_id]  # a hit asks nothing upstream
     assert (hit["logger"], hit["cache"]) == ("feedbridge.access", "hit")
+
+
+def test_every_answer_carries_a_request_id_a_scrape_of_metrics_too(served):
+    app, _forum = served
+    answers = [get(f"{app.url}/metrics"), get(f"{app.url}/metrics", headers={"X-Forwarded-For": "203.0.113.9"}),
+               get(app.feed_url("/latest.atom")), get(f"{app.url}/healthz"), get(f"{app.url}/nowhere")]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 200, 404]
+    assert "feedbridge_feed_requests_total" in answers[0].text
+    ids = [answer.headers.get("x-request-id") for answer in answers]
+    assert all(ids) and len(set(ids)) == len(ids), ids
 
 
 def test_no_token_and_no_control_character_reaches_a_line(served):

@@ -76,15 +76,16 @@ def create_app(settings: Settings | None = None, transport: httpx.BaseTransport 
 
 
 def _edge(app: WSGIApplication, settings: Settings, cache: MemoryStore) -> WSGIApplication:
-    """The layers in front of everything: the host a request names in its target, the request id its log lines
-    carry (with JSON logs), and outermost, where REMOTE_ADDR is still the socket's peer, `/metrics` (when on) for
-    the peers allowed to read it."""
+    """The layers in front of everything: the host a request names in its target, `/metrics` (when on) for the
+    peers allowed to read it (REMOTE_ADDR is the socket's peer there: no layer outside it changes it), and
+    outermost the request id every answer carries and its log lines too (with JSON logs): a scrape's answer had
+    none, the one answer without it."""
     app = _target_host(app)
-    if settings.log_format == "json":
-        app = RequestIds(app)
     if settings.metrics:
         metrics.switch_on(cache.held)
         app = metrics.Endpoint(app, settings.metrics_allow)
+    if settings.log_format == "json":
+        app = RequestIds(app)
     return app
 
 
