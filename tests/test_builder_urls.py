@@ -124,6 +124,16 @@ def test_a_category_named_by_its_slug_alone_says_what_to_paste():
     assert isinstance(found, NoFeed) and "by its slug alone" in found.message and "/c/SLUG/ID" in found.message
 
 
+def test_an_intersection_of_more_tags_than_a_feed_takes_says_so_as_the_web_does():
+    """The web's 404 for `/tag/a+b+c+d+e+f` says a feed takes up to 5 tags; the paste box and `feedbridge build`
+    said only that the URL was not recognised."""
+    for path in ("tags/intersection/a/b/c/d/e/f", "tag/a+b+c+d+e+f"):
+        found = feed_for_url(SETTINGS, f"https://forum.example.org/{path}")
+        assert isinstance(found, NoFeed) and "joins 6 tags" in found.message and "up to 5 tags" in found.message
+    found = feed_for_url(SETTINGS, "https://forum.example.org/tags/intersection/a/b/c/d/e")
+    assert isinstance(found, FeedTarget) and found.feed_path("atom") == "forum.example.org/tag/a+b+c+d+e.atom"
+
+
 def test_the_one_converter_keeps_the_lists_own_query_and_drops_paging():
     found = feed_for_url(SETTINGS, "forum.example.org/latest.json?category=5&page=3&order=views")
     assert isinstance(found, FeedTarget)

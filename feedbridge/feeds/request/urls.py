@@ -22,7 +22,15 @@ from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from feedbridge.config import Forum, Settings
 from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind, Marked, fullmatch
-from feedbridge.feeds.request.spec import CATEGORY_VALUE, SLUG, feed_kind_of, keyword_param, kind_of, split_forum
+from feedbridge.feeds.request.spec import (
+    CATEGORY_VALUE,
+    MAX_INTERSECTION,
+    SLUG,
+    feed_kind_of,
+    keyword_param,
+    kind_of,
+    split_forum,
+)
 
 _USER = r"(?P<user>\w[\w.-]{0,59})"  # core's UsernameValidator: a letter, digit or `_` first
 # A topic's page, with a post's number or `last` after it: core routes `t/:topic_id/:post_number` before
@@ -37,13 +45,21 @@ _CATEGORY_ID = re.compile(r"c/(?P<id>[0-9]{1,9})(?:/l/latest|/none|/all)?")
 _CATEGORY_SLUGS = re.compile(rf"c/(?P<slugs>{SLUG}(?:/{SLUG})?(?:/{SLUG})?)(?:/l/\w{{1,20}}|/none|/all)?")
 _TAG = re.compile(rf"tags?/(?P<tag>{SLUG})(?:/(?P<id>[0-9]{{1,9}}))?(?:/l/\w{{1,20}})?")
 _TAG_IN_CATEGORY = re.compile(rf"tags/c/{CATEGORY_VALUE}/(?P<tag>{SLUG})(?:/l/\w{{1,20}})?")
-_INTERSECTION = re.compile(rf"tags/intersection/(?P<tags>{SLUG}(?:/{SLUG}){{1,4}})")
+_INTERSECTION = re.compile(rf"tags/intersection/(?P<tags>{SLUG}(?:/{SLUG}){{1,{MAX_INTERSECTION - 1}}})")
 _USER_TOPICS = re.compile(rf"(?:topics/created-by/|u/){_USER}(?:/summary|/activity/topics)?")
 _USER_POSTS = re.compile(rf"u/{_USER}/(?:activity|activity/replies|activity/posts|posts)")
 _USER_OTHER = re.compile(rf"u/{_USER}/[\w/-]{{1,100}}")
 _TOP = re.compile(r"top(?:/(?P<period>\w{1,20}))?")
 _SUFFIX = re.compile(r"\.(?:md|json|rss)$")
 _LATEST = ("", "latest", "new", "unread", "categories")
+
+
+def _joined_tags(rest: str) -> int:
+    """How many tags a tag intersection's path joins (core's `/tags/intersection/a/b`, the bridge's `tag/a+b`),
+    0 for any other path: one of more than a feed takes was "not recognised", where the web says why."""
+    if rest.startswith("tags/intersection/"):
+        return len(rest.removeprefix("tags/intersection/").split("/"))
+    return len(rest.removeprefix("tag/").split("/")[0].split("+")) if rest.startswith("tag/") else 0
 
 
 def _fullmatch(pattern: re.Pattern[str], text: str) -> re.Match[str] | Marked | None:
@@ -114,6 +130,9 @@ def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
             and not any(part.isdigit() for part in match["slugs"].split("/"))):
         return NoFeed(f"/c/{match['slugs'][:80]} names a category by its slug alone: open it on {forum.key} and "
                       "paste the address it shows, which ends in the category's number (/c/SLUG/ID).")
+    if target is None and (joined := _joined_tags(rest)) > MAX_INTERSECTION:
+        return NoFeed(f"/{rest[:80]} joins {joined} tags: a feed takes a tag, or up to {MAX_INTERSECTION} tags that "
+                      "every topic has (/tags/intersection/a/b).")
     if target is None:
         return NoFeed(f"The bridge does not recognise /{rest[:80]} on {forum.key}: paste a category, tag, "
                       "latest, top, topic, user, search or filter URL.")
