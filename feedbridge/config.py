@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import idna
+
 from feedbridge.errors import ConfigError, cut, shown, shown_url
 
 SOURCE_CHOICES = ("auto", "markdown", "json")
@@ -27,9 +29,7 @@ SOURCE_CHOICES = ("auto", "markdown", "json")
 @dataclass(frozen=True, slots=True)
 class Forum:
     """A forum the service may fetch from. `key` is how it appears in feed paths: host[:port][/subfolder].
-
-    `source` is one of `SOURCE_CHOICES`, written as a prefix in FEEDBRIDGE_FORUMS (`json:https://...`).
-    """
+    `source` is one of `SOURCE_CHOICES`, written as a prefix in FEEDBRIDGE_FORUMS (`json:https://...`)."""
 
     base_url: str
     source: str = "auto"
@@ -43,8 +43,16 @@ class Forum:
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
         object.__setattr__(self, "key", parts.netloc + parts.path.rstrip("/"))
-        object.__setattr__(self, "origin", (parts.scheme, parts.netloc.lower()))
+        object.__setattr__(self, "origin", (parts.scheme, ascii_netloc(parts.netloc)))
         object.__setattr__(self, "subfolder", parts.path.rstrip("/"))
+
+
+def ascii_netloc(netloc: str) -> str:
+    """`netloc` in lower case, its host as httpx sends it (IDNA 2008): core names a forum by its punycode name
+    (`xn--bcher-kva.example`) in redirects and links, whichever form it was configured in. ValueError for a
+    host IDNA refuses."""
+    host, colon, port = netloc.lower().partition(":")  # a host that is not ASCII is no IPv6 literal
+    return netloc.lower() if netloc.isascii() else idna.encode(host).decode() + colon + port
 
 
 def parse_forum(url: str, given: str | None = None) -> Forum:
@@ -60,7 +68,7 @@ def parse_forum(url: str, given: str | None = None) -> Forum:
                                 f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
     try:
         parts = urlsplit(text)
-        hostname = parts.hostname if parts.port != 0 else None  # reading `port` refuses one that is none: 99999, abc
+        hostname = parts.hostname if parts.port != 0 and ascii_netloc(parts.netloc) else None  # port: 99999, abc
     except ValueError:
         hostname = None
     if not hostname or parts.scheme not in ("http", "https"):
@@ -77,12 +85,9 @@ DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """How the bridge signs in to one forum (FEEDBRIDGE_CREDENTIALS), named by the forum's key.
-
-    A User API key (`user-api-key:KEY`, sent as `User-Api-Key`) or an admin API key and the user it acts
-    as (`api-key:USERNAME:KEY`, sent as `Api-Key` and `Api-Username`). The key is left out of the repr,
-    so no log line, error or traceback that shows the settings shows it.
-    """
+    """How the bridge signs in to one forum (FEEDBRIDGE_CREDENTIALS), named by the forum's key: a User API key
+    (`user-api-key:KEY`, sent as `User-Api-Key`) or an admin API key and the user it acts as (`api-key:USERNAME:KEY`,
+    sent as `Api-Key` and `Api-Username`). The key is out of the repr, so nothing that shows the settings shows it."""
 
     host: str
     username: str | None = None  # an admin API key's user; None for a User API key
@@ -118,9 +123,8 @@ def parse_credential(entry: str, host: str, what: str = "FEEDBRIDGE_CREDENTIALS"
 
 _FORUM_KEY = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])"
                         r"(?::[0-9]{1,5})?(?:/[a-z0-9._~%!$&'()*+,;=:@/-]*)?", re.IGNORECASE)
-"""What a forum's key (`Forum.key`, host[:port][/subfolder]) can look like: a credential entry's HOST is
-shown in an error only when it does, since an entry written the wrong way round (`user-api-key:KEY=host`)
-has its key where the HOST should be."""
+"""What a forum's key (`Forum.key`, host[:port][/subfolder]) looks like: an entry's HOST is shown in an error only
+when it does, since one written the wrong way round (`user-api-key:KEY=host`) has its key where the HOST is."""
 
 
 def _credentials(raw: str) -> tuple[Credential, ...]:
@@ -175,10 +179,9 @@ N = TypeVar("N", int, float)
 
 @dataclass(frozen=True, slots=True)
 class Env:
-    """Where a setting is read from: its variables (the first one set and not blank wins: a variable set
-    to nothing, as a deployment template leaves one, is unset), how its text becomes a value (a ValueError
-    says why it cannot), and for a number the bounds it must lie within. A `secret` value is never shown in
-    an error; a `required` one set but blank is an error, not its default."""
+    """Where a setting is read from: its variables (the first one set and not blank wins: one set to nothing, as a
+    deployment template leaves it, is unset), how its text becomes a value (a ValueError says why it cannot),
+    and a number's bounds. A `secret` value is never shown in an error; a `required` one set blank is an error."""
 
     names: tuple[str, ...]
     read: Callable[[str], Any]
@@ -235,10 +238,10 @@ def _forums(raw: str) -> tuple[Forum, ...]:
 
 
 def _redis_url(raw: str) -> str:
-    """A URL of the shape redis-py reads, with a host, a port that is one and a database that is a number (a
-    unix:// URL, a path), so a bad one is this line, not each worker's traceback, nor database 0 without a word
-    (redis-py's reading of `/abc`). Not read by redis-py here: imported in gunicorn's master, before the gevent
-    worker patches `ssl`, it has every worker warn. Shown without its password (`shown_url`)."""
+    """A URL of the shape redis-py reads (a host, a port that is one, a database that is a number; a unix://
+    URL's path): a bad one is this line, not each worker's traceback, nor database 0 without a word (redis-py's
+    `/abc`). Not read by redis-py here: imported in gunicorn's master, before the gevent worker patches `ssl`,
+    it has every worker warn. Shown without its password (`shown_url`)."""
     kind = raw.partition("://")[0].lower() if "://" in raw else ""
     try:
         parts = urlsplit(raw)  # .port: a ValueError when it is no number or past 65535
@@ -426,15 +429,14 @@ class Settings:
     cpu_allowance: float = number(20.0, "FEEDBRIDGE_CPU_ALLOWANCE", 0.0, 3600.0)
 
     def __post_init__(self) -> None:
-        """Every number within its bounds and the settings consistent, however they were made: from the
-        environment, by the static build's config, or in code (a bound checked only on reading the
-        environment let a static build wait 600 s where the bound is 300)."""
+        """Every number within its bounds and the settings consistent, however they were made (the environment,
+        a static build's config, code: a bound checked only on reading the environment let a build wait 600 s)."""
         for f in fields(self):
             if (env := f.metadata.get("env")) is not None:
                 env.check(getattr(self, f.name))
         if self.pages_default > self.pages_max:
-            raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({self.pages_default}) must be at most "
-                              f"FEEDBRIDGE_PAGES_MAX ({self.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
+            raise ConfigError(f"FEEDBRIDGE_PAGES_DEFAULT ({self.pages_default}) must be at most FEEDBRIDGE_PAGES_MAX "
+                              f"({self.pages_max})", "FEEDBRIDGE_PAGES_DEFAULT")
         keys = [key for group in self.multisite for key in group]
         strangers = [key for key in keys if self.forum_for_key(key) is None]
         if strangers or len(keys) != len(set(keys)):
@@ -444,8 +446,7 @@ class Settings:
                               "FEEDBRIDGE_MULTISITE")
         if strangers := [host for host, _ in self.filter_terms if self.forum_for_key(host) is None]:
             raise ConfigError(f"FEEDBRIDGE_FILTER_TERMS: {cut(', '.join(strangers))} is not a forum of "
-                              "FEEDBRIDGE_FORUMS",
-                              "FEEDBRIDGE_FILTER_TERMS")
+                              "FEEDBRIDGE_FORUMS", "FEEDBRIDGE_FILTER_TERMS")
         if self.request_deadline >= self.worker_timeout:
             # Past the worker timeout gunicorn kills the worker mid-request: every request on it gets nothing.
             raise ConfigError(f"FEEDBRIDGE_REQUEST_DEADLINE ({self.request_deadline:g}) must be below "
@@ -491,10 +492,9 @@ class Settings:
             raise ConfigError("FEEDBRIDGE_PERSONAL=on needs FEEDBRIDGE_SECRET (members' feed URLs are sealed with it) "
                               "and FEEDBRIDGE_CONNECT_KEY (the RSA key forums encrypt members' keys to)",
                               "FEEDBRIDGE_PERSONAL")
-        for redirect in self.auth_redirects:
-            if self.forum_for_key(redirect.host) is None:
-                raise ConfigError(f"FEEDBRIDGE_AUTH_REDIRECTS: {redirect.host} is not a forum of FEEDBRIDGE_FORUMS",
-                                  "FEEDBRIDGE_AUTH_REDIRECTS")
+        if stranger := next((r.host for r in self.auth_redirects if self.forum_for_key(r.host) is None), None):
+            raise ConfigError(f"FEEDBRIDGE_AUTH_REDIRECTS: {stranger} is not a forum of FEEDBRIDGE_FORUMS",
+                              "FEEDBRIDGE_AUTH_REDIRECTS")
         for name, value in (("FEEDBRIDGE_SECRET", self.secret), ("FEEDBRIDGE_SECRET_PREVIOUS", self.secret_previous)):
             if value is not None and len(value) < 16:
                 raise ConfigError(f"{name} must be at least 16 characters (e.g. `openssl rand -hex 32`)", name)

@@ -119,6 +119,19 @@ def test_a_pasted_host_is_read_as_the_forums_whatever_its_port_user_or_final_dot
         assert isinstance(missed, NoFeed) and missed.message.startswith(named) and "hunter2" not in missed.message
 
 
+@pytest.mark.parametrize("configured", ["https://bücher.example", "https://xn--bcher-kva.example"])
+def test_a_pasted_internationalised_host_names_its_forum_in_either_form(configured):
+    """Browsers copy an internationalised host as Unicode or as punycode: either names the forum, configured
+    either way; another host is still no forum."""
+    settings = Settings(forums=(parse_forum(configured),))
+    for url in ("https://bücher.example/c/books/5", "https://xn--bcher-kva.example/c/books/5",
+                "https://XN--BCHER-KVA.example:443/c/books/5.md"):
+        found = feed_for_url(settings, url)
+        assert isinstance(found, FeedTarget) and found.path == "c/books/5" and found.forum == settings.forums[0], url
+    for url in ("https://bucher.example/c/books/5", "https://xn--bcher-kvb.example/c/books/5", "https://xn--zz.example/"):
+        assert isinstance(feed_for_url(settings, url), NoFeed), url
+
+
 def test_a_category_named_by_its_slug_alone_says_what_to_paste():
     found = feed_for_url(SETTINGS, "https://forum.example.org/c/compiler")
     assert isinstance(found, NoFeed) and "by its slug alone" in found.message and "/c/SLUG/ID" in found.message

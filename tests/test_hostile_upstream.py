@@ -613,6 +613,22 @@ def test_is_within_checks_the_normalised_path(url, inside):
     assert is_within(Forum("http://f.example/sub"), url) is inside
 
 
+@pytest.mark.parametrize("configured", ["https://bücher.example", "https://xn--bcher-kva.example"])
+def test_an_internationalised_forum_is_one_host_in_either_form(configured):
+    """httpx sends a Unicode host as its punycode name (IDNA 2008), and core names itself by that name in its
+    redirects and links (`Discourse.base_url`). A forum configured as `https://bücher.example` refused every
+    redirect and every topic link of its own as leaving the forum (content=full read no topic page), and one
+    configured in punycode refused a link written in Unicode. Another name, or one IDNA refuses, is still outside."""
+    forum = parse_forum(configured)
+    for url in ("https://xn--bcher-kva.example/t/a/1", "https://bücher.example/t/a/1", "https://BÜCHER.example/t/a/1"):
+        assert is_within(forum, url), url
+    for url in ("https://xn--bcher-kvb.example/t/a/1", "https://bucher.example/t/a/1", "https://b\u200dücher.example/t",
+                "http://bücher.example/t/a/1"):
+        assert not is_within(forum, url), url
+    with pytest.raises(ConfigError, match="not an http"):
+        parse_forum("https://b\u200d\u00fccher.example")
+
+
 @pytest.mark.parametrize("url,normal", [
     ("http://f.example/sub/a/./b/../c", "http://f.example/sub/a/c"),
     ("http://f.example/sub/a/%2E%2e/b?q=%2e#top", "http://f.example/sub/b?q=%2e"),  # the query is not a path

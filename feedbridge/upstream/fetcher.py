@@ -28,7 +28,7 @@ import httpx
 import rfc3986
 
 from feedbridge import USER_AGENT, metrics
-from feedbridge.config import Credential, Forum, Settings
+from feedbridge.config import Credential, Forum, Settings, ascii_netloc
 from feedbridge.errors import (
     BotWall,
     CrawlerRefused,
@@ -137,9 +137,10 @@ def is_within(forum: Forum, url: str, among: Sequence[Forum] = ()) -> bool:
         return False
     try:
         parts = urlsplit(normalise_url(url))
-    except ValueError:
+        netloc = parts.netloc.lower()  # bücher.example is xn--bcher-kva.example; an ASCII one is read here
+        origin = (parts.scheme, netloc if netloc.isascii() else ascii_netloc(netloc))
+    except ValueError:  # a host IDNA refuses too
         return False
-    origin = (parts.scheme, parts.netloc.lower())
     if parts.username or parts.password or not _under(forum, origin, parts.path):
         return False
     depth = len(forum.subfolder)

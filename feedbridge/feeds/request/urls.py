@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
-from feedbridge.config import Forum, Settings
+import idna
+
+from feedbridge.config import Forum, Settings, ascii_netloc
 from feedbridge.feeds.request.params import TOP_PERIODS, FeedKind, Marked, fullmatch
 from feedbridge.feeds.request.spec import (
     CATEGORY_VALUE,
@@ -142,17 +144,28 @@ def feed_for_url(settings: Settings, url: str) -> FeedTarget | NoFeed:
 def _hosts(parts: SplitResult) -> list[str]:
     """The names a pasted URL's host may have among the forums' keys: as written (its user left out), and
     without its scheme's default port, or with it (`https://forum:443`, the forum configured either way), and
-    without a final dot (`forum.example.`, the same host)."""
+    without a final dot (`forum.example.`, the same host); an internationalised one in either form, Unicode
+    or punycode (`bücher.example`, `xn--bcher-kva.example`: browsers copy one or the other)."""
     try:
         port = parts.port
     except ValueError:
         return []
     name = (parts.hostname or "").rstrip(".")
-    name = f"[{name}]" if ":" in name else name
+    names = [f"[{name}]"] if ":" in name else [name, *_idna_twin(name)]
     default = {"https": 443, "http": 80}.get(parts.scheme.lower())
     if port is not None and port != default:
-        return [f"{name}:{port}"]
-    return [name, f"{name}:{default}"]
+        return [f"{name}:{port}" for name in names]
+    return [*names, *(f"{name}:{default}" for name in names)]
+
+
+def _idna_twin(name: str) -> list[str]:
+    """The other form of an internationalised host name (none for a name that is not one, or not a valid one)."""
+    try:
+        if not name.isascii():
+            return [ascii_netloc(name)]
+        return [idna.decode(name)] if "xn--" in name else []
+    except ValueError:
+        return []
 
 
 def feed_of_path(forum: Forum, rest: str, query: Mapping[str, str]) -> FeedTarget | None:
