@@ -5,9 +5,9 @@
   another request's fetch); the service answers with what it has by then.
 - `Admission`: what the request holds, shared by all it runs, pool work included: at most one cold slot
   (`feedbridge.feeds.admission.policy`), taken by its first read that goes upstream, and the refusals its reads met.
-- `Turns`: which requests may wait for a window of the forums' budgets (`ForumBudget`, below) now.
-- `ForumBudget`: what the requests may spend of each forum (below).
+- `Turns`: which requests may wait for a window of the forums' budgets now.
 - `CallerPool`: the pool a request's reads run in, in waves, within its deadline.
+- `ForumBudget` (the second half of the module): what the requests may spend of each forum, and each client.
 
 Reads outside a web request (the static build, the CLI) have no `Caller` and get the cache and negative
 caching only: they pace themselves (`upstream/batch.py`) and have no readers waiting on a thread.

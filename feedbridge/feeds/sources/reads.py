@@ -20,8 +20,7 @@ test the mode, they call the read, which answers each way:
     source(forum)       live: the decided source, probing when due    cached: the record as it is
     moves_on            what lets a read try its second list (a user's own list → the latest list):
                         live: the forum's refusal of the first        cached: no copy of the first
-
-    list_page(...)      one list page through the page cache and the gate (live), or its copy (cached)
+    list_page(url)      live: from the page cache, else fetched       cached: any copy, else NotHeld
 
 `list_page` is the read's own, because both the lists' reader and the source detector's probes read a list
 page, and the probes must read it through the same page cache and gate as a feed does (a `/latest` feed built
@@ -29,15 +28,12 @@ just after a probe reads the probe's page from there): the detector calls it on 
 of reaching back up to the readers through a callback. This module names the detector only for the type
 checker, so at run time it sits below it (`feeds/sources/dialects.py`).
 
-The lists themselves are read here too (`ListReader`), the work a read does most:
-
-Reading a forum's topic lists, page by page: the part of a feed that costs the forum the most requests.
-
-Kept apart from assembling a feed (`feedbridge.feeds.service`) because it is the same work for every
-consumer of a list (feeds, views, previews, the source probes, the CLI): which URLs make up a list, how far
-to page, and when a missing page ends it. What the forum answered reaches the reader in the words every
-route uses (`errors.explained`: missing or private, members only, a bot wall, slow down). Every page goes through the
-page cache (`CachePolicy`) and every request through the `Gate`, when read live (`Read`).
+The lists themselves are read here too (`ListReader`), page by page: the part of a feed that costs the forum
+the most requests. Kept apart from assembling a feed (`feedbridge.feeds.service`) because it is the same work
+for every consumer of a list (feeds, views, previews, the source probes, the CLI): which URLs make up a list,
+how far to page, and when a missing page ends it. What the forum answered reaches the reader in the words
+every route uses (`errors.explained`: missing or private, members only, a bot wall, slow down). Every page
+goes through the page cache (`CachePolicy`) and every request through the `Gate`, when read live (`Read`).
 
 What a feed's lists lack is read here too, from the JSON list of the same page (`FIGURES`). A Markdown list
 carries replies but no likes, views, tags or category ids: a feed that filters on those reads the forum's
