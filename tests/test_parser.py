@@ -6,7 +6,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import feedparser
 import pytest
@@ -387,3 +387,23 @@ def test_a_directorys_percent_encoded_slugs_are_the_feed_paths_names():
     assert [(c.slugs, c.id) for c in parse_categories(markdown)] == [("中文", 7), ("हिन्दी", 8), ("compiler", 5)]
     assert [(c.slugs, c.id) for c in parse_json_categories(json.dumps(document))] == [
         ("中文", 7), ("हिन्दी", 8), ("compiler", 5), ("%F0%9F%8E%89-news", 9)]
+
+
+@pytest.mark.parametrize("length", [34, 50])
+def test_a_category_named_in_fifty_cjk_characters_keeps_its_place_in_the_directory(length):
+    """Core takes names of up to 50 characters and never cuts an encoded slug (lib/slug.rb: `max_length = 9999`
+    for `:encoded`): a name of 34 CJK characters has a slug of 306 characters, and one of 50 of 450. Cut at 300,
+    the category was left out of both directories (no front page choice, no name on its entries)."""
+    from feedbridge.discourse.categories import parse_categories
+    from feedbridge.discourse.json_pages import parse_json_categories
+    from feedbridge.feeds.request.spec import route_of
+
+    name = "中" * length
+    slug = quote(name)
+    assert len(slug) > 300
+    markdown = f"# Categories\n\n## [{name}](https://f.example/c/{slug}/7)\n\nx\n\n## [compiler](https://f.example/c/compiler/5)\n\nx\n"
+    document = {"category_list": {"categories": [{"id": 7, "name": name, "slug": slug},
+                                                 {"id": 5, "name": "compiler", "slug": "compiler"}]}}
+    assert [(c.slugs, c.id) for c in parse_categories(markdown)] == [(name, 7), ("compiler", 5)]
+    assert [(c.slugs, c.id) for c in parse_json_categories(json.dumps(document))] == [(name, 7), ("compiler", 5)]
+    assert route_of(f"c/{name}/7") is not None  # the feed path its directory offers

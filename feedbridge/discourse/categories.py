@@ -17,13 +17,13 @@ import re
 from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
-from feedbridge.discourse.fields import category_slug, one_line, unescape
+from feedbridge.discourse.fields import MAX_ENCODED_SLUG, category_slug, one_line, unescape
 from feedbridge.models import Category
 
 _HEADING = re.compile(r"^#{1,6}\s+\[(?P<name>.+)\]\((?P<url>[^()\s]+)(?:\s+\"[^\"]*\")?\)\s*$")
 # Up to three levels, as core nests them (`max_category_nesting`, config/site_settings.yml).
-_CATEGORY_PATH = re.compile(
-    r"/c/(?P<slugs>[\w%-]{1,300}(?:/[\w%-]{1,300})?(?:/[\w%-]{1,300})?)/(?P<id>[0-9]{1,9})(?:\.md)?/?$")
+_PART = rf"[\w%-]{{1,{MAX_ENCODED_SLUG}}}"  # one slug, percent-encoded or not
+_CATEGORY_PATH = re.compile(rf"/c/(?P<slugs>{_PART}(?:/{_PART})?(?:/{_PART})?)/(?P<id>[0-9]{{1,9}})(?:\.md)?/?$")
 _LINK = re.compile(r"\]\((?P<url>[^()\s]{1,2000})(?:\s+\"[^\"]{0,500}\")?\)")
 DIRECTORY = "/categories.md"
 MAX_CATEGORIES = 500

@@ -72,6 +72,13 @@ TAG = re.compile(r"<[^<>]*>")
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
 
 
+MAX_ENCODED_SLUG = 1200
+"""The longest percent-encoded slug read: a decoded slug's bound (100 characters, `_slug_of`), each as up to four
+UTF-8 bytes of three characters each. Core never cuts an encoded slug (lib/slug.rb, `max_length = 9999` for
+`:encoded`), so a category named in 34 CJK characters (names take 50) has one of over 300: cut at 300, it was
+left out of the directory, its feed offered nowhere and its entries without its name."""
+
+
 def category_slug(raw: str) -> str | None:
     """A category's slug as a feed path names it: decoded, as core stores it percent-encoded when its
     `slug_generation_method` is `encoded` (`Slug.encoded_generator`: `/c/%E4%B8%AD%E6%96%87/7`), where it is

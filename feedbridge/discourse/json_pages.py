@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import msgspec
 
 from feedbridge.discourse.fields import (
+    MAX_ENCODED_SLUG,
     TAG,
     avatar_url,
     category_slug,
@@ -358,7 +359,7 @@ def parse_json_categories(text: str | bytes) -> tuple[Category, ...]:
         return ()
     entries = _with_children(raw, NESTING)
     slugs = {e["id"]: slug for e in entries if type(e.get("id")) is int and isinstance(e.get("slug"), str)
-             and (slug := category_slug(e["slug"][:300])) is not None}
+             and (slug := category_slug(e["slug"][:MAX_ENCODED_SLUG])) is not None}
     parents = {e["id"]: e.get("parent_category_id") for e in entries if type(e.get("id")) is int}
     found: dict[int, Category] = {}
     for entry in entries:
