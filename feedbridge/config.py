@@ -222,16 +222,16 @@ def number(default: N, name: str, low: N, high: N, required: str | None = None) 
 
 
 def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False) -> T:
-    """A field read from the first of `names` that is set, through `read`; a `secret` one is left out of
-    the settings' repr."""
+    """A field read from the first of `names` that is set, through `read`; a `secret` one is out of the repr."""
     return field(default=default, repr=not secret, metadata={"env": Env(names, read, secret=secret)})
 
 
 def _forums(raw: str) -> tuple[Forum, ...]:
-    """Two URLs of one key (`https://h` and `http://h`) would be one forum's feeds, key and budget: refused."""
+    """Two URLs of one host and path (`https://h` and `http://h`, `bücher.example` and `xn--bcher-kva.example`)
+    would be one forum's feeds, key and budget twice: refused."""
     forums: dict[str, Forum] = {}
     for forum in map(parse_forum, raw.split()):
-        if (first := forums.setdefault(forum.key, forum)) is not forum:
+        if (first := forums.setdefault(forum.origin[1] + forum.subfolder, forum)) is not forum:
             raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{first.base_url} and {forum.base_url} are one forum to the "
                                     f"bridge ({forum.key}): give one")
     return tuple(forums.values())

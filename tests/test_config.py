@@ -51,6 +51,10 @@ def test_values_and_redis_url_fallback():
     ({"WEB_CONCURRENCY": "2.5"}, "WEB_CONCURRENCY must be an integer, not '2.5'"),
     ({"REDIS_URL": "http://x"}, "REDIS_URL must be a redis://, rediss:// or unix:// URL"),
     ({"FEEDBRIDGE_CACHE_URL": "redis:x", "REDIS_URL": "redis://x"}, "FEEDBRIDGE_CACHE_URL must be a redis://"),
+    ({"FEEDBRIDGE_FORUMS": "https://h.example http://h.example"}, "are one forum to the bridge"),
+    # one host in its two spellings: one forum's budget spent twice against one Discourse
+    ({"FEEDBRIDGE_FORUMS": "https://bücher.example https://xn--bcher-kva.example/"}, "are one forum to the bridge"),
+    ({"FEEDBRIDGE_FORUMS": "https://b\u200dücher.example"}, "not an http(s) base URL"),  # no IDNA name
 ])
 def test_errors_name_the_variable(env, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -60,6 +64,9 @@ def test_errors_name_the_variable(env, words):
 def test_forum_key_keeps_the_subfolder():
     forum = parse_forum("https://Forum.example.org/community/")
     assert (forum.base_url, forum.key) == ("https://forum.example.org/community", "forum.example.org/community")
+    # one host, two paths: two forums, in either spelling of the host
+    forums = Settings.from_env({"FEEDBRIDGE_FORUMS": "https://bücher.example https://xn--bcher-kva.example/b"}).forums
+    assert [f.key for f in forums] == ["bücher.example", "xn--bcher-kva.example/b"]
 
 
 def test_every_number_is_bounded_where_it_is_declared():
