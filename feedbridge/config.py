@@ -48,9 +48,9 @@ class Forum:
 
 
 def ascii_netloc(netloc: str) -> str:
-    """`netloc` in lower case, its host as httpx sends it (IDNA 2008): core names a forum by its punycode name
-    (`xn--bcher-kva.example`) in redirects and links, whichever form it was configured in. ValueError for a
-    host IDNA refuses."""
+    """`netloc` in lower case, its host as httpx sends it (IDNA 2008): a forum is named by it (its key, its ids),
+    as core names itself in its redirects and links (`xn--bcher-kva.example`, however it was configured).
+    ValueError for a host IDNA refuses."""
     host, colon, port = netloc.lower().partition(":")  # a host that is not ASCII is no IPv6 literal
     return netloc.lower() if netloc.isascii() else idna.encode(host).decode() + colon + port
 
@@ -77,7 +77,7 @@ def parse_forum(url: str, given: str | None = None) -> Forum:
             text.endswith(("?", "#")):
         raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(text)} must be a plain base URL "
                                 "(no query, fragment or user)")
-    return Forum(f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}", given or source)
+    return Forum(f"{parts.scheme}://{ascii_netloc(parts.netloc)}{parts.path.rstrip('/')}", given or source)
 
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import resource
+import socket
 import subprocess
 import sys
 import time
@@ -627,6 +628,35 @@ def test_an_internationalised_forum_is_one_host_in_either_form(configured):
         assert not is_within(forum, url), url
     with pytest.raises(ConfigError, match="not an http"):
         parse_forum("https://b\u200d\u00fccher.example")
+
+
+def test_an_internationalised_forum_is_read_and_named_by_its_punycode_name(monkeypatch):
+    """A forum configured as `http://bücher.localhost:PORT`, over a real socket (its name resolved to the fake
+    forum in this process only). Its topic links, which core writes with the punycode name, are its own (the
+    topic pages of content=full are read), and every entry's id and link names it in punycode: the ids of its
+    posts and digest periods were in Unicode where its topics' were not, and an RSS guid that says it is a
+    permalink was no URL."""
+    from tests.fake_posts import PostSite
+    from tests.test_conformance import violations
+
+    resolve = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo",
+                        lambda host, *a, **k: resolve("127.0.0.1" if host == "xn--bcher-kva.localhost" else host, *a, **k))
+    with FakeForum(mode="json", posts=PostSite.standard().answer) as forum:
+        settings = replace(settings_for(forum.url), forums=(parse_forum(f"json:http://Bücher.localhost:{forum.port}"),))
+        base = f"http://xn--bcher-kva.localhost:{forum.port}"
+        with running_app(settings) as app:
+            assert app.forum_key == f"xn--bcher-kva.localhost:{forum.port}"
+            for path in ("/latest", "/c/compiler/5?content=full", "/t/9003", "/posts", "/c/compiler/5?digest=daily"):
+                for fmt in ("atom", "rss"):
+                    feed_path, _, query = path.partition("?")
+                    response = httpx.get(app.feed_url(f"{feed_path}.{fmt}" + (f"?{query}" if query else "")), timeout=30)
+                    assert response.status_code == 200, (path, response.text)
+                    assert violations(fmt, response.content) == [], path
+                    entries = feedparser.parse(response.content).entries
+                    assert entries and all(e.id.startswith(base + "/") and e.link.startswith(base + "/")
+                                           for e in entries), (path, entries[0].id, entries[0].link)
+        assert any(request.path.endswith("/3441.json") for request in forum.requests)  # content=full read its topics
 
 
 @pytest.mark.parametrize("url,normal", [
