@@ -158,7 +158,7 @@ def test_left_out_topics_are_not_counted_as_malformed():
 HOSTILE = [None, "x", "", 1.5, -1, 0, True, False, [], {}, [None], {"a": 1}, 10**30, "1", "2026-13-45T99:99:99Z",
            float("inf"), "\ud800", "\x00"]
 FIELDS = ["slug", "posts_count", "reply_count", "created_at", "last_posted_at", "bumped_at", "excerpt", "visible",
-          "archetype", "category_id", "tags", "pinned", "posters", "fancy_title"]
+          "archetype", "category_id", "tags", "pinned", "posters", "fancy_title", "unicode_title"]
 
 
 @pytest.mark.parametrize("field", FIELDS)
@@ -191,6 +191,16 @@ def test_wrong_titles_fall_back_to_fancy_title_or_skip(value: object):
         assert [t.title for t in listing.topics] == [value.strip().replace("\ud800", "\ufffd")] * 2
     else:
         assert [t.title for t in listing.topics] == ["Café"] and listing.skipped == 1
+
+
+def test_a_title_with_emoji_shortcodes_is_read_as_the_forum_shows_it():
+    """Core sends `unicode_title`, the title with its emoji as characters, beside a title holding a `:shortcode:`
+    (`ListableTopicSerializer#include_unicode_title?`): the list's feeds wrote `:tada:` where the forum, and
+    the topic's own post feed, show 🎉."""
+    listing = parse_json_listing(page(topic_json(title="Release party :tada: for 2.6",
+                                                 unicode_title="Release party 🎉 for 2.6"),
+                                      topic_json(id=8, title="No emoji here", unicode_title="  ")), base_url=BASE)
+    assert [t.title for t in listing.topics] == ["Release party 🎉 for 2.6", "No emoji here"]
 
 
 @pytest.mark.parametrize("users", HOSTILE + [[{"id": "1", "username": "alice"}], [{"id": 1, "username": 5}]],

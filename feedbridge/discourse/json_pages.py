@@ -202,7 +202,11 @@ def _topic(raw: object, base: str, users: dict[int, _User], kept: str = "regular
     private message or another archetype); `_Malformed` for one without a usable id or title."""
     if not isinstance(raw, dict):
         raise _Malformed
-    topic_id, title = raw.get("id"), raw.get("title")
+    # `unicode_title`: the title with its emoji as characters, which core sends when it has a `:shortcode:`
+    # (`ListableTopicSerializer#include_unicode_title?`), as the forum shows it and a topic's post feed names it
+    topic_id, title, emoji = raw.get("id"), raw.get("title"), raw.get("unicode_title")
+    if isinstance(emoji, str) and emoji.strip():
+        title = emoji
     if type(topic_id) is not int or not 0 < topic_id < MAX_ID:
         raise _Malformed
     if not isinstance(title, str):
