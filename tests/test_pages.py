@@ -15,7 +15,7 @@ from lxml import etree, html
 from feedbridge.config import Settings, parse_forum
 from feedbridge.discourse.categories import parse_categories
 from feedbridge.models import Entry
-from feedbridge.render.documents import render_rss
+from feedbridge.render.documents import render_atom, render_rss
 from feedbridge.render.meta import FeedMeta
 from feedbridge.web.app import content_security_policy, create_app
 from feedbridge.web.feedform import FeedForm, form_from_path, recognise
@@ -425,6 +425,38 @@ def test_xsl_unescapes_excerpts_of_ten_thousand_escaped_characters(summary):
     transform = etree.XSLT(etree.parse(STATIC / "feed.xsl"))
     page = html.fromstring(str(transform(etree.fromstring(render_rss(meta, [entry])))))
     assert page.xpath("//p[@class='entry-excerpt']")[0].text_content().strip() == summary.strip()
+
+
+def test_an_rss_item_with_content_alone_is_described_by_its_text_and_the_browser_view_shows_no_markup():
+    """A post, a digest's period, a JSON list's topic with content=full: content and no excerpt. feedgen wrote
+    the content as the item's description and no content:encoded, which the browser view showed as text, tags
+    and all; a digest was "by a deleted user", and every RSS date was called the last activity (a JSON list's
+    `pubDate` is the topic's creation)."""
+    start, newest = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 18, tzinfo=UTC)
+    post = Entry(kind="post", id="https://f.example/t/1/2", link="https://f.example/t/x/1/2", title="Re: x",
+                 author="ann", content_html="<p>Small <b>post</b> &amp; " + "word " * 100 + "</p>", published=start)
+    picture = Entry(kind="post", id="https://f.example/t/1/3", link="https://f.example/t/x/1/3", title="Re: y",
+                    author="bob", content_html='<p><img src="https://f.example/a.png"></p>', published=start)
+    digest = Entry(kind="digest", id="https://f.example/latest.md#digest=daily/digest/2025-01-01",
+                   link="https://f.example/latest#digest-2025-01-01", title="2025-01-01: 1 topic", published=start,
+                   updated=newest, content_html='<ul><li><a href="https://f.example/t/x/1">x</a> · by ann</li></ul>')
+    meta = FeedMeta(title="f", forum_url="https://f.example", html_url="https://f.example/latest",
+                    feed_id="https://f.example/latest")
+    rss = etree.fromstring(render_rss(meta, [post, picture, digest]))
+    content = "{http://purl.org/rss/1.0/modules/content/}encoded"
+    items = rss.findall("channel/item")
+    assert [item.findtext(content) for item in items] == [post.content_html, picture.content_html, digest.content_html]
+    described = [item.findtext("description") for item in items]
+    assert described[0].startswith("Small post &amp; word") and described[0].endswith("…") and len(described[0]) < 320
+    assert described[1:] == ["Re: y", "x · by ann"]
+    page = html.fromstring(str(etree.XSLT(etree.parse(STATIC / "feed.xsl"))(rss)))
+    excerpts = [p.text_content().strip() for p in page.xpath("//p[@class='entry-excerpt']")]
+    assert excerpts[0].startswith("Small post & word") and excerpts[1:] == ["Re: y", "x · by ann"]
+    metas = [p.text_content().strip() for p in page.xpath("//p[@class='entry-meta']")]
+    assert metas[0] == "by ann · Wed, 01 Jan 2025 00:00:00 +0000" and metas[2] == "Wed, 01 Jan 2025 00:00:00 +0000"
+    atom = html.fromstring(str(etree.XSLT(etree.parse(STATIC / "feed.xsl"))(etree.fromstring(render_atom(meta, [digest])))))
+    assert [p.text_content().strip() for p in atom.xpath("//p[@class='entry-meta']")] == [
+        "2025-01-01T00:00:00+00:00 to 2025-01-01T18:00:00+00:00"]
 
 
 def test_previews_and_the_paste_box_are_charged_as_the_front_page_is(upstream):

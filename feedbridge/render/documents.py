@@ -57,6 +57,7 @@ from feedgen.entry import FeedEntry
 from feedgen.ext.base import BaseEntryExtension, BaseExtension
 from feedgen.feed import FeedGenerator
 from lxml.etree import SubElement
+from lxml.html import fragment_fromstring
 
 from feedbridge import __version__
 from feedbridge.models import Entry, Site
@@ -299,15 +300,29 @@ def _add_rss_entry(fg: Any, entry: Entry) -> None:
     item.guid(entry.id, permalink=entry.kind in ("topic", "post"))
     if entry.author:
         item.dc.add("creator", entry.author)
-    if entry.summary:
-        # <description> is HTML by RSS convention: the plain-text excerpt escaped, so `a<b` stays text. The
-        # first post, when there is one, goes in content:encoded beside it, or is the description without it.
-        item.summary(html.escape(entry.summary, quote=False))
+    if summary := entry.summary or (entry.content_html and (_text_of(entry.content_html) or entry.title)):
+        # <description> is HTML by RSS convention: the plain-text excerpt escaped, so `a<b` stays text, and the
+        # content (a first post, a post, a digest's list) in content:encoded beside it. An entry with content
+        # and no excerpt is described by its content's text (its title, for a picture alone): with no
+        # description, feedgen wrote the content as the description, where the browser view took it for an
+        # escaped excerpt and showed its markup.
+        item.summary(html.escape(summary, quote=False))
     if published := entry.published or entry.updated:
         item.pubDate(utc(published))
     if entry.comments:
         # The topic's page (Miniflux shows it as the comments button); a post's is its topic's, a digest has none.
         item.comments(entry.comments)
+
+
+EXCERPT_CHARS = 300
+"""The longest description an RSS item's content gives it, cut at a word (`_text_of`)."""
+
+
+def _text_of(content_html: str) -> str:
+    """The text of an entry's HTML content (sanitised by `render.sanitize`, or a digest's list of escaped
+    text), on one line, cut at a word to at most `EXCERPT_CHARS` characters; empty when it holds none."""
+    text = " ".join(fragment_fromstring(content_html, create_parent="div").text_content().split())
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + "…"
 
 
 def _feed_generator(meta: FeedMeta, entries: Sequence[Entry]) -> Any:

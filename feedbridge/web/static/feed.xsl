@@ -70,23 +70,34 @@
       </h3>
       <p class="entry-meta">
         <xsl:choose>
-          <xsl:when test="atom:author/atom:name | dc:creator">
-            <xsl:text>by </xsl:text><xsl:value-of select="atom:author/atom:name | dc:creator"/>
+          <!-- A digest's period (its id ends in /digest/PERIOD): from its start to its newest activity; no author. -->
+          <xsl:when test="contains(string(atom:id | guid), '/digest/')">
+            <xsl:value-of select="atom:published | pubDate"/>
+            <xsl:if test="atom:updated"><xsl:text> to </xsl:text><xsl:value-of select="atom:updated"/></xsl:if>
           </xsl:when>
-          <xsl:otherwise>by a deleted user</xsl:otherwise>
+          <xsl:otherwise>
+            <xsl:choose>
+              <xsl:when test="atom:author/atom:name | dc:creator">
+                <xsl:text>by </xsl:text><xsl:value-of select="atom:author/atom:name | dc:creator"/>
+              </xsl:when>
+              <xsl:otherwise>by a deleted user</xsl:otherwise>
+            </xsl:choose>
+            <xsl:if test="slash:comments">
+              <xsl:text> · </xsl:text><xsl:value-of select="slash:comments"/><xsl:text> replies</xsl:text>
+            </xsl:if>
+            <!-- Atom's `updated` is the last activity; RSS's `pubDate` the creation where the list gives it. -->
+            <xsl:if test="atom:updated"><xsl:text> · last activity </xsl:text><xsl:value-of select="atom:updated"/></xsl:if>
+            <xsl:if test="pubDate"><xsl:text> · </xsl:text><xsl:value-of select="pubDate"/></xsl:if>
+          </xsl:otherwise>
         </xsl:choose>
-        <xsl:if test="slash:comments">
-          <xsl:text> · </xsl:text><xsl:value-of select="slash:comments"/><xsl:text> replies</xsl:text>
-        </xsl:if>
-        <xsl:text> · last activity </xsl:text>
-        <xsl:value-of select="atom:updated | pubDate"/>
       </p>
       <xsl:choose>
         <xsl:when test="atom:summary">
           <p class="entry-excerpt"><xsl:value-of select="atom:summary"/></p>
         </xsl:when>
         <xsl:when test="description">
-          <!-- RSS descriptions are HTML by convention; feedbridge's are escaped plain text: unescape as text. -->
+          <!-- RSS descriptions are HTML by convention; feedbridge's are escaped plain text (an item's content, when it
+               has any, is in content:encoded beside it): unescape as text. -->
           <p class="entry-excerpt">
             <xsl:call-template name="unescape"><xsl:with-param name="text" select="string(description)"/></xsl:call-template>
           </p>
