@@ -349,6 +349,20 @@ def test_quiet_prints_only_failures(tmp_path, upstream):
     assert "compiler" not in err
 
 
+def test_quiet_is_silent_about_what_a_successful_run_went_without(tmp_path, upstream_json):
+    """The cron line's `--quiet`: a content=full feed whose topic pages answer 404 is built (exit 0), each such
+    topic keeping its excerpt, and the service's warnings of it reached stderr through logging's last resort,
+    three lines a topic at every run, each mailed by cron. Without `--quiet` they are still said."""
+    feeds = '[[feeds]]\nname = "full"\npath = "c/compiler/5"\ncontent = "full"\nformats = ["atom"]\n'
+    config = write_config(tmp_path, upstream_json.url, feeds=feeds, top=f'out_dir = "{tmp_path / "out"}"')
+    command = [sys.executable, "-m", "feedbridge", "build", "--config", str(config)]
+    loud = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    quiet = subprocess.run([*command, "--quiet"], capture_output=True, text=True, timeout=120)
+    assert loud.returncode == quiet.returncode == 0, (loud.stderr, quiet.stderr)
+    assert "falls back to its excerpt" in loud.stderr
+    assert (quiet.stdout, quiet.stderr) == ("", "")
+
+
 def test_json_summary_shape(tmp_path, upstream):
     code, out, err = run(write_config(tmp_path, upstream.url), "--json")
     assert code == 0 and err == ""

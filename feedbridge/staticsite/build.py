@@ -14,6 +14,7 @@ config is wrong, and nothing was fetched. A saved list's feed is read by a servi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -82,6 +83,13 @@ def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, a
         where = f"{config}:{exc.line}" if exc.line else str(config)
         click.echo(f"{where}: {exc.message}", err=True)
         return 2
+    # `--quiet` prints only failures, which the progress lines say: the service's warnings of what a feed went
+    # without (a topic page gone, its excerpt kept) reached stderr through logging's last resort, three lines a
+    # topic at every run of a cron job that mails whatever it prints, the run a success.
+    logger = logging.getLogger("feedbridge")
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.ERROR)
     try:
         report = build(build_config, Progress.for_stderr([f.name for f in build_config.feeds], quiet=quiet or as_json))
     except KeyboardInterrupt:
@@ -91,6 +99,8 @@ def run_config(config: Path, out_dir: Path | None = None, quiet: bool = False, a
         click.echo("feedbridge: interrupted; the files written are whole, the others as they were", err=True)
         sys.stderr.flush()
         os._exit(INTERRUPTED)
+    finally:
+        logger.setLevel(level)
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     return 0 if report.ok else 1
