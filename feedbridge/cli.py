@@ -151,12 +151,12 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
     given = {name: value for name, value in options.items() if value is not None and value is not False and value != ()}
+    # the date the file written before gave a list without one (`feed_date`), given again: the same bytes
+    written = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
+    undated = None if written is None else feed_date(written)
     if source.startswith(("http://", "https://")):
         settings = _settings(_url_forum(source, base_url, by_suffix=False))
         spec = _spec(settings, source, fmt, given)
-        # the date the file written before gave a list without one (`feed_date`), given again: the same bytes
-        written = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
-        undated = None if written is None else feed_date(written)
         kept = output is not None and is_file_inside(output.parent, output.name)
         with _service(settings, counted=kept) as service, \
                 BatchFetcher.counting() if kept else contextlib.nullcontext() as tally:
@@ -167,7 +167,11 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
                           f"without them would replace a better one in {output}, which is kept")
     else:
         listing, text = _read_saved(source, base_url)
-        body = _saved_feed(listing, text, fmt, given, self_url, _written_at(source))
+        moment = _written_at(source)  # saved again at each run, or stdin's now: a new date for the same empty list
+        if undated is not None and 0 <= undated <= moment.timestamp() and not any(
+                t.last_posted_at or t.created_at for t in listing.topics):
+            moment = datetime.fromtimestamp(undated, UTC)
+        body = _saved_feed(listing, text, fmt, given, self_url, moment)
     if output is None:
         sys.stdout.buffer.write(body)
         return

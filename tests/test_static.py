@@ -780,6 +780,29 @@ def test_an_empty_lists_feed_keeps_its_date_and_its_file_from_run_to_run(tmp_pat
     assert cli.read_bytes() == earlier
 
 
+def test_an_empty_saved_lists_feed_keeps_its_date_and_its_file_from_run_to_run(tmp_path, upstream):
+    """`feedbridge build SAVED.md -o FILE` and `build - -o FILE`, a cron job saving the list again before each:
+    an empty list's feed was dated by the saved file's time (or now, from stdin), so its bytes changed at every
+    run. It now gives again the date the file written before gave itself, as `build URL -o` does."""
+    text = httpx.get(f"{upstream.url}/latest.md?category=77", timeout=10).content
+    saved, out = tmp_path / "saved.md", {name: tmp_path / f"{name}.atom" for name in ("file", "stdin")}
+    runs = {"file": lambda: invoke("build", str(saved), "-o", str(out["file"])),
+            "stdin": lambda: invoke("build", "-", "-o", str(out["stdin"]), stdin=text)}
+    saved.write_bytes(text)
+    for name, build in runs.items():
+        assert build().exit_code == 0
+        written = out[name].read_bytes()
+        assert b"<entry>" not in written and written.count(b"<updated>") == 1
+        out[name].write_bytes(re.sub(rb"<updated>[^<]{1,40}</updated>", b"<updated>2026-01-02T03:04:05+00:00</updated>",
+                                     written))
+    earlier = {name: path.read_bytes() for name, path in out.items()}
+    saved.write_bytes(text)
+    os.utime(saved, (time.time() + 5, time.time() + 5))  # saved again, later
+    for name, build in runs.items():
+        assert build().exit_code == 0
+        assert out[name].read_bytes() == earlier[name], name
+
+
 def test_a_default_is_for_the_feeds_that_take_it(tmp_path):
     """`[defaults] content = "full"` made every post feed of the config impossible (`content=` is for every feed but
     /t/… and /posts), with no way out: a feed's own `content = "excerpt"` was refused as well. A default is now
