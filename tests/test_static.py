@@ -820,6 +820,21 @@ def test_a_default_is_for_the_feeds_that_take_it(tmp_path):
     assert code == 2 and "content" in err and "feeds.toml:" in err, err
 
 
+@pytest.mark.parametrize("default", ["pages = 2", 'content = "full"'])
+def test_a_default_a_saved_list_does_not_take_is_not_given_to_it(tmp_path, upstream, default):
+    """A saved list is one page of excerpts: `[defaults] pages = 2` or `content = "full"` (for the live feeds)
+    refused the whole config when it also had a `source =` feed, and the pages error named only the defaults'
+    line. Such a default is not the saved list's; the feed's own value is still refused."""
+    feeds = f'[[feeds]]\nname = "live"\npath = "c/compiler/5"\n[[feeds]]\nname = "saved"\nsource = "{FIXTURE}"\n'
+    config = write_config(tmp_path, upstream.url, feeds=feeds.replace("[[feeds]]", default + "\n[[feeds]]", 1))
+    code, _out, err = run(config)
+    assert code == 0, err
+    assert feedparser.parse((tmp_path / "public" / "saved.atom").read_bytes()).entries
+    config.write_text(config.read_text() + default + "\n")  # the saved feed's own
+    code, _out, err = run(config)
+    assert code == 2 and "feeds.toml:" in err and default.split()[0] in err, err
+
+
 def test_a_feed_name_that_is_no_output_name_is_told_to_take_a_file(tmp_path, upstream):
     feeds = '[[feeds]]\nname = "Café"\npath = "latest"\n'
     code, _out, err = run(write_config(tmp_path, upstream.url, feeds))

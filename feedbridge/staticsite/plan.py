@@ -280,7 +280,8 @@ class _Checker:
             names.add(name)
             forum = self.forum(raw["forum"], "feeds", index) if "forum" in raw else default_forum
             source = self.string(item, "source", "feeds", index)
-            if source is not None:
+            if source is not None:  # one page of excerpts: the defaults' pages and content are the live feeds'
+                item = {key: value for key, value in item.items() if key in raw or key not in ("pages", "content")}
                 text, forum, path, listed, lacks = self.local_list(base / source, item, forum, index)
                 item = {**listed, **item}
             else:
@@ -400,10 +401,8 @@ class _Checker:
                    index: int) -> tuple[str, Forum, str, dict[str, Any], frozenset[str]]:
         """The file's text, the forum and feed path it is a copy of (from its `**URL:**` line, read as the
         front page reads a pasted URL), what that URL's query says of the feed (a top list's `period`), and the
-        `Topic` fields the list leaves out (`lacks_of`: an older dialect's reply counts too).
-
-        The forum is read as Markdown, with no detection: the file is a Markdown list, and detecting the
-        source would ask the forum for a page the offline build means not to fetch."""
+        `Topic` fields the list leaves out (`lacks_of`: an older dialect's reply counts too). The forum is read
+        as Markdown, with no detection, which would ask the forum for a page the offline build means not to fetch."""
         if item.get("pages", 1) != 1:
             raise self.fail("a source file is one page: pages must be 1", "feeds", index, "pages")
         try:
