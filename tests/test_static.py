@@ -363,6 +363,40 @@ def test_quiet_is_silent_about_what_a_successful_run_went_without(tmp_path, upst
     assert (quiet.stdout, quiet.stderr) == ("", "")
 
 
+def test_a_feed_whose_files_cannot_all_be_written_keeps_every_one_of_them(tmp_path, upstream):
+    """A disk that fills up or a quota (a file-size limit here, met by the JSON file alone), or a folder where a
+    file goes: the feed's first files were replaced and the rest kept, its formats out of step, while the summary
+    said every file was kept and the error named no file (or a folder's descriptor). Each file is now written
+    whole beside its target before any is renamed: all of them, or none."""
+    import resource
+
+    config = write_config(tmp_path, upstream.url, feeds='[[feeds]]\nname = "x"\npath = "c/compiler/5"\n',
+                          top=f'out_dir = "{tmp_path / "out"}"')
+    command = [sys.executable, "-m", "feedbridge", "build", "--config", str(config), "--json"]
+    assert subprocess.run(command, capture_output=True, timeout=120).returncode == 0
+    out = tmp_path / "out"
+    sizes = {fmt: (out / f"x.{fmt}").stat().st_size for fmt in ("atom", "rss", "json")}
+    limit = max(sizes["atom"], sizes["rss"]) + 100
+    assert limit < sizes["json"]
+    for fmt in sizes:
+        (out / f"x.{fmt}").write_text(f"OLD {fmt}\n")
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    full = subprocess.run(command, capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+    (out / "x.rss").unlink()
+    (out / "x.rss").mkdir()
+    folder = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    for run_, named, statuses in ((full, "x.json", ["kept"] * 3), (folder, "x.rss", ["kept", "missing", "kept"])):
+        feed = json.loads(run_.stdout)["feeds"][0]
+        assert run_.returncode == 1 and feed["status"] == "failed" and f"'{named}'" in feed["error"], feed
+        assert [f["status"] for f in feed["files"]] == statuses
+        assert {fmt: (out / f"x.{fmt}").read_text() for fmt in ("atom", "json")} == {"atom": "OLD atom\n",
+                                                                                    "json": "OLD json\n"}
+    assert not [name for name in os.listdir(out) if name.endswith(".tmp")]
+
+
 def test_json_summary_shape(tmp_path, upstream):
     code, out, err = run(write_config(tmp_path, upstream.url), "--json")
     assert code == 0 and err == ""

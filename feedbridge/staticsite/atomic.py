@@ -19,7 +19,7 @@ import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from feedbridge.errors import UnsafeOutput
@@ -80,6 +80,48 @@ def write_inside(root: Path, relative: str, data: bytes) -> bool:
             return False
         _replace(folder, name, data)
         return True
+
+
+def write_all_inside(root: Path, files: Sequence[tuple[str, bytes]]) -> list[bool]:
+    """`write_inside` of each of a feed's files (`root/relative`, its bytes), all of them or none: each that
+    changed is written whole to its temporary file first, and only then are they renamed into place, so a
+    disk that fills up, a quota or a folder where a file goes fails the feed with every file as it was (its
+    formats stay in step), where it had replaced the first and kept the rest. Returns, for each, whether it was
+    written; an OSError names the file it was for."""
+    root.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[int, str, str]] = []  # (folder, name, temporary name)
+    written: list[bool] = []
+    with ExitStack() as folders:
+        try:
+            for relative, data in files:
+                *parts, name = relative.split("/")
+                # the folders are opened here and now, so the step's `relative` is this file's
+                folder = folders.enter_context(_opened(
+                    root, parts, lambda parent, part, shown: _open_folder(parent, part, shown, relative)))  # noqa: B023
+                if _is_folder(folder, name):
+                    raise IsADirectoryError(errno.EISDIR, "a folder is in its place", relative)
+                written.append(not _unchanged(folder, name, data))
+                if written[-1]:
+                    try:
+                        staged.append((folder, name, _stage(folder, name, data)))
+                    except OSError as exc:
+                        raise OSError(exc.errno, exc.strerror, relative) from None
+            while staged:
+                folder, name, temp = staged[0]
+                os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                staged.pop(0)
+        finally:
+            for folder, _name, temp in staged:
+                with suppress(OSError):
+                    os.unlink(temp, dir_fd=folder)
+    return written
+
+
+def _is_folder(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def read_inside(root: Path, relative: str, limit: int) -> bytes | None:
@@ -172,6 +214,18 @@ def _unchanged(folder: int, name: str, data: bytes) -> bool:
 
 
 def _replace(folder: int, name: str, data: bytes) -> None:
+    temp = _stage(folder, name, data)
+    try:
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=folder)
+        raise
+
+
+def _stage(folder: int, name: str, data: bytes) -> str:
+    """A temporary file beside `name` holding `data`, whole on disk (fsync), to be renamed onto it; removed if
+    it cannot be written whole."""
     # The temporary name adds 14 bytes to the file's: a name near the system's 255 had none, so the part of it
     # the temporary name holds is cut to fit (a character cut in two is dropped); `TEMP_FILE` matches it still.
     stem = os.fsencode(name)[:TEMP_STEM_BYTES].decode("utf-8", "ignore") or "feed"
@@ -190,10 +244,8 @@ def _replace(folder: int, name: str, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
             os.fchmod(handle.fileno(), 0o644)
-        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=folder)
-        except FileNotFoundError:
-            pass
         raise
+    return temp

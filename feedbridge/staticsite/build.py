@@ -32,7 +32,7 @@ from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.service import FeedService, build_service
 from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
-from feedbridge.staticsite.atomic import is_file_inside, read_inside, remove_leftovers, write_inside
+from feedbridge.staticsite.atomic import is_file_inside, read_inside, remove_leftovers, write_all_inside, write_inside
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
 from feedbridge.staticsite.plan import (
     BuildConfig,
@@ -164,7 +164,7 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
             # than the one it would replace, which is kept, as a failed feed's are.
             raise _Degraded(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); "
                            "the feed built without them would replace a better one, which is kept")
-        written = [write_inside(config.out_dir, file, body) for file, body in zip(plan.files, bodies, strict=False)]
+        written = write_all_inside(config.out_dir, list(zip(plan.files, bodies, strict=False)))
     # Whatever goes wrong with one feed (upstream, disk, a bug) must not cost the other feeds theirs.
     except Exception as exc:
         outcome.error = exc.message if isinstance(exc, NoForumAnswer) else str(exc) if isinstance(exc, _Degraded) \
