@@ -126,7 +126,7 @@ and `keyword=` on /filter), in order."""
 @_parameter_options
 @click.option("--base-url", help="Forum root for relative URLs; a saved JSON list needs it.")
 @click.option("--self-url", help="The URL the feed will be published at (rel=self).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here (atomically).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here (atomically).")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
               help="Build every feed named in a TOML config file instead (see feeds.example.toml).")
 @click.option("--out-dir", type=click.Path(file_okay=False), callback=lambda _ctx, _param, value: _folder(value),

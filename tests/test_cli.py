@@ -164,13 +164,17 @@ def test_a_bad_setting_is_a_usage_error_for_every_command_that_reads_them(args, 
     assert result.stderr.decode().strip().splitlines() == ["Error: FEEDBRIDGE_READ_TIMEOUT must be a number, not 'abc'"]
 
 
-@pytest.mark.parametrize("where", ["afile/x.atom", "/proc/x.atom"])
-def test_an_unwritable_output_fails_naming_it(tmp_path, where):
+@pytest.mark.parametrize(("where", "why"), [("afile/x.atom", "Not a directory"), ("/proc/x.atom", ""),
+                                            ("afolder", "Is a directory")])
+def test_an_unwritable_output_fails_naming_it(tmp_path, where, why):
+    """docs/cli.md: `cannot write PATH: reason` (exit 1). A path through a file said "File exists", and a folder
+    was click's own usage error (exit 2)."""
     (tmp_path / "afile").touch()
+    (tmp_path / "afolder").mkdir()
     out = tmp_path / where
     result = spawn("build", str(SEED), "-o", str(out))
     assert result.returncode == 1
-    assert result.stderr.decode().startswith(f"Error: cannot write {out}: ")
+    assert result.stderr.decode().startswith(f"Error: cannot write {out}: {why}")
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == b""
 
 

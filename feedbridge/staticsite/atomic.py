@@ -63,7 +63,12 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> bool:
     own (`feedbridge build -o FILE`): its folders are created and followed as named.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where a folder of it goes: what the system says of a path through a file
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(target.parent)) from None
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
     return write_inside(target.parent, target.name, data)
 
 
