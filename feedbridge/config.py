@@ -51,8 +51,8 @@ def ascii_netloc(netloc: str) -> str:
     """`netloc` in lower case, its host as httpx sends it (IDNA 2008): a forum is named by it (its key, its ids),
     as core names itself in its redirects and links (`xn--bcher-kva.example`, however it was configured).
     ValueError for a host IDNA refuses."""
-    host, colon, port = netloc.lower().partition(":")  # a host that is not ASCII is no IPv6 literal
-    return netloc.lower() if netloc.isascii() else idna.encode(host).decode() + colon + port
+    host, colon, port = (lowered := netloc.lower()).partition(":")  # a host not ASCII is no IPv6 literal
+    return lowered if lowered.isascii() else idna.encode(host).decode() + colon + port
 
 
 def parse_forum(url: str, given: str | None = None) -> Forum:
@@ -67,8 +67,8 @@ def parse_forum(url: str, given: str | None = None) -> Forum:
         raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(url.strip())}: the source prefix must be one of "
                                 f"{', '.join(SOURCE_CHOICES)} (as in json:https://forum.example)")
     try:
-        parts = urlsplit(text)
-        hostname = parts.hostname if parts.port != 0 and ascii_netloc(parts.netloc) else None  # port: 99999, abc
+        netloc = ascii_netloc((parts := urlsplit(text)).netloc)  # ValueError: a host IDNA refuses
+        hostname = parts.hostname if parts.port != 0 else None  # reading `port` refuses one that is none: 99999, abc
     except ValueError:
         hostname = None
     if not hostname or parts.scheme not in ("http", "https"):
@@ -77,7 +77,7 @@ def parse_forum(url: str, given: str | None = None) -> Forum:
             text.endswith(("?", "#")):
         raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{shown_url(text)} must be a plain base URL "
                                 "(no query, fragment or user)")
-    return Forum(f"{parts.scheme}://{ascii_netloc(parts.netloc)}{parts.path.rstrip('/')}", given or source)
+    return Forum(f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}", given or source)
 
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
@@ -227,11 +227,11 @@ def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False
 
 
 def _forums(raw: str) -> tuple[Forum, ...]:
-    """Two URLs of one host and path (`https://h` and `http://h`, `bücher.example` and `xn--bcher-kva.example`)
-    would be one forum's feeds, key and budget twice: refused."""
+    """Two URLs of one key (`https://h` and `http://h`; `bücher.example` and `xn--bcher-kva.example`, whose key is
+    the punycode name) would be one forum's feeds, key and budget twice: refused."""
     forums: dict[str, Forum] = {}
     for forum in map(parse_forum, raw.split()):
-        if (first := forums.setdefault(forum.origin[1] + forum.subfolder, forum)) is not forum:
+        if (first := forums.setdefault(forum.key, forum)) is not forum:
             raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{first.base_url} and {forum.base_url} are one forum to the "
                                     f"bridge ({forum.key}): give one")
     return tuple(forums.values())
