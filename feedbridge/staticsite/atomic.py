@@ -67,8 +67,6 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> bool:
         target.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where a folder of it goes: what the system says of a path through a file
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(target.parent)) from None
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
     return write_inside(target.parent, target.name, data)
 
 
@@ -78,13 +76,7 @@ def write_inside(root: Path, relative: str, data: bytes) -> bool:
     A link as the file itself is replaced by the new file, never written through: the rename replaces the
     name, not what it points at.
     """
-    *folders, name = relative.split("/")
-    root.mkdir(parents=True, exist_ok=True)
-    with _opened(root, folders, lambda parent, part, shown: _open_folder(parent, part, shown, relative)) as folder:
-        if _unchanged(folder, name, data):
-            return False
-        _replace(folder, name, data)
-        return True
+    return write_all_inside(root, [(relative, data)])[0]
 
 
 def write_all_inside(root: Path, files: Sequence[tuple[str, bytes]]) -> list[bool]:
@@ -104,18 +96,17 @@ def write_all_inside(root: Path, files: Sequence[tuple[str, bytes]]) -> list[boo
                 folder = folders.enter_context(_opened(
                     root, parts, lambda parent, part, shown: _open_folder(parent, part, shown, relative)))  # noqa: B023
                 if _is_folder(folder, name):
-                    raise IsADirectoryError(errno.EISDIR, "a folder is in its place", relative)
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), relative)
                 written.append(not _unchanged(folder, name, data))
                 if written[-1]:
                     try:
                         staged.append((folder, name, _stage(folder, name, data)))
                     except OSError as exc:
                         raise OSError(exc.errno, exc.strerror, relative) from None
-            while staged:
-                folder, name, temp = staged[0]
+            for folder, name, temp in staged:
                 os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-                staged.pop(0)
-        finally:
+            staged.clear()
+        finally:  # what a failure left staged (a temporary name renamed already is gone: nothing to remove)
             for folder, _name, temp in staged:
                 with suppress(OSError):
                     os.unlink(temp, dir_fd=folder)
@@ -216,16 +207,6 @@ def _unchanged(folder: int, name: str, data: bytes) -> bool:
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         return stat.S_ISREG(info.st_mode) and info.st_size == len(data) and handle.read(len(data) + 1) == data
-
-
-def _replace(folder: int, name: str, data: bytes) -> None:
-    temp = _stage(folder, name, data)
-    try:
-        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temp, dir_fd=folder)
-        raise
 
 
 def _stage(folder: int, name: str, data: bytes) -> str:
