@@ -50,14 +50,19 @@ EXCLUSIVE_MODULES = frozenset({"test_budget_windows", "test_connections", "test_
 # work is the same whichever Python serves the pages). Then the heaviest modules, each 5 to 45 s of CPU in the
 # first part where the others take under 5: their CPU goes to our own code over volume (fuzzed and hostile
 # pages, thousands of URLs, 500-post feeds) or to servers under abuse, which a Python version does not change,
-# and the suite on both versions took 833 s on a 2-core machine, past CI's 12 minutes. The newest version runs
-# the rest, the Procfile's gunicorn among them (tests/test_json_logs.py, test_serving.py, test_detect.py, ...).
+# and the suite on both versions took 833 s on a 2-core machine, past CI's 12 minutes. At stop 62 it was back at
+# 676 to 690 s, and four more went (10 to 17 s each: the static build's many runs, a JSON forum's and core's
+# posts and routes end to end); a static build's config is still read on the newest version (test_static_config),
+# and a JSON forum served on it (test_what_readers_show). The newest version runs the
+# rest, the Procfile's gunicorn among them
+# (tests/test_json_logs.py, test_serving.py, test_detect.py, ...).
 DEFAULT_VERSION_ONLY = frozenset({
     "test_bench_smoke", "test_browser", "test_personal_browser",
     "test_abuse", "test_admission", "test_cli", "test_control", "test_demo", "test_faults", "test_fuzz",
     "test_hostile_content", "test_hostile_upstream", "test_json_lists", "test_memos", "test_multisite",
     "test_operations", "test_personal", "test_posts", "test_private", "test_redis", "test_redis_limits",
-    "test_security", "test_signal", "test_web", "test_web_hardening"})
+    "test_security", "test_signal", "test_web", "test_web_hardening",
+    "test_static", "test_json_source", "test_posts_core", "test_routes_core"})
 
 # The modules that keep one pytest-xdist worker longest (in `.ci/run`'s first part on an idle 2-core machine,
 # 15 to 70 s each), longest first: `.ci/run` hands a worker a whole module (`--dist loadfile`) in the order
