@@ -473,13 +473,13 @@ def test_a_worker_that_stopped_accepting_sheds_the_writes_its_clients_never_read
 def test_a_keep_alive_reader_keeps_its_connection_while_10_addresses_hold_150_idle_ones(crowded):
     """Issue 43, item 7: 150 idle connections from 10 addresses (15 each, under their share), each reopened when
     closed, and a reader asking once a second on one keep-alive connection. Before the fix the oldest idle
-    connections went first, the reader's among them (it lost 7 of 15 requests at the issue's shape); now those
-    of the address holding the most go first."""
+    connections went first, the reader's among them (it lost 7 of 15 requests at the issue's shape, about one in
+    two: 10 asked here, for CI's time); now those of the address holding the most go first."""
     with idle_flood(crowded.port, 150, ADDRESSES[:10]) as flood:
         time.sleep(1)
         sock = connect(crowded.port)
         answers = []
-        for _ in range(15):
+        for _ in range(10):
             started = time.monotonic()
             answer = exchange(sock)
             answers.append(answer)

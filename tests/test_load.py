@@ -23,7 +23,7 @@ import pytest
 from tests.appserver import procfile_web
 from tests.upstream import spawn
 
-SECONDS = int(os.environ.get("FEEDBRIDGE_LOAD_SECONDS", "12"))
+SECONDS = int(os.environ.get("FEEDBRIDGE_LOAD_SECONDS", "8"))
 FEEDS = [
     "/latest.atom", "/latest.rss", "/latest.json", "/c/compiler/5.atom", "/c/compiler/5.json?pages=3",
     "/hot.rss", "/top.atom?period=weekly", "/tag/gpu.atom", "/c/hardware/gpu/12.json", "/u/jansel.atom",
