@@ -247,7 +247,7 @@ def windowed(config: Settings) -> Iterator[RunningApp]:
     through Redis)."""
     with serving(config) as (app, flask_app):
         budget = flask_app.extensions["feedbridge"].public.gate.budget
-        budget.windows = budget.windows.spanning(WINDOW)
+        budget.windows = budget.windows.like(seconds=WINDOW)
         yield app
 
 
@@ -322,7 +322,7 @@ XSL = "https://bridge.example/static/feed.xsl"
     (lambda: keys.posts_of(BASE, 42), "postsof:38ce582b4bc317a219cb3024d51610d7"),
     (lambda: keys.post_list(BASE, "user_posts", "alice", 2), "postlist:a3ea775e297272cf14a2965e70b6583e"),
     (lambda: keys.post_list(BASE, "posts", None, 1), "postlist:deee8cb090c7081412fa795bed449147"),
-    (lambda: keys.failed(keys.page(PAGE)), "failed:9381b71c11d99606bcecef5d6d506d5b"),
+    (lambda: keys.FAILED + keys.page(PAGE), "failed:page:d8ef5e1f8533ac8540b4bcd9aa1a58b4"),
     (lambda: keys.ratelimit(BASE), "ratelimit:217219fb075f9f2b99f22d5f6fd53914"),
     (lambda: keys.source(BASE), "source:217219fb075f9f2b99f22d5f6fd53914"),
     (lambda: keys.topic_slow(BASE), "topicslow:217219fb075f9f2b99f22d5f6fd53914"),

@@ -18,7 +18,7 @@ from feedbridge.config import Settings, parse_forum
 from feedbridge.errors import RequestError
 from feedbridge.feeds.request import signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
-from feedbridge.feeds.sources.dialects import JSON
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN
 from tests.appserver import RunningApp, running_app, settings_for
 from tests.test_signal import app, forum  # noqa: F401  (the fake forum in both modes, and the app before it)
 from tests.test_static import run as run_static
@@ -245,12 +245,12 @@ def test_three_level_and_top_category_specs():
     third = spec_of("c/a/b/c/9.rss")
     assert (third.list_path, third.html_path, third.label) == ("/c/a/b/c/9", "/c/a/b/c/9", "a / b / c")
     # Its latest list by activity where core serves it, whatever the category's default view; its id is its own.
-    assert third.page_url(1) == "https://forum.example.org/latest.md?category=9&order=activity&page=1"
-    assert third.page_url(1, JSON) == "https://forum.example.org/c/a/b/c/9/l/latest.json?order=activity&page=1"
+    assert MARKDOWN.page_url(third, 1) == "https://forum.example.org/latest.md?category=9&order=activity&page=1"
+    assert JSON.page_url(third, 1) == "https://forum.example.org/c/a/b/c/9/l/latest.json?order=activity&page=1"
     assert third.list_id == "https://forum.example.org/c/a/b/c/9.md"
     top = spec_of("c/a/b/c/9/l/top.rss", period="daily")
-    assert top.page_url(0) == "https://forum.example.org/top.md?category=9&period=daily"
-    assert top.page_url(0, JSON) == "https://forum.example.org/c/a/b/c/9/l/top.json?period=daily"
+    assert MARKDOWN.page_url(top, 0) == "https://forum.example.org/top.md?category=9&period=daily"
+    assert JSON.page_url(top, 0) == "https://forum.example.org/c/a/b/c/9/l/top.json?period=daily"
     assert top.list_id == "https://forum.example.org/c/a/b/c/9/l/top.md?period=daily"
     assert top.cache_key() != spec_of("c/a/b/c/9/l/top.rss", period="weekly").cache_key()
     for path in ("c/a/b/c/d/9.rss", "c/a/../9.rss", "c/9.rss"):

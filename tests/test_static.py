@@ -19,6 +19,7 @@ import httpx
 import pytest
 from lxml import etree, html
 
+from feedbridge.feeds.sources.dialects import MARKDOWN
 from feedbridge.staticsite.atomic import is_file_inside
 from feedbridge.staticsite.plan import load_build_config
 from feedbridge.staticsite.progress import FeedOutcome, Progress
@@ -201,7 +202,7 @@ def test_example_config_is_valid_and_its_offline_twin_builds_without_network(tmp
         ("compiler-by-morrison", ("compiler-by-morrison.atom", "compiler-by-morrison.rss",
                                   "compiler-by-morrison.json")),
         ("inductor", ("keywords/inductor.atom", "keywords/inductor.rss", "keywords/inductor.json"))]
-    assert {spec.page_url(0) for f in example.feeds for spec in f.specs} == {
+    assert {MARKDOWN.page_url(spec) for f in example.feeds for spec in f.specs} == {
         "https://dev-discuss.pytorch.org/latest.md?category=5&order=activity"}
     # the command docs/static.md shows
     code, out, err = run(ROOT / "docs" / "feeds.offline.toml", "--out-dir", str(tmp_path / "feeds"), "--json")

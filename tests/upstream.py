@@ -1063,7 +1063,8 @@ def read_at(path: str, mode: str = "markdown", page: int = 0, params: tuple[tupl
     """The target of the bridge's request for page `page` of the list `path` (a feed's list path, such as
     `/c/compiler/5`) from a forum read as `mode`: where core serves it (`feedbridge.feeds.sources.dialects`), which is
     not always the forum's own path (`/latest.md?category=5&order=activity`)."""
-    return SOURCES[mode].page_url("", path, params, page)
+    source = SOURCES[mode]
+    return source.list_url("", *source.route(path, params), page)
 
 
 def spawn(*options: str, port: int = 0, root: Path | str | None = None) -> ForumProcess:

@@ -157,25 +157,13 @@ class Windows:
         """Seconds a hit counts: the window's length and its leeway."""
         return self.seconds + self.leeway
 
-    def spanning(self, seconds: int) -> Windows:
-        """Windows of another length, shared, split, capped and held past their length the same way (the
-        10 s and daily budgets)."""
-        return self._like(seconds=seconds)
-
-    def split(self, processes: int) -> Windows:
-        """These windows with each limit split between `processes` (the instance's gunicorn workers)."""
-        return self._like(processes=processes)
-
-    def lasting(self, leeway: int) -> Windows:
-        """These windows with every hit held `leeway` seconds past their length: no span of `seconds` at
-        whoever counts the hits later, by up to `leeway`, holds more than the limit."""
-        return self._like(leeway=leeway)
-
-    def capped_to_share(self) -> Windows:
-        """These windows with each process held to its share while Redis answers too (see the class)."""
-        return self._like(capped=True)
-
-    def _like(self, **changes: Any) -> Windows:
+    def like(self, **changes: Any) -> Windows:
+        """These windows with some of what `__init__` takes changed, over the same storage and link: `seconds`,
+        another length (the 10 s and daily budgets, held, split and capped the same way); `processes`, each
+        limit split between the instance's gunicorn workers; `leeway`, every hit held that long past the
+        window's length, so that no span of `seconds` at whoever counts the hits later, by up to `leeway`, holds
+        more than the limit; `capped`, each process held to its share while Redis answers too (see the class).
+        One call makes each budget's windows, however many of these change."""
         made = {"seconds": self.seconds, "processes": self.processes, "leeway": self.leeway,
                 "capped": self.capped, **changes}
         return Windows(storage=self._storage, link=self._link, **made)

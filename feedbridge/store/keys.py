@@ -72,10 +72,10 @@ def post_list(base_url: str, kind: str, poster: str | None, pages: int) -> str:
 
 # --- the control store: what steers requests to forums ---------------------------------------------------
 
+FAILED = "failed:"
+"""The failure remembered for the entry stored under a key is kept under this and that key (`failed:page:…`):
+the entry's key is a kind and a digest already, bounded, so it is not digested again."""
 
-def failed(key: str) -> str:
-    """The failure remembered for the entry stored under `key`."""
-    return _key("failed", key)
 
 
 def ratelimit(base_url: str) -> str:

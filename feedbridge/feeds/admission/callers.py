@@ -289,9 +289,9 @@ class ForumBudget:
 
     Every window is split between the instance's `processes` (`Windows.split`), so its workers together
     stay within it without Redis, and the forum's hold each worker to its part with Redis too
-    (`Windows.capped_to_share`): a worker that spent the whole window through Redis left its sibling's part
+    (`Windows.like`, `capped`): a worker that spent the whole window through Redis left its sibling's part
     untouched, and once Redis failed the sibling spent it again, on top. The forum's windows hold each
-    request `LEEWAY` past their length (`Windows.lasting`), so the forum, counting later, sees no more than
+    request `LEEWAY` past their length (`Windows.like`, `leeway`), so the forum, counting later, sees no more than
     the budget either; a client's share is the bridge's own fairness, counted nowhere else, over the
     windows themselves, shared through Redis whichever worker serves the client. Every window is looked at
     before any is counted, so a client refused for the forum's sake keeps its share; a client counted and
@@ -311,16 +311,16 @@ class ForumBudget:
         `address` names the windows a forum's
         requests are counted in (`Settings.address_of`: one for the forums of a multisite host, which core
         counts in one per-IP window); by default each forum's own."""
-        self.shares = windows.split(processes)
-        self.windows = self.shares.lasting(LEEWAY).capped_to_share()
+        self.shares = windows.like(processes=processes)
+        self.windows = self.shares.like(leeway=LEEWAY, capped=True)
         self.per_window = per_window
         self.share = max(per_window // share, 1)
         self.scope = scope
         self.per_day = per_day
         self.per_burst = per_burst
-        self.days = self.windows.spanning(DAY) if per_day else None
-        self.bursts = self.windows.spanning(BURST) if per_burst else None
-        self.burst_shares = self.shares.spanning(BURST) if per_burst else None
+        self.days = self.windows.like(seconds=DAY) if per_day else None
+        self.bursts = self.windows.like(seconds=BURST) if per_burst else None
+        self.burst_shares = self.shares.like(seconds=BURST) if per_burst else None
         self.burst_share = max(per_burst // share, 1)
         self.forum = forum
         self.who: str | None = None

@@ -266,7 +266,7 @@ class CachePolicy:
             admission.slot = taken
 
     def remembered(self, failed: str) -> UpstreamError | None:
-        """The failure remembered under `failed` (`keys.failed` of the entry's key), as the error to answer, with
+        """The failure remembered under `failed` (`keys.FAILED` and the entry's key), as the error to answer, with
         Retry-After = what is left of it."""
         failure: FailureEntry | None = self.control.get(failed)
         ttl = self.settings.negative_ttl
@@ -282,7 +282,7 @@ class CachePolicy:
         return error
 
     def remember(self, failed: str, exc: UpstreamError) -> None:
-        """Under `failed` (`keys.failed` of the entry's key), failures of the forum only: a budget or slot refusal, a
+        """Under `failed` (`keys.FAILED` and the entry's key), failures of the forum only: a budget or slot refusal, a
         429 (kept per forum) or a fetch the request's deadline cut short is not remembered, nor one remembered already
         (a feed's build failing on its list's remembered failure): remembered again from now, it outlived its TTL,
         and its note was written twice."""
@@ -314,7 +314,7 @@ class CachePolicy:
                     return again
             # A failure remembered, checked by the leader: one that another instance's leader met while this
             # request waited for its lock is the answer too, not a request more to the forum.
-            failed = keys.failed(key)  # made once for the look and the failure it may remember
+            failed = keys.FAILED + key  # made once for the look and the failure it may remember
             remembered = self.remembered(failed)
             if remembered is not None:
                 raise remembered

@@ -227,7 +227,7 @@ def own_pages(spec: FeedSpec) -> tuple[Callable[[int], str], Source]:
     if own.offset:
         return (lambda n: JSON.list_url(spec.forum.base_url, spec.list_path,
                                         (("offset", str(n * own.offset)),) if n else ())), own.source
-    return partial(spec.page_url, source=JSON), own.source
+    return partial(JSON.page_url, spec), own.source
 
 
 def valid_key(key: object) -> str | None:

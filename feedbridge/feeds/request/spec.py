@@ -21,7 +21,7 @@ from feedbridge.errors import FeedMoved, RequestError, RouteNotFound
 from feedbridge.feeds.request import params
 from feedbridge.feeds.request.params import DIGESTS, FeedKind, Marked, fullmatch, reaches_back, shorten
 from feedbridge.feeds.select.filters import FeedFilter, make_filter, tag_key
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, user_list_url
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, user_list_url
 from feedbridge.models import Listing, Site
 from feedbridge.render.formats import FORMATS
 from feedbridge.render.meta import FeedMeta
@@ -112,10 +112,6 @@ class FeedSpec:
     poster: str | None = None  # the /u/USER/posts feed's user, as typed in the path
     forum_query: FilterQuery | None = None  # the /filter feed's query (also its `q=` in `list_params`)
     owner: str | None = None  # a member's own list's member (`feeds.members.personal`)
-
-    def page_url(self, page: int, source: Source = MARKDOWN) -> str:
-        """Page `page` (0 first) of the list, where `source` reads it (`Source.route`)."""
-        return source.page_url(self.forum.base_url, self.list_path, self.list_params, page)
 
     @property
     def list_id(self) -> str:

@@ -194,9 +194,9 @@ class Source:
         query = f"?{urlencode(params)}" if params else ""
         return f"{base_url}{path}{self.suffix}{query}"
 
-    def page_url(self, base_url: str, path: str, params: Params = (), page: int = 0) -> str:
-        """Page `page` of the list `path` where this source reads it (`route`)."""
-        return self.list_url(base_url, *self.route(path, params), page)
+    def page_url(self, spec: FeedSpec, page: int = 0) -> str:
+        """Page `page` (0 first) of the feed's list where this source reads it (`route`)."""
+        return self.list_url(spec.forum.base_url, *self.route(spec.list_path, spec.list_params), page)
 
     def topic_url(self, topic_url: str) -> str:
         return topic_url + self.suffix

@@ -259,7 +259,7 @@ class ListReader:
                 raise RequestError(_ignored(spec, ignored), param="q")
             if spec.forum_query.signed_in_only and not read.signed:
                 raise RequestError(self._signed_in_only(spec, spec.forum_query.signed_in_only))
-            return self._pages(read, spec, lambda n: spec.page_url(n, JSON), JSON)
+            return self._pages(read, spec, lambda n: JSON.page_url(spec, n), JSON)
         if spec.kind == "personal":  # a member's own list: JSON on every forum, its own parser
             return self._pages(read, spec, *own_pages(spec))
         source = read.source(spec.forum)
@@ -275,7 +275,7 @@ class ListReader:
             except read.moves_on as exc:
                 log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
-            entries = self._pages(read, spec, lambda n: spec.page_url(n, source), source)
+            entries = self._pages(read, spec, lambda n: source.page_url(spec, n), source)
             if source is MARKDOWN and spec.kind == "category" and not entries[0].listing.topics:
                 self._category_is_readable(read, spec)
             return entries
@@ -377,7 +377,7 @@ def saved_pages(spec: FeedSpec, text: str, source: Source = MARKDOWN) -> dict[st
     holds them (its one source of pages): the list's first page where `source` reads it, and for a category
     its own path too, where an empty Markdown list of it would be confirmed (`_category_is_readable`)."""
     own = {_own_path(spec): text} if spec.kind == "category" and source is MARKDOWN else {}
-    return {spec.page_url(0, source): text, **own}
+    return {source.page_url(spec): text, **own}
 
 
 def _ignored(spec: FeedSpec, terms: tuple[tuple[str, str], ...]) -> str:
@@ -409,7 +409,7 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
         needed = spec.filter.json_needed(lacks)
         if needed is None and not (pictures and "image_url" in lacks):
             continue
-        url = spec.page_url(number, JSON)
+        url = JSON.page_url(spec, number)
         try:
             # the pictures alone: a read the build can do without
             figures = list_entry(read.optional() if needed is None else read, forum, url, JSON, dates=False)
@@ -425,7 +425,7 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
                                f"views, tags or category ids, and the forum refused it: {exc.message}",
                                param=needed) from None
         completed.append(number)
-        both += [(entry, _again(read, forum, spec.page_url(number, MARKDOWN), MARKDOWN)),
+        both += [(entry, _again(read, forum, MARKDOWN.page_url(spec, number), MARKDOWN)),
                  (figures, _again(read, forum, url, JSON))]
     stepped = _in_step(read, both)  # in pairs, as `both` is: each Markdown page, then its JSON one
     pages = [entry.listing for entry in entries]
