@@ -425,6 +425,23 @@ def test_build_o_keeps_a_better_file_when_the_forum_failed_part_of_the_feed(upst
     assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(fresh)).exit_code == 0 and fresh.is_file()
 
 
+def test_build_o_gives_a_feed_no_date_before_the_file_it_replaces(upstream, tmp_path):
+    """A cron job's `-o` rebuild after the newest topic was deleted dated the file at the next newest topic, back
+    from the date it had; now the date the file written before gave itself is the rebuild's floor, as the web's
+    held copy is (`FeedService._document`). Printed to stdout, with no file before it, the date is the list's."""
+    output, listed = tmp_path / "compiler.atom", httpx.get(upstream.url + read_at("/c/compiler/5"), timeout=10).text
+    assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(output)).exit_code == 0
+    first = feedparser.parse(output.read_bytes())
+    newest = max(first.entries, key=lambda e: e.updated_parsed)
+    start = listed.rindex("## [", 0, listed.index(f"]({newest.link})"))
+    upstream.set_body(read_at("/c/compiler/5"), listed[:start] + listed[listed.index("---", start) + 3:])
+    assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(output)).exit_code == 0
+    again = feedparser.parse(output.read_bytes())
+    assert newest.link not in [e.link for e in again.entries] and again.feed.updated_parsed == first.feed.updated_parsed
+    printed = feedparser.parse(invoke("build", f"{upstream.url}/c/compiler/5").stdout_bytes)
+    assert printed.feed.updated_parsed == max(e.updated_parsed for e in again.entries) < first.feed.updated_parsed
+
+
 def test_build_sits_out_a_short_retry_after_as_a_static_build_does(upstream):
     """A 429 with a Retry-After of a second was exit 1 at once, where a static build of the same feed waits and
     succeeds (`Pace`); a long one still fails the run, naming the wait."""

@@ -249,6 +249,26 @@ def test_cli_undated_feed_is_dated_by_its_source_file(tmp_path):
     assert b"lastBuildDate" not in rss.stdout and b"1970" not in atom.stdout + rss.stdout
 
 
+def test_cli_o_of_a_saved_list_keeps_its_files_date_for_a_future_list_and_a_deleted_newest_topic(tmp_path):
+    """`build SAVED.md -o FILE` gives an undated list the date of the file it replaces (the same bytes when the
+    list is saved again); a list dated only in the future is one too (no such date is the feed's), and was dated
+    at each save. A saved list whose newest topic was deleted is not dated before the file it replaces."""
+    source, out = tmp_path / "list.md", tmp_path / "feed.atom"
+
+    def build(text: str, saved_at: int) -> str:
+        source.write_text(text, encoding="utf-8")
+        os.utime(source, (saved_at, saved_at))
+        assert run_cli("build", str(source), "-o", str(out)).returncode == 0
+        return parsed(out.read_bytes()).feed.updated
+
+    future = dated_list({1: "2999-01-01T00:00:00Z"})
+    assert build(future, 1_780_000_000) == build(future, 1_790_000_000) == datetime.fromtimestamp(
+        1_780_000_000, UTC).isoformat()
+    out.unlink()
+    both = build(dated_list({1: "2026-05-01T00:00:00Z", 2: "2026-04-01T00:00:00Z"}), 1_780_000_000)
+    assert build(dated_list({2: "2026-04-01T00:00:00Z"}), 1_790_000_000) == both == "2026-05-01T00:00:00+00:00"
+
+
 def test_service_empty_feed_is_dated_when_it_was_built(upstream):
     upstream.set_body("/c/widgets/9.md", EMPTY_LIST.read_text(encoding="utf-8"))
     with running_app(settings_for(upstream.url)) as app:

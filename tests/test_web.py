@@ -316,6 +316,26 @@ def test_a_reader_validating_by_date_alone_gets_a_feed_whose_older_topic_changed
     assert again.status_code == 304
 
 
+def test_a_feeds_own_date_does_not_go_back_when_its_newest_topic_is_deleted(upstream):
+    """A feed gives itself its newest topic's date (Atom's `updated`, RSS's `lastBuildDate`). When that topic was
+    deleted (or moved to another category), the next build's date went back to the next newest's, and a reader
+    that keeps the newest date it saw took the changed feed for an old one. Now a rebuild's date is never before
+    the date of the copy it replaces."""
+    with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
+        listed = httpx.get(upstream.url + LIST, timeout=10).text
+        first = {fmt: feedparser.parse(get(app.feed_url(f"{COMPILER}.{fmt}")).content) for fmt in ("atom", "rss")}
+        newest = max(first["atom"].entries, key=lambda e: e.updated_parsed)
+        start = listed.rindex("## [", 0, listed.index(f"]({newest.link})"))
+        end = listed.find("---", start)
+        upstream.set_body(LIST, listed[:start] + (listed[end + 3:] if end >= 0 else ""))
+        again = {fmt: feedparser.parse(get(app.feed_url(f"{COMPILER}.{fmt}")).content) for fmt in ("atom", "rss")}
+    for fmt in ("atom", "rss"):
+        assert newest.title not in [e.title for e in again[fmt].entries], fmt  # deleted, so the feed was rebuilt
+        assert again[fmt].bozo == 0 and again[fmt].feed.updated_parsed == first[fmt].feed.updated_parsed, fmt
+    # the date the next newest topic would have given it is earlier: the date held is what kept it
+    assert max(e.updated_parsed for e in again["atom"].entries) < first["atom"].feed.updated_parsed
+
+
 def test_a_feed_that_changes_at_each_request_is_never_dated_past_its_answer(upstream):
     """RFC 9110 §8.8.2.1: `Last-Modified` is never later than the answer's `Date`. Changed bytes are dated a second
     past the copy they replace, so a feed rebuilt into new bytes at each of a few requests within a second (cache

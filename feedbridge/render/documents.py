@@ -61,7 +61,7 @@ from lxml.html import fragment_fromstring
 
 from feedbridge import __version__
 from feedbridge.models import Entry, Site
-from feedbridge.render.meta import FeedMeta, categories, cleaned, description, newest, updated, utc
+from feedbridge.render.meta import FeedMeta, categories, cleaned, description, feed_updated, newest, updated, utc
 from feedbridge.render.turns import take_turn
 
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
@@ -196,10 +196,10 @@ _FEED_DATE = re.compile(rb"<updated>([0-9T:+.Z-]{10,40})</updated>")
 
 def feed_date(written: bytes) -> float | None:
     """The date an Atom feed this renderer wrote gave itself (its first `updated`, the feed's own: feedgen writes
-    it before the entries), from its first `FEED_DATE_BYTES`; None when it has none to read. What a file's
-    rebuild gives again to a list with no date of its own (an empty list, topics dated in the future: the
-    service's `undated`), as the web's rebuild does from its held copy: it was the run's time, and an empty
-    category's file changed at every run of a static build."""
+    it before the entries), from its first `FEED_DATE_BYTES`; None when it has none to read. The file's rebuild
+    gives itself no earlier date (the service's `dated`), and gives it again to a list with no date of its own
+    (an empty list, topics dated in the future), as the web's rebuild does from its held copy: it was the run's
+    time, and an empty category's file changed at every run of a static build."""
     found = _FEED_DATE.search(written[:FEED_DATE_BYTES])
     try:
         return None if found is None else datetime.fromisoformat(found[1].decode().replace("Z", "+00:00")).timestamp()
@@ -210,8 +210,8 @@ def feed_date(written: bytes) -> float | None:
 def render_atom(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     meta, entries = cleaned(meta, entries)
     fg = _feed_generator(meta, entries)
-    feed_date = newest(entries, meta.built) or meta.updated
-    fg.updated(utc(feed_date))
+    dated = feed_updated(meta, entries)
+    fg.updated(utc(dated))
     # Atom needs an author on the feed unless every entry has one (deleted users have none): the
     # forum itself is the honest fallback, and entries without an author inherit it.
     fg.author(name=urlsplit(meta.forum_url).netloc or meta.forum_url, uri=meta.forum_url)
@@ -230,7 +230,7 @@ def render_atom(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     if threads:
         fg.register_extension("thr", _Threading, _Threading, rss=False)
     for entry in entries:
-        _add_atom_entry(fg, entry, feed_date, threads)
+        _add_atom_entry(fg, entry, dated, threads)
     return _with_prolog(fg.atom_str(xml_declaration=False), meta.stylesheet_url)
 
 
@@ -257,7 +257,7 @@ def render_rss(meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     fg = _feed_generator(meta, entries)
     fg.register_extension("dc", _DublinCore, _DublinCore, atom=False)
     if (last_build := newest(entries, meta.built)) is not None:
-        last_build = utc(last_build)
+        last_build = utc(feed_updated(meta, entries))
         fg.lastBuildDate(last_build)
     if last_build is None or last_build.year < 1000:
         fg.register_extension("last_build_date", _LastBuildDate, atom=False)  # feedgen skips it on the entries
@@ -316,8 +316,6 @@ def _add_rss_entry(fg: Any, entry: Entry) -> None:
 
 EXCERPT_CHARS = 300
 """The longest description an RSS item's content gives it, cut at a word (`_text_of`)."""
-
-
 def _text_of(content_html: str) -> str:
     """The text of an entry's HTML content (sanitised by `render.sanitize`, or a digest's list of escaped
     text), on one line, cut at a word to at most `EXCERPT_CHARS` characters; empty when it holds none."""

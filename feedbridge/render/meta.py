@@ -68,6 +68,9 @@ class FeedMeta:
     # past it by more than `CLOCK_SKEW` is the feed's own (`newest_believed`). A bound, never written: the bytes do not
     # depend on it unless an entry is dated in the future.
     built: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+    # The date the copy this feed replaces gave itself (the cache's, or the file's written before), before which
+    # its own is not (`feed_updated`): None for a feed built afresh.
+    floor: datetime | None = None
 
 
 CLOCK_SKEW = timedelta(minutes=5)
@@ -154,6 +157,15 @@ def newest(entries: Sequence[Entry], built: datetime) -> datetime | None:
     """The newest date an entry carries that is believed of a feed built at `built` (`newest_believed`): the
     feed's date, when there is one."""
     return newest_believed(map(updated, entries), built)
+
+
+def feed_updated(meta: FeedMeta, entries: Sequence[Entry]) -> datetime:
+    """The feed's own date (Atom's `updated`; RSS's `lastBuildDate`, where an entry is dated): its newest entry
+    date (`newest`), else when its list was read (`FeedMeta.updated`), and never before `FeedMeta.floor`. The newest
+    topic's date went back when that topic was deleted, moved out of the list or aged out of a `max_age=` window,
+    and a reader keeping the newest date it saw took the changed feed for an old one."""
+    dated = newest(entries, meta.built) or meta.updated
+    return dated if meta.floor is None or dated >= meta.floor else meta.floor
 
 
 def categories(entry: Entry) -> list[str]:

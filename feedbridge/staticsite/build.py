@@ -135,7 +135,7 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
 
 
 def _written_date(config: BuildConfig, spec: FeedSpec, file: str) -> float | None:
-    """The date the Atom file written before gave itself (`render.documents.feed_date`), for a list with none."""
+    """The date the Atom file written before gave itself (`render.documents.feed_date`): its rebuild's is not before."""
     written = read_inside(config.out_dir, file, FEED_DATE_BYTES) if spec.fmt == "atom" else None
     return None if written is None else feed_date(written)
 
@@ -155,7 +155,7 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
             # no basic info read for a saved list
             bodies = [(own or service).scope(plan.signed).document(spec, urljoin(config.site_url, quote(file)),
                                                                    identity=own is None,
-                                                                   undated=_written_date(config, spec, file))
+                                                                   dated=_written_date(config, spec, file))
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"

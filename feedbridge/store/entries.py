@@ -39,15 +39,16 @@ class PageEntry:
 @dataclass(frozen=True, slots=True)
 class FeedEntry:
     """Rendered feed bytes: a hit is served without parsing or rendering anything. `gzipped`: the body's gzip,
-    for the readers that take it (`render.formats.gzipped`), None when it has none. `undated`: the date the feed
-    gave itself where its list had none (an empty list), which its next build gives again."""
+    for the readers that take it (`render.formats.gzipped`), None when it has none. `dated`: the date the feed
+    gave itself (its newest topic's, or for a list with none the one given before), before which its next build's
+    is not (`FeedService._document`)."""
 
     body: bytes
     etag: str
     last_modified: float | None
     stored_at: float
     gzipped: bytes | None = None
-    undated: float | None = None
+    dated: float | None = None
 
     @property
     def size(self) -> int:
