@@ -134,7 +134,8 @@ def _credentials(raw: str) -> tuple[Credential, ...]:
         if not equals or not host or len(host) > 300 or not _FORUM_KEY.fullmatch(host) or \
                 host.startswith(("user-api-key:", "api-key:")):
             raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: entry {number} must start with HOST= (a forum's key, as in "
-                              "feed paths), as HOST=user-api-key:KEY or HOST=api-key:USERNAME:KEY",
+                              "feed paths, xn--... for a name not in ASCII), as HOST=user-api-key:KEY or "
+                              "HOST=api-key:USERNAME:KEY",
                               "FEEDBRIDGE_CREDENTIALS")
         if host in made:
             raise ConfigError(f"FEEDBRIDGE_CREDENTIALS: {host} has two entries", "FEEDBRIDGE_CREDENTIALS")
@@ -227,14 +228,13 @@ def text(default: T, *names: str, read: Callable[[str], T], secret: bool = False
 
 
 def _forums(raw: str) -> tuple[Forum, ...]:
-    """Two URLs of one key (`https://h` and `http://h`; `bücher.example` and `xn--bcher-kva.example`, whose key is
-    the punycode name) would be one forum's feeds, key and budget twice: refused."""
-    forums: dict[str, Forum] = {}
-    for forum in map(parse_forum, raw.split()):
-        if (first := forums.setdefault(forum.key, forum)) is not forum:
-            raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{first.base_url} and {forum.base_url} are one forum to the "
-                                    f"bridge ({forum.key}): give one")
-    return tuple(forums.values())
+    """Two URLs of one key (`https://h`, `http://h`; a name and its punycode) would be one forum twice: refused."""
+    forums: dict[str, tuple[Forum, str]] = {}  # and as written (parsed: a plain URL), as shown
+    for written in raw.split():
+        if (first := forums.setdefault((forum := parse_forum(written)).key, (forum, written)))[0] is not forum:
+            raise ConfigError.about("FEEDBRIDGE_FORUMS", f"{first[1]} and {written} are one "
+                                    f"forum to the bridge ({forum.key}): give one")
+    return tuple(forum for forum, _ in forums.values())
 
 
 def _redis_url(raw: str) -> str:

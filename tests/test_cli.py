@@ -178,6 +178,13 @@ def test_an_unwritable_output_fails_naming_it(tmp_path, where, why):
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == b""
 
 
+@pytest.mark.parametrize("where", [".", "/"])
+def test_an_output_named_as_a_folder_is_a_directory(where):
+    """`-o .` and `-o /` said "No such file or directory": the temporary file was renamed onto an empty name."""
+    result = run("build", str(SEED), "-o", where)
+    assert (result.returncode, result.stderr.decode().strip()) == (1, f"Error: cannot write {where}: Is a directory")
+
+
 @pytest.mark.parametrize("args,named", [
     (("--query", "x"), "--query"),
     (("-o", "f.atom"), "--output"),

@@ -53,8 +53,12 @@ def test_values_and_redis_url_fallback():
     ({"FEEDBRIDGE_CACHE_URL": "redis:x", "REDIS_URL": "redis://x"}, "FEEDBRIDGE_CACHE_URL must be a redis://"),
     ({"FEEDBRIDGE_FORUMS": "https://h.example http://h.example"}, "are one forum to the bridge"),
     # one host in its two spellings: one forum's budget spent twice against one Discourse
-    ({"FEEDBRIDGE_FORUMS": "https://bücher.example https://xn--bcher-kva.example/"}, "are one forum to the bridge"),
+    ({"FEEDBRIDGE_FORUMS": "https://bücher.example https://xn--bcher-kva.example/"},  # as written, not twice one
+     "https://bücher.example and https://xn--bcher-kva.example/ are one forum to the bridge (xn--bcher-kva.example)"),
     ({"FEEDBRIDGE_FORUMS": "https://b\u200dücher.example"}, "not an http(s) base URL"),  # no IDNA name
+    # a forum's key in its Unicode spelling: the error says how keys of such hosts are written
+    ({"FEEDBRIDGE_FORUMS": "https://bücher.example", "FEEDBRIDGE_SECRET": "0123456789abcdef0",
+      "FEEDBRIDGE_CREDENTIALS": "bücher.example=user-api-key:abc"}, "xn--... for a name not in ASCII"),
 ])
 def test_errors_name_the_variable(env, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):

@@ -438,25 +438,31 @@ def test_an_rss_item_with_content_alone_is_described_by_its_text_and_the_browser
     picture = Entry(kind="post", id="https://f.example/t/1/3", link="https://f.example/t/x/1/3", title="Re: y",
                     author="bob", content_html='<p><img src="https://f.example/a.png"></p>', published=start)
     digest = Entry(kind="digest", id="https://f.example/latest.md#digest=daily/digest/2025-01-01",
-                   link="https://f.example/latest#digest-2025-01-01", title="2025-01-01: 1 topic", published=start,
-                   updated=newest, content_html='<ul><li><a href="https://f.example/t/x/1">x</a> · by ann</li></ul>')
+                   link="https://f.example/latest#digest-2025-01-01", title="2025-01-01: 2 topics", published=start,
+                   updated=newest, content_html='<ul><li><a href="https://f.example/t/x/1">x</a> · by ann</li>'
+                                                '<li><a href="https://f.example/t/y/2">y</a> · by bob</li></ul>')
+    # a forum under a /digest folder: its topics' ids hold "/digest/" too, before any "#"
+    subfolder = Entry(kind="topic", id="https://f.example/digest/t/7", link="https://f.example/digest/t/z/7",
+                      title="z", author="cy", summary="z's first post", updated=start)
     meta = FeedMeta(title="f", forum_url="https://f.example", html_url="https://f.example/latest",
                     feed_id="https://f.example/latest")
-    rss = etree.fromstring(render_rss(meta, [post, picture, digest]))
+    rss = etree.fromstring(render_rss(meta, [post, picture, digest, subfolder]))
     content = "{http://purl.org/rss/1.0/modules/content/}encoded"
-    items = rss.findall("channel/item")
+    items = rss.findall("channel/item")[:3]
     assert [item.findtext(content) for item in items] == [post.content_html, picture.content_html, digest.content_html]
     described = [item.findtext("description") for item in items]
     assert described[0].startswith("Small post &amp; word") and described[0].endswith("…") and len(described[0]) < 320
-    assert described[1:] == ["Re: y", "x · by ann"]
+    assert described[1:] == ["Re: y", "x · by ann y · by bob"]  # one topic after another, not "annx"
     page = html.fromstring(str(etree.XSLT(etree.parse(STATIC / "feed.xsl"))(rss)))
     excerpts = [p.text_content().strip() for p in page.xpath("//p[@class='entry-excerpt']")]
-    assert excerpts[0].startswith("Small post & word") and excerpts[1:] == ["Re: y", "x · by ann"]
+    assert excerpts[0].startswith("Small post & word") and excerpts[1:3] == ["Re: y", "x · by ann y · by bob"]
     metas = [p.text_content().strip() for p in page.xpath("//p[@class='entry-meta']")]
     assert metas[0] == "by ann · Wed, 01 Jan 2025 00:00:00 +0000" and metas[2] == "Wed, 01 Jan 2025 00:00:00 +0000"
-    atom = html.fromstring(str(etree.XSLT(etree.parse(STATIC / "feed.xsl"))(etree.fromstring(render_atom(meta, [digest])))))
+    assert metas[3].startswith("by cy")
+    atom = html.fromstring(str(etree.XSLT(etree.parse(STATIC / "feed.xsl"))(etree.fromstring(
+        render_atom(meta, [digest, subfolder])))))
     assert [p.text_content().strip() for p in atom.xpath("//p[@class='entry-meta']")] == [
-        "2025-01-01T00:00:00+00:00 to 2025-01-01T18:00:00+00:00"]
+        "2025-01-01T00:00:00+00:00 to 2025-01-01T18:00:00+00:00", "by cy · last activity 2025-01-01T00:00:00+00:00"]
 
 
 def test_previews_and_the_paste_box_are_charged_as_the_front_page_is(upstream):

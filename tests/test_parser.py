@@ -407,3 +407,9 @@ def test_a_category_named_in_fifty_cjk_characters_keeps_its_place_in_the_directo
     assert [(c.slugs, c.id) for c in parse_categories(markdown)] == [(name, 7), ("compiler", 5)]
     assert [(c.slugs, c.id) for c in parse_json_categories(json.dumps(document))] == [(name, 7), ("compiler", 5)]
     assert route_of(f"c/{name}/7") is not None  # the feed path its directory offers
+    # with an emoji, the slug is kept encoded (no feed path names it), the category's name with it: it was read as
+    # far as 100 characters, and a name of 11 with an emoji was left out
+    party = "中" * (length // 3) + "🎉"
+    document = {"category_list": {"categories": [{"id": 9, "name": party, "slug": quote(party)}]}}
+    assert len(quote(party)) > 100
+    assert [(c.name, c.slugs, c.id) for c in parse_json_categories(json.dumps(document))] == [(party, quote(party), 9)]

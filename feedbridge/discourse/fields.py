@@ -88,12 +88,14 @@ def category_slug(raw: str) -> str | None:
     decoded = unquote(raw) if "%" in raw else raw
     if _slug_of(decoded, "_-"):
         return decoded
-    return raw if _slug_of(raw, "_-%") else None
+    return raw if _slug_of(raw, "_-%", MAX_ENCODED_SLUG) else None
 
 
-def _slug_of(text: str, allowed: str) -> bool:
-    """Letters, digits, combining marks and the `allowed` characters, 1 to 100 of them."""
-    return 0 < len(text) <= 100 and all(c.isalnum() or c in allowed or unicodedata.category(c)[0] == "M" for c in text)
+def _slug_of(text: str, allowed: str, longest: int = 100) -> bool:
+    """Letters, digits, combining marks and the `allowed` characters, 1 to `longest` of them: an encoded slug
+    kept as written (one with an emoji) is read as far as `MAX_ENCODED_SLUG`, as one that decodes is."""
+    return 0 < len(text) <= longest and all(c.isalnum() or c in allowed or unicodedata.category(c)[0] == "M"
+                                            for c in text)
 
 
 def one_line(text: str) -> str:

@@ -316,10 +316,20 @@ def _add_rss_entry(fg: Any, entry: Entry) -> None:
 
 EXCERPT_CHARS = 300
 """The longest description an RSS item's content gives it, cut at a word (`_text_of`)."""
+_BLOCKS = ("address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt", "figcaption",
+           "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "li", "ol", "p", "pre", "section", "summary", "table",
+           "td", "th", "tr", "ul")
+"""Elements whose end is a break in the text (HTML's block and table elements, and `br`): a digest's `<li>`s and
+a post's paragraphs are written with nothing between them, and their words ran together."""
+
+
 def _text_of(content_html: str) -> str:
     """The text of an entry's HTML content (sanitised by `render.sanitize`, or a digest's list of escaped
     text), on one line, cut at a word to at most `EXCERPT_CHARS` characters; empty when it holds none."""
-    text = " ".join(fragment_fromstring(content_html, create_parent="div").text_content().split())
+    root = fragment_fromstring(content_html, create_parent="div")
+    for block in root.iter(*_BLOCKS):
+        block.tail = " " + (block.tail or "")
+    text = " ".join(root.text_content().split())
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + "…"
 
 

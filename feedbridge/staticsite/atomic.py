@@ -63,6 +63,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> bool:
     own (`feedbridge build -o FILE`): its folders are created and followed as named.
     """
     target = Path(path)
+    if not target.name:  # `.`, `/`: a folder by its very name, where the rename said there was no such file
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where a folder of it goes: what the system says of a path through a file

@@ -70,8 +70,9 @@
       </h3>
       <p class="entry-meta">
         <xsl:choose>
-          <!-- A digest's period (its id ends in /digest/PERIOD): from its start to its newest activity; no author. -->
-          <xsl:when test="contains(string(atom:id | guid), '/digest/')">
+          <!-- A digest's period (its id is the feed's list, `#` and its query, then /digest/PERIOD: a forum under a
+               /digest folder has it before the `#`): from its start to its newest activity; no author. -->
+          <xsl:when test="contains(substring-after(string(atom:id | guid), '#'), '/digest/')">
             <xsl:value-of select="atom:published | pubDate"/>
             <xsl:if test="atom:updated"><xsl:text> to </xsl:text><xsl:value-of select="atom:updated"/></xsl:if>
           </xsl:when>
