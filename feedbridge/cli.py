@@ -37,7 +37,7 @@ from feedbridge.feeds.sources.reads import saved_pages
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
 from feedbridge.render.formats import FEED_FORMATS, render
-from feedbridge.render.meta import newest_believed
+from feedbridge.render.meta import Before, floored, newest_believed
 from feedbridge.staticsite.atomic import is_file_inside, read_inside, write_atomic
 from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
@@ -152,17 +152,17 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
     if source is None:
         raise click.UsageError("give a SOURCE (file, '-' or URL) or --config FILE")
     given = {name: value for name, value in options.items() if value is not None and value is not False and value != ()}
-    # the date the file written before gave itself (`feed_date`): the feed's is not before it, and a list without
+    # the id and date of the file written before (`feed_date`): the same feed's is not before it, and a list without
     # one is given it again (the same bytes)
-    written = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
-    dated = None if written is None else feed_date(written)
+    previous = read_inside(output.parent, output.name, FEED_DATE_BYTES) if output and fmt == "atom" else None
+    written = None if previous is None else feed_date(previous)
     if source.startswith(("http://", "https://")):
         settings = _settings(_url_forum(source, base_url, by_suffix=False))
         spec = _spec(settings, source, fmt, given)
         kept = output is not None and is_file_inside(output.parent, output.name)
         with _service(settings, counted=kept) as service, \
                 BatchFetcher.counting() if kept else contextlib.nullcontext() as tally:
-            body = _upstream(lambda: service.document(spec, self_url, dated=dated))
+            body = _upstream(lambda: service.document(spec, self_url, written=written))
         if tally is not None and tally.failures:
             # as a static build keeps a feed's file (`staticsite.build`): built without what the forum failed to give
             raise Failure(f"the forum failed {tally.failures} of its requests ({tally.first_failure}); the feed built "
@@ -170,11 +170,7 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
     else:
         listing, text = _read_saved(source, base_url)
         moment = _written_at(source)  # saved again at each run, or stdin's now: a new date for the same empty list
-        floor = datetime.fromtimestamp(dated, UTC) if dated is not None and 0 <= dated <= moment.timestamp() else None
-        if floor is not None and newest_believed([t.last_posted_at or t.created_at for t in listing.topics],
-                                                 moment) is None:  # no date of its own (none, or all in the future)
-            moment = floor
-        body = _saved_feed(listing, text, fmt, given, self_url, moment, floor)
+        body = _saved_feed(listing, text, fmt, given, self_url, moment, written)
     if output is None:
         sys.stdout.buffer.write(body)
         return
@@ -321,7 +317,7 @@ def _read_bounded(source: str, limit: int) -> bytes:
 
 
 def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, object], self_url: str | None,
-                updated: datetime, floor: datetime | None = None) -> bytes:
+                updated: datetime, written: Before | None = None) -> bytes:
     """The feed of a saved list, made by the service as the static build makes one from a source file.
 
     What the list does not carry (a Markdown list has no likes, views, tags or category ids; no list has
@@ -329,8 +325,8 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
     parameter, never a feed filtered on nothing. The settings are the defaults, not the environment's,
     as the static build's are. `updated` stands in for the build time as the feed's date when no topic
     has one, so a saved list gives the same bytes on every run, and as the moment no later date is the feed's
-    own (`render.meta.newest_believed`): the list was read from the forum by then. `floor`: the date of the file
-    this feed replaces, before which its own is not (`FeedMeta.floor`)."""
+    own (`render.meta.newest_believed`): the list was read from the forum by then. `written`: the file this feed
+    replaces, whose date its own is not before and a list with no date of its own takes (`render.meta.floored`)."""
     source = source_of(listing)
     settings = Settings(forums=(_forum(listing.base_url, source.name),))
     if naming := next((p for p in OPTIONS if p.lists and _dest(p) in options), None):
@@ -353,7 +349,10 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
         first, entries = _upstream(lambda: service.entries(spec))
     finally:
         service.close()
-    return render(spec.fmt, replace(spec.head(first, self_url, None, updated, built=updated), floor=floor), entries)
+    # the saved file's time where the list has a date of its own; else the date of the file written before
+    dated = newest_believed([t.last_posted_at or t.created_at for t in first.topics], updated) is not None
+    return render(spec.fmt, floored(spec.head(first, self_url, None, updated, built=updated),
+                                    updated if dated else None, written), entries)
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:

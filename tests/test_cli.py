@@ -449,6 +449,17 @@ def test_build_o_gives_a_feed_no_date_before_the_file_it_replaces(upstream, tmp_
     assert printed.feed.updated_parsed == max(e.updated_parsed for e in again.entries) < first.feed.updated_parsed
 
 
+def test_build_o_takes_no_date_from_a_file_of_another_feed(upstream, tmp_path):
+    """The file `-o` replaces is this feed's floor only if it holds this feed (its Atom id): written with the
+    compiler category's feed, it dated the latest feed at the category's newer date."""
+    output = tmp_path / "feed.atom"
+    alone = feedparser.parse(invoke("build", f"{upstream.url}/latest").stdout_bytes).feed.updated_parsed
+    assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(output)).exit_code == 0
+    other = feedparser.parse(output.read_bytes()).feed.updated_parsed
+    assert invoke("build", f"{upstream.url}/latest", "-o", str(output)).exit_code == 0
+    assert feedparser.parse(output.read_bytes()).feed.updated_parsed == alone < other
+
+
 def test_build_sits_out_a_short_retry_after_as_a_static_build_does(upstream):
     """A 429 with a Retry-After of a second was exit 1 at once, where a static build of the same feed waits and
     succeeds (`Pace`); a long one still fails the run, naming the wait."""

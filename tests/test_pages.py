@@ -434,7 +434,8 @@ def test_an_rss_item_with_content_alone_is_described_by_its_text_and_the_browser
     `pubDate` is the topic's creation)."""
     start, newest = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 18, tzinfo=UTC)
     post = Entry(kind="post", id="https://f.example/t/1/2", link="https://f.example/t/x/1/2", title="Re: x",
-                 author="ann", content_html="<p>Small <b>post</b> &amp; " + "word " * 100 + "</p>", published=start)
+                 author="ann", content_html="<div>Small<p><b>post</b> &amp; " + "word " * 100 + "</p></div>",
+                 published=start)
     picture = Entry(kind="post", id="https://f.example/t/1/3", link="https://f.example/t/x/1/3", title="Re: y",
                     author="bob", content_html='<p><img src="https://f.example/a.png"></p>', published=start)
     digest = Entry(kind="digest", id="https://f.example/latest.md#digest=daily/digest/2025-01-01",

@@ -28,7 +28,7 @@ from feedbridge.render.formats import FEED_FORMATS as FORMATS
 from feedbridge.render.formats import FORMATS as REGISTRY
 from feedbridge.render.formats import render
 from feedbridge.render.json_feed import JSON_FEED_VERSION, render_json
-from feedbridge.render.meta import FeedMeta, entry_id, topic_entry
+from feedbridge.render.meta import FeedMeta, entry_id, floored, topic_entry
 
 FORUM = "https://forum.example/sub"
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -575,7 +575,14 @@ def test_feed_date_reads_back_the_date_an_atom_feed_gave_itself() -> None:
     from feedbridge.render.documents import feed_date
 
     written = render("atom", META, [])
-    assert feed_date(written) == META.updated.timestamp()
-    assert feed_date(render("atom", META, entries(TOPICS))) == at(25).timestamp()  # the newest entry's
-    for junk in (b"", b"<updated>yesterday</updated>", b"<updated>2026-13-40T99:00:00Z</updated>", b"\xff" * 70_000):
-        assert feed_date(junk) is None
+    assert feed_date(written) == (META.feed_id, META.updated.timestamp())
+    assert feed_date(render("atom", META, entries(TOPICS))) == (META.feed_id, at(25).timestamp())  # the newest entry's
+    odd = replace(META, feed_id="https://f.example/latest.md?a=1&b=<2>")  # its id as written, unescaped
+    assert feed_date(render("atom", odd, [])) == ("https://f.example/latest.md?a=1&b=%3C2%3E", META.updated.timestamp())
+    # which is the floor of that feed's next build (`floored`), and of no other's
+    floor = feed_date(render("atom", odd, []))
+    assert floored(odd, None, floor).floor == floored(odd, None, (None, floor[1])).floor == META.updated
+    assert floored(META, None, floor).floor is None
+    for junk in (b"", b"<updated>yesterday</updated>", b"<updated>2026-13-40T99:00:00Z</updated>", b"\xff" * 70_000,
+                 b"<updated>2026-01-01T00:00:00Z</updated>", b"<updated>2026-01-01T00:00:00Z</updated><id>x</id>"):
+        assert feed_date(junk) is None  # no date, or no feed id before it

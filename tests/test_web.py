@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -316,13 +317,19 @@ def test_a_reader_validating_by_date_alone_gets_a_feed_whose_older_topic_changed
     assert again.status_code == 304
 
 
-def test_a_feeds_own_date_does_not_go_back_when_its_newest_topic_is_deleted(upstream):
+@pytest.mark.parametrize("ahead", [None, 120], ids=["past", "within the clock skew"])
+def test_a_feeds_own_date_does_not_go_back_when_its_newest_topic_is_deleted(upstream, ahead):
     """A feed gives itself its newest topic's date (Atom's `updated`, RSS's `lastBuildDate`). When that topic was
     deleted (or moved to another category), the next build's date went back to the next newest's, and a reader
     that keeps the newest date it saw took the changed feed for an old one. Now a rebuild's date is never before
-    the date of the copy it replaces."""
+    the date of the copy it replaces, one a couple of minutes ahead of the clock too (a feed's own within the
+    5 minutes a forum's clock may be ahead)."""
     with running_app(settings_for(upstream.url, cache_ttl=0)) as app:
         listed = httpx.get(upstream.url + LIST, timeout=10).text
+        if ahead:  # the newest topic dated 2 minutes from now
+            latest = max(re.findall(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"', listed))
+            soon = (datetime.now(UTC) + timedelta(seconds=ahead)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            upstream.set_body(LIST, listed := listed.replace(latest, soon))
         first = {fmt: feedparser.parse(get(app.feed_url(f"{COMPILER}.{fmt}")).content) for fmt in ("atom", "rss")}
         newest = max(first["atom"].entries, key=lambda e: e.updated_parsed)
         start = listed.rindex("## [", 0, listed.index(f"]({newest.link})"))

@@ -42,7 +42,7 @@ from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render
-from feedbridge.render.meta import feed_updated, newest_believed, topic_entries
+from feedbridge.render.meta import Before, feed_updated, floored, newest_believed, topic_entries
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import FeedEntry
@@ -204,16 +204,16 @@ class FeedService:
         return self._either(live, from_last_good)
 
     def document(self, spec: FeedSpec, self_url: str | None, *, identity: bool = True,
-                 dated: float | None = None) -> bytes:
+                 written: Before | None = None) -> bytes:
         """The feed's bytes for a file (the CLI's and the static build's): built now, else from the last good
         pages, as `feed` builds them, without the feed's own cache around the build. A run starts with an empty
         store, so no copy of the feed is there to look up, and one kept would never be asked for again (each
         of a run's outputs is another feed), nor its gzip and ETag used; the pages and the forum's basic info
         are still read through the cache, shared by the run's feeds. No refresh hints: the file is rebuilt on
         its own schedule. Without `identity` (a saved list, which reads nothing but its file), no icon, logo or
-        language of the forum. `dated`: the date the file written before gave itself (`_document`)."""
+        language of the forum. `written`: the id and date of the file written before (`_document`)."""
         def body(read: Read) -> bytes:
-            return self._document(read, spec, self_url, None, refresh=False, identity=identity, dated=dated)[0]
+            return self._document(read, spec, self_url, None, refresh=False, identity=identity, before=written)[0]
 
         read = self._read()
         return self._either(lambda: body(read), lambda _reason: body(read.cached()))
@@ -309,7 +309,7 @@ class FeedService:
         """The feed's bytes, with the validators of `held` (the copy this build replaces, if one is held), and
         their gzip; a signed or a member's feed has none, since each URL is served its own token in its body."""
         body, built, dated = self._document(read, spec, self_url, stylesheet_url, refresh=True, identity=True,
-                                            dated=None if held is None else held.dated)
+                                            before=None if held is None or held.dated is None else (None, held.dated))
         etag = hashlib.sha256(body).hexdigest()[:32]
         # As old as the oldest list page it was made of (`Read.oldest`), as a stale copy is: fresh for the rest of
         # that page's TTL, its `Age` counted from it. Dated at the build, an RSS built from the page the Atom feed
@@ -321,24 +321,21 @@ class FeedService:
                          gzipped=None if read.signed else gzipped(body), dated=dated)
 
     def _document(self, read: Read, spec: FeedSpec, self_url: str | None, stylesheet_url: str | None, *,
-                  refresh: bool, identity: bool, dated: float | None = None) -> tuple[bytes, float, float]:
+                  refresh: bool, identity: bool, before: Before | None = None) -> tuple[bytes, float, float]:
         """The feed's bytes, read as `read` says, when they were built, and the date they give themselves (Atom's
         `updated`, RSS's `lastBuildDate`; `FeedEntry.dated`): with the refresh hints of the cache TTL (`refresh`)
-        and the forum's icon, logo and language (`identity`). `dated`: that date as the copy held (or the file
-        written before) gave it, which this build's is never before: the newest topic's date went back when that
-        topic was deleted or moved out of the list, and a reader keeping the newest `updated` it saw took the
+        and the forum's icon, logo and language (`identity`). `before`: the copy held (or the file written before),
+        whose date this build's is never before (`render.meta.floored`): the newest topic's date went back when
+        that topic was deleted or moved out of the list, and a reader keeping the newest `updated` it saw took the
         feed for unchanged. A list with no date of its own takes it as it is, so the same empty list is the same
-        bytes; it was the build's, a new ETag at every rebuild. A date after the build (a shared Redis holds
-        whatever was written to it) is no floor."""
+        bytes; it was the build's, a new ETag at every rebuild."""
         with metrics.building(spec.kind):
             first, entries = self._entries(read, spec)
             site = self.readers.identity.of(read, spec.forum) if identity else None
             built = time.time()
             moment = datetime.fromtimestamp(int(built), UTC)
-            floor = datetime.fromtimestamp(dated, UTC) if dated is not None and 0 <= dated <= built else None
-            head = replace(spec.head(first, self_url, stylesheet_url, _listed(first, moment) or floor or moment,
-                                     built=moment, site=site, ttl=self.settings.cache_ttl if refresh else None),
-                           floor=floor)
+            head = floored(spec.head(first, self_url, stylesheet_url, moment, built=moment, site=site,
+                                     ttl=self.settings.cache_ttl if refresh else None), _listed(first, moment), before)
             return render(spec.fmt, head, entries), built, feed_updated(head, entries).timestamp()
 
 

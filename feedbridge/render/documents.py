@@ -192,18 +192,24 @@ class _Entry(FeedEntry):
 FEED_DATE_BYTES = 1 << 16
 """Of an Atom feed written before, what `feed_date` reads: its head, before the entries, is a few KiB."""
 _FEED_DATE = re.compile(rb"<updated>([0-9T:+.Z-]{10,40})</updated>")
+_FEED_ID = re.compile(rb"<id>([^<]{1,4000})</id>")
 
 
-def feed_date(written: bytes) -> float | None:
+def feed_date(written: bytes) -> tuple[str, float] | None:
     """The date an Atom feed this renderer wrote gave itself (its first `updated`, the feed's own: feedgen writes
-    it before the entries), from its first `FEED_DATE_BYTES`; None when it has none to read. The file's rebuild
-    gives itself no earlier date (the service's `dated`), and gives it again to a list with no date of its own
-    (an empty list, topics dated in the future), as the web's rebuild does from its held copy: it was the run's
-    time, and an empty category's file changed at every run of a static build."""
-    found = _FEED_DATE.search(written[:FEED_DATE_BYTES])
+    it before the entries) and the feed's id before it, from its first `FEED_DATE_BYTES`; None when it has none
+    to read. The file's rebuild of the same feed gives itself no earlier date (`render.meta.floored`), and gives it
+    again to a list with no date of its own (an empty list, topics dated in the future), as the web's rebuild does
+    from its held copy: it was the run's time, and an empty category's file changed at every run of a static
+    build. An RSS file has no id to tell its feed by, and is not read."""
+    head = written[:FEED_DATE_BYTES]
+    found, named = _FEED_DATE.search(head), _FEED_ID.search(head)
+    if found is None or named is None or named.start() > found.start():
+        return None
     try:
-        return None if found is None else datetime.fromisoformat(found[1].decode().replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        return (html.unescape(named[1].decode()),
+                datetime.fromisoformat(found[1].decode().replace("Z", "+00:00")).timestamp())
+    except ValueError:  # not UTF-8, not a date
         return None
 
 
@@ -319,16 +325,17 @@ EXCERPT_CHARS = 300
 _BLOCKS = ("address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt", "figcaption",
            "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "li", "ol", "p", "pre", "section", "summary", "table",
            "td", "th", "tr", "ul")
-"""Elements whose end is a break in the text (HTML's block and table elements, and `br`): a digest's `<li>`s and
-a post's paragraphs are written with nothing between them, and their words ran together."""
+"""Elements whose start and end are a break in the text (HTML's block and table elements, and `br`): a digest's
+`<li>`s, a post's paragraphs and a quote's title before its text are written with nothing between them, and their
+words ran together."""
 
 
 def _text_of(content_html: str) -> str:
     """The text of an entry's HTML content (sanitised by `render.sanitize`, or a digest's list of escaped
     text), on one line, cut at a word to at most `EXCERPT_CHARS` characters; empty when it holds none."""
     root = fragment_fromstring(content_html, create_parent="div")
-    for block in root.iter(*_BLOCKS):
-        block.tail = " " + (block.tail or "")
+    for block in root.iter(*_BLOCKS):  # a break at its start and at its end
+        block.text, block.tail = " " + (block.text or ""), " " + (block.tail or "")
     text = " ".join(root.text_content().split())
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + "…"
 

@@ -42,6 +42,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeAlias
 from urllib.parse import urlsplit
 
 from feedbridge.models import XML_INVALID, Entry, Site, Topic, has_xml_invalid
@@ -166,6 +167,27 @@ def feed_updated(meta: FeedMeta, entries: Sequence[Entry]) -> datetime:
     and a reader keeping the newest date it saw took the changed feed for an old one."""
     dated = newest(entries, meta.built) or meta.updated
     return dated if meta.floor is None or dated >= meta.floor else meta.floor
+
+
+Before: TypeAlias = tuple[str | None, float]
+"""What a copy written before says of itself: the id of its feed (None: this feed's own cached copy, `FeedEntry`)
+and the date it gave itself (`feed_updated`)."""
+
+
+def floored(meta: FeedMeta, listed: datetime | None, before: Before | None) -> FeedMeta:
+    """`meta` with the floor of the copy it replaces (`FeedMeta.floor`) and its `updated`: the list's own date
+    (`listed`), else that floor (the same empty list, the same bytes), else the build. A copy is this feed's floor
+    only if it is this feed (its id as written, `_clean_meta`: a file of another feed's is another feed's date)
+    and its date could be this feed's own (no later than the build and `CLOCK_SKEW`, as `newest_believed` takes a
+    topic's; a shared Redis holds whatever was written to it).
+
+    Each process floors from the copy it holds: without a shared store, a worker that holds none dates the feed
+    by its list alone until it holds one."""
+    floor = None
+    if before is not None and before[0] in (None, iri_to_uri(_clean(meta.feed_id))) and \
+            0 <= before[1] <= (meta.built + CLOCK_SKEW).timestamp():
+        floor = datetime.fromtimestamp(before[1], UTC)
+    return dataclasses.replace(meta, updated=listed or floor or meta.built, floor=floor)
 
 
 def categories(entry: Entry) -> list[str]:

@@ -134,8 +134,9 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     return report
 
 
-def _written_date(config: BuildConfig, spec: FeedSpec, file: str) -> float | None:
-    """The date the Atom file written before gave itself (`render.documents.feed_date`): its rebuild's is not before."""
+def _written_date(config: BuildConfig, spec: FeedSpec, file: str) -> tuple[str, float] | None:
+    """The id and date of the Atom file written before (`render.documents.feed_date`): a rebuild of the same feed is
+    dated no earlier."""
     written = read_inside(config.out_dir, file, FEED_DATE_BYTES) if spec.fmt == "atom" else None
     return None if written is None else feed_date(written)
 
@@ -155,7 +156,7 @@ def _build_feed(config: BuildConfig, service: FeedService, fetcher: BatchFetcher
             # no basic info read for a saved list
             bodies = [(own or service).scope(plan.signed).document(spec, urljoin(config.site_url, quote(file)),
                                                                    identity=own is None,
-                                                                   dated=_written_date(config, spec, file))
+                                                                   written=_written_date(config, spec, file))
                       for spec, file in zip(plan.specs, plan.files, strict=False)]
         outcome.requests = tally.requests
         outcome.fetch = "file" if plan.saved_list else "fetched" if outcome.requests else "cached"
