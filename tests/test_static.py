@@ -756,6 +756,9 @@ def test_the_environment_reaches_a_static_build(tmp_path, upstream, monkeypatch)
     assert upstream.count() == 0
     monkeypatch.delenv("FEEDBRIDGE_READ_TIMEOUT")
     monkeypatch.setenv("FEEDBRIDGE_CONTACT_URL", "https://feeds.example.net/about")
+    # the web service's keys, of a forum the build does not read and with no FEEDBRIDGE_SECRET: the build reads its
+    # forums' keys from its config, and stopped at these (exit 2), where a cron job shares the web's environment
+    monkeypatch.setenv("FEEDBRIDGE_CREDENTIALS", "other.example=user-api-key:abc")
     code, _out, err = run(config)
     assert code == 0, err
     agents = {r.headers.get("user-agent") for r in upstream.requests}

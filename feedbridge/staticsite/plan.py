@@ -206,8 +206,8 @@ class _Checker:
         return BuildConfigError(message, self.lines.of(table, index, key))
 
     def config(self, data: dict[str, Any], out_dir: Path | None) -> BuildConfig:
-        try:
-            self.environment = Settings.from_env()
+        try:  # but the web's forum keys, which a build never reads (its forums' are its config's): theirs to check
+            self.environment = Settings.from_env({k: v for k, v in os.environ.items() if k != "FEEDBRIDGE_CREDENTIALS"})
         except ConfigError as exc:
             raise BuildConfigError(f"the environment: {exc}") from None
         self.unknown(data, _TOP_KEYS, "")
