@@ -55,6 +55,10 @@ class Topic:
     image_url: str | None = None
     # The author's picture (JSON lists' sideloaded `users[].avatar_template`), absolute: JSON Feed's `avatar`.
     author_avatar: str | None = None
+    # Where a JSON list orders it (core's `bumped_at`, lib/topic_query.rb `apply_ordering`): a close, pin or other
+    # small action moves `last_posted_at` and not this, an edit of the last post this and not that (a digest
+    # places a topic by the earlier, `feeds/select/digest.py`). None on Markdown lists, which do not carry it.
+    bumped_at: datetime | None = None
 
 
 def merged(topic: Topic, more: Topic | None, names: Iterable[str], *, keep: bool = False) -> Topic:

@@ -146,3 +146,47 @@ def test_a_topic_dated_past_the_build_is_in_no_period():
     near = [topic(902, now + timedelta(minutes=2))]  # within the clock skew between machines: believed
     assert day_of(digested(spec(), [listing(near + TOPICS, more=False)], near + TOPICS, now=now)[0]) == \
         now.date().isoformat()
+
+
+# --- where core's order and the last post part: a JSON list carries both (lib/post_creator.rb update_topic_stats) ---
+
+def bumped(topic_id: int, posted: datetime, bumped_at: datetime) -> Topic:
+    return replace(topic(topic_id, posted), bumped_at=bumped_at)
+
+
+def test_a_topic_closed_since_its_last_bump_joins_no_period_already_shown_as_closed():
+    """A close (a small action: `no_bump`) moves a topic's last post and not its `bumped_at`, by which core orders
+    the list: closed on the 19th, last bumped on the 17th, it sits past the pages read. It was placed by its last
+    post, into the 19th, which the pages read had shown closed without it: that period's entry changed once the
+    page holding it was read. Placed by the earlier of the two, it joins the 17th, and the 19th is the same bytes."""
+    end = bumped(300, DAY - timedelta(days=1, hours=12), DAY - timedelta(days=1, hours=12))
+    page_0 = [*TOPICS[:8], end]
+    closed = bumped(400, DAY - timedelta(hours=10), DAY - timedelta(days=3))
+    shown = {e.id: e for e in digested(spec(), [listing(page_0, more=True)], page_0)}
+    both = [*page_0, closed]
+    whole = {e.id: e for e in digested(spec(), [listing(page_0, more=True), listing([closed], False, 1)], both)}
+    day_19 = next(key for key in shown if key.endswith("/digest/2026-11-19"))
+    assert whole[day_19] == shown[day_19] and count_of(shown[day_19]) == 4
+    assert "/t/t/400" in (next(e for key, e in whole.items() if key.endswith("/digest/2026-11-17")).content_html or "")
+
+
+def test_the_pages_read_end_where_core_ordered_the_last_one():
+    """An edit of a topic's last post bumps it (lib/post_revisor.rb `bump_topic`) and leaves its last post's date:
+    the last topic read, bumped early on the 19th and last posted to on the 18th, ended the pages on the 18th, so
+    the 19th was shown closed though a topic posted to at 00:30 that day sat on the next page. The pages end at
+    its `bumped_at`: the 19th is left out until the rest of it is read."""
+    edited = bumped(300, DAY - timedelta(days=1, hours=12), DAY - timedelta(hours=23))
+    page_0 = [*TOPICS[:8], edited]
+    days = [day_of(e) for e in digested(spec(), [listing(page_0, more=True)], page_0)]
+    assert days == ["2026-11-20"]
+
+
+def test_a_json_list_gives_its_topics_bumped_at_and_keeps_their_last_post_as_their_date():
+    import json
+
+    from feedbridge.discourse.json_pages import parse_json_listing
+
+    raw = {"topic_list": {"topics": [{"id": 5, "title": "t", "slug": "t", "last_posted_at": "2026-11-19T10:00:00Z",
+                                      "bumped_at": "2026-11-17T08:00:00Z", "posts_count": 2}]}}
+    (parsed,) = parse_json_listing(json.dumps(raw), base_url=FORUM).topics
+    assert (parsed.last_posted_at, parsed.bumped_at) == (DAY - timedelta(hours=14), DAY - timedelta(days=2, hours=16))

@@ -230,6 +230,7 @@ def _topic(raw: object, base: str, users: dict[int, _User], kept: str = "regular
         author_url=user_link(base, author),
         replies=_replies(raw.get("posts_count"), raw.get("reply_count")),
         last_posted_at=last_posted,
+        bumped_at=_moment(raw.get("bumped_at")),
         excerpt=_excerpt(raw.get("excerpt")),
         created_at=_moment(raw.get("created_at")),
         tags=tag_names(raw.get("tags")),

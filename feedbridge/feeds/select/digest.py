@@ -5,13 +5,23 @@ alone. So a closed period's entry has the same bytes on every rebuild and every 
 (its id comes from `FeedSpec.digest_id`, never from the request's host, format or `limit=`), and activity
 elsewhere, which only makes or changes the newest period's entry, leaves it as it was.
 
-A topic belongs to the period of its last activity. When the list goes on past the pages read, the period
-the pages end in may have lost topics off the end and would change as the list moves: it is left out, and
-every older one with it, unless that leaves nothing. Where the pages end is read from the list's order,
-never from its oldest topic: core lists pinned topics first on page 0 (lib/topic_query.rb
-#prioritize_pinned_topics), and an old pinned welcome topic there would otherwise pass for the end, so
-that the period truly cut off would be shown as a closed day with topics missing. A Markdown list does
-not mark its pinned topics, but they sit at the top either way; a JSON list's `pinned` is skipped too.
+A topic belongs to the period of its last activity (`_placed`). When the list goes on past the pages read, the
+period the pages end in may have lost topics off the end and would change as the list moves: it is left out, and
+every older one with it, unless that leaves nothing.
+
+Core orders its lists by `bumped_at`, which a topic's last post does not always move with: a close, a pin or
+another small action moves `last_posted_at` alone, an edit of the last post `bumped_at` alone (lib/post_creator.rb
+`update_topic_stats`, `no_bump`; lib/post_revisor.rb `bump_topic`). So a topic on a page not read could have a
+newer last post than the end of what was read, and fall into a period already shown as closed. A JSON list
+carries both: a topic is placed by the earlier of the two, and the pages end at the last one's `bumped_at`, so
+every topic not read is placed at or before that end. A Markdown list carries only the last post: there the end
+is the last one's, and a topic closed since it was last bumped may still join a period shown as closed.
+
+Where the pages end is read from the list's order, never from its oldest topic: core lists pinned topics first
+on page 0 (lib/topic_query.rb #prioritize_pinned_topics), and an old pinned welcome topic there would otherwise
+pass for the end, so that the period truly cut off would be shown as a closed day with topics missing. A
+Markdown list does not mark its pinned topics, but they sit at the top either way; a JSON list's `pinned` is
+skipped too.
 """
 
 from __future__ import annotations
@@ -49,8 +59,8 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
     latest = None if now is None else now + CLOCK_SKEW
     periods: dict[tuple[str, date], list[Topic]] = {}
     for topic in topics:
-        if topic.last_posted_at is not None and (latest is None or topic.last_posted_at <= latest):
-            periods.setdefault(period_of(digest, topic.last_posted_at), []).append(topic)
+        if (placed := _placed(topic)) is not None and (latest is None or placed <= latest):
+            periods.setdefault(period_of(digest, placed), []).append(topic)
     newest = sorted(periods, key=lambda period: period[1], reverse=True)
     end = _end_of_pages(listings, by_activity=not ranked(spec))
     if end is not None:
@@ -69,17 +79,26 @@ def _end_of_pages(listings: Sequence[Listing], by_activity: bool) -> datetime | 
     that oldest period is left out, as it always was."""
     if not listings or listings[-1].next_page_url is None:
         return None
-    dated = [t.last_posted_at for listing in listings for t in listing.topics
-             if t.last_posted_at is not None and not t.pinned]
-    if not dated:
+    read = [(t, at) for listing in listings for t in listing.topics if not t.pinned and (at := _placed(t)) is not None]
+    if not read:
         return None
-    return dated[-1] if by_activity else min(dated)
+    last = read[-1][0]
+    return (last.bumped_at or last.last_posted_at) if by_activity else min(at for _, at in read)
+
+
+def _placed(topic: Topic) -> datetime | None:
+    """Where a topic sits among the periods: its last post, or where its list orders it (`Topic.bumped_at`) when
+    that is earlier (see the module docstring)."""
+    if topic.bumped_at is None or topic.last_posted_at is None:
+        return topic.last_posted_at
+    return min(topic.last_posted_at, topic.bumped_at)
 
 
 def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Entry:
     """The period's entry: its id names the period (no page has that address), its dates are its start and its
-    newest activity, its content the list of its topics, most replied first."""
-    ordered = sorted(topics, key=lambda t: (t.replies or 0, t.last_posted_at or _OLDEST), reverse=True)
+    newest activity, its content the list of its topics, most replied first. Both by where the topics are placed
+    (`_placed`): a topic closed since adds no activity to a closed period."""
+    ordered = sorted(topics, key=lambda t: (t.replies or 0, _placed(t) or _OLDEST), reverse=True)
     count = len(ordered)
     return Entry(
         kind="digest",
@@ -88,7 +107,7 @@ def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Entr
         link=f"{spec.html_url}#digest-{label}",
         title=f"{label}: {count} topic{'' if count == 1 else 's'}",
         published=datetime(start.year, start.month, start.day, tzinfo=UTC),
-        updated=max(t.last_posted_at or _OLDEST for t in ordered),
+        updated=max(_placed(t) or _OLDEST for t in ordered),
         content_html="<ul>" + "".join(_item(t) for t in ordered) + "</ul>",
     )
 
