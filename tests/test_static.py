@@ -756,9 +756,13 @@ def test_the_environment_reaches_a_static_build(tmp_path, upstream, monkeypatch)
     assert upstream.count() == 0
     monkeypatch.delenv("FEEDBRIDGE_READ_TIMEOUT")
     monkeypatch.setenv("FEEDBRIDGE_CONTACT_URL", "https://feeds.example.net/about")
-    # the web service's keys, of a forum the build does not read and with no FEEDBRIDGE_SECRET: the build reads its
-    # forums' keys from its config, and stopped at these (exit 2), where a cron job shares the web's environment
-    monkeypatch.setenv("FEEDBRIDGE_CREDENTIALS", "other.example=user-api-key:abc")
+    # what only the web service reads, which stopped the build (exit 2) where a cron job shares its environment: its
+    # keys, of a forum the build does not read, with no FEEDBRIDGE_SECRET; members' feeds with a key no file holds;
+    # a secret too short; the address forums send members back to (a build's keys are its config's)
+    for name, value in (("FEEDBRIDGE_CREDENTIALS", "other.example=user-api-key:abc"), ("FEEDBRIDGE_PERSONAL", "on"),
+                        ("FEEDBRIDGE_CONNECT_KEY", "/nowhere/key.pem"), ("FEEDBRIDGE_SECRET", "short"),
+                        ("FEEDBRIDGE_AUTH_REDIRECTS", "web.example=https://feeds.example.net/web.example/connect")):
+        monkeypatch.setenv(name, value)
     code, _out, err = run(config)
     assert code == 0, err
     agents = {r.headers.get("user-agent") for r in upstream.requests}

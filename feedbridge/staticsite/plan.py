@@ -51,6 +51,8 @@ _UNPORTABLE = re.compile(r"(?i)(?:con|prn|aux|nul|com[0-9]|lpt[0-9])(?:\..*)?|.*
 _FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
 # What the build writes besides the feeds (staticsite/build.py `_write_site`): no feed may take their names.
 SITE_FILES = ("index.html", "feeds.opml")
+_WEB_ONLY = frozenset({"FEEDBRIDGE_CREDENTIALS", "FEEDBRIDGE_SECRET", "FEEDBRIDGE_SECRET_PREVIOUS",  # a build's keys
+                       "FEEDBRIDGE_PERSONAL", "FEEDBRIDGE_CONNECT_KEY", "FEEDBRIDGE_AUTH_REDIRECTS"})  # are its own
 # Bytes of one part of an output path (with its extension) and of the whole path inside the output folder:
 # under the 255 of common file systems and well under PATH_MAX with the folder in front.
 MAX_PART, MAX_PATH, MAX_FOLDERS = 200, 1000, 16  # a thousand feeds 496 folders deep took 12 s to check
@@ -146,9 +148,8 @@ class _Checker:
         self.raw_feeds: list[dict[str, Any]] = []
 
     def settings(self, forums: tuple[Forum, ...], **fixed: Any) -> Settings:
-        """The environment's settings (FEEDBRIDGE_CONTACT_URL, timeouts, bounds: whatever the web service takes
-        from it) for the config's forums: the forums and their keys are the config's, never FEEDBRIDGE_FORUMS'
-        and FEEDBRIDGE_CREDENTIALS', and what the environment says of other forums is left out."""
+        """The environment's settings (FEEDBRIDGE_CONTACT_URL, timeouts, bounds) for the config's forums, whose keys
+        are the config's: what the environment says of other forums is left out, and `_WEB_ONLY` was not read."""
         keys = {forum.key for forum in forums}
         env = self.environment
         multisite = tuple(kept for group in env.multisite if (kept := tuple(k for k in group if k in keys)))
@@ -206,8 +207,8 @@ class _Checker:
         return BuildConfigError(message, self.lines.of(table, index, key))
 
     def config(self, data: dict[str, Any], out_dir: Path | None) -> BuildConfig:
-        try:  # but the web's forum keys, which a build never reads (its forums' are its config's): theirs to check
-            self.environment = Settings.from_env({k: v for k, v in os.environ.items() if k != "FEEDBRIDGE_CREDENTIALS"})
+        try:  # but what only the web service reads (its keys, signing, members' feeds): the web's to check
+            self.environment = Settings.from_env({k: v for k, v in os.environ.items() if k not in _WEB_ONLY})
         except ConfigError as exc:
             raise BuildConfigError(f"the environment: {exc}") from None
         self.unknown(data, _TOP_KEYS, "")
