@@ -57,7 +57,7 @@ class Topic:
     author_avatar: str | None = None
     # Where a JSON list orders it (core's `bumped_at`, lib/topic_query.rb `apply_ordering`): a close, pin or other
     # small action moves `last_posted_at` and not this, an edit of the last post this and not that (a digest
-    # places a topic by the earlier, `feeds/select/digest.py`). None on Markdown lists, which do not carry it.
+    # places a topic by this, `feeds/select/digest.py`). None on Markdown lists, which do not carry it.
     bumped_at: datetime | None = None
 
 

@@ -158,7 +158,7 @@ def test_a_topic_closed_since_its_last_bump_joins_no_period_already_shown_as_clo
     """A close (a small action: `no_bump`) moves a topic's last post and not its `bumped_at`, by which core orders
     the list: closed on the 19th, last bumped on the 17th, it sits past the pages read. It was placed by its last
     post, into the 19th, which the pages read had shown closed without it: that period's entry changed once the
-    page holding it was read. Placed by the earlier of the two, it joins the 17th, and the 19th is the same bytes."""
+    page holding it was read. Placed where core orders it, it joins the 17th, and the 19th is the same bytes."""
     end = bumped(300, DAY - timedelta(days=1, hours=12), DAY - timedelta(days=1, hours=12))
     page_0 = [*TOPICS[:8], end]
     closed = bumped(400, DAY - timedelta(hours=10), DAY - timedelta(days=3))
@@ -190,3 +190,19 @@ def test_a_json_list_gives_its_topics_bumped_at_and_keeps_their_last_post_as_the
                                       "bumped_at": "2026-11-17T08:00:00Z", "posts_count": 2}]}}
     (parsed,) = parse_json_listing(json.dumps(raw), base_url=FORUM).topics
     assert (parsed.last_posted_at, parsed.bumped_at) == (DAY - timedelta(hours=14), DAY - timedelta(days=2, hours=16))
+
+
+def test_a_topic_moves_between_periods_only_when_bumped():
+    """A topic last posted to on the 15th, its last post edited (a bump) on the 17th, then closed on the 19th (a
+    post without a bump): placed by its last post it moved to the 19th at the close, and placed by the earlier of
+    the two dates from the 15th to the 17th, from one closed period into another. Placed where core orders it, it
+    moves only when bumped, and a bump is always now."""
+    edited = bumped(500, DAY - timedelta(days=5), DAY - timedelta(days=3))
+    closed = replace(edited, last_posted_at=DAY - timedelta(hours=5))
+
+    def days_of(extra: Topic) -> set[str]:
+        listed = [*TOPICS, extra]
+        return {day_of(e) for e in digested(spec(), [listing(listed, more=False)], listed)
+                if "/t/t/500" in (e.content_html or "")}
+
+    assert days_of(edited) == days_of(closed) == {"2026-11-17"}

@@ -429,7 +429,8 @@ def label(moment: datetime, digest: str) -> tuple[str, date]:
 
 
 def activity(raw: Raw) -> datetime:
-    return datetime.fromisoformat((raw["last_posted_at"] or raw["bumped_at"]).replace("Z", "+00:00"))
+    """Where a digest places a JSON list's topic: where core orders it (`feeds/select/digest.py` `_placed`)."""
+    return datetime.fromisoformat((raw.get("bumped_at") or raw["last_posted_at"]).replace("Z", "+00:00"))
 
 
 def periods(topics: list[Raw], digest: str, more: bool, listed: list[Raw] | None = None,
@@ -527,8 +528,9 @@ def test_digest_is_byte_stable_across_rebuilds_instances_and_new_activity_elsewh
         assert entries(get(two.feed_url(path)).content) == before  # another instance, another host name
         document = json.loads(get(f"{forum.url}/latest.json").content)
         newest = max(map(activity, document["topic_list"]["topics"]))
+        moment = (newest + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # posted to and bumped, as core does
         fresh = dict(document["topic_list"]["topics"][1], id=4999, title="A new topic, the next day",
-                     last_posted_at=(newest + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z"))
+                     last_posted_at=moment, bumped_at=moment)
         document["topic_list"]["topics"].insert(0, fresh)
         forum.set_body("/latest.json", json.dumps(document))
         if forum.mode == "markdown":

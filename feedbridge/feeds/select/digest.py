@@ -13,9 +13,11 @@ Core orders its lists by `bumped_at`, which a topic's last post does not always 
 another small action moves `last_posted_at` alone, an edit of the last post `bumped_at` alone (lib/post_creator.rb
 `update_topic_stats`, `no_bump`; lib/post_revisor.rb `bump_topic`). So a topic on a page not read could have a
 newer last post than the end of what was read, and fall into a period already shown as closed. A JSON list
-carries both: a topic is placed by the earlier of the two, and the pages end at the last one's `bumped_at`, so
-every topic not read is placed at or before that end. A Markdown list carries only the last post: there the end
-is the last one's, and a topic closed since it was last bumped may still join a period shown as closed.
+carries both: a topic is placed where core orders it, at its last bump, and the pages end at the last one's, so
+every topic not read is placed at or before that end; and since a bump is always now, a topic only ever moves
+into the newest period (placed by the earlier of the two, a topic edited then closed moved between closed
+periods). A Markdown list carries only the last post: there the end is the last one's, and a topic closed since
+it was last bumped may still join a period shown as closed.
 
 Where the pages end is read from the list's order, never from its oldest topic: core lists pinned topics first
 on page 0 (lib/topic_query.rb #prioritize_pinned_topics), and an old pinned welcome topic there would otherwise
@@ -79,19 +81,16 @@ def _end_of_pages(listings: Sequence[Listing], by_activity: bool) -> datetime | 
     that oldest period is left out, as it always was."""
     if not listings or listings[-1].next_page_url is None:
         return None
-    read = [(t, at) for listing in listings for t in listing.topics if not t.pinned and (at := _placed(t)) is not None]
+    read = [at for listing in listings for t in listing.topics if not t.pinned and (at := _placed(t)) is not None]
     if not read:
         return None
-    last = read[-1][0]
-    return (last.bumped_at or last.last_posted_at) if by_activity else min(at for _, at in read)
+    return read[-1] if by_activity else min(read)
 
 
 def _placed(topic: Topic) -> datetime | None:
-    """Where a topic sits among the periods: its last post, or where its list orders it (`Topic.bumped_at`) when
-    that is earlier (see the module docstring)."""
-    if topic.bumped_at is None or topic.last_posted_at is None:
-        return topic.last_posted_at
-    return min(topic.last_posted_at, topic.bumped_at)
+    """Where a topic sits among the periods: where its list orders it (`Topic.bumped_at`), else its last post (a
+    Markdown list's only date; see the module docstring)."""
+    return topic.bumped_at or topic.last_posted_at
 
 
 def _entry(spec: FeedSpec, label: str, start: date, topics: list[Topic]) -> Entry:
