@@ -666,8 +666,9 @@ def raw_topic(topic_id: int, **fields: object) -> dict[str, object]:
 
 HOSTILE_TOPICS = [
     # dates as far back and forward as a date goes: RSS needs four digits for the year, RFC 3339 too
-    raw_topic(1, created_at="0001-01-01T00:00:00Z", last_posted_at="0999-12-31T23:59:59Z"),
-    raw_topic(2, created_at="9999-12-31T23:59:59Z", last_posted_at="9999-12-31T23:59:59Z"),
+    # (bumped then too: a digest places a topic where the list orders it, by `bumped_at`)
+    raw_topic(1, created_at="0001-01-01T00:00:00Z", last_posted_at="0999-12-31T23:59:59Z", bumped_at="0999-12-31T23:59:59Z"),
+    raw_topic(2, created_at="9999-12-31T23:59:59Z", last_posted_at="9999-12-31T23:59:59Z", bumped_at="9999-12-31T23:59:59Z"),
     raw_topic(3, created_at=None, last_posted_at=None, bumped_at=None),  # no date at all
     raw_topic(4, posters=[]),  # no author
     raw_topic(5, posters=[{"description": "Original Poster", "user_id": 404}]),  # a deleted user
