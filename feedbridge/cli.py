@@ -37,7 +37,7 @@ from feedbridge.feeds.sources.reads import saved_pages
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
 from feedbridge.render.formats import FEED_FORMATS, render
-from feedbridge.render.meta import Before, floored, newest_believed
+from feedbridge.render.meta import Before, floored, listed
 from feedbridge.staticsite.atomic import is_file_inside, read_inside, write_atomic
 from feedbridge.staticsite.saved import read_saved
 from feedbridge.store.memory import MemoryStore
@@ -350,9 +350,8 @@ def _saved_feed(listing: Listing, text: str, fmt: str, options: Mapping[str, obj
     finally:
         service.close()
     # the saved file's time where the list has a date of its own; else the date of the file written before
-    dated = newest_believed([t.last_posted_at or t.created_at for t in first.topics], updated) is not None
     return render(spec.fmt, floored(spec.head(first, self_url, None, updated, built=updated),
-                                    updated if dated else None, written), entries)
+                                    updated if listed(first, updated) else None, written), entries)
 
 
 def _spec(settings: Settings, list_url: str | None, fmt: str, options: Mapping[str, object]) -> FeedSpec:

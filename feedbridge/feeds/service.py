@@ -42,7 +42,7 @@ from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
 from feedbridge.render.formats import gzipped, render
-from feedbridge.render.meta import Before, feed_updated, floored, newest_believed, topic_entries
+from feedbridge.render.meta import Before, feed_updated, floored, listed, topic_entries
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import FeedEntry
@@ -335,17 +335,8 @@ class FeedService:
             built = time.time()
             moment = datetime.fromtimestamp(int(built), UTC)
             head = floored(spec.head(first, self_url, stylesheet_url, moment, built=moment, site=site,
-                                     ttl=self.settings.cache_ttl if refresh else None), _listed(first, moment), before)
+                                     ttl=self.settings.cache_ttl if refresh else None), listed(first, moment), before)
             return render(spec.fmt, head, entries), built, feed_updated(head, entries).timestamp()
-
-
-def _listed(first: Listing, built: datetime) -> datetime | None:
-    """The newest date of the list a feed was made from, before its filters: the feed's own date when none
-    of its entries has one (Atom's `updated`, which is required), so that a feed whose filters keep nothing
-    is the same bytes, and the same ETag, for as long as its list is the same. It was the time of the build,
-    and a keyword feed that matched nothing was a new download at every poll. A date from the future is not
-    the feed's (`render.meta.newest_believed`, of a feed built at `built`)."""
-    return newest_believed([t.last_posted_at or t.created_at for t in first.topics], built)
 
 
 def _changed(etag: str, held: FeedEntry | None, built: float) -> float:

@@ -45,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 from urllib.parse import urlsplit
 
-from feedbridge.models import XML_INVALID, Entry, Site, Topic, has_xml_invalid
+from feedbridge.models import XML_INVALID, Entry, Listing, Site, Topic, has_xml_invalid
 from feedbridge.render.turns import take_turn
 from feedbridge.render.uris import iri_to_uri, is_uri
 
@@ -160,6 +160,15 @@ def newest(entries: Sequence[Entry], built: datetime) -> datetime | None:
     return newest_believed(map(updated, entries), built)
 
 
+def listed(first: Listing, built: datetime) -> datetime | None:
+    """The newest date of the list a feed was made from, before its filters: the feed's own date when none
+    of its entries has one (Atom's `updated`, which is required), so that a feed whose filters keep nothing
+    is the same bytes, and the same ETag, for as long as its list is the same. It was the time of the build,
+    and a keyword feed that matched nothing was a new download at every poll. A date from the future is not
+    the feed's (`newest_believed`, of a feed built at `built`)."""
+    return newest_believed([t.last_posted_at or t.created_at for t in first.topics], built)
+
+
 def feed_updated(meta: FeedMeta, entries: Sequence[Entry]) -> datetime:
     """The feed's own date (Atom's `updated`; RSS's `lastBuildDate`, where an entry is dated): its newest entry
     date (`newest`), else when its list was read (`FeedMeta.updated`), and never before `FeedMeta.floor`. The newest
@@ -177,14 +186,14 @@ and the date it gave itself (`feed_updated`)."""
 def floored(meta: FeedMeta, listed: datetime | None, before: Before | None) -> FeedMeta:
     """`meta` with the floor of the copy it replaces (`FeedMeta.floor`) and its `updated`: the list's own date
     (`listed`), else that floor (the same empty list, the same bytes), else the build. A copy is this feed's floor
-    only if it is this feed (its id as written, `_clean_meta`: a file of another feed's is another feed's date)
+    only if it is this feed (its id as written, `_written_id`: a file of another feed's is another feed's date)
     and its date could be this feed's own (no later than the build and `CLOCK_SKEW`, as `newest_believed` takes a
     topic's; a shared Redis holds whatever was written to it).
 
     Each process floors from the copy it holds: without a shared store, a worker that holds none dates the feed
     by its list alone until it holds one."""
     floor = None
-    if before is not None and before[0] in (None, iri_to_uri(_clean(meta.feed_id))) and \
+    if before is not None and before[0] in (None, _written_id(meta.feed_id)) and \
             0 <= before[1] <= (meta.built + CLOCK_SKEW).timestamp():
         floor = datetime.fromtimestamp(before[1], UTC)
     return dataclasses.replace(meta, updated=listed or floor or meta.built, floor=floor)
@@ -207,6 +216,11 @@ def _clean(text: str) -> str:
 
 def _clean_optional(text: str | None) -> str | None:
     return _clean(text) or None if text else None
+
+
+def _written_id(feed_id: str) -> str:
+    """A feed's id as its Atom file holds it (`_clean_meta`), which a file written before is told by (`floored`)."""
+    return iri_to_uri(_clean(feed_id))
 
 
 def _clean_url(url: str | None) -> str | None:
@@ -261,7 +275,7 @@ def _clean_meta(meta: FeedMeta) -> FeedMeta:
         title=_clean(meta.title) or urlsplit(forum_url).netloc or forum_url,
         forum_url=forum_url,
         html_url=iri_to_uri(_clean(meta.html_url)),
-        feed_id=iri_to_uri(_clean(meta.feed_id)),
+        feed_id=_written_id(meta.feed_id),
         self_url=_clean_url(meta.self_url),
         description=_clean_optional(meta.description),
         stylesheet_url=_clean_url(meta.stylesheet_url),

@@ -287,7 +287,7 @@ class ForumBudget:
     and 30 topic pages, more than a third of 40, so a cold build under way waits for the window's room
     when it comes within the request's deadline (`feedbridge.feeds.admission.gate`) instead of being refused.
 
-    Every window is split between the instance's `processes` (`Windows.split`), so its workers together
+    Every window is split between the instance's `processes` (`Windows.like`, `processes`), so its workers together
     stay within it without Redis, and the forum's hold each worker to its part with Redis too
     (`Windows.like`, `capped`): a worker that spent the whole window through Redis left its sibling's part
     untouched, and once Redis failed the sibling spent it again, on top. The forum's windows hold each
