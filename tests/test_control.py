@@ -293,9 +293,9 @@ def test_a_static_builds_three_page_feed_counts_its_three_page_requests(tmp_path
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     pages = [r.target for r in upstream.requests if r.target.startswith(read_at(COMPILER))]
-    assert len(pages) == 3  # the feed's own list, three pages of it (and the source probe, /latest.md)
+    assert len(pages) == 3  # the feed's own list, three pages of it, the first deciding the forum's source
     assert upstream.count(IDENTITY) == 1  # and the forum's basic info, for its icon
-    assert summary["feeds"][0]["requests"] == summary["requests"] == upstream.count() == 5
+    assert summary["feeds"][0]["requests"] == summary["requests"] == upstream.count() == 4
 
 
 

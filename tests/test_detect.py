@@ -3,7 +3,8 @@
 The fake forum answers the probes; the bridge is the Procfile's gunicorn with its gevent worker, as in
 production: one server per settings combination, each test with a fake forum of its own (`served`, as in
 tests/test_faults.py), so what one test's bridge decided about its forum is that forum's alone. Nothing
-probes a forum before its test's first feed request. Which source a feed was read through is seen from
+probes a forum before its test's first feed request, and a Markdown list where that feed's own list is decides
+without a probe. Which source a feed was read through is seen from
 outside, in the forum's request log (`.md` or `.json` URLs). A short `source_recheck` puts the re-check
 (and the retry after an inconclusive probe, a tenth of it) within a test; `cache_ttl=0` and
 `negative_ttl=0` where a cached probe page or a remembered failure would hide a probe from the log.
@@ -48,6 +49,8 @@ CASES: dict[str, tuple[dict, dict]] = {  # each test's fake forum (its arguments
     "both inconclusive": ({}, RECHECKED),
     "undecided then json": ({"mode": "json"}, {"source_recheck": RECHECK, "negative_ttl": 0}),
     "429 first": ({"mode": "json"}, {}),
+    "own list fails": ({"mode": "markdown"}, {}),
+    "own list 429": ({"mode": "markdown"}, {}),
     "inconclusive recheck markdown": ({"mode": "markdown"}, RECHECKED),
     "inconclusive recheck json": ({"mode": "json"}, RECHECKED),
     "429 recheck": ({"mode": "json"}, RECHECKED),
@@ -68,7 +71,7 @@ def served() -> Iterator[dict[str, tuple[ProcfileApp, FakeForum]]]:
         yield {name: (apps[name], forums[name]) for name in CASES}
 
 
-# --- (none) → a decision, from the Markdown probe alone ---------------------------------------------------
+# --- (none) → a decision: from the feed's own Markdown list, else from the Markdown probe alone -----------------
 
 @pytest.mark.parametrize("case,fault,source", [
     ("markdown list", None, "markdown"),  # a list: Markdown
@@ -82,7 +85,33 @@ def test_a_conclusive_probe_decides_without_asking_json(served, case, fault, sou
         fault(forum)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
     assert forum.count(read_at(COMPILER, source)) == 1
-    assert probes(forum) == 1 and forum.count("/latest.json") == 0
+    # A Markdown list where the feed's own list is decides Markdown with no probe; a JSON forum refuses that
+    # read (it decides nothing) and the probe decides.
+    assert probes(forum) == (0 if source == "markdown" else 1) and forum.count("/latest.json") == 0
+    assert forum.count(read_at(COMPILER)) == 1
+
+
+def test_a_feeds_own_list_that_fails_decides_nothing_and_is_not_asked_again(served):
+    """A Markdown forum whose category list answers 500 to the first feed: the probe decides (Markdown), and the
+    feed answers the list's failure, remembered, without asking for the list again; other feeds read Markdown."""
+    app, forum = served["own list fails"]
+    forum.fail(read_at(COMPILER), 500)
+    failed = get(app.feed_url(f"{COMPILER}.atom"))
+    assert failed.status_code == 502 and "500" in failed.text, failed.text
+    assert md(forum) == [read_at(COMPILER), "/latest.md"] and forum.count("/latest.json") == 0
+    assert get(app.feed_url("/hot.atom")).status_code == 200
+    assert md(forum)[2:] == ["/hot.md"] and forum.count(read_at(COMPILER, "json")) == 0
+
+
+def test_a_429_on_a_feeds_own_list_is_its_error_and_asks_no_probe(served):
+    """The forum said wait: the probe would only be refused too, so nothing more is sent, and nothing decided."""
+    app, forum = served["own list 429"]
+    forum.rate_limit(read_at(COMPILER), retry_after=1, times=1)
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 503
+    assert md(forum) == [read_at(COMPILER)]
+    time.sleep(1.2)
+    assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # its own list again, which decides now
+    assert md(forum) == [read_at(COMPILER)] * 2 and probes(forum) == 0
 
 
 # --- (none) → inconclusive Markdown probe → /latest.json ------------------------------------------------
@@ -100,16 +129,20 @@ def test_a_json_forum_whose_markdown_probe_fails_is_read_from_json(served, reque
         assert get(app.feed_url(path)).status_code == 200, path
     time.sleep(RECHECK + 0.1)
     assert get(app.feed_url("/hot.atom")).status_code == 200
-    assert set(md(forum)) == {"/latest.md"} and probes(forum) >= 2  # probed again, still JSON
+    assert set(md(forum)) == {read_at(COMPILER), "/latest.md"} and probes(forum) >= 2  # probed again, still JSON
     assert forum.count(read_at(COMPILER, "json")) == 1
+    assert forum.count(read_at(COMPILER)) == 1  # the first feed's own list as Markdown, while the forum was undecided
 
 
 def test_with_both_probes_inconclusive_or_refused_markdown_is_read_and_retried_soon(served):
-    """(none) → UNDECIDED (a Markdown forum whose /latest.md failed once; it has no /latest.json) → MARKDOWN."""
+    """(none) → UNDECIDED (a Markdown forum whose /latest.md and the feed's own list failed once; it has no
+    /latest.json) → MARKDOWN."""
     app, upstream = served["both inconclusive"]
     upstream.fail("/latest.md", 500, times=1)
+    upstream.fail(read_at(COMPILER), 500, times=1)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # read as Markdown meanwhile
-    assert upstream.count("/latest.json") == 1 and upstream.count(read_at(COMPILER)) == 1
+    # the feed's own list twice: once while undecided (a 500 decides nothing), once as Markdown (negative_ttl=0)
+    assert upstream.count("/latest.json") == 1 and upstream.count(read_at(COMPILER)) == 2
     time.sleep(RETRIED)
     assert get(app.feed_url("/hot.atom")).status_code == 200
     assert probes(upstream) == 2  # retried before the re-check period, and decided
@@ -137,7 +170,8 @@ def test_a_429_on_the_first_probe_is_the_feeds_error_and_decides_nothing(served)
     assert limited.status_code == 503 and forum.count("/latest.json") == 0  # the forum said wait: nothing else
     time.sleep(1.2)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200
-    assert md(forum) == ["/latest.md", "/latest.md"]
+    # the feed's own list as Markdown once: its 404 is remembered, and decides nothing either time
+    assert md(forum) == [read_at(COMPILER), "/latest.md", "/latest.md"]
 
 
 # --- a decision, then an inconclusive probe: kept, and asked again sooner --------------------------------
@@ -151,7 +185,8 @@ def test_an_inconclusive_recheck_keeps_the_decision_and_is_retried_sooner(served
     assert get(app.feed_url("/hot.atom")).status_code == 200
     time.sleep(RETRIED)
     assert get(app.feed_url("/top.atom?period=weekly")).status_code == 200
-    assert probes(forum) == 3  # the decision, the re-check, the retry
+    # the decision (a Markdown forum's made by the feed's own list), the re-check, the retry
+    assert probes(forum) == (2 if mode == "markdown" else 3)
     assert forum.count("/latest.json") == 0  # decided: JSON is not tried
     assert forum.count(f"/hot{suffix}") == 1 and forum.count(f"/top{suffix}?period=weekly") == 1
 
@@ -165,7 +200,7 @@ def test_a_429_on_a_recheck_changes_nothing_and_leaves_the_probe_due(served):
     assert get(app.feed_url("/hot.atom")).status_code == 503  # the forum said wait, for this feed too
     time.sleep(1.2)
     assert get(app.feed_url("/hot.atom")).status_code == 200
-    assert md(forum) == ["/latest.md"] * 3 and forum.count("/latest.json") == 0
+    assert md(forum) == [read_at(COMPILER)] + ["/latest.md"] * 3 and forum.count("/latest.json") == 0
 
 
 def test_a_forum_that_turns_markdown_off_is_followed_at_the_recheck(served):
@@ -195,7 +230,7 @@ def test_a_private_category_cannot_flip_the_source_for_other_readers(served):
         assert get(app.feed_url(cold)).status_code == 200
         for reader in (f"{COMPILER}.atom", "/c/hardware/gpu/12.rss"):
             assert get(app.feed_url(reader)).status_code == 200, reader
-    assert md(forum) == ["/latest.md"]
+    assert md(forum) == [read_at("/c/staff/7"), "/latest.md"]  # the first feed's own list, which decides nothing
     for private in refusals:  # that list's own error (not public: 403), no guess about the forum
         assert private.status_code == 403 and "answered 403" in private.text and "login-only" not in private.text
 
@@ -209,4 +244,4 @@ def test_a_garbage_json_list_is_that_lists_error_and_changes_nothing(served):
     assert "login-only" not in broken.text and "neither" not in broken.text
     for path in ("/tag/gpu.atom", "/c/hardware/gpu/12.rss"):
         assert get(app.feed_url(path)).status_code == 200
-    assert md(forum) == ["/latest.md"]  # the decision stood: no probe was asked again
+    assert md(forum) == [read_at("/hot"), "/latest.md"]  # the decision stood: no probe was asked again

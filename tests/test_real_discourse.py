@@ -149,9 +149,10 @@ def test_a_login_required_forum_is_members_only_whatever_signs_people_in(kind: s
         said = line(answer)
         assert "shown only to signed-in members" in said and "a signed feed URL reads it" in said
         assert "outside" not in said and SSO_PROVIDER not in said
-    # The probe was sent to sign in (so the lists are read as JSON: 403 not_logged_in), and nothing more is
-    # asked while the failure is remembered; the sign-in is never followed.
-    assert asked == ["/latest.md", read_at(COMPILER, "json")] and remembered
+    # The feed's own Markdown list (which decides nothing) and the probe were sent to sign in (so the lists are
+    # read as JSON: 403 not_logged_in), and nothing more is asked while the failure is remembered; the sign-in is
+    # never followed.
+    assert asked == [read_at(COMPILER), "/latest.md", read_at(COMPILER, "json")] and remembered
     assert sso == []
     assert signed.status_code == 200
 

@@ -1067,6 +1067,14 @@ def read_at(path: str, mode: str = "markdown", page: int = 0, params: tuple[tupl
     return source.list_url("", *source.route(path, params), page)
 
 
+def detected_at(path: str, params: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The Markdown requests that decide the source of a forum with no Markdown lists, for a cold feed of the list
+    `path` (`feedbridge.feeds.sources.dialects`): the feed's own list as Markdown (a Markdown list would have
+    decided), then the probe, `/latest.md`, which alone is both for a `/latest` feed."""
+    own = read_at(path, params=params)
+    return [own, "/latest.md"] if own != "/latest.md" else ["/latest.md"]
+
+
 def spawn(*options: str, port: int = 0, root: Path | str | None = None) -> ForumProcess:
     """Start the server as its own process and wait until it has printed its URL (it is then listening)."""
     command = [sys.executable, "-m", "tests.upstream", "--port", str(port), *options]

@@ -58,6 +58,7 @@ from feedbridge.errors import (
     BotWall,
     BridgeBusy,
     CrawlerRefused,
+    DeadlinePassed,
     UpstreamError,
     UpstreamNotFound,
     UpstreamRateLimited,
@@ -250,10 +251,13 @@ def user_list_url(base_url: str, user: str, page: int = 0, category: int | None 
 #
 # Which source reads an `auto` forum: its Markdown lists or its JSON lists, as a small state machine.
 #
-# Only the probe decides: the forum's own `/latest.md`, the list every public forum has. Feed requests
-# choose which other lists are read (a private category, a list that answers garbage), so what those
-# answer is that feed's error and never a transition: no reader can move the decision that every other
-# reader's feeds are built with.
+# The probe decides: the forum's own `/latest.md`, the list every public forum has. Feed requests choose
+# which other lists are read (a private category, a list that answers garbage), so what those answer is that
+# feed's error and never a transition: no reader can move the decision that every other reader's feeds are
+# built with. One answer alone stands in for the probe's: a feed's own Markdown list, read first on a forum
+# with no record at all, that is a Markdown list (`SourceDetector.found`, from `ListReader`). Only a forum
+# that serves Markdown lists answers one, so it says what the probe would say, and saves the forum the
+# probe's request; anything else it answers decides nothing, and the probe runs as below.
 #
 # States: (none), UNDECIDED, MARKDOWN, JSON. A probe runs when the record is due; its answer moves it:
 #
@@ -309,13 +313,27 @@ class SourceDetector:
     control: ControlStore
     flight: Flight
 
-    def source(self, read: Read, forum: Forum) -> Source:
+    def source(self, read: Read, forum: Forum, first: Callable[[], object] | None = None) -> Source:
         """The configured source, else the decided one, probing first when the record is due. `read` is a
-        live read in this detector's scope (`Read.source` sends only those here): the probes read through it."""
+        live read in this detector's scope (`Read.source` sends only those here): the probes read through it.
+        `first`: the read of a feed's own list as Markdown, which on a forum with no record at all stands in
+        for the probe when it reads a Markdown list (the module docstring). It is read outside the probes'
+        flight, as the feed's own list: a slow list holds up its own feed, not every feed of the forum while
+        it is undecided. Anything else it answers decides nothing, but a wait the forum asked for, a wall in
+        front of it, or the request's deadline passed is the feed's error at once, as it is the probe's: the
+        probe would only meet it again."""
         if forum.source != "auto":
             return SOURCES[forum.source]
         key = self.key(forum)
         entry: SourceEntry | None = self.control.get(key)
+        if entry is None and first is not None:
+            try:
+                first()
+                return _read_by(self._store(forum, key, None, MARKDOWN.name, settled=True))
+            except (UpstreamRateLimited, BotWall, CrawlerRefused, DeadlinePassed):
+                raise
+            except UpstreamError as exc:
+                log.info("%s: a feed's own list decides nothing of its source (%s)", forum.key, exc.message)
         if self._due(entry):
             previous = entry
             entry = self.flight.do(key, lambda: self._probe(read, forum, key, previous),

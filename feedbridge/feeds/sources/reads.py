@@ -73,7 +73,7 @@ from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy
 from feedbridge.feeds.members.personal import own_pages
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, lacks_of
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH, Source, lacks_of
 from feedbridge.models import Listing, merged
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
@@ -191,10 +191,11 @@ class Read:
         return self.scope.gate.fetch(forum, url, etag, last_modified, caller=self.caller, building=self.building,
                                      pooled=self.pooled, until=self.until)
 
-    def source(self, forum: Forum) -> Source:
+    def source(self, forum: Forum, first: Callable[[], object] | None = None) -> Source:
+        """The forum's source (`SourceDetector.source`, and its `first`)."""
         if self.cached_only:
             return self.scope.detector.decided(forum)
-        return self.scope.detector.source(self, forum)
+        return self.scope.detector.source(self, forum, first)
 
     def list_page(self, forum: Forum, url: str, source: Source = MARKDOWN) -> Listing:
         """One parsed list page: from cache while fresh, else fetched (read live); any cached copy, or NotHeld
@@ -262,7 +263,10 @@ class ListReader:
             return self._pages(read, spec, lambda n: JSON.page_url(spec, n), JSON)
         if spec.kind == "personal":  # a member's own list: JSON on every forum, its own parser
             return self._pages(read, spec, *own_pages(spec))
-        source = read.source(spec.forum)
+        if spec.started_by is None and not spec.intersection:
+            source, first = self._source(read, spec)
+        else:
+            source, first = read.source(spec.forum), None
         if spec.started_by is not None:
             try:
                 own = self._pages(read, spec, lambda n: spec.user_list_url(n) or "", JSON)
@@ -275,12 +279,26 @@ class ListReader:
             except read.moves_on as exc:
                 log.info("%s on %s: %s; filtering the first tag's list", spec.label, spec.forum.key, exc.message)
         try:
-            entries = self._pages(read, spec, lambda n: source.page_url(spec, n), source)
+            entries = self._pages(read, spec, lambda n: source.page_url(spec, n), source, first)
             if source is MARKDOWN and spec.kind == "category" and not entries[0].listing.topics:
                 self._category_is_readable(read, spec)
             return entries
         except (UpstreamNotFound, UpstreamRefused) as exc:
             raise read.scope.detector.refused(spec, source, exc) from None
+
+    def _source(self, read: Read, spec: FeedSpec) -> tuple[Source, PageEntry | None]:
+        """The source of the feed's list, with its first page when reading it decided the source: on a forum
+        with no record of its source, the list read as Markdown stands in for the probe when it is a Markdown
+        list (`SourceDetector.source`'s `first`). Anything else it answers decides nothing (it is this feed's
+        list, chosen by its reader), the probe runs as ever, and the answer is remembered for the list like any
+        failure: a Markdown forum's feed fails with it, a JSON forum's reads its JSON list. A `/latest` feed's list
+        is the probe's own page, read by the probe."""
+        if (spec.list_path, spec.list_params) == (PROBE_PATH, ()):
+            return read.source(spec.forum), None
+        got: list[PageEntry] = []
+        source = read.source(spec.forum, lambda: got.append(
+            list_entry(read, spec.forum, MARKDOWN.page_url(spec), MARKDOWN, dates=False)))
+        return source, (got[0] if got and source is MARKDOWN else None)
 
     def _category_is_readable(self, read: Read, spec: FeedSpec) -> None:
         """A Markdown category list with no topics: the category may be missing or private. Core reads it at
@@ -299,12 +317,15 @@ class ListReader:
         return (f"q: {' '.join(terms)} only means something to a signed-in user of the forum (core's /filter reads "
                 f"it for the signed-in user alone, and gives anyone else no topics): {how}")
 
-    def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[PageEntry]:
+    def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source,
+               first: PageEntry | None = None) -> list[PageEntry]:
         return _in_step(read, [(entry, _again(read, spec.forum, url(n), source))
-                               for n, entry in enumerate(self._entries(read, spec, url, source))])
+                               for n, entry in enumerate(self._entries(read, spec, url, source, first))])
 
-    def _entries(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source) -> list[PageEntry]:
-        entries = [list_entry(read, spec.forum, url(0), source, dates=False)]
+    def _entries(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source,
+                 first: PageEntry | None) -> list[PageEntry]:
+        """The list's pages; `first`, page 0 when it has been read already (`_source`)."""
+        entries = [first or list_entry(read, spec.forum, url(0), source, dates=False)]
         if entries[-1].listing.next_page_url is None or spec.pages == 1:
             return entries
         try:
