@@ -32,7 +32,7 @@ from feedbridge.feeds.request import params, signing
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request
 from feedbridge.feeds.request.urls import FeedTarget, NoFeed, feed_for_url
 from feedbridge.feeds.service import FeedService, build_service
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH, lacks_of, source_of
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, detection_urls, lacks_of, source_of
 from feedbridge.feeds.sources.reads import saved_pages
 from feedbridge.models import Listing, listing_to_dict
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
@@ -160,7 +160,7 @@ def build(source: str | None, fmt: str, base_url: str | None, self_url: str | No
         settings = _settings(_url_forum(source, base_url, by_suffix=False))
         spec = _spec(settings, source, fmt, given)
         kept = output is not None and is_file_inside(output.parent, output.name)
-        with _service(settings, counted=kept) as service, \
+        with _service(settings, counted=spec if kept else None) as service, \
                 BatchFetcher.counting() if kept else contextlib.nullcontext() as tally:
             body = _upstream(lambda: service.document(spec, self_url, written=written))
         if tally is not None and tally.failures:
@@ -459,13 +459,13 @@ def _settings(forum: Forum) -> Settings:
 
 
 @contextlib.contextmanager
-def _service(settings: Settings, counted: bool = False) -> Iterator[FeedService]:
+def _service(settings: Settings, counted: FeedSpec | None = None) -> Iterator[FeedService]:
     """A service of its own, over an empty memory store: one run reads the forum as one server request does, at a
-    batch run's pace (`Pace`: two requests at a time, a short Retry-After sat out). `counted`: what the forum fails
-    is counted (`BatchFetcher.counting`; its source probes' failures leave no feed the worse), for a run with a
-    file to keep."""
-    fetcher = Fetcher(settings) if not counted else BatchFetcher(settings, unjudged={
-        source.list_url(forum.base_url, PROBE_PATH) for forum in settings.forums for source in (MARKDOWN, JSON)})
+    batch run's pace (`Pace`: two requests at a time, a short Retry-After sat out). `counted`: the feed whose
+    failures the forum's are counted as (`BatchFetcher.counting`; what detecting its source reads leaves it none
+    the worse: `detection_urls`), for a run with a file to keep."""
+    fetcher = Fetcher(settings) if counted is None else BatchFetcher(settings, unjudged=detection_urls(
+        settings.forums, (counted,)))
     service = build_service(settings, MemoryStore(settings.cache_max_bytes), fetcher, pace=Pace(delay=0.0,
                             on_wait=lambda forum, seconds: click.echo(f"{forum.key} asked to wait {seconds:.0f}s; "
                                                                       "waiting", err=True)))

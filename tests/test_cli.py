@@ -432,6 +432,19 @@ def test_build_o_keeps_a_better_file_when_the_forum_failed_part_of_the_feed(upst
     assert invoke("build", f"{upstream.url}/c/compiler/5", "-o", str(fresh)).exit_code == 0 and fresh.is_file()
 
 
+def test_build_o_on_a_forum_whose_markdown_lists_fail_keeps_nothing_for_the_detection(upstream_json, tmp_path):
+    """A forum whose Markdown lists answer 500 is read from its JSON lists; what detecting that read (the feed's
+    own list as Markdown, the probe) leaves the feed none the worse, so `-o` replaces its file, exit 0. Counted,
+    the feed's own Markdown list (read while the forum was undecided) kept the file and failed the run."""
+    upstream_json.fail("/latest.md", 500)  # the probe
+    upstream_json.fail(read_at("/c/compiler/5"), 500)  # the feed's own list, `/latest.md?category=5&order=activity`
+    output = tmp_path / "compiler.atom"
+    for _ in range(2):  # the second run has a file to keep
+        result = invoke("build", f"{upstream_json.url}/c/compiler/5", "-o", str(output))
+        assert result.exit_code == 0, result.stderr
+    assert upstream_json.count(read_at("/c/compiler/5")) == 2 and upstream_json.count(read_at("/c/compiler/5", "json")) == 2
+
+
 def test_build_o_gives_a_feed_no_date_before_the_file_it_replaces(upstream, tmp_path):
     """A cron job's `-o` rebuild after the newest topic was deleted dated the file at the next newest topic, back
     from the date it had; now the date the file written before gave itself is the rebuild's floor, as the web's

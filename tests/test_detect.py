@@ -51,6 +51,7 @@ CASES: dict[str, tuple[dict, dict]] = {  # each test's fake forum (its arguments
     "429 first": ({"mode": "json"}, {}),
     "own list fails": ({"mode": "markdown"}, {}),
     "own list 429": ({"mode": "markdown"}, {}),
+    "walled": ({"mode": "markdown"}, {}),
     "inconclusive recheck markdown": ({"mode": "markdown"}, RECHECKED),
     "inconclusive recheck json": ({"mode": "json"}, RECHECKED),
     "429 recheck": ({"mode": "json"}, RECHECKED),
@@ -79,7 +80,7 @@ def served() -> Iterator[dict[str, tuple[ProcfileApp, FakeForum]]]:
     ("json 403", lambda forum: forum.json_error("/latest.md", status=403), "json"),
     ("json login", lambda forum: forum.html_login("/latest.md"), "json"),  # a login page where a list should be
 ])
-def test_a_conclusive_probe_decides_without_asking_json(served, case, fault, source):
+def test_a_conclusive_answer_decides_without_asking_json(served, case, fault, source):
     app, forum = served[f"conclusive {case}"]
     if fault:
         fault(forum)
@@ -112,6 +113,19 @@ def test_a_429_on_a_feeds_own_list_is_its_error_and_asks_no_probe(served):
     time.sleep(1.2)
     assert get(app.feed_url(f"{COMPILER}.atom")).status_code == 200  # its own list again, which decides now
     assert md(forum) == [read_at(COMPILER)] * 2 and probes(forum) == 0
+
+
+def test_a_forum_behind_a_wall_is_asked_nothing_more_per_feed(served):
+    """A bot wall on every page: the first feed's own list decides nothing, the probe meets the wall too (the
+    feed's error, nothing written); then the probe's remembered failure answers every feed, whatever list a
+    reader invents, without a request: no feed's own list is read first while it is remembered."""
+    app, forum = served["walled"]
+    forum.challenge("/", prefix=True)
+    first = get(app.feed_url(f"{COMPILER}.atom"))
+    assert first.status_code in (502, 503) and md(forum) == [read_at(COMPILER), "/latest.md"], first.text
+    for n in range(1, 6):
+        assert get(app.feed_url(f"/c/made-up/{1000 + n}.atom")).status_code in (502, 503)
+    assert forum.count() == 2
 
 
 # --- (none) → inconclusive Markdown probe → /latest.json ------------------------------------------------

@@ -496,6 +496,23 @@ def test_static_build_reads_a_json_forum(tmp_path, upstream_json):
     assert asked.count("/latest.md") == 1 and set(asked) <= set(detected_at(COMPILER)) and len(asked) <= 2, asked
 
 
+def test_a_static_build_of_a_forum_whose_markdown_lists_fail_rewrites_its_feeds(tmp_path, upstream_json):
+    """What detecting the source read and the forum failed (the feeds' own lists as Markdown, the probe: 500) leaves
+    no feed the worse: the second run, with files to keep, writes them again from the JSON lists, exit 0."""
+    upstream_json.fail("/latest.md", 500)
+    upstream_json.fail("/tag/gpu.md", 500)
+    config = tmp_path / "feeds.toml"
+    config.write_text(f'site_url = "https://feeds.example.net/"\n[fetch]\ndelay = 0\n[defaults]\n'
+                      f'forum = "{upstream_json.url}"\nformats = ["atom"]\n'
+                      '[[feeds]]\nname = "compiler"\npath = "c/compiler/5"\n[[feeds]]\nname = "gpu"\npath = "tag/gpu"\n')
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["build", "--config", str(config)])
+        assert result.exit_code == 0, result.stderr
+    for name in ("compiler.atom", "gpu.atom"):
+        assert feedparser.parse((tmp_path / "public" / name).read_bytes()).entries
+    assert upstream_json.count(read_at("/tag/gpu", "json")) == 2
+
+
 # --- configuration and fixtures -----------------------------------------------------------------------
 
 def test_source_prefixes_and_recheck_setting():

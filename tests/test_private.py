@@ -593,9 +593,9 @@ def test_signed_reads_have_a_budget_of_their_own_that_leaves_public_reads_alone(
             assert "signed-in" in cold[1].text or "upstream requests" in cold[1].text
             assert int(cold[1].headers["Retry-After"]) >= 1
             assert [r.path for r in p.forum.requests] == ["/hot.md"]
-            public = get(app.feed_url("/top.atom"))
-        assert public.status_code == 200  # the list, which decides its scope's source too, without the key
-        assert [(r.path, carries_key(r)) for r in p.forum.requests] == [("/hot.md", True), ("/top.md", False)]
+            public = get(app.feed_url("/latest.atom"))
+        assert public.status_code == 200  # its own source probe (the list itself), without the key
+        assert [(r.path, carries_key(r)) for r in p.forum.requests] == [("/hot.md", True), ("/latest.md", False)]
 
 # --- static builds --------------------------------------------------------------------------------------
 

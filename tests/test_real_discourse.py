@@ -99,8 +99,9 @@ def test_a_crawler_policy_that_refuses_the_bridge_is_said_so_with_who_can_lift_i
     with FakeForum(mode=mode, crawlers=Crawlers(allowed="Googlebot|Bingbot")) as forum, \
             running_app(keyed(forum)) as app:
         first = get(app.feed_url(f"{COMPILER}.atom"))
-        asked = forum.count()
+        asked = [r.target for r in forum.requests]
         again = get(app.feed_url(f"{COMPILER}.rss"))
+        asked_again = forum.count()
         settings = keyed(forum)
         signed = get(app.url + sign_url(settings, f"/{app.forum_key}{COMPILER}.atom"))
     assert first.status_code == again.status_code == 403
@@ -108,7 +109,8 @@ def test_a_crawler_policy_that_refuses_the_bridge_is_said_so_with_who_can_lift_i
     assert "crawler policy refuses the bridge" in said and "Crawler is not allowed!" in said
     assert "allowed_crawler_user_agents" in said and "signed feed URL" in said
     assert "members" not in said and "login" not in said
-    assert asked == 1 and "crawler policy" in line(again)  # the probe's answer, remembered: no second request
+    # the feed's own list (which decides nothing) and the probe, whose answer is remembered: no third request
+    assert asked == [read_at(COMPILER), "/latest.md"] and asked_again == 2 and "crawler policy" in line(again)
     assert signed.status_code == 200 and feedparser.parse(signed.content).entries  # a key passes
 
 

@@ -30,7 +30,7 @@ from feedbridge.errors import BuildConfigError, NoForumAnswer
 from feedbridge.feeds.admission.gate import Pace
 from feedbridge.feeds.request.spec import FeedSpec
 from feedbridge.feeds.service import FeedService, build_service
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH
+from feedbridge.feeds.sources.dialects import detection_urls
 from feedbridge.render.documents import FEED_DATE_BYTES, feed_date
 from feedbridge.staticsite.atomic import is_file_inside, read_inside, remove_leftovers, write_all_inside, write_inside
 from feedbridge.staticsite.files import Listed, feeds_opml, index_html
@@ -111,9 +111,8 @@ def build(config: BuildConfig, progress: Progress) -> BuildReport:
     # A build killed mid-write left its temporary files; a static host would publish them for good.
     for leftover in remove_leftovers(config.out_dir):
         progress.note(f"removed {leftover}, left by an interrupted build")
-    probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in config.settings.forums
-              for source in (MARKDOWN, JSON)}
-    fetcher = BatchFetcher(config.settings, unjudged=probes)
+    fetcher = BatchFetcher(config.settings, unjudged=detection_urls(
+        config.settings.forums, (spec for plan in config.feeds for spec in plan.specs)))
     pace = Pace(config.concurrency, config.delay, config.max_wait,
                 on_wait=lambda forum, seconds: progress.waiting(forum.key, seconds))
     service = build_service(config.settings, MemoryStore(config.settings.cache_max_bytes), fetcher, pace=pace)

@@ -239,6 +239,15 @@ def lacking(listings: Iterable[Listing]) -> frozenset[str]:
     return frozenset().union(*(lacks_of(listing) for listing in listings))
 
 
+def detection_urls(forums: Iterable[Forum], specs: Iterable[FeedSpec] = ()) -> frozenset[str]:
+    """What detecting the forums' sources may read and fail without leaving a feed the worse (a batch run's
+    `BatchFetcher.unjudged`): each forum's probes, and each feed's own first list page as Markdown, read while
+    its forum is undecided (`SourceDetector.source`'s `first`). Read again as the feed's list, a failure of that
+    page is the feed's, and remembered or fetched again it fails the feed as ever."""
+    probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in forums for source in (MARKDOWN, JSON)}
+    return frozenset(probes | {MARKDOWN.page_url(spec) for spec in specs})
+
+
 def user_list_url(base_url: str, user: str, page: int = 0, category: int | None = None) -> str:
     """A user's own topics, newest first, 30 a page: JSON only, on every release and whatever the source. With
     `category`, those in that category and its subcategories, as core's other lists take `category=`
@@ -255,9 +264,16 @@ def user_list_url(base_url: str, user: str, page: int = 0, category: int | None 
 # which other lists are read (a private category, a list that answers garbage), so what those answer is that
 # feed's error and never a transition: no reader can move the decision that every other reader's feeds are
 # built with. One answer alone stands in for the probe's: a feed's own Markdown list, read first on a forum
-# with no record at all, that is a Markdown list (`SourceDetector.found`, from `ListReader`). Only a forum
-# that serves Markdown lists answers one, so it says what the probe would say, and saves the forum the
-# probe's request; anything else it answers decides nothing, and the probe runs as below.
+# with no record at all, that is a Markdown list (`SourceDetector.source`'s `first`, from `ListReader`). Only a
+# forum that serves Markdown lists answers one, so it says what the probe would say, and saves the forum the
+# probe's request. A 429 on it (or the request's deadline passing) is the feed's error, as on the probe, and
+# nothing is written; anything else it answers (a bot wall and a crawler refusal too) decides nothing, and the
+# probe runs as below. Once the probe's own page has failed and its failure is remembered, no feed reads its
+# list first: a forum behind a wall is asked nothing more per feed than before, whatever lists readers invent.
+# A record a probe wrote while that list was read stands.
+#
+#     (none) ── a feed's own list as Markdown: a Markdown list ──▶ MARKDOWN (no probe)
+#            ── a 429, the deadline ──▶ (none), the feed's error      ── anything else ──▶ the probe, below
 #
 # States: (none), UNDECIDED, MARKDOWN, JSON. A probe runs when the record is due; its answer moves it:
 #
@@ -317,23 +333,26 @@ class SourceDetector:
         """The configured source, else the decided one, probing first when the record is due. `read` is a
         live read in this detector's scope (`Read.source` sends only those here): the probes read through it.
         `first`: the read of a feed's own list as Markdown, which on a forum with no record at all stands in
-        for the probe when it reads a Markdown list (the module docstring). It is read outside the probes'
-        flight, as the feed's own list: a slow list holds up its own feed, not every feed of the forum while
-        it is undecided. Anything else it answers decides nothing, but a wait the forum asked for, a wall in
-        front of it, or the request's deadline passed is the feed's error at once, as it is the probe's: the
-        probe would only meet it again."""
+        for the probe when it reads a Markdown list (the module docstring), unless the probe's page has failed
+        and its failure is remembered. It is read outside the probes' flight, as the feed's own list: a slow
+        list holds up its own feed, not every feed of the forum while it is undecided. A wait the forum asked
+        for or the request's deadline passed is the feed's error at once, as it is the probe's (the probe would
+        only meet it again), and so is a refusal by the bridge itself (`BridgeBusy`, no `UpstreamError`);
+        anything else it answers decides nothing, and the probe runs."""
         if forum.source != "auto":
             return SOURCES[forum.source]
         key = self.key(forum)
         entry: SourceEntry | None = self.control.get(key)
-        if entry is None and first is not None:
+        if entry is None and first is not None and self.control.get(_probe_failed(forum)) is None:
             try:
                 first()
-                return _read_by(self._store(forum, key, None, MARKDOWN.name, settled=True))
-            except (UpstreamRateLimited, BotWall, CrawlerRefused, DeadlinePassed):
+            except (UpstreamRateLimited, DeadlinePassed):
                 raise
             except UpstreamError as exc:
                 log.info("%s: a feed's own list decides nothing of its source (%s)", forum.key, exc.message)
+            else:  # a record a probe wrote meanwhile stands (the probe's own page is what decides)
+                entry = self.control.get(key) or self._store(forum, key, None, MARKDOWN.name, settled=True)
+                return _read_by(entry)
         if self._due(entry):
             previous = entry
             entry = self.flight.do(key, lambda: self._probe(read, forum, key, previous),
@@ -425,6 +444,11 @@ class SourceDetector:
     def _settled(self, key: str) -> SourceEntry | None:
         entry: SourceEntry | None = self.control.get(key)
         return None if self._due(entry) else entry
+
+
+def _probe_failed(forum: Forum) -> str:
+    """Where the failure of the Markdown probe's page is remembered (`CachePolicy.remember`)."""
+    return keys.FAILED + keys.page(MARKDOWN.list_url(forum.base_url, PROBE_PATH))
 
 
 def _read_by(entry: SourceEntry | None) -> Source:
