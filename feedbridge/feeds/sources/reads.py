@@ -263,10 +263,7 @@ class ListReader:
             return self._pages(read, spec, lambda n: JSON.page_url(spec, n), JSON)
         if spec.kind == "personal":  # a member's own list: JSON on every forum, its own parser
             return self._pages(read, spec, *own_pages(spec))
-        if spec.started_by is None and not spec.intersection:
-            source, first = self._source(read, spec)
-        else:
-            source, first = read.source(spec.forum), None
+        source, first = self._source(read, spec)
         if spec.started_by is not None:
             try:
                 own = self._pages(read, spec, lambda n: spec.user_list_url(n) or "", JSON)
@@ -291,9 +288,10 @@ class ListReader:
         with no record of its source, the list read as Markdown stands in for the probe when it is a Markdown
         list (`SourceDetector.source`'s `first`). Anything else it answers decides nothing (it is this feed's
         list, chosen by its reader), the probe runs as ever, and the answer is remembered for the list like any
-        failure: a Markdown forum's feed fails with it, a JSON forum's reads its JSON list. A `/latest` feed's list
-        is the probe's own page, read by the probe."""
-        if (spec.list_path, spec.list_params) == (PROBE_PATH, ()):
+        failure: a Markdown forum's feed fails with it, a JSON forum's reads its JSON list. Not for a `/latest`
+        feed, whose list is the probe's own page, read by the probe, nor for a user's or a tag intersection's feed,
+        which reads its own JSON list first."""
+        if spec.started_by is not None or spec.intersection or (spec.list_path, spec.list_params) == (PROBE_PATH, ()):
             return read.source(spec.forum), None
         got: list[PageEntry] = []
         source = read.source(spec.forum, lambda: got.append(
