@@ -239,12 +239,22 @@ def lacking(listings: Iterable[Listing]) -> frozenset[str]:
     return frozenset().union(*(lacks_of(listing) for listing in listings))
 
 
+def probe_url(source: Source, forum: Forum) -> str:
+    """The probe's page of `forum` as `source` serves it (`PROBE_PATH`)."""
+    return source.list_url(forum.base_url, PROBE_PATH)
+
+
+def is_probed(spec: FeedSpec) -> bool:
+    """Whether the feed's list is the probes' own page (`/latest`, no parameters)."""
+    return (spec.list_path, spec.list_params) == (PROBE_PATH, ())
+
+
 def detection_urls(forums: Iterable[Forum], specs: Iterable[FeedSpec] = ()) -> frozenset[str]:
     """What detecting the forums' sources may read and fail without leaving a feed the worse (a batch run's
     `BatchFetcher.unjudged`): each forum's probes, and each feed's own first list page as Markdown, read while
     its forum is undecided (`SourceDetector.source`'s `first`). Read again as the feed's list, a failure of that
     page is the feed's, and remembered or fetched again it fails the feed as ever."""
-    probes = {source.list_url(forum.base_url, PROBE_PATH) for forum in forums for source in (MARKDOWN, JSON)}
+    probes = {probe_url(source, forum) for forum in forums for source in (MARKDOWN, JSON)}
     return frozenset(probes | {MARKDOWN.page_url(spec) for spec in specs})
 
 
@@ -343,7 +353,7 @@ class SourceDetector:
             return SOURCES[forum.source]
         key = self.key(forum)
         entry: SourceEntry | None = self.control.get(key)
-        if entry is None and first is not None and self.control.get(_probe_failed(forum)) is None:
+        if entry is None and first is not None and read.scope.policy.remembered(_probe_failed(forum)) is None:
             try:
                 first()
             except (UpstreamRateLimited, DeadlinePassed):
@@ -371,7 +381,7 @@ class SourceDetector:
         whose Markdown probe was refused too, where both answers are quoted. Nothing is changed."""
         entry: SourceEntry | None = self.control.get(self.key(spec.forum))
         if spec.forum.source != "auto" or source is not JSON or entry is None or entry.source != JSON.name \
-                or entry.reason is None or (spec.list_path, spec.list_params) != (PROBE_PATH, ()):
+                or entry.reason is None or not is_probed(spec):
             return exc
         message = (f"neither the Markdown nor the JSON lists of {spec.forum.key} are public "
                    f"(Markdown: {entry.reason}; JSON: {exc.message})")
@@ -392,7 +402,7 @@ class SourceDetector:
         and nothing is written (the JSON probe would only meet the same wall)."""
         inconclusive: UpstreamError
         try:
-            read.list_page(forum, MARKDOWN.list_url(forum.base_url, PROBE_PATH), MARKDOWN)
+            read.list_page(forum, probe_url(MARKDOWN, forum), MARKDOWN)
             return self._store(forum, key, previous, MARKDOWN.name, settled=True)
         except (UpstreamNotFound, UpstreamRefused) as exc:
             return self._store(forum, key, previous, JSON.name, settled=True, reason=exc.message, status=exc.status)
@@ -413,7 +423,7 @@ class SourceDetector:
             return self._store(forum, key, previous, previous.source, settled=False, reason=previous.reason,
                                status=previous.status)
         try:
-            read.list_page(forum, JSON.list_url(forum.base_url, PROBE_PATH), JSON)
+            read.list_page(forum, probe_url(JSON, forum), JSON)
             state = JSON.name
         except (UpstreamRateLimited, BridgeBusy, BotWall, CrawlerRefused):
             if previous is None:
@@ -447,8 +457,9 @@ class SourceDetector:
 
 
 def _probe_failed(forum: Forum) -> str:
-    """Where the failure of the Markdown probe's page is remembered (`CachePolicy.remember`)."""
-    return keys.FAILED + keys.page(MARKDOWN.list_url(forum.base_url, PROBE_PATH))
+    """Where the failure of the Markdown probe's page is remembered (`CachePolicy.remember`, read back by its
+    `remembered`, which knows a failure's TTL and the instances' clock skew)."""
+    return keys.FAILED + keys.page(probe_url(MARKDOWN, forum))
 
 
 def _read_by(entry: SourceEntry | None) -> Source:

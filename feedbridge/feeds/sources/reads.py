@@ -73,7 +73,7 @@ from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy
 from feedbridge.feeds.members.personal import own_pages
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, PROBE_PATH, Source, lacks_of
+from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, is_probed, lacks_of
 from feedbridge.models import Listing, merged
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
@@ -291,7 +291,7 @@ class ListReader:
         failure: a Markdown forum's feed fails with it, a JSON forum's reads its JSON list. Not for a `/latest`
         feed, whose list is the probe's own page, read by the probe, nor for a user's or a tag intersection's feed,
         which reads its own JSON list first."""
-        if spec.started_by is not None or spec.intersection or (spec.list_path, spec.list_params) == (PROBE_PATH, ()):
+        if spec.started_by is not None or spec.intersection or is_probed(spec):
             return read.source(spec.forum), None
         got: list[PageEntry] = []
         source = read.source(spec.forum, lambda: got.append(
