@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
+
+import msgspec
 
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.models import Topic
@@ -127,6 +128,6 @@ def render_scaling(ctx: Context) -> dict[str, dict[int, float]]:
 
 def sample_topics(count: int) -> list[Topic]:
     page = parse_listing(PAGES["pristine C4 page (30 topics)"].read_text(encoding="utf-8"), base_url=BASE).topics
-    return [dataclasses.replace(page[i % len(page)], id=i + 1,
-                                url=re.sub(r"/\d+$", f"/{i + 1}", page[i % len(page)].url))
+    return [msgspec.structs.replace(page[i % len(page)], id=i + 1,
+                                   url=re.sub(r"/\d+$", f"/{i + 1}", page[i % len(page)].url))
             for i in range(count)]

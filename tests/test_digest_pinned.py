@@ -4,10 +4,10 @@ rather than shown as a closed period missing topics. Pure: listings built here, 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from msgspec.structs import replace
 
 from feedbridge.config import Settings, parse_forum
 from feedbridge.feeds.request.spec import FeedSpec, parse_feed_request

@@ -16,6 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -412,7 +413,7 @@ def test_enrich_adds_content_created_category_and_tags_and_keeps_the_rest() -> N
     assert (enriched.category, enriched.tags) == ("compiler", ("inductor", "rfc", "loop-fusion"))
     assert enriched.content_html.startswith("<h2>RFC: Polyhedral Optimization Pass for PyTorch Inductor</h2>")
     assert '<img src="https://dev-discuss.pytorch.org/uploads/' in enriched.content_html
-    assert replace(enriched, created_at=None, content_html=None, category=None, tags=()) == topic
+    assert msgspec.structs.replace(enriched, created_at=None, content_html=None, category=None, tags=()) == topic
     assert topic.content_html is None  # the original is untouched
 
 
@@ -452,7 +453,7 @@ def test_enrich_from_a_later_page_adds_the_header_only() -> None:
 
 
 def test_enrich_with_an_empty_first_post_keeps_no_content_and_the_list_values() -> None:
-    topic = replace(listed(998), category="from-list")
+    topic = msgspec.structs.replace(listed(998), category="from-list")
     enriched = enrich(topic, replace(parse_topic(read(ORPHAN)), first_post_markdown="   "), HOST)
     assert (enriched.content_html, enriched.category) == (None, "from-list")
 

@@ -216,6 +216,8 @@ def utc(value: str) -> datetime | None:
         value = value[:17] + "59" + value[19:]
     try:
         moment = datetime.fromisoformat(value)
+        if moment.tzinfo is UTC:  # `Z` and `+00:00`, as core writes every time: already the moment to return
+            return moment
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         return moment.astimezone(UTC)
@@ -256,6 +258,8 @@ def web_url(url: str, base: str | None) -> str | None:
 
 # A path segment browsers and servers read as `.` or `..` (`%2e` is a dot to the WHATWG URL parser too).
 _DOT_SEGMENT = re.compile(r"(?:\.|%2e){1,2}", re.IGNORECASE)
+_QUOTE_KEEPS = re.compile(r"[A-Za-z0-9_.~-]+")
+"""The characters `urllib.parse.quote` never encodes (its `_ALWAYS_SAFE`): a name of them alone is its own quote."""
 _SLUG_SAFE = "-._~%"
 
 
@@ -265,7 +269,14 @@ def _is_slug(segment: str) -> bool:
     id's": `/t/123/5` is topic 123's post 5, routed before `/t/:slug/:topic_id`), and no slug is a dot segment
     (`/t/../5` is `/5`) or holds a backslash (a browser reads it as `/`)."""
     return bool(segment) and not (segment.isascii() and segment.isdigit()) and "\\" not in segment \
-        and _DOT_SEGMENT.fullmatch(segment) is None
+        and not _is_dot_segment(segment)
+
+
+def _is_dot_segment(segment: str) -> bool:
+    """Whether a path segment is `.` or `..`, its dots written or percent-encoded (`_DOT_SEGMENT`). One with no
+    dot and no `%` (almost every slug and name) is not: the pattern is not run on it (bench row 3, "parse real
+    page (flattened, 30 topics)")."""
+    return ("." in segment or "%" in segment) and _DOT_SEGMENT.fullmatch(segment) is not None
 
 
 def topic_slug(value: object) -> str:
@@ -302,8 +313,10 @@ def user_link(base: str, name: str | None) -> str | None:
     core encodes unicode names. A name no username of core could be gets none: a dot segment (`{base}/u/..` is the
     forum's front page to a browser, not a user's), or one past `MAX_USERNAME` (a hostile list's 4 KB name of
     CJK characters made a link nine times its length, 36 KB, in every entry)."""
-    if not name or len(name) > MAX_USERNAME or _DOT_SEGMENT.fullmatch(name) is not None:
+    if not name or len(name) > MAX_USERNAME or _is_dot_segment(name):
         return None
+    if _QUOTE_KEEPS.fullmatch(name):  # what `quote` would return unchanged, at a fifth of its cost (bench row 3)
+        return f"{base}/u/{name}"
     return f"{base}/u/{quote(name, safe='', errors='replace')}"
 
 

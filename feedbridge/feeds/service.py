@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar
 
+import msgspec
+
 from feedbridge import metrics
 from feedbridge.config import Credential, Forum, Settings
 from feedbridge.errors import CpuSpent, NoForumAnswer, NotHeld, UpstreamError
@@ -281,7 +283,7 @@ class FeedService:
                 everything = enriched
             else:  # their tags alone, for a feed of excerpts
                 tagged = {topic.id: topic.tags for topic in enriched}
-                everything = [replace(t, tags=tagged.get(t.id, t.tags)) for t in everything]
+                everything = [msgspec.structs.replace(t, tags=tagged.get(t.id, t.tags)) for t in everything]
         kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
         if spec.digest is None:
             return listings[0], topic_entries(kept, spec.forum.base_url)

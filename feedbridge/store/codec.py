@@ -145,22 +145,29 @@ def _ill_formed(value: object, name: str = "") -> str | None:
         return "an ETag that no header can carry"  # a CR LF in one was a 500 wherever it was sent
     if isinstance(value, tuple):
         return next((wrong for item in value if (wrong := _ill_formed(item)) is not None), None)
-    if is_dataclass(value) and not isinstance(value, type):
-        return next((wrong for field in _checked_fields(type(value))
+    model: Any = type(value)
+    if _is_model(model):
+        return next((wrong for field in _checked_fields(model)
                      if (wrong := _ill_formed(getattr(value, field), field)) is not None), None)
     return None
 
 
 @functools.cache
-def _checked_fields(model: type) -> tuple[str, ...]:
+def _checked_fields(model: Any) -> tuple[str, ...]:
     """The fields of `model` whose values `_ill_formed` reads at any depth: dates, numbers, sizes and ETags."""
     hints = typing.get_type_hints(model)
-    return tuple(f.name for f in fields(model) if f.name in ("size", "etag") or _holds_checked(hints[f.name]))
+    names = (f.name for f in (msgspec.structs.fields(model) if issubclass(model, msgspec.Struct) else fields(model)))
+    return tuple(name for name in names if name in ("size", "etag") or _holds_checked(hints[name]))
+
+
+def _is_model(kind: Any) -> bool:
+    """Whether `kind` is one of the models: a dataclass, or `Topic`, a `msgspec.Struct`."""
+    return isinstance(kind, type) and (is_dataclass(kind) or issubclass(kind, msgspec.Struct))
 
 
 def _holds_checked(hint: Any) -> bool:
     if hint in (datetime, float):
         return True
-    if is_dataclass(hint):
-        return bool(_checked_fields(hint))  # type: ignore[arg-type]
+    if _is_model(hint):
+        return bool(_checked_fields(hint))
     return any(_holds_checked(arg) for arg in typing.get_args(hint))

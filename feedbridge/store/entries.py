@@ -201,8 +201,8 @@ def _held(value: Any) -> int:
 
 _FIELDS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
     model: attrgetter(*(field.name for field in fields(model)))
-    for model in (Topic, Category, Listing, Shown, Post, TopicHead, Site)
-}
+    for model in (Category, Listing, Shown, Post, TopicHead, Site)
+} | {Topic: attrgetter(*Topic.__struct_fields__)}
 
 
 def listing_bytes(listing: Listing) -> int:

@@ -29,6 +29,8 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
+import msgspec
+
 from feedbridge.config import Forum
 from feedbridge.discourse.site_info import parse_basic_info
 from feedbridge.errors import (
@@ -117,8 +119,8 @@ class Directory:
             except (NoForumAnswer, NotHeld) as exc:
                 log.info("no category names for %s: %s", forum.key, exc.message)
         names = {category.id: category.name for category in directory}
-        return [replace(t, category=names[t.category_id]) if t.category is None and t.category_id in names else t
-                for t in topics]
+        return [msgspec.structs.replace(t, category=names[t.category_id])
+                if t.category is None and t.category_id in names else t for t in topics]
 
 
 # --- the basic info ----------------------------------------------------------------------------------
