@@ -45,6 +45,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 from urllib.parse import urlsplit
 
+import msgspec
+
 from feedbridge.models import XML_INVALID, Entry, Listing, Site, Topic, has_xml_invalid
 from feedbridge.render.turns import take_turn
 from feedbridge.render.uris import iri_to_uri, is_uri
@@ -306,7 +308,7 @@ def _clean_entry(entry: Entry) -> Entry:
     if (entry.title.strip() and entry.link and all(url is None or is_uri(url) for url in _urls(entry))
             and all(t and not XML_INVALID.search(t) or t is None for t in _texts(entry))):
         return entry  # the common case: nothing to remove, no copy to make
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         entry,
         title=_clean(entry.title).strip(),
         link=_clean_url(entry.link) or entry.id,

@@ -7,7 +7,7 @@ permalink, the topic's title (or "Re: title #N" for a reply, so a reader tells r
 author, its `created_at` as published and `updated_at` as updated. They are selected as entries
 (`FeedFilter.keeps_post`: author=, q= over the post's text and its topic's title, max_age= over its own time,
 limit= after filtering), so formats, `.html` views and previews work as for topic feeds. Every forum serves
-these JSON documents, so Markdown forums are read the same way.
+these JSON documents: Markdown forums are read the same way.
 
 What each costs the forum (every request goes through `Gate.fetch`: budget, slots, Retry-After):
 
@@ -32,9 +32,8 @@ What each costs the forum (every request goes through `Gate.fetch`: budget, slot
   `/u/USER/posts`: `pages=` pages of `/user_actions.json?filter=4,5` (30 rows each, by `offset=`). Each
   collection is cached for the cache TTL and shared by every format and filter. User actions carry excerpts
   only; `content=full` reads the newest posts' bodies (up to the topic budget, within the request's deadline)
-  from the same batches and heads, and the rest keep their excerpt.
-
-A page that repeats what was read, or goes on past `pages=`, ends the paging: loops cost at most `pages=`.
+  from the same batches and heads, and the rest keep their excerpt. A page that repeats what was read, or goes on
+  past `pages=`, ends the paging: loops cost at most `pages=`.
 """
 
 from __future__ import annotations
@@ -47,6 +46,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 from urllib.parse import urlencode
+
+import msgspec
 
 from feedbridge.config import Forum, Settings
 from feedbridge.discourse.fields import avatar_url, topic_slug, user_link
@@ -189,7 +190,7 @@ def kept(feed_filter: FeedFilter, posts: Iterable[Shown], base: str, limit: int 
     """Unique posts, newest first by creation then post number, as entries, filtered, then cut to the limit;
     the newest carry their content while it fits `FEED_CONTENT_CHARS`."""
     room = _Room()
-    return [entry if room.fits(len(entry.content_html or "")) else replace(entry, content_html=None)
+    return [entry if room.fits(len(entry.content_html or "")) else msgspec.structs.replace(entry, content_html=None)
             for _, entry in _kept(feed_filter, posts, base, limit)]
 
 
@@ -438,10 +439,9 @@ def read_head(read: Read, forum: Forum, topic_id: int, url: str | None = None, *
               fresh_for: float | None = None, keep_for: float | None = None) -> TopicHead:
     """A topic's `/t/ID.json`, the one reader of it: for the topic's post feed and for `content=full` over JSON
     lists (`feeds/sources/topic_pages.py`), under one key, so a topic read for one is not fetched again for the other.
-    `url` is where it is asked for: a list's link to the topic with `.json` (`content=full`), else
-    `/t/ID.json`, the same document (revalidated either way where the forum sends an ETag). `fresh_for` and
-    `keep_for` are the cache policy's unless the caller says (`content=full` keeps a head read after the
-    topic's last activity)."""
+    `url` is where it is asked for: a list's link to the topic with `.json` (`content=full`), else `/t/ID.json`, the
+    same document (revalidated either way where the forum sends an ETag). `fresh_for` and `keep_for` are the cache
+    policy's unless the caller says (`content=full` keeps a head read after the topic's last activity)."""
     url = url or f"{forum.base_url}/t/{topic_id}.json"
 
     def fetch(held: HeadEntry | None, read: Read) -> HeadEntry:
