@@ -28,7 +28,7 @@ import pytest
 
 from feedbridge.config import Forum, Settings, parse_forum
 from feedbridge.discourse import topic as topic_module
-from feedbridge.discourse.fields import MAX_ROW
+from feedbridge.discourse.fields import MAX_ROW, MAX_TAGS
 from feedbridge.discourse.json_pages import parse_json_categories, parse_json_listing
 from feedbridge.discourse.listing import MAX_TOPICS, parse_listing
 from feedbridge.discourse.posts import parse_topic_head
@@ -292,6 +292,14 @@ def minimal_topics(count: int, category_id: int | None = None) -> str:
         f'{{"id":{i},"title":"t"{extra if i <= 100 else ""}}}' for i in range(1, count + 1)) + "]}}"
 
 
+def tagged_topics(count: int, tags: int) -> str:
+    """A JSON list page of `count` topics with `tags` distinct 60-character tags each: the tags' strings are most
+    of what its topics hold."""
+    return '{"topic_list":{"topics":[' + ",".join(
+        f'{{"id":{i},"title":"t","tags":[' + ",".join(f'"{i}-{j}-' + "x" * 50 + '"' for j in range(tags)) + "]}"
+        for i in range(1, count + 1)) + "]}}"
+
+
 def test_json_list_pages_keep_their_first_topics(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         listing = parse_json_listing(minimal_topics(200_000), base_url=BASE)
@@ -371,6 +379,7 @@ def counted_by_the_service(forum: FakeForum, read: Callable[[FeedService, Forum]
     pytest.param(minimal_topics(200_000, category_id=7), id="1,000 minimal topics (of 200,000)"),
     pytest.param((JSON_ROOT / "latest.json").read_text(encoding="utf-8"), id="a real page of 30"),
     pytest.param(minimal_topics(1), id="one topic"),
+    pytest.param(tagged_topics(30, MAX_TAGS), id="30 topics of 100 long tags"),
 ])
 def test_page_entries_are_counted_by_what_they_hold(upstream: FakeForum, text: str) -> None:
     """Before, a page was counted by its text's length: 200,000 minimal topics held 56 MB, counted 5 MB."""
