@@ -32,7 +32,7 @@ class Topic(msgspec.Struct, frozen=True):
     dataclasses: made 30 times a list page, and a frozen dataclass's `__init__`, which sets each of its 21 fields
     through `object.__setattr__`, took a sixth of the whole parse (33,000 instructions a topic, where this takes
     2,300: bench row 3, "parse real page (flattened, 30 topics)"). Copies are made with `msgspec.structs.replace`;
-    the codec and the store's sizing read its fields as a dataclass's (`msgspec.structs.fields`)."""
+    the codec reads its fields as a dataclass's (`msgspec.structs.fields`), the store sizes it (`_topic_held`)."""
 
     id: int
     title: str

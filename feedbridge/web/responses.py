@@ -96,17 +96,18 @@ def feed_headers(entry: FeedEntry, media_type: str, max_age: int, cache: CacheSt
         # Never later than the answer's `Date` (RFC 9110 §8.8.2.1 says to send the time of the answer instead): bytes
         # that changed twice within one second are dated a second past their predecessor (`FeedService._changed`),
         # and with a cache TTL of 0 a feed rebuilt into new bytes at every request ran seconds into the future.
-        headers.append(("Last-Modified", http_date(math.floor(min(entry.last_modified, now)))))
+        headers.append(("Last-Modified", _http_date(math.floor(min(entry.last_modified, now)))))
     if gzipped:
         headers.append(("Content-Encoding", "gzip"))
     return headers
 
 
 @functools.lru_cache(maxsize=1024)
-def http_date(seconds: int) -> str:
-    """An HTTP date (RFC 9110 §5.6.7) of whole `seconds` since 1970, made once for each: a kept feed's
-    `Last-Modified` is the same on every hit, and `formatdate` was a seventh of the hit path's own CPU (bench
-    row 1, "cached Atom hit vs the limit"). A thousand dates at most, some 200 KB."""
+def _http_date(seconds: int) -> str:
+    """An HTTP date (RFC 9110 §5.6.7) of whole `seconds` since 1970, made once for each (the upstream side reads
+    them: `upstream.transport.http_date`): a kept feed's `Last-Modified` is the same on every hit, and `formatdate`
+    was a seventh of the hit path's own CPU (bench row 1, "cached Atom hit vs the limit"). A thousand dates at
+    most, some 200 KB."""
     return formatdate(seconds, usegmt=True)
 
 
