@@ -43,8 +43,8 @@ from feedbridge.feeds.sources.reads import PUBLIC, ListReader, Read, Scope
 from feedbridge.feeds.sources.site import Directory, Identities
 from feedbridge.feeds.sources.topic_pages import TopicPages
 from feedbridge.models import Category, Entry, Listing, Site
-from feedbridge.render.formats import gzipped, render
-from feedbridge.render.meta import Before, feed_updated, floored, listed, topic_entries
+from feedbridge.render.formats import document, gzipped
+from feedbridge.render.meta import Before, topic_entries
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore, MemoryControl, Windows
 from feedbridge.store.entries import FeedEntry
@@ -331,14 +331,16 @@ class FeedService:
         that topic was deleted or moved out of the list, and a reader keeping the newest `updated` it saw took the
         feed for unchanged. A list with no date of its own takes it as it is, so the same empty list is the same
         bytes; it was the build's, a new ETag at every rebuild."""
-        with metrics.building(spec.kind):
-            first, entries = self._entries(read, spec)
-            site = self.readers.identity.of(read, spec.forum) if identity else None
-            built = time.time()
-            moment = datetime.fromtimestamp(int(built), UTC)
-            head = floored(spec.head(first, self_url, stylesheet_url, moment, built=moment, site=site,
-                                     ttl=self.settings.cache_ttl if refresh else None), listed(first, moment), before)
-            return render(spec.fmt, head, entries), built, feed_updated(head, entries).timestamp()
+        started = time.perf_counter()
+        first, entries = self._entries(read, spec)
+        site = self.readers.identity.of(read, spec.forum) if identity else None
+        built = time.time()
+        moment = datetime.fromtimestamp(int(built), UTC)
+        body, dated = document(spec.fmt, spec.head(first, self_url, stylesheet_url, moment, built=moment, site=site,
+                                                   ttl=self.settings.cache_ttl if refresh else None),
+                               entries, first, before)
+        metrics.built(spec.kind, time.perf_counter() - started)
+        return body, built, dated.timestamp()
 
 
 def _changed(etag: str, held: FeedEntry | None, built: float) -> float:

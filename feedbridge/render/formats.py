@@ -11,12 +11,13 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
-from feedbridge.models import Entry
+from feedbridge.models import Entry, Listing
 from feedbridge.render.documents import ATOM_TYPE, RSS_TYPE, render_atom, render_rss
 from feedbridge.render.json_feed import JSON_TYPE, render_json
-from feedbridge.render.meta import FeedMeta
+from feedbridge.render.meta import Before, FeedMeta, feed_updated, floored, listed
 from feedbridge.render.turns import take_turn
 
 FormatName = Literal["atom", "rss", "json", "html"]
@@ -50,6 +51,15 @@ def render(fmt: str, meta: FeedMeta, entries: Sequence[Entry]) -> bytes:
     if renderer is None:
         raise ValueError(f"unknown feed format {fmt!r}; expected one of {', '.join(FEED_FORMATS)}")
     return renderer(meta, entries)
+
+
+def document(fmt: str, meta: FeedMeta, entries: Sequence[Entry], first: Listing,
+             before: Before | None) -> tuple[bytes, datetime]:
+    """The render step of a build, entered once: `meta` given its date (`listed`, the date of `first`, the
+    list the feed was made from, and the `floored` one of the copy it replaces, `before`), the feed's bytes
+    (`render`) and the date they give themselves (`feed_updated`)."""
+    meta = floored(meta, listed(first, meta.built), before)
+    return render(fmt, meta, entries), feed_updated(meta, entries)
 
 
 GZIP_MIN = 1024

@@ -53,6 +53,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from feedbridge.config import Forum, Settings
@@ -165,12 +166,16 @@ class Read:
 
     def entry(self, key: str, build: Callable[[E | None, Read], E], what: str, forum: Forum, *,
               fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
-              dates: bool = False) -> E:
+              dates: bool = False, optional: bool = False) -> E:
         """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`).
         `build(held, read)` reads with `read`, this read within the build it makes.
         `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept.
         `forum`: whose it is, for its part of the cold slots (`ColdSlots`). `dates`: what is built of this
-        entry is as old as it (a list page's, live too: `stored`, `oldest`)."""
+        entry is as old as it (a list page's, live too: `stored`, `oldest`). `optional`: read as `optional()`
+        reads, in one call."""
+        if optional:
+            return self.optional().entry(key, build, what, forum, fresh_for=fresh_for, keep_for=keep_for,
+                                         any_copy=any_copy, dates=dates)
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
             if (stored_at := getattr(held, "stored_at", None)) is not None:
@@ -317,7 +322,7 @@ class ListReader:
 
     def _pages(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source,
                first: PageEntry | None = None) -> list[PageEntry]:
-        return _in_step(read, [(entry, _again(read, spec.forum, url(n), source))
+        return _in_step(read, [(entry, _again(read, spec.forum, partial(url, n), source))
                                for n, entry in enumerate(self._entries(read, spec, url, source, first))])
 
     def _entries(self, read: Read, spec: FeedSpec, url: Callable[[int], str], source: Source,
@@ -374,14 +379,15 @@ def _in_step(read: Read, pages: list[tuple[PageEntry, Again]]) -> list[PageEntry
     return [entry for entry, _ in pages]
 
 
-def _again(read: Read, forum: Forum, url: str, source: Source) -> Again:
+def _again(read: Read, forum: Forum, url: Callable[[], str], source: Source) -> Again:
     """A page read again as a read the feed can do without, in half the time its request has left
-    (`Read.hurried`): refused, failed or late, None, and the copy held is kept."""
+    (`Read.hurried`): refused, failed or late, None, and the copy held is kept. `url` is made only then: most
+    pages are never read again."""
     def again(fresh_for: float) -> PageEntry | None:
         try:
-            return list_entry(read.hurried(), forum, url, source, fresh_for=fresh_for, dates=False)
+            return list_entry(read.hurried(), forum, url(), source, fresh_for=fresh_for, dates=False)
         except (NoForumAnswer, NotHeld) as exc:
-            log.info("%s is read as it was: %s", url, exc.message)
+            log.info("%s is read as it was: %s", url(), exc.message)
             return None
     return again
 
@@ -444,8 +450,8 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
                                f"views, tags or category ids, and the forum refused it: {exc.message}",
                                param=needed) from None
         completed.append(number)
-        both += [(entry, _again(read, forum, MARKDOWN.page_url(spec, number), MARKDOWN)),
-                 (figures, _again(read, forum, url, JSON))]
+        both += [(entry, _again(read, forum, partial(MARKDOWN.page_url, spec, number), MARKDOWN)),
+                 (figures, _again(read, forum, partial(str, url), JSON))]
     stepped = _in_step(read, both)  # in pairs, as `both` is: each Markdown page, then its JSON one
     pages = [entry.listing for entry in entries]
     found = {topic.id: topic for entry in stepped[1::2] for topic in entry.listing.topics}

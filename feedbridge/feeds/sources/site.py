@@ -149,8 +149,8 @@ class Identities:
             return SiteEntry(parse_basic_info(text, forum.base_url), time.time())
 
         try:
-            entry: SiteEntry = public.optional().entry(keys.site(forum.base_url), fetch,
-                                                       f"the basic info of {forum.key}", forum, any_copy=True)
+            entry: SiteEntry = public.entry(keys.site(forum.base_url), fetch, f"the basic info of {forum.key}", forum,
+                                            any_copy=True, optional=True)
         except (NoForumAnswer, NotHeld) as exc:  # NotHeld: read from cached copies, and none is held
             log.info("feeds of %s go without its icon for now: %s", forum.key, exc.message)
             return None
