@@ -268,11 +268,13 @@ class FeedService:
         if spec.kind in POST_KINDS:
             return readers.posts.entries(read, readers.directory.within(read, spec))
         listings = readers.lists.listings(read, spec)
-        spec = readers.directory.excluding(read, spec)
+        if spec.filter.exclude_categories:
+            spec = readers.directory.excluding(read, spec)
         everything = [t for listing in listings for t in listing.topics]
         # Lists that carry every topic's tags (JSON's, a Markdown list completed from them): tag= then costs no topic
         # page. A forum that refuses its JSON lists gives them on the topics' pages, as many as the topic budget.
-        tags_listed = "tags" not in lacking(listings)
+        # Without tag= no tags are kept from them either way, and nothing is asked.
+        tags_listed = not spec.filter.tags or "tags" not in lacking(listings)
         if spec.content == "full" or (spec.filter.tags and not tags_listed):
             keep_tags = spec.filter.tags if tags_listed else frozenset()
             candidates = replace(spec.filter, query=None, tags=keep_tags, limit=None).apply(everything)

@@ -267,16 +267,13 @@ def row(name: str, feed: FeedKind) -> Param | None:
     return _BY_NAME[feed].get(name)
 
 
-def held(feed: FeedKind) -> tuple[Param, ...]:
-    """The rows of the parameters `feed` takes whose value the filter holds (`Param.filter_field`)."""
-    return _HELD[feed]
-
-
 # What a feed URL's first request reads, once per feed kind (a URL is resolved once, then remembered).
 _TAKEN: dict[FeedKind, tuple[Param, ...]] = {feed: tuple(p for p in PARAMETERS if feed in p.feeds) for feed in FEEDS}
 _BY_NAME: dict[FeedKind, dict[str, Param]] = {feed: {p.name: p for p in taken} for feed, taken in _TAKEN.items()}
-_HELD: dict[FeedKind, tuple[Param, ...]] = {feed: tuple(p for p in taken if p.filter_field)
-                                            for feed, taken in _TAKEN.items()}
+HELD: Mapping[FeedKind, tuple[Param, ...]] = {feed: tuple(p for p in taken if p.filter_field)
+                                              for feed, taken in _TAKEN.items()}
+"""The rows of the parameters each feed kind takes whose value the filter holds (`Param.filter_field`): data, read
+where a spec is made and where it names itself."""
 _FILLED: dict[FeedKind, tuple[Param, ...]] = {
     feed: tuple(p for p in taken if feed in p.required or p.default or p.default_setting)
     for feed, taken in _TAKEN.items()}

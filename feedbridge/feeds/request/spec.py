@@ -175,7 +175,7 @@ class FeedSpec:
         """The query string that names this feed: sorted and normalised, so equal feeds share one key. What
         the filter holds is named as the filter normalised it, for each parameter this feed takes."""
         query: list[tuple[str, str]] = list(self.list_params)  # a user's topics' category= too: it changes what is read
-        for param in params.held(self.feed):
+        for param in params.HELD[self.feed]:
             query += [(param.name, value) for value in _canonical(getattr(self.filter, param.filter_field))]
         if self.filter.query is not None:
             query.append((self.keyword, str(self.filter.query)))
@@ -276,7 +276,7 @@ class Given:
 
     def filtered(self) -> dict[str, Any]:
         """What the filter holds, by its `FeedFilter` field (`Param.filter_field`), for `make_filter`."""
-        return {p.filter_field: self.values[p.name] for p in params.held(self.feed) if p.name in self.values}
+        return {p.filter_field: self.values[p.name] for p in params.HELD[self.feed] if p.name in self.values}
 
 
 def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequence[str]]) -> FeedSpec:
@@ -287,15 +287,19 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise RouteNotFound(f"unknown forum {shorten(path.split('/', 1)[0])!r}: this bridge serves "
                             + ", ".join(f.key for f in settings.forums))
     forum, rest = found
-    unmatched = f"no feed route matches /{shorten(rest)} on {forum.key}"
+    def unmatched() -> str:
+        """What a path no route matches is told, made only for one."""
+        return f"no feed route matches /{shorten(rest)} on {forum.key}"
+
     for name, pattern in _FEED_ROUTES:  # noqa: B007 (the match and its name are used after the loop)
         match = _fullmatch(pattern, rest)
         if match:
             break
     else:
+        message = unmatched()
         if (slugs := _SLUGS_ALONE.fullmatch(rest)) and not any(s.isdigit() for s in slugs[1].split("/")):
-            unmatched += f": a category's feed ends in its number, /c/{shorten(slugs[1])}/ID, as its forum address does"
-        raise _moved(rest) or RouteNotFound(unmatched)
+            message += f": a category's feed ends in its number, /c/{shorten(slugs[1])}/ID, as its forum address does"
+        raise _moved(rest) or RouteNotFound(message)
     parts = match.groupdict()
     fmt = parts["fmt"]
     if fmt not in FORMATS:
@@ -363,13 +367,13 @@ class KindSpec:
     poster: str | None = None
 
 
-KindBuilder = Callable[[Mapping[str, Any], Given, str], KindSpec]
+KindBuilder = Callable[[Mapping[str, Any], Given, Callable[[], str]], KindSpec]
 """A route kind's part of its spec, from the parts its route's match names, the parameters as the table read
 them, and what a path is told that the route's pattern lets through but the kind refuses (`no feed route
 matches`)."""
 
 
-def _list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     name = parts["list"]
     if name == "top":
         period = given.defaulted("period")
@@ -377,7 +381,7 @@ def _list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
     return KindSpec(f"/{name}", f"/{name}", name, _category(given))
 
 
-def _category_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _category_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     path = "/c/" + "/".join(quote(s) for s in parts["slugs"].split("/")) + f"/{parts['id']}"
     label = parts["slugs"].replace("/", " / ")
     if not parts["top"]:
@@ -386,11 +390,11 @@ def _category_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> Ki
     return KindSpec(path + "/l/top", path + "/l/top", f"{label} · top ({period})", (("period", period),))
 
 
-def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     names = parts["tag"].split("+")
     if len(names) > MAX_INTERSECTION or not all(_fullmatch(_ONE_SLUG, n) for n in names) or (
             len(names) > 1 and parts["id"]):
-        raise RouteNotFound(f"{unmatched}: a tag, or up to {MAX_INTERSECTION} tags joined by + (tag/a+b)")
+        raise RouteNotFound(f"{unmatched()}: a tag, or up to {MAX_INTERSECTION} tags joined by + (tag/a+b)")
     path = f"/tag/{quote(names[0])}" + (f"/{parts['id']}" if parts["id"] else "")
     label = f"tag {parts['tag']}"
     if len(names) == 1:
@@ -400,30 +404,30 @@ def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpe
                     intersection=intersection)
 
 
-def _user_topics(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _user_topics(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     user = parts["user"]
     return KindSpec("/latest", f"/u/{quote(user)}/activity/topics", f"topics by {user}", _category(given),
                     authors=(user,), started_by=user)
 
 
-def _filter_list(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _filter_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     forum_query = parse_filter_query(given.text("q") or "")
     list_params = (("q", str(forum_query)),)
     return KindSpec("/filter", "/filter?" + urlencode(list_params), f"filter {forum_query}", list_params,
                     forum_query=forum_query)
 
 
-def _topic_posts(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _topic_posts(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     topic = parts["topic"]
     return KindSpec(f"/t/{topic}", f"/t/{quote(parts['slug'] or 'topic')}/{topic}", f"posts of topic {topic}",
                     topic_id=int(topic))
 
 
-def _latest_posts(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _latest_posts(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     return KindSpec("/posts", "/latest", "latest posts", _category(given))
 
 
-def _user_posts(parts: Mapping[str, Any], given: Given, unmatched: str) -> KindSpec:
+def _user_posts(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
     user = parts["user"]
     return KindSpec(f"/u/{quote(user)}/posts", f"/u/{quote(user)}/activity", f"posts by {user}", authors=(user,),
                     poster=user)

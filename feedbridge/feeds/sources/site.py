@@ -89,9 +89,8 @@ class Directory:
         return entry.categories
 
     def excluding(self, read: Read, spec: FeedSpec) -> FeedSpec:
-        """`spec` whose `exclude_category=` drops the subcategories of those it names, at any depth."""
-        if not spec.filter.exclude_categories:
-            return spec
+        """`spec` whose `exclude_category=` drops the subcategories of those it names, at any depth: for a spec
+        with an `exclude_category=` (`FeedService` asks only then)."""
         return replace(spec, filter=excluding(spec.filter, self.categories(read, spec.forum),
                                               lambda parent: self.categories(read, spec.forum, parent)))
 
