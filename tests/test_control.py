@@ -247,7 +247,7 @@ def windowed(config: Settings) -> Iterator[RunningApp]:
     through Redis)."""
     with serving(config) as (app, flask_app):
         budget = flask_app.extensions["feedbridge"].public.gate.budget
-        budget.windows = budget.windows.like(seconds=WINDOW)
+        budget.windows = budget.windows.each({"seconds": WINDOW})[0]
         yield app
 
 

@@ -157,16 +157,15 @@ class Windows:
         """Seconds a hit counts: the window's length and its leeway."""
         return self.seconds + self.leeway
 
-    def like(self, **changes: Any) -> Windows:
-        """These windows with some of what `__init__` takes changed, over the same storage and link: `seconds`,
-        another length (the 10 s and daily budgets, held, split and capped the same way); `processes`, each
-        limit split between the instance's gunicorn workers; `leeway`, every hit held that long past the
-        window's length, so that no span of `seconds` at whoever counts the hits later, by up to `leeway`, holds
-        more than the limit; `capped`, each process held to its share while Redis answers too (see the class).
-        One call makes each budget's windows, however many of these change."""
-        made = {"seconds": self.seconds, "processes": self.processes, "leeway": self.leeway,
-                "capped": self.capped, **changes}
-        return Windows(storage=self._storage, link=self._link, **made)
+    def each(self, *changes: dict[str, Any]) -> list[Windows]:
+        """These windows with some of what `__init__` takes changed, over the same storage and link, for each of
+        `changes` (each over these windows): `seconds`, another length (the 10 s and daily budgets, held, split
+        and capped the same way); `processes`, each limit split between the instance's gunicorn workers;
+        `leeway`, every hit held that long past the window's length, so that no span of `seconds` at whoever
+        counts the hits later, by up to `leeway`, holds more than the limit; `capped`, each process held to its
+        share while Redis answers too (see the class). One call makes a budget's windows (`ForumBudget`)."""
+        own = {"seconds": self.seconds, "processes": self.processes, "leeway": self.leeway, "capped": self.capped}
+        return [Windows(storage=self._storage, link=self._link, **{**own, **changed}) for changed in changes]
 
     def share(self, limit: int) -> int:
         """What this process may spend of `limit` on its own: 1/processes of it, rounded down, at least 1."""

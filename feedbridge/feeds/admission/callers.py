@@ -287,11 +287,11 @@ class ForumBudget:
     and 30 topic pages, more than a third of 40, so a cold build under way waits for the window's room
     when it comes within the request's deadline (`feedbridge.feeds.admission.gate`) instead of being refused.
 
-    Every window is split between the instance's `processes` (`Windows.like`, `processes`), so its workers together
+    Every window is split between the instance's `processes` (`Windows.each`, `processes`), so its workers together
     stay within it without Redis, and the forum's hold each worker to its part with Redis too
-    (`Windows.like`, `capped`): a worker that spent the whole window through Redis left its sibling's part
+    (`Windows.each`, `capped`): a worker that spent the whole window through Redis left its sibling's part
     untouched, and once Redis failed the sibling spent it again, on top. The forum's windows hold each
-    request `LEEWAY` past their length (`Windows.like`, `leeway`), so the forum, counting later, sees no more than
+    request `LEEWAY` past their length (`Windows.each`, `leeway`), so the forum, counting later, sees no more than
     the budget either; a client's share is the bridge's own fairness, counted nowhere else, over the
     windows themselves, shared through Redis whichever worker serves the client. Every window is looked at
     before any is counted, so a client refused for the forum's sake keeps its share; a client counted and
@@ -311,16 +311,18 @@ class ForumBudget:
         `address` names the windows a forum's
         requests are counted in (`Settings.address_of`: one for the forums of a multisite host, which core
         counts in one per-IP window); by default each forum's own."""
-        self.shares = windows.like(processes=processes)
-        self.windows = self.shares.like(leeway=LEEWAY, capped=True)
+        forum_wide = {"processes": processes, "leeway": LEEWAY, "capped": True}
+        self.shares, self.windows, days, bursts, burst_shares = windows.each(
+            {"processes": processes}, forum_wide, {**forum_wide, "seconds": DAY}, {**forum_wide, "seconds": BURST},
+            {"processes": processes, "seconds": BURST})
         self.per_window = per_window
         self.share = max(per_window // share, 1)
         self.scope = scope
         self.per_day = per_day
         self.per_burst = per_burst
-        self.days = self.windows.like(seconds=DAY) if per_day else None
-        self.bursts = self.windows.like(seconds=BURST) if per_burst else None
-        self.burst_shares = self.shares.like(seconds=BURST) if per_burst else None
+        self.days = days if per_day else None
+        self.bursts = bursts if per_burst else None
+        self.burst_shares = burst_shares if per_burst else None
         self.burst_share = max(per_burst // share, 1)
         self.forum = forum
         self.who: str | None = None

@@ -234,6 +234,10 @@ def lacks_of(listing: Listing) -> frozenset[str]:
     return lacks - listing.completed
 
 
+LACKED = MARKDOWN.lacks | {"replies"}
+"""Every field `lacks_of` may find a list without: what a filter that needs none of them never reads elsewhere."""
+
+
 def lacking(listings: Iterable[Listing]) -> frozenset[str]:
     """The `Topic` fields some of `listings` leave unset (`lacks_of`): none when all are JSON lists."""
     return frozenset().union(*(lacks_of(listing) for listing in listings))

@@ -74,7 +74,7 @@ from feedbridge.feeds.admission.gate import Gate
 from feedbridge.feeds.admission.policy import OUTSIDE, Building, CachePolicy
 from feedbridge.feeds.members.personal import own_pages
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.sources.dialects import JSON, MARKDOWN, Source, is_probed, lacks_of
+from feedbridge.feeds.sources.dialects import JSON, LACKED, MARKDOWN, Source, is_probed, lacks_of
 from feedbridge.models import Listing, merged
 from feedbridge.store import keys
 from feedbridge.store.control import ControlStore
@@ -427,6 +427,8 @@ def _completed(read: Read, spec: FeedSpec, entries: Sequence[PageEntry]) -> list
     by `min_views=`). A topic on none keeps its own (none). Read for the pictures alone, a page the forum does
     not give is left as it is."""
     pictures, forum = spec.content == "full", spec.forum
+    if not pictures and spec.filter.json_needed(LACKED) is None:  # no page can need anything: none is looked at
+        return [entry.listing for entry in entries]
     both: list[tuple[PageEntry, Again]] = []
     completed = []
     for number, entry in enumerate(entries):
