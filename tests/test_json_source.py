@@ -165,16 +165,22 @@ def test_full_content_takes_the_cooked_first_post_and_sanitizes_it(upstream_json
     assert topic_pages and all(p.endswith(".json") for p in topic_pages)
 
 
-def test_a_limit_on_a_ranked_list_keeps_its_first_topics(upstream_json):
+@pytest.mark.parametrize(("feed", "listed"), [("/top.json?limit=3", "/top.json"), ("/hot.json?limit=3", "/hot.json"),
+                                             ("/filter.json?q=order:likes&limit=3", "/filter.json?q=order:likes")])
+def test_a_limit_on_a_ranked_list_keeps_its_first_topics(upstream_json, feed, listed):
     """`limit=` on a top list (or hot, or a `/filter` ordered by likes) keeps the forum's first, as it ranks
-    them; the entries are then newest activity first. It kept the most recently active of the whole page."""
-    top = [t["id"] for t in httpx.get(f"{upstream_json.url}/top.json", timeout=30).json()["topic_list"]["topics"]]
+    them; the entries are then newest activity first. It kept the most recently active of the whole page. Each
+    list's first three are not its three most recently active, so keeping those fails."""
+    topics = httpx.get(f"{upstream_json.url}{listed}", timeout=30).json()["topic_list"]["topics"]
+    first = [t["id"] for t in topics]
+    newest = [t["id"] for t in sorted(topics, key=lambda t: t["last_posted_at"] or "", reverse=True)]
+    assert set(first[:3]) != set(newest[:3])
     with running_app(settings_for(upstream_json.url)) as app:
-        feed = get(app.feed_url("/top.json?limit=3")).json()
+        ranked = get(app.feed_url(feed)).json()
         latest = get(app.feed_url("/latest.json?limit=3")).json()
-    ids = {int(item["id"].rsplit("/", 1)[1]) for item in feed["items"]}
-    assert ids == set(top[:3]), (ids, top[:3])
-    dates = [item["date_modified"] for item in feed["items"]]
+    ids = {int(item["id"].rsplit("/", 1)[1]) for item in ranked["items"]}
+    assert ids == set(first[:3]), (ids, first[:3])
+    dates = [item["date_modified"] for item in ranked["items"]]
     assert dates == sorted(dates, reverse=True)
     assert len(latest["items"]) == 3  # an activity list: its newest, as before
 

@@ -36,7 +36,6 @@ from feedbridge.feeds.members import handshake, personal
 from feedbridge.feeds.members.personal import Member
 from feedbridge.feeds.request.spec import POST_KINDS, FeedSpec
 from feedbridge.feeds.select.digest import digested
-from feedbridge.feeds.select.filters import ranked
 from feedbridge.feeds.sources.dialects import MARKDOWN, Source, SourceDetector, lacking
 from feedbridge.feeds.sources.post_feeds import PostFeeds
 from feedbridge.feeds.sources.reads import PUBLIC, ListReader, Read, Scope
@@ -286,7 +285,7 @@ class FeedService:
             else:  # their tags alone, for a feed of excerpts
                 tagged = {topic.id: topic.tags for topic in enriched}
                 everything = [msgspec.structs.replace(t, tags=tagged.get(t.id, t.tags)) for t in everything]
-        kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=ranked(spec)))
+        kept = readers.directory.named(read, spec.forum, spec.filter.apply(everything, ranked=spec.ranked))
         if spec.digest is None:
             return listings[0], topic_entries(kept, spec.forum.base_url)
         return listings[0], digested(spec, listings, kept, since, now)

@@ -112,6 +112,7 @@ class FeedSpec:
     poster: str | None = None  # the /u/USER/posts feed's user, as typed in the path
     forum_query: FilterQuery | None = None  # the /filter feed's query (also its `q=` in `list_params`)
     owner: str | None = None  # a member's own list's member (`feeds.members.personal`)
+    ranked: bool = False  # the list is in an order of the forum's other than newest activity first (`KindSpec`)
 
     @property
     def list_id(self) -> str:
@@ -322,7 +323,7 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
     return FeedSpec(forum, name, feed, own.label, own.list_path, own.list_params, own.html_path, fmt, feed_filter,
                     given.defaulted("pages"), given.values.get("content", "excerpt"),  # none: posts carry their HTML
                     own.started_by, digest, (limit or DIGESTS[digest]) if digest is not None else 0, own.intersection,
-                    own.topic_id, own.poster, own.forum_query)
+                    own.topic_id, own.poster, own.forum_query, ranked=own.ranked)
 
 
 def _moved(rest: str) -> FeedMoved | None:
@@ -365,6 +366,7 @@ class KindSpec:
     topic_id: int | None = None
     started_by: str | None = None
     poster: str | None = None
+    ranked: bool = False  # a score's order (top, hot) or a `/filter` query's `order:` (likes, views, created...)
 
 
 KindBuilder = Callable[[Mapping[str, Any], Given, Callable[[], str]], KindSpec]
@@ -377,8 +379,8 @@ def _list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) 
     name = parts["list"]
     if name == "top":
         period = given.defaulted("period")
-        return KindSpec(f"/{name}", f"/{name}", f"top ({period})", (("period", period),))
-    return KindSpec(f"/{name}", f"/{name}", name, _category(given))
+        return KindSpec(f"/{name}", f"/{name}", f"top ({period})", (("period", period),), ranked=True)
+    return KindSpec(f"/{name}", f"/{name}", name, _category(given), ranked=name == "hot")
 
 
 def _category_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
@@ -387,7 +389,7 @@ def _category_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[
     if not parts["top"]:
         return KindSpec(path, path, label)
     period = given.defaulted("period")
-    return KindSpec(path + "/l/top", path + "/l/top", f"{label} · top ({period})", (("period", period),))
+    return KindSpec(path + "/l/top", path + "/l/top", f"{label} · top ({period})", (("period", period),), ranked=True)
 
 
 def _tag_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
@@ -414,7 +416,7 @@ def _filter_list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[],
     forum_query = parse_filter_query(given.text("q") or "")
     list_params = (("q", str(forum_query)),)
     return KindSpec("/filter", "/filter?" + urlencode(list_params), f"filter {forum_query}", list_params,
-                    forum_query=forum_query)
+                    forum_query=forum_query, ranked=forum_query.ranked)
 
 
 def _topic_posts(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:

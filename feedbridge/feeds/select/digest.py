@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
 from feedbridge.feeds.request.spec import FeedSpec
-from feedbridge.feeds.select.filters import ranked
 from feedbridge.models import Entry, Listing, Topic
 from feedbridge.render.meta import CLOCK_SKEW
 
@@ -64,7 +63,7 @@ def digested(spec: FeedSpec, listings: Sequence[Listing], topics: Sequence[Topic
         if (placed := _placed(topic)) is not None and (latest is None or placed <= latest):
             periods.setdefault(period_of(digest, placed), []).append(topic)
     newest = sorted(periods, key=lambda period: period[1], reverse=True)
-    end = _end_of_pages(listings, by_activity=not ranked(spec))
+    end = _end_of_pages(listings, by_activity=not spec.ranked)
     if end is not None:
         cut = period_of(digest, end)[1]
         newest = [period for period in newest if period[1] > cut] or newest[:1]

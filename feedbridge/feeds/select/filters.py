@@ -27,7 +27,6 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from cachetools import LRUCache, cached
 
@@ -47,9 +46,6 @@ from feedbridge.feeds.request.params import (
 from feedbridge.feeds.select.query import Query, haystack, parse_query
 from feedbridge.models import Entry, Topic
 from feedbridge.render.turns import take_turn
-
-if TYPE_CHECKING:
-    from feedbridge.feeds.request.spec import FeedSpec
 
 # The bounds of what a filter holds are the parameter table's (`feeds/request/params.py`), whose rows name the
 # `FeedFilter` field each parameter fills (`Param.filter_field`); a threshold is a whole number from 0 to
@@ -385,10 +381,3 @@ def make_filter(
                       exclude_tags=excluded_tags, exclude_categories=categories, min_replies=bound["min_replies"],
                       max_replies=bound["max_replies"], min_likes=bound["min_likes"], min_views=bound["min_views"],
                       exclude_pinned=exclude_pinned is True, exclude_authors=excluded_authors, max_age=max_age)
-
-
-def ranked(spec: FeedSpec) -> bool:
-    """Whether the feed's list is in an order of the forum's other than newest activity first: a score (top,
-    hot) or a `/filter` query's `order:` (likes, views, created...)."""
-    return (spec.list_path in ("/top", "/hot") or spec.list_path.endswith("/l/top")
-            or (spec.forum_query is not None and spec.forum_query.ranked))
