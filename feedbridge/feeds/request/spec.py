@@ -33,8 +33,7 @@ RouteKind = Literal["list", "category", "tag", "user_topics", "filter", "topic_p
                     "personal"]
 """`personal`: a member's own list, read with their key only (feeds/members/personal.py, which builds its specs)."""
 POST_KINDS: tuple[RouteKind, ...] = ("topic_posts", "posts", "user_posts")
-"""Feeds of posts rather than topics (feeds/sources/post_feeds.py); which parameters they take is the table's
-(`params.POSTS`)."""
+"""Feeds of posts rather than topics (feeds/sources/post_feeds.py); the parameters they take: `params.POSTS`."""
 KEYWORD_PARAMS: dict[str, str] = dict.fromkeys(params.NAMED["keyword"].feeds, "keyword")
 """The bridge's keyword filter is `q=` on every feed but these, whose `q=` is the forum's own query (a
 `/filter` feed's is its Discourse filter query, as on the forum's `/filter?q=` page, so a pasted URL keeps
@@ -252,8 +251,7 @@ class FeedSpec:
 @dataclass(frozen=True, slots=True)
 class Given:
     """A feed request's parameters as the table read them (`params.parse`), read here by their types: the
-    table's reading and the spec's use of it meet in this one value, asked nothing of the table again but
-    which of them the filter holds."""
+    table's reading and the spec's use of it meet in this one value (which the filter holds: `params.HELD`)."""
 
     feed: FeedKind
     values: Mapping[str, Any]
@@ -288,8 +286,8 @@ def parse_feed_request(settings: Settings, path: str, args: Mapping[str, Sequenc
         raise RouteNotFound(f"unknown forum {shorten(path.split('/', 1)[0])!r}: this bridge serves "
                             + ", ".join(f.key for f in settings.forums))
     forum, rest = found
-    def unmatched() -> str:
-        """What a path no route matches is told, made only for one."""
+
+    def unmatched() -> str:  # what a path no route matches is told: made only for one
         return f"no feed route matches /{shorten(rest)} on {forum.key}"
 
     for name, pattern in _FEED_ROUTES:  # noqa: B007 (the match and its name are used after the loop)
@@ -371,8 +369,7 @@ class KindSpec:
 
 KindBuilder = Callable[[Mapping[str, Any], Given, Callable[[], str]], KindSpec]
 """A route kind's part of its spec, from the parts its route's match names, the parameters as the table read
-them, and what a path is told that the route's pattern lets through but the kind refuses (`no feed route
-matches`)."""
+them, and what a path the route lets through but the kind refuses is told (`no feed route matches`, made then)."""
 
 
 def _list(parts: Mapping[str, Any], given: Given, unmatched: Callable[[], str]) -> KindSpec:
