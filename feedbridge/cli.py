@@ -13,7 +13,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -451,9 +450,10 @@ def _forum(base_url: str, source: str | None = None, given: str | None = None) -
 
 
 def _settings(forum: Forum) -> Settings:
-    """The environment's settings (timeouts, limits, defaults), with `forum` as the one forum."""
+    """The environment's settings (timeouts, limits, defaults) for `forum` alone, as a static build reads them
+    (`Settings.for_run`): a run in the web service's environment is not stopped by what only the web reads."""
     try:
-        return replace(Settings.from_env(), forums=(forum,))
+        return Settings.from_env(web=False).for_run((forum,))
     except ConfigError as exc:  # the user's to fix, as a bad option is (exit 2, as `sign` and `serve` say it)
         raise Refused(str(exc)) from None
 

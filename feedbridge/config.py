@@ -13,7 +13,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -35,8 +35,7 @@ class Forum:
     source: str = "auto"
     key: str = field(init=False, repr=False, compare=False)
     """Worked out once, when the forum is made: every read names its forum by it, in keys and messages."""
-    # Split once, here: the fetcher checks every URL it follows against every configured forum's (`is_within`),
-    # and splitting their base URLs for each took 0.6 ms a URL with 200 forums (RELIABILITY.md row 79).
+    # Split once: the fetcher checks each URL against every forum's (`is_within`), 0.6 ms a URL with 200 forums.
     origin: tuple[str, str] = field(init=False, repr=False, compare=False)  # scheme, host[:port], lower case
     subfolder: str = field(init=False, repr=False, compare=False)  # the path, without its final "/"
 
@@ -81,6 +80,8 @@ def parse_forum(url: str, given: str | None = None) -> Forum:
 
 
 DEFAULT_FORUMS = (Forum("https://dev-discuss.pytorch.org"),)
+WEB_ONLY = frozenset({"FEEDBRIDGE_CREDENTIALS", "FEEDBRIDGE_SECRET", "FEEDBRIDGE_SECRET_PREVIOUS",  # keys, signing,
+                      "FEEDBRIDGE_PERSONAL", "FEEDBRIDGE_CONNECT_KEY", "FEEDBRIDGE_AUTH_REDIRECTS"})  # members' feeds
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,55 +369,45 @@ class Settings:
     metrics: bool = text(False, "FEEDBRIDGE_METRICS", read=_on_off)
     metrics_allow: tuple[Network, ...] = text((ipaddress.ip_network("127.0.0.1"),), "FEEDBRIDGE_METRICS_ALLOW",
                                               read=_networks)
-    # Abuse bounds (feedbridge.feeds.admission.policy and .callers): remembered failures, the per-forum budget of
-    # upstream requests, one deadline per request, and the requests per process that may wait on upstream.
+    # Abuse bounds (feeds/admission/): remembered failures, each forum's budget, a request's deadline, cold slots.
     negative_ttl: int = number(30, "FEEDBRIDGE_NEGATIVE_TTL", 0, 3600)
     forum_budget: int = number(120, "FEEDBRIDGE_FORUM_BUDGET", 0, 100_000)
-    # Core limits one address to 50 requests in any 10 s as well as 200 a minute (lib/middleware/request_tracker.rb,
-    # config/discourse_defaults.conf `max_reqs_per_ip_per_10_seconds`): a burst must stay under that too. 0: off.
+    # Core's 50 requests of an address in any 10 s (`max_reqs_per_ip_per_10_seconds`), beside 200 a minute. 0: off.
     forum_budget_10s: int = number(40, "FEEDBRIDGE_FORUM_BUDGET_10S", 0, 100_000)
     # Below worker_timeout: checked in __post_init__.
     request_deadline: float = number(25.0, "FEEDBRIDGE_REQUEST_DEADLINE", 1.0, 3600)
     worker_timeout: int = number(40, "FEEDBRIDGE_WORKER_TIMEOUT", 2, 3600)
     # Each waits on the forum with its pages and topics in memory; past it, 503 + Retry-After or the stale copy.
     cold_slots: int = number(6, "FEEDBRIDGE_COLD_SLOTS", 1, 256)
-    # The server (feedbridge.web.gunicorn_conf): its port and worker processes, as a PaaS sets them. No PaaS
-    # assigns port 0 (a random one nobody routes to). gunicorn reads WEB_CONCURRENCY as an integer, blank or not.
+    # The server (web/gunicorn_conf.py): its port (no PaaS gives 0) and workers (gunicorn reads even a blank one).
     port: int = number(8000, "PORT", 1, 65535)
     web_concurrency: int = number(2, "WEB_CONCURRENCY", 1, 64, required="give the worker processes (1 to 64), or "
                                   "leave it unset for 2")
-    # The processes that split every budget (store.control.Windows): gunicorn_conf tells each worker; else 1.
+    # The processes that split every budget (store/control.py `Windows`), as gunicorn_conf tells each worker.
     workers: int = number(1, "FEEDBRIDGE_WORKERS", 1, 64)
     # Proxies in front whose X-Forwarded-For hop is trusted for the client's address (feedbridge.web.context).
     trusted_hops: int = number(0, "FEEDBRIDGE_TRUSTED_HOPS", 0, 5)
-    # Connections one address holds in a worker near its capacity before its own idle ones are the first
-    # closed (feedbridge.web.worker); not applied behind a router, where every peer is the router.
+    # Connections of one address in a worker near capacity before its idle ones close first (web/worker.py).
     peer_connections: int = number(64, "FEEDBRIDGE_PEER_CONNECTIONS", 1, 100_000)
-    # The IPv6 prefix that is one client (feedbridge.web.context.client_of): a subscriber's line is given a
-    # /64 (RFC 6177), and rotating addresses within it must not buy new shares. 128: each address alone.
+    # The IPv6 prefix that is one client (web/context.py): a line is given a /64 (RFC 6177). 128: each address.
     ipv6_prefix: int = number(64, "FEEDBRIDGE_IPV6_PREFIX", 16, 128)
     # Who runs this instance: a page's URL for the forums' admins, in every request's User-Agent (fetcher.user_agent).
     contact_url: str | None = text(None, "FEEDBRIDGE_CONTACT_URL", read=_contact_url)
-    # Forums of FEEDBRIDGE_FORUMS that one multisite Discourse serves from one host: core counts an address's
-    # requests to all of them in one per-IP window (lib/middleware/request_tracker.rb, `global: true`), so
-    # their public budgets are one (feedbridge.feeds.admission.callers.ForumBudget, `Settings.address_of`).
+    # Forums one multisite Discourse serves from one host: core counts an address's requests to all of them in one
+    # per-IP window (lib/middleware/request_tracker.rb), so their public budgets are one (`address_of`).
     multisite: tuple[tuple[str, ...], ...] = text((), "FEEDBRIDGE_MULTISITE", read=_multisite)
     # The `/filter` keys and values a forum's plugins add to core's (feedbridge.discourse.filter_query), which
     # the bridge otherwise refuses as core would ignore them.
     filter_terms: tuple[tuple[str, tuple[str, ...]], ...] = text((), "FEEDBRIDGE_FILTER_TERMS", read=_filter_terms)
-    # Private forums (feedbridge.feeds.request.signing): the keys the bridge signs in with, the secret its feed
-    # URLs' tokens are made with (and the one before it, still accepted while readers move over), and the
-    # credentialed requests' own budget, under Discourse's default limits for one key (20 a minute, 2,880 a day:
-    # `max_user_api_reqs_per_minute`, `_per_day`; an admin key 60, `max_admin_api_reqs_per_minute`).
+    # Private forums (feeds/request/signing.py): the bridge's keys, the secret of its feed URLs' tokens (and the one
+    # before, accepted while readers move over), a budget under core's for one key (20 a minute, 2,880 a day).
     credentials: tuple[Credential, ...] = text((), "FEEDBRIDGE_CREDENTIALS", read=_credentials)
     secret: str | None = text(None, "FEEDBRIDGE_SECRET", read=str, secret=True)
     secret_previous: str | None = text(None, "FEEDBRIDGE_SECRET_PREVIOUS", read=str, secret=True)
     private_budget: int = number(15, "FEEDBRIDGE_PRIVATE_BUDGET", 1, 10_000)
     private_daily_budget: int = number(2000, "FEEDBRIDGE_PRIVATE_DAILY_BUDGET", 1, 10_000_000)
-    # Personal feeds (feedbridge.feeds.members: personal.py, handshake.py): members connect their own forum
-    # account with a User API key, which lives only inside their feed URLs. The RSA key the forums encrypt it
-    # to (kept beside the secret), a connect page's lifetime, the redirects forum admins allowed, and each
-    # member key's own budget, under core's limits for one key as the private budget is.
+    # Personal feeds (feeds/members/): a member's User API key lives only in their feed URLs. The RSA key forums
+    # encrypt it to, a connect page's lifetime, the redirects admins allowed, each member key's budget.
     personal: bool = text(False, "FEEDBRIDGE_PERSONAL", read=_on_off)
     connect_key: str | None = text(None, "FEEDBRIDGE_CONNECT_KEY", read=lambda raw: raw.replace("\\n", "\n"),
                                    secret=True)
@@ -424,8 +415,7 @@ class Settings:
     auth_redirects: tuple[AuthRedirect, ...] = text((), "FEEDBRIDGE_AUTH_REDIRECTS", read=_auth_redirects)
     member_budget: int = number(15, "FEEDBRIDGE_MEMBER_BUDGET", 1, 10_000)
     member_daily_budget: int = number(2000, "FEEDBRIDGE_MEMBER_DAILY_BUDGET", 1, 10_000_000)
-    # Seconds of a worker's CPU one client may spend per minute on what it builds without asking the forum
-    # (feedbridge.web.allowance): a third of a worker's minute, as a client's share of a forum's budget. 0: off.
+    # Seconds of a worker's CPU a client may spend a minute on builds that ask no forum (web/allowance.py). 0: off.
     cpu_allowance: float = number(20.0, "FEEDBRIDGE_CPU_ALLOWANCE", 0.0, 3600.0)
 
     def __post_init__(self) -> None:
@@ -472,12 +462,22 @@ class Settings:
         return next((forum for forum in self.forums if forum.key == key), None)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, web: bool = True) -> Settings:
         env = os.environ if environ is None else environ
+        if not web:  # a run outside the web service (`for_run`): what only the web reads is the web's to check
+            env = {name: value for name, value in env.items() if name not in WEB_ONLY}
         values = {f.name: f.metadata["env"].value(env) for f in fields(cls) if "env" in f.metadata}
         settings = cls(**{name: value for name, value in values.items() if value is not None})
         settings.check_credentials()
         return settings
+
+    def for_run(self, forums: tuple[Forum, ...], **fixed: Any) -> Settings:
+        """These settings for a run outside the web service over `forums` alone (a static build, `feedbridge build`):
+        what they say of other forums left out, and no key signed in with."""
+        keys = {forum.key for forum in forums}
+        return replace(self, **{"forums": forums, "credentials": (), **fixed,
+            "multisite": tuple(kept for group in self.multisite if (kept := tuple(k for k in group if k in keys))),
+            "filter_terms": tuple(terms for terms in self.filter_terms if terms[0] in keys)})
 
     def check_credentials(self) -> None:
         """Every credential names a forum the bridge serves, and signed URLs have a secret to be made with."""

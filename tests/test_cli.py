@@ -118,6 +118,24 @@ def test_build_from_a_url(upstream):
     assert request.headers["user-agent"].startswith("feedbridge/")
 
 
+def test_a_url_builds_in_the_web_services_environment(upstream, monkeypatch):
+    """`feedbridge build URL` run where the service runs (a PaaS's one-off dyno, a cron on its host) reads the
+    environment as a static build does (`Settings.for_run`): what only the web reads (its keys, signing, members'
+    feeds) and what the settings say of other forums stopped it, exit 2 on a FEEDBRIDGE_MULTISITE of the service's
+    forums or on FEEDBRIDGE_CREDENTIALS without FEEDBRIDGE_SECRET. A setting every run reads still counts."""
+    for name, value in {"FEEDBRIDGE_FORUMS": "https://a.example https://b.example",
+                        "FEEDBRIDGE_MULTISITE": "a.example,b.example", "FEEDBRIDGE_FILTER_TERMS": "a.example=assigned",
+                        "FEEDBRIDGE_CREDENTIALS": "a.example=user-api-key:not-a-key!", "FEEDBRIDGE_PERSONAL": "on",
+                        "FEEDBRIDGE_CONTACT_URL": "https://ops.example/bridge"}.items():
+        monkeypatch.setenv(name, value)
+    result = run("build", f"{upstream.url}/c/compiler/5.md", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["items"]) == 30
+    headers = upstream.requests[-1].headers
+    assert headers["user-agent"].endswith("(+https://ops.example/bridge)")
+    assert not {"user-api-key", "api-key"} & set(headers)
+
+
 def test_url_failures_exit_1(upstream):
     upstream.fail("/latest.md", 500)
     result = run("build", f"{upstream.url}/latest.md")

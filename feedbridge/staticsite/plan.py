@@ -51,8 +51,6 @@ _UNPORTABLE = re.compile(r"(?i)(?:con|prn|aux|nul|com[0-9]|lpt[0-9])(?:\..*)?|.*
 _FEED_EXTENSION = re.compile(r"\.(?:md|atom|rss|json)$")
 # What the build writes besides the feeds (staticsite/build.py `_write_site`): no feed may take their names.
 SITE_FILES = ("index.html", "feeds.opml")
-_WEB_ONLY = frozenset({"FEEDBRIDGE_CREDENTIALS", "FEEDBRIDGE_SECRET", "FEEDBRIDGE_SECRET_PREVIOUS",  # a build's keys
-                       "FEEDBRIDGE_PERSONAL", "FEEDBRIDGE_CONNECT_KEY", "FEEDBRIDGE_AUTH_REDIRECTS"})  # are its own
 # Bytes of one part of an output path (with its extension) and of the whole path inside the output folder:
 # under the 255 of common file systems and well under PATH_MAX with the folder in front.
 MAX_PART, MAX_PATH, MAX_FOLDERS = 200, 1000, 16  # a thousand feeds 496 folders deep took 12 s to check
@@ -149,13 +147,8 @@ class _Checker:
 
     def settings(self, forums: tuple[Forum, ...], **fixed: Any) -> Settings:
         """The environment's settings (FEEDBRIDGE_CONTACT_URL, timeouts, bounds) for the config's forums, whose keys
-        are the config's: what the environment says of other forums is left out, and `_WEB_ONLY` was not read."""
-        keys = {forum.key for forum in forums}
-        env = self.environment
-        multisite = tuple(kept for group in env.multisite if (kept := tuple(k for k in group if k in keys)))
-        filter_terms = tuple(terms for terms in env.filter_terms if terms[0] in keys)
-        return replace(env, **{"forums": forums, "credentials": (), "multisite": multisite,
-                               "filter_terms": filter_terms, **fixed})
+        are the config's (`Settings.for_run`)."""
+        return self.environment.for_run(forums, **fixed)
 
     def out_dir(self, out_dir: Path, what: str) -> None:
         """The output folder can be written, checked before anything is fetched: no control character in its
@@ -208,7 +201,7 @@ class _Checker:
 
     def config(self, data: dict[str, Any], out_dir: Path | None) -> BuildConfig:
         try:  # but what only the web service reads (its keys, signing, members' feeds): the web's to check
-            self.environment = Settings.from_env({k: v for k, v in os.environ.items() if k not in _WEB_ONLY})
+            self.environment = Settings.from_env(web=False)
         except ConfigError as exc:
             raise BuildConfigError(f"the environment: {exc}") from None
         self.unknown(data, _TOP_KEYS, "")
