@@ -208,6 +208,23 @@ def test_stalled_topic_pages_answer_within_the_deadline_and_are_not_asked_again(
     assert 1 <= topic_requests <= 2 * settings.fetch_concurrency
 
 
+def test_topic_pages_a_request_stopped_waiting_for_are_kept_for_the_next(upstream):
+    """The topic pages under way when a request's deadline passes go on in the pool and keep what they read
+    (`Read.stepping`, `pooled`: their fetches are not cut at the deadline): the next build (another format) asks
+    the forum only for the pages no one read. Cut at the deadline, each was asked again. No page is marked slow
+    (`FEEDBRIDGE_NEGATIVE_TTL=0`), so the next build reads the rest."""
+    upstream.stall("/t/", 4.0, prefix=True, times=3)  # the first wave answers after the request's deadline
+    settings = settings_for(upstream.url, cache_ttl=0, request_deadline=3.0, read_timeout=10.0, negative_ttl=0)
+    with procfile_app(settings) as app:
+        first = get(app.feed_url(f"{COMPILER}.atom?content=full"))
+        time.sleep(2.5)  # the first wave's pages answer, and are kept
+        asked = upstream.count("/t/", prefix=True)
+        second = get(app.feed_url(f"{COMPILER}.rss?content=full"))
+    assert first.status_code == 200 and second.status_code == 200
+    assert 1 <= asked < 30
+    assert upstream.count("/t/", prefix=True) == 30  # each topic page asked once, over both builds
+
+
 def test_a_request_whose_list_spent_its_deadline_marks_no_topic_page_slow_for_everyone(upstream):
     """Only the topic pages' own slowness marks them slow for every reader. A request whose list took most of
     its deadline (a slow list, or a wait for the budget's room) reaches pages that answer in 0.3 s with half a

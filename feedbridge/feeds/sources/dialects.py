@@ -199,9 +199,6 @@ class Source:
         """Page `page` (0 first) of the feed's list where this source reads it (`route`)."""
         return self.list_url(spec.forum.base_url, *self.route(spec.list_path, spec.list_params), page)
 
-    def topic_url(self, topic_url: str) -> str:
-        return topic_url + self.suffix
-
     def categories_url(self, base_url: str, page: int = 1) -> str:
         """Page `page` (1 first) of the directory with every subcategory: core gives an anonymous reader
         top-level categories only unless asked `include_subcategories=true` (app/models/category_list.rb

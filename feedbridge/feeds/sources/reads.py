@@ -166,16 +166,17 @@ class Read:
 
     def entry(self, key: str, build: Callable[[E | None, Read], E], what: str, forum: Forum, *,
               fresh_for: float | None = None, keep_for: float | None = None, any_copy: bool = False,
-              dates: bool = False, optional: bool = False) -> E:
+              dates: bool = False, optional: bool = False, ahead: int | None = None) -> E:
         """Live, without the stale copy: a build from stale parts is the service's decision (`FeedService`).
         `build(held, read)` reads with `read`, this read within the build it makes.
         `any_copy`: what any copy held will do for (a forum's basic info), fresh for as long as it is kept.
         `forum`: whose it is, for its part of the cold slots (`ColdSlots`). `dates`: what is built of this
-        entry is as old as it (a list page's, live too: `stored`, `oldest`). `optional`: read as `optional()`
-        reads, in one call."""
-        if optional:
-            return self.optional().entry(key, build, what, forum, fresh_for=fresh_for, keep_for=keep_for,
-                                         any_copy=any_copy, dates=dates)
+        entry is as old as it (a list page's, live too: `stored`, `oldest`). `optional`, `ahead`: read as
+        `optional()` and `stepping(ahead)` read, in one call (a forum's basic info, a topic page of a wave)."""
+        if optional or ahead is not None:
+            moded = self if ahead is None else self.stepping(ahead)
+            return (moded.optional() if optional else moded).entry(key, build, what, forum, fresh_for=fresh_for,
+                                                                   keep_for=keep_for, any_copy=any_copy, dates=dates)
         if self.cached_only:
             held: E = self.scope.policy.held(key, what)
             if (stored_at := getattr(held, "stored_at", None)) is not None:

@@ -64,8 +64,8 @@ class TopicPages:
         fresh_for, keep_for = policy.fresh_for, policy.keep_read_for  # the same for every topic of the feed
         try:
             for topic, done in self.pool.waves(topics,
-                                               lambda topic, ahead: self._page(read.stepping(ahead), forum, source,
-                                                                               topic, fresh_for, keep_for),
+                                               lambda topic, ahead: self._page(read, ahead, forum, source, topic,
+                                                                               fresh_for, keep_for),
                                                self.settings.fetch_concurrency, caller=read.caller):
                 try:
                     results.append(done.result())
@@ -104,18 +104,21 @@ class TopicPages:
         entry: TopicEntry | None = read.scope.store.get(keys.topic(forum.base_url, topic.id, topic.last_posted_at))
         return topic if entry is None else merged(topic, entry.topic, PAGE_FIELDS)
 
-    def _page(self, read: Read, forum: Forum, source: Source, topic: Topic, fresh_for: float, keep_for: float) -> Topic:
-        """The topic enriched from its page; UpstreamTimeout, before any work, when the pool starts it after
-        the request's deadline (nobody waits for it then; nothing is stored, so no failure is remembered).
-        `fresh_for`, `keep_for`: the policy's for a copy and for what is keyed by its own version."""
+    def _page(self, read: Read, ahead: int, forum: Forum, source: Source, topic: Topic, fresh_for: float,
+              keep_for: float) -> Topic:
+        """The topic enriched from its page, read as a job of a wave with `ahead` reads left (`Read.stepping`);
+        UpstreamTimeout, before any work, when the pool starts it after the request's deadline (nobody waits for
+        it then; nothing is stored, so no failure is remembered). `fresh_for`, `keep_for`: the policy's for a
+        copy and for what is keyed by its own version."""
         caller = read.caller
         if caller is not None and caller.left() <= 0:
             raise DeadlinePassed(f"the request's deadline passed before topic {topic.id} was read")
         if not is_within(forum, topic.url, self.settings.forums):
             raise UpstreamError(f"topic URL {topic.url} is not under {forum.base_url}")
+        url = topic.url + source.suffix  # the page as the forum's source serves it
         if source.from_head is not None:
-            head = read_head(read, forum, topic.id, source.topic_url(topic.url),
-                             fresh_for=_read_after(topic, fresh_for), keep_for=keep_for)
+            head = read_head(read.stepping(ahead), forum, topic.id, url, fresh_for=_read_after(topic, fresh_for),
+                             keep_for=keep_for)
             return source.from_head(topic, head, forum.base_url)
         read_topic = source.read_topic
         assert read_topic is not None  # a source reads its topics' pages one way or the other
@@ -123,7 +126,6 @@ class TopicPages:
 
         def fetch(_held: TopicEntry | None, read: Read) -> TopicEntry:
             try:
-                url = source.topic_url(topic.url)
                 fetched = read.fetch(forum, url, url)
                 full = read_topic(topic, fetched.text, forum.base_url, fetched.url)
             except (UpstreamNotFound, NotATopicError):
@@ -133,7 +135,7 @@ class TopicPages:
 
         # A topic entry is keyed by its last activity, so it never goes stale: fresh until its TTL ends.
         entry: TopicEntry = read.entry(key, fetch, f"topic {topic.id}", forum, fresh_for=float("inf"),
-                                       keep_for=keep_for)
+                                       keep_for=keep_for, ahead=ahead)
         return merged(topic, entry.topic, PAGE_FIELDS)
 
 
