@@ -118,6 +118,8 @@ def _dest(param: params.Param) -> str:
 OPTIONS = params.firsts((p for p in params.PARAMETERS if p.cli), _dest)
 """The table's rows with a CLI option, one per option (the first of those that share one: `--query` is `q=`,
 and `keyword=` on /filter), in order."""
+ROWS = {_dest(option): tuple(p for p in params.PARAMETERS if p.cli and _dest(p) == _dest(option)) for option in OPTIONS}
+"""Each option's rows, by the name click gives its value, read once: what `_parameters` looks an option up in."""
 
 
 @main.command()
@@ -423,7 +425,7 @@ def _parameters(feed: params.FeedKind, options: Mapping[str, object]) -> dict[st
     refuses by name)."""
     found: dict[str, list[str]] = {}
     for dest, value in options.items():
-        rows = [p for p in params.PARAMETERS if p.cli and _dest(p) == dest]
+        rows = ROWS[dest]
         param = next((p for p in rows if feed in p.feeds), rows[0])
         values = value if isinstance(value, tuple) else (value,)
         found[param.name] = ["1" if v is True else str(v) for v in values]
