@@ -475,9 +475,9 @@ class Settings:
         """These settings for a run outside the web service over `forums` alone (a static build, `feedbridge build`):
         what they say of other forums left out, and no key signed in with."""
         keys = {forum.key for forum in forums}
-        return replace(self, **{"forums": forums, "credentials": (), **fixed,
+        return replace(self, **{"forums": forums, "credentials": (),
             "multisite": tuple(kept for group in self.multisite if (kept := tuple(k for k in group if k in keys))),
-            "filter_terms": tuple(terms for terms in self.filter_terms if terms[0] in keys)})
+            "filter_terms": tuple(terms for terms in self.filter_terms if terms[0] in keys), **fixed})
 
     def check_credentials(self) -> None:
         """Every credential names a forum the bridge serves, and signed URLs have a secret to be made with."""
